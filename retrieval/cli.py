@@ -1,0 +1,175 @@
+"""Command-line interface: parsing and printing only; every command is a function of ``retrieval.commands``.
+
+Exit codes: 0 success, 1 a runtime error (the message says what to do), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+from . import commands
+from .config import DB_ENV_VAR, DEFAULT_DB, RetrievalConfig
+from .errors import RetrievalError
+
+
+def _progress_bar(total: int | None) -> Callable[[int], None] | None:
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int) -> None:
+        if total:
+            width = 30
+            filled = int(width * done / total)
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} papers")
+        else:
+            sys.stderr.write(f"\r{done:,} papers")
+        sys.stderr.flush()
+
+    return show
+
+
+def _count_lines(path: str) -> int | None:
+    try:
+        with open(path, "rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return None
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    total = _count_lines(args.source) if args.source else 100
+    progress = _progress_bar(total)
+    summary = commands.build(db=args.db, source=args.source, progress=progress)
+    if progress:
+        sys.stderr.write("\n")
+    print(
+        f"built {summary.path}: {summary.papers:,} papers, {summary.edges:,} citation edges, "
+        f"{summary.dangling_references:,} dangling references, "
+        f"{summary.self_citations_dropped:,} self-citations dropped, {summary.terms:,} terms, "
+        f"{summary.seconds:.1f} s"
+    )
+    return 0
+
+
+def _print_sql(statements) -> None:
+    for name, sql, params in statements:
+        print(f"-- {name}")
+        print(sql + ";")
+        print("-- parameters: " + json.dumps(params, ensure_ascii=False))
+        print()
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    config = RetrievalConfig(top_k_lexical=args.top_k_lexical, max_hops=args.hops)
+    if args.sql:
+        _print_sql(commands.search_sql(args.query, db=args.db, config=config))
+        return 0
+    result = commands.search(args.query, db=args.db, config=config, limit=args.limit)
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+        return 0
+    m = result.metrics
+    if not result.ranked:
+        print(f"no results for {args.query!r} ({m['wall_time_ms']:.1f} ms)")
+        return 0
+    print(f"{'#':>3}  {'id':<16} {'year':>4}  {'final':>6}  {'bm25':>7}  {'hops':>4}  {'recency':>7}  title")
+    for rank, r in enumerate(result.ranked, start=1):
+        hops = "-" if r.graph_distance is None else str(r.graph_distance)
+        year = "" if r.paper.year is None else str(r.paper.year)
+        title = r.paper.title if len(r.paper.title) <= 60 else r.paper.title[:57] + "..."
+        print(
+            f"{rank:>3}  {r.paper.id:<16} {year:>4}  {r.final_score:6.4f}  {r.bm25_score:7.3f}  "
+            f"{hops:>4}  {r.recency_score:7.3f}  {title}"
+        )
+    print(
+        f"\n{len(result.ranked)} of {m['hit_count']} hits shown; top {m['top_score']:.4f}, "
+        f"average {m['avg_score']:.4f}, {m['wall_time_ms']:.1f} ms. "
+        f"final = {config.w_bm25:g}*bm25/max + {config.w_graph:g}*graph(1/.6/.3 by hops) "
+        f"+ {config.w_recency:g}*recency"
+    )
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    info = commands.stats(db=args.db)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    width = max(len(k) for k in info)
+    for key, value in info.items():
+        shown = f"{value:.3f}" if isinstance(value, float) else ("" if value is None else value)
+        if isinstance(value, int) and not isinstance(value, bool) and not key.endswith("year"):
+            shown = f"{value:,}"
+        print(f"{key:<{width}}  {shown}")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def _hops(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 0, 1 or 2, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"hops cannot be negative (got {value}); use 0, 1 or 2")
+    return value
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="retrieval",
+        description="An embedded literature-retrieval index: BM25 in SQL plus a citation-graph walk.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    db_help = f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})"
+
+    p = sub.add_parser("build", help="index a corpus into a SQLite file")
+    p.add_argument("--from", dest="source", metavar="FILE", help="JSONL corpus (default: the built-in demo corpus)")
+    p.add_argument("--db", help=db_help)
+    p.set_defaults(func=_cmd_build)
+
+    p = sub.add_parser("search", help="search the index")
+    p.add_argument("query", help="free-text query")
+    p.add_argument("--db", help=db_help)
+    p.add_argument("--limit", type=_positive_int, default=10, help="results to show (default 10)")
+    p.add_argument("--top-k-lexical", type=_positive_int, default=10, help="BM25 seeds (default 10)")
+    p.add_argument("--hops", type=_hops, default=2, help="citation hops from the seeds, 0-2 (default 2)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--sql", action="store_true", help="print the SQL the search runs, with its parameters")
+    p.set_defaults(func=_cmd_search)
+
+    p = sub.add_parser("stats", help="what the index holds")
+    p.add_argument("--db", help=db_help)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_stats)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except RetrievalError as exc:
+        print(f"retrieval: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("retrieval: interrupted; nothing was changed", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `retrieval search ... | head`
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The commands as library functions: ``build``, ``search``, ``stats``. The CLI only parses and prints."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy import text
+
+from .config import RetrievalConfig, resolve_db_path
+from .corpus import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients, read_jsonl
+from .errors import IndexNotFoundError
+from .search.merge import RetrievalClient, RetrievalResult
+from .store.database import check_index, create_index_engine
+from .store.writer import BuildSummary, build_index
+
+BUILTIN = "built-in demo corpus"
+
+
+def build(
+    db: str | os.PathLike[str] | None = None,
+    source: str | os.PathLike[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> BuildSummary:
+    """Build the index at ``db`` (resolved as everywhere) from the JSONL file ``source``, or from the built-in
+    demo corpus when ``source`` is None. Replaces an existing index only when the build succeeds."""
+    path = resolve_db_path(db)
+    if source is None:
+        corpus = build_corpus()
+        papers = merge_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus))
+        return build_index(papers, path, source=BUILTIN, progress=progress)
+    src = Path(source)
+    if not src.is_file():
+        raise IndexNotFoundError(f"no corpus file at {src}: give a JSONL file of papers with --from")
+    return build_index((paper for _, paper in read_jsonl(src)), path, source=src.name, progress=progress)
+
+
+def search(
+    query: str,
+    db: str | os.PathLike[str] | None = None,
+    config: RetrievalConfig | None = None,
+    limit: int | None = 10,
+) -> RetrievalResult:
+    """Search the index at ``db``; see ``RetrievalClient.search``."""
+    with RetrievalClient(config=config, db=db) as client:
+        return client.search(query, limit=limit)
+
+
+def search_sql(query: str, db: str | os.PathLike[str] | None = None, config: RetrievalConfig | None = None):
+    """The statements a search for ``query`` runs, with their parameters."""
+    with RetrievalClient(config=config, db=db) as client:
+        return client.search_sql(query)
+
+
+STATS_SQL = """\
+SELECT (SELECT count(*) FROM papers) AS papers,
+       (SELECT count(*) FROM citations AS c JOIN papers AS p ON p.id = c.cited_id) AS edges,
+       (SELECT count(*) FROM citations) AS references_total,
+       (SELECT count(*) FROM doc_freq) AS terms,
+       (SELECT count(*) FROM term_freq) AS postings"""
+
+
+def stats(db: str | os.PathLike[str] | None = None) -> dict:
+    """What the index at ``db`` holds: papers, edges, terms, avgdl, years, schema revision, file size, ..."""
+    path = resolve_db_path(db)
+    info = check_index(path)
+    engine = create_index_engine(path, readonly=True)
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(text(STATS_SQL)).mappings().one()
+    finally:
+        engine.dispose()
+    return {
+        "path": str(path),
+        "papers": row["papers"],
+        "edges": row["edges"],
+        "dangling_references": row["references_total"] - row["edges"],
+        "self_citations_dropped": int(info.info.get("self_citations_dropped", 0)),
+        "terms": row["terms"],
+        "postings": row["postings"],
+        "avgdl": info.avgdl,
+        "min_year": info.min_year,
+        "max_year": info.max_year,
+        "k1": info.k1,
+        "b": info.b,
+        "tokeniser": f"{info.tokeniser} v{info.tokeniser_version}",
+        "schema_revision": info.info.get("schema_revision"),
+        "source": info.info.get("source"),
+        "built_at": info.info.get("built_at"),
+        "file_bytes": path.stat().st_size,
+    }

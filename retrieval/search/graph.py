@@ -1,0 +1,72 @@
+"""The graph pass: a breadth-first walk of the citation graph in both directions, as a recursive CTE.
+
+From each seed the walk follows references (papers it cites) and citing papers, at most ``max_hops`` (<= 2)
+steps, and returns every paper reached once with its minimum hop distance. A reference to a paper that is not
+in the corpus is not an edge, so the walk never passes through one.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import Engine, text
+
+from ..config import MAX_HOPS
+from ..errors import ConfigError
+
+WALK_SQL = """\
+WITH RECURSIVE
+seeds(paper_id) AS (
+    SELECT value
+    FROM json_each(:seed_ids)
+    JOIN papers ON papers.id = value
+),
+walk(paper_id, hops) AS (
+    SELECT paper_id, 0
+    FROM seeds
+    UNION
+    SELECT c.cited_id, w.hops + 1
+    FROM walk AS w
+    JOIN citations AS c ON c.citing_id = w.paper_id
+    JOIN papers AS p ON p.id = c.cited_id
+    WHERE w.hops < :max_hops
+    UNION
+    SELECT c.citing_id, w.hops + 1
+    FROM walk AS w
+    JOIN citations AS c ON c.cited_id = w.paper_id
+    WHERE w.hops < :max_hops
+)
+SELECT paper_id,
+       min(hops) AS distance
+FROM walk
+GROUP BY paper_id
+ORDER BY distance, paper_id"""
+
+
+def clamp_hops(max_hops: int) -> int:
+    """``max_hops`` clamped to the walk's ceiling of 2; a negative value is an error."""
+    if max_hops < 0:
+        raise ConfigError(f"max_hops must be 0, 1 or 2 (larger values are clamped to 2), got {max_hops}")
+    return min(max_hops, MAX_HOPS)
+
+
+class CitationGraph:
+    """The directed citation graph of an index file, walked in SQL."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def expand_sql(self, seeds: list[str], max_hops: int = MAX_HOPS) -> tuple[str, dict]:
+        """The statement and parameters of the walk from ``seeds``."""
+        return WALK_SQL, {"seed_ids": json.dumps(list(seeds)), "max_hops": clamp_hops(max_hops)}
+
+    def expand(self, seeds: list[str], max_hops: int = MAX_HOPS) -> dict[str, int]:
+        """Map every paper within ``max_hops`` of a seed (seeds included, at 0) to its minimum distance.
+
+        Seeds that are not papers of the index are ignored. Ordered by distance, then id.
+        """
+        sql, params = self.expand_sql(seeds, max_hops)
+        if not seeds:
+            return {}
+        with self._engine.connect() as conn:
+            return {row[0]: row[1] for row in conn.execute(text(sql), params)}

@@ -1,0 +1,239 @@
+"""The merge: one ranked, deduplicated list from the lexical and graph passes, each entry explained.
+
+``final_score = w_bm25 * bm25_norm + w_graph * graph_score + w_recency * recency_score``
+
+- ``bm25_norm``: the paper's BM25 score for the query over the highest score among the lexical top-k. A paper
+  reached only through the graph keeps its own BM25 score (0 when it shares no term with the query).
+- ``graph_score``: 1.0, 0.6, 0.3 at distance 0 (a seed), 1, 2; 0 otherwise.
+- ``recency_score``: a linear ramp from 0 at the corpus's earliest year to 1 at its latest. A paper with no
+  year gets 0; in a corpus whose papers all share one year, every dated paper gets 1.
+
+Order: final score descending, then paper id, so equal scores always come out in the same order.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import text
+
+from ..config import GRAPH_SCORES, RetrievalConfig, resolve_db_path
+from ..corpus.mock import ArxivMockClient, SemanticScholarMockClient, merge_clients
+from ..corpus.paper import Paper
+from ..store.database import IndexStats, check_index, create_index_engine
+from ..store.writer import build_index
+from ..text import tokenise
+from .graph import CitationGraph
+from .lexical import BM25Index
+
+PAPERS_SQL = """\
+SELECT p.id, p.title, p.abstract, p.year
+FROM json_each(:paper_ids) AS j
+JOIN papers AS p ON p.id = j.value"""
+
+AUTHORS_SQL = """\
+SELECT a.paper_id, a.name
+FROM json_each(:paper_ids) AS j
+JOIN paper_authors AS a ON a.paper_id = j.value
+ORDER BY a.paper_id, a.position"""
+
+REFERENCES_SQL = """\
+SELECT c.citing_id, c.cited_id
+FROM json_each(:paper_ids) AS j
+JOIN citations AS c ON c.citing_id = j.value
+ORDER BY c.citing_id, c.cited_id"""
+
+CITED_BY_SQL = """\
+SELECT c.cited_id, c.citing_id
+FROM json_each(:paper_ids) AS j
+JOIN citations AS c ON c.cited_id = j.value
+ORDER BY c.cited_id, c.citing_id"""
+
+
+@dataclass
+class RankedPaper:
+    """One entry of a result, with every number that explains its place."""
+
+    paper: Paper
+    bm25_score: float
+    graph_distance: int | None
+    recency_score: float
+    final_score: float
+    bm25_norm: float = 0.0
+    graph_score: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.paper.id,
+            "title": self.paper.title,
+            "year": self.paper.year,
+            "bm25_score": self.bm25_score,
+            "graph_distance": self.graph_distance,
+            "recency_score": self.recency_score,
+            "final_score": self.final_score,
+        }
+
+    def why(self, config: RetrievalConfig) -> str:
+        """A one-line account of the score: each term of the blend and what it came from."""
+        reached = "lexical seed" if self.graph_distance == 0 else f"{self.graph_distance} hop(s) from a seed"
+        return (
+            f"{config.w_bm25:g}*bm25 {self.bm25_norm:.3f} + {config.w_graph:g}*graph {self.graph_score:.1f} "
+            f"({reached}) + {config.w_recency:g}*recency {self.recency_score:.3f} = {self.final_score:.4f}"
+        )
+
+
+@dataclass
+class RetrievalResult:
+    """A ranked list and the query's metrics (hit count, average and top final score, wall time)."""
+
+    query: str
+    ranked: list[RankedPaper]
+    hit_count: int
+    average_score: float
+    top_score: float
+    wall_time_ms: float
+    config: RetrievalConfig = field(default_factory=RetrievalConfig)
+
+    @property
+    def metrics(self) -> dict:
+        return {
+            "hit_count": self.hit_count,
+            "avg_score": self.average_score,
+            "top_score": self.top_score,
+            "wall_time_ms": self.wall_time_ms,
+        }
+
+    def to_dict(self, limit: int | None = None) -> dict:
+        ranked = self.ranked if limit is None else self.ranked[:limit]
+        return {"query": self.query, "results": [r.to_dict() for r in ranked], "metrics": self.metrics}
+
+
+class RetrievalClient:
+    """Searches an index file: BM25 seeds, a citation walk from them, and the blended ranking.
+
+    As in the lesson it takes the two mock API clients; when ``db`` does not exist yet and clients are given,
+    the index is built from their merged records first. Every later process opens the same file.
+    """
+
+    def __init__(
+        self,
+        arxiv: ArxivMockClient | None = None,
+        s2: SemanticScholarMockClient | None = None,
+        config: RetrievalConfig | None = None,
+        *,
+        db: str | Path | None = None,
+    ) -> None:
+        self.path = resolve_db_path(db)
+        self.config = config or RetrievalConfig()
+        self._arxiv, self._s2 = arxiv, s2
+        if not self.path.exists() and arxiv is not None and s2 is not None:
+            build_index(merge_clients(arxiv, s2), self.path, source="mock clients")
+        self.stats: IndexStats = check_index(self.path)
+        self._engine = create_index_engine(self.path, readonly=True)
+        self.lexical = BM25Index(self._engine, self.stats)
+        self.graph = CitationGraph(self._engine)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> RetrievalClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the parts of the blend -------------------------------------------------------------------------
+    def recency(self, year: int | None) -> float:
+        """0 at the corpus's earliest year, 1 at its latest; 0 for no year; 1 when all share one year."""
+        lo, hi = self.stats.min_year, self.stats.max_year
+        if year is None or lo is None or hi is None:
+            return 0.0
+        if hi == lo:
+            return 1.0
+        return min(1.0, max(0.0, (year - lo) / (hi - lo)))
+
+    # -- papers, one call away ----------------------------------------------------------------------------
+    def papers(self, paper_ids: list[str], full: bool = True) -> dict[str, Paper]:
+        """The papers with these ids (missing ids are left out), with authors, references and citing papers
+        when ``full``. A fixed number of queries whatever the number of ids."""
+        ids = json.dumps(list(paper_ids))
+        out: dict[str, Paper] = {}
+        with self._engine.connect() as conn:
+            for pid, title, abstract, year in conn.execute(text(PAPERS_SQL), {"paper_ids": ids}):
+                out[pid] = Paper(pid, title, abstract, year, source="merged")
+            if full and out:
+                for pid, name in conn.execute(text(AUTHORS_SQL), {"paper_ids": ids}):
+                    out[pid].authors.append(name)
+                for pid, ref in conn.execute(text(REFERENCES_SQL), {"paper_ids": ids}):
+                    out[pid].references.append(ref)
+                for pid, citer in conn.execute(text(CITED_BY_SQL), {"paper_ids": ids}):
+                    out[pid].citations.append(citer)
+        return out
+
+    def paper(self, paper_id: str) -> Paper | None:
+        """One paper by id (with authors, references and citing papers), or None."""
+        return self.papers([paper_id]).get(paper_id)
+
+    # -- search ---------------------------------------------------------------------------------------------
+    def search_sql(self, query: str, config: RetrievalConfig | None = None) -> list[tuple[str, str, dict]]:
+        """``(name, statement, parameters)`` of each query a search runs, in order (seed ids as placeholders)."""
+        cfg = config or self.config
+        return [
+            ("lexical top-k", *self.lexical.search_sql(query, cfg.top_k_lexical)),
+            ("citation walk", *self.graph.expand_sql(["<seed ids>"], cfg.max_hops)),
+            ("bm25 of walked papers", *self.lexical.scores_sql(query, ["<walked ids>"])),
+            ("papers", PAPERS_SQL, {"paper_ids": "<ranked ids>"}),
+        ]
+
+    def search(
+        self, query: str, config: RetrievalConfig | None = None, limit: int | None = None, full: bool = True
+    ) -> RetrievalResult:
+        """Rank papers for ``query``: BM25 top-k seeds, a walk of up to ``max_hops``, the blend.
+
+        ``limit`` keeps only the first entries (the metrics still describe the whole merged list); ``full``
+        also loads the returned papers' authors, references and citing papers.
+        """
+        cfg = config or self.config
+        start = time.perf_counter()
+        if not tokenise(query):
+            return RetrievalResult(query, [], 0, 0.0, 0.0, (time.perf_counter() - start) * 1000.0, cfg)
+        seeds = self.lexical.search(query, cfg.top_k_lexical)
+        seed_scores = dict(seeds)
+        distances = self.graph.expand(list(seed_scores), cfg.max_hops) if seeds else {}
+        walked = [pid for pid in distances if pid not in seed_scores]
+        bm25 = {**self.lexical.scores(query, walked), **seed_scores}
+        max_bm25 = max(seed_scores.values(), default=0.0)
+        papers = self.papers(list(distances), full=False)
+        ranked: list[RankedPaper] = []
+        for pid, distance in distances.items():
+            paper = papers[pid]
+            bm25_norm = bm25[pid] / max_bm25 if max_bm25 > 0 else 0.0
+            graph_score = GRAPH_SCORES.get(distance, 0.0)
+            recency = self.recency(paper.year)
+            final = cfg.w_bm25 * bm25_norm + cfg.w_graph * graph_score + cfg.w_recency * recency
+            ranked.append(RankedPaper(paper, bm25[pid], distance, recency, final, bm25_norm, graph_score))
+        ranked.sort(key=lambda r: (-r.final_score, r.paper.id))
+        scores = [r.final_score for r in ranked]
+        hit_count, average, top = len(ranked), (sum(scores) / len(scores) if scores else 0.0), max(scores, default=0.0)
+        if limit is not None:
+            ranked = ranked[:limit]
+        if full and ranked:
+            detail = self.papers([r.paper.id for r in ranked], full=True)
+            for r in ranked:
+                r.paper = detail[r.paper.id]
+        wall_ms = (time.perf_counter() - start) * 1000.0
+        return RetrievalResult(query, ranked, hit_count, average, top, wall_ms, cfg)
+
+
+def build_client(config: RetrievalConfig | None = None, db: str | Path | None = None) -> RetrievalClient:
+    """A client over the built-in demo corpus, building its index at ``db`` on first use."""
+    from ..corpus.mock import build_corpus
+
+    corpus = build_corpus()
+    return RetrievalClient(ArxivMockClient(corpus), SemanticScholarMockClient(corpus), config, db=db)
+
+
+__all__ = ["RankedPaper", "RetrievalClient", "RetrievalResult", "build_client"]

@@ -1,0 +1,159 @@
+"""Opening an index file: migrations in-process, revision and tokeniser checks, the index's statistics."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.request import pathname2url
+
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event, pool
+
+from ..errors import IndexNotFoundError, NotAnIndexError, SchemaVersionError
+from ..text import TOKENISER_NAME, TOKENISER_VERSION
+
+#: The schema revision this version of the package writes and reads (the Alembic head).
+HEAD_REVISION = "0001"
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def alembic_config(path: Path) -> Config:
+    """An Alembic configuration aimed at the index file ``path``, independent of the working directory."""
+    if not (MIGRATIONS_DIR / "env.py").exists():
+        raise SchemaVersionError(
+            f"the schema migrations are missing (looked in {MIGRATIONS_DIR}): "
+            "install retrieval from its source tree with `pip install -e .`"
+        )
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", f"sqlite:///{path}")
+    cfg.attributes["configure_logging"] = False
+    return cfg
+
+
+def head_revision() -> str:
+    """The head of the migration scripts (tests check it equals ``HEAD_REVISION``)."""
+    return ScriptDirectory.from_config(alembic_config(Path("unused.db"))).get_current_head()
+
+
+def migrate(path: Path, revision: str = "head") -> None:
+    """Bring the file at ``path`` (created if absent) to ``revision`` with Alembic, in this process."""
+    command.upgrade(alembic_config(path), revision)
+
+
+def _register_functions(dbapi_conn: sqlite3.Connection, _record: object = None) -> None:
+    # Natural log for the idf: SQLite has ln() only when built with its math functions.
+    try:
+        dbapi_conn.execute("SELECT ln(1.0)")
+    except sqlite3.OperationalError:
+        dbapi_conn.create_function("ln", 1, math.log, deterministic=True)
+
+
+def create_index_engine(path: Path, readonly: bool = False) -> Engine:
+    """A SQLAlchemy engine on the index file, opened read-only (``mode=ro``) when ``readonly``."""
+    uri = f"file:{pathname2url(str(Path(path).resolve()))}" + ("?mode=ro" if readonly else "")
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+    engine = create_engine("sqlite://", creator=connect, poolclass=pool.SingletonThreadPool)
+    event.listen(engine, "connect", _register_functions)
+    return engine
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    """The statistics a search needs, read once from ``index_info``."""
+
+    n_papers: int
+    total_tokens: int
+    min_year: int | None
+    max_year: int | None
+    k1: float
+    b: float
+    tokeniser: str
+    tokeniser_version: str
+    info: dict[str, str]
+
+    @property
+    def avgdl(self) -> float:
+        return self.total_tokens / self.n_papers if self.n_papers else 0.0
+
+
+def _read_revision_and_info(path: Path) -> tuple[str, dict[str, str]]:
+    try:
+        conn = sqlite3.connect(f"file:{pathname2url(str(path.resolve()))}?mode=ro", uri=True)
+    except sqlite3.Error as exc:  # pragma: no cover - unreadable file
+        raise NotAnIndexError(f"{path} cannot be opened as SQLite ({exc})") from None
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"alembic_version", "index_info", "papers"} <= tables:
+            raise NotAnIndexError(
+                f"{path} is a SQLite file but not a retrieval index (no index_info/papers tables): "
+                "choose another --db, or build one with `retrieval build --db PATH`"
+            )
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        info = dict(conn.execute("SELECT key, value FROM index_info"))
+    except sqlite3.DatabaseError as exc:
+        raise NotAnIndexError(
+            f"{path} is not a retrieval index ({exc}): choose another --db, or build one there with "
+            "`retrieval build --db PATH`"
+        ) from None
+    finally:
+        conn.close()
+    if row is None:
+        raise NotAnIndexError(f"{path} has no schema revision: rebuild it with `retrieval build --db {path}`")
+    return row[0], info
+
+
+def check_index(path: Path, upgrade: bool = True) -> IndexStats:
+    """Check that ``path`` is a complete index this version can read, upgrading an older schema if asked.
+
+    Raises ``IndexNotFoundError``, ``NotAnIndexError`` or ``SchemaVersionError`` with what to do next.
+    """
+    if not path.exists():
+        raise IndexNotFoundError(
+            f"no index at {path}: build one with `retrieval build --db {path}` "
+            f"(or point --db / $RETRIEVAL_DB at an existing index)"
+        )
+    revision, info = _read_revision_and_info(path)
+    if revision != HEAD_REVISION:
+        known = {script.revision for script in ScriptDirectory.from_config(alembic_config(path)).walk_revisions()}
+        if revision not in known:
+            raise SchemaVersionError(
+                f"{path} has schema revision {revision!r}, which this version of retrieval does not know "
+                f"(it writes {HEAD_REVISION!r}): upgrade retrieval, or rebuild the index with `retrieval build`"
+            )
+        if not upgrade:
+            raise SchemaVersionError(
+                f"{path} has the older schema revision {revision!r}; this version needs {HEAD_REVISION!r}: "
+                "run any retrieval command that writes (e.g. `retrieval build`) to upgrade it"
+            )
+        migrate(path)
+        revision, info = _read_revision_and_info(path)
+    if "n_papers" not in info:
+        raise NotAnIndexError(f"{path} is an unfinished index (no statistics): rebuild it with `retrieval build`")
+    if (info.get("tokeniser"), info.get("tokeniser_version")) != (TOKENISER_NAME, TOKENISER_VERSION):
+        raise SchemaVersionError(
+            f"{path} was tokenised by {info.get('tokeniser')} v{info.get('tokeniser_version')}, "
+            f"this version uses {TOKENISER_NAME} v{TOKENISER_VERSION}: rebuild it with `retrieval build`"
+        )
+
+    def _year(key: str) -> int | None:
+        return int(info[key]) if info.get(key) not in (None, "") else None
+
+    return IndexStats(
+        n_papers=int(info["n_papers"]),
+        total_tokens=int(info["total_tokens"]),
+        min_year=_year("min_year"),
+        max_year=_year("max_year"),
+        k1=float(info["k1"]),
+        b=float(info["b"]),
+        tokeniser=info["tokeniser"],
+        tokeniser_version=info["tokeniser_version"],
+        info=info,
+    )

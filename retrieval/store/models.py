@@ -1,0 +1,107 @@
+"""The index schema as SQLAlchemy 2 typed models. Tables are created only by the Alembic migrations.
+
+Words stay visible to a person with ``sqlite3``: ``doc_freq`` holds each term beside its id, and the view
+``term_counts`` shows ``term_freq`` with words instead of ids.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Deterministic constraint names, so migrations (and batch mode on SQLite) can refer to them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class PaperRow(Base):
+    """One paper: the text that is indexed and the fields a result shows."""
+
+    __tablename__ = "papers"
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    title: Mapped[str] = mapped_column(Text)
+    abstract: Mapped[str] = mapped_column(Text, default="")
+    year: Mapped[int | None] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(Text)
+
+
+class PaperAuthor(Base):
+    """A paper's authors, in their order on the paper (position 0 is the first author)."""
+
+    __tablename__ = "paper_authors"
+    __table_args__ = (Index("ix_paper_authors_name", "name"), {"sqlite_with_rowid": False})
+
+    paper_id: Mapped[str] = mapped_column(Text, ForeignKey("papers.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+
+
+class Citation(Base):
+    """``citing_id`` cites ``cited_id``. The cited paper may not be in the corpus (yet): such a reference
+    is kept, and becomes a live edge as soon as that paper is added."""
+
+    __tablename__ = "citations"
+    __table_args__ = (Index("ix_citations_cited_citing", "cited_id", "citing_id"), {"sqlite_with_rowid": False})
+
+    citing_id: Mapped[str] = mapped_column(Text, ForeignKey("papers.id"), primary_key=True)
+    cited_id: Mapped[str] = mapped_column(Text, primary_key=True)
+
+
+class DocFreq(Base):
+    """The vocabulary: each term, its integer id, and the number of papers containing it."""
+
+    __tablename__ = "doc_freq"
+
+    term_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    term: Mapped[str] = mapped_column(Text, unique=True)
+    df: Mapped[int] = mapped_column(Integer)
+
+
+class TermFreq(Base):
+    """How often a term occurs in a paper's title and abstract (one row per term and paper)."""
+
+    __tablename__ = "term_freq"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    term_id: Mapped[int] = mapped_column(Integer, ForeignKey("doc_freq.term_id"), primary_key=True)
+    paper_id: Mapped[str] = mapped_column(Text, ForeignKey("papers.id"), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+
+
+class DocLen(Base):
+    """A paper's length in tokens (title and abstract)."""
+
+    __tablename__ = "doc_len"
+
+    paper_id: Mapped[str] = mapped_column(Text, ForeignKey("papers.id"), primary_key=True)
+    length: Mapped[int] = mapped_column(Integer)
+
+
+class IndexInfo(Base):
+    """What a later process needs to answer exactly as the builder would: N, avgdl, k1, b, the tokeniser,
+    the years, the schema revision, and the build's summary. One ``key``/``value`` row each."""
+
+    __tablename__ = "index_info"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+TERM_COUNTS_VIEW = """
+CREATE VIEW term_counts AS
+SELECT d.term AS term,
+       t.paper_id AS paper_id,
+       t.count AS count
+FROM term_freq AS t
+JOIN doc_freq AS d ON d.term_id = t.term_id
+"""
