@@ -201,6 +201,24 @@ class RetrievalClient:
         if not tokenise(query):
             return RetrievalResult(query, [], 0, 0.0, 0.0, (time.perf_counter() - start) * 1000.0, cfg)
         seeds = self.lexical.search(query, cfg.top_k_lexical)
+        return self.rank(query, seeds, cfg, limit=limit, full=full, started=start)
+
+    def rank(
+        self,
+        query: str,
+        seeds: list[tuple[str, float]],
+        config: RetrievalConfig | None = None,
+        limit: int | None = None,
+        full: bool = True,
+        started: float | None = None,
+    ) -> RetrievalResult:
+        """The graph pass and the merge for lexical ``seeds`` already ranked (``(id, bm25)``, best first).
+
+        ``search`` is ``rank(query, lexical.search(query, top_k_lexical))``; an evaluation that needs a longer
+        lexical list takes its first ``top_k_lexical`` entries as the seeds and calls this directly.
+        """
+        cfg = config or self.config
+        start = time.perf_counter() if started is None else started
         seed_scores = dict(seeds)
         distances = self.graph.expand(list(seed_scores), cfg.max_hops) if seeds else {}
         walked = [pid for pid in distances if pid not in seed_scores]
