@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-
-from sqlalchemy import text
 
 from .config import RetrievalConfig, resolve_db_path
 from .corpus import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients, read_jsonl
 from .errors import IndexNotFoundError
 from .search.merge import RetrievalClient, RetrievalResult
-from .store.database import check_index, create_index_engine
+from .store.database import check_index, connect
 from .store.writer import BuildSummary, build_index
 
 BUILTIN = "built-in demo corpus"
@@ -65,12 +64,12 @@ def stats(db: str | os.PathLike[str] | None = None) -> dict:
     """What the index at ``db`` holds: papers, edges, terms, avgdl, years, schema revision, file size, ..."""
     path = resolve_db_path(db)
     info = check_index(path)
-    engine = create_index_engine(path, readonly=True)
+    conn = connect(path, readonly=True)
     try:
-        with engine.connect() as conn:
-            row = conn.execute(text(STATS_SQL)).mappings().one()
+        conn.row_factory = sqlite3.Row
+        row = conn.execute(STATS_SQL).fetchone()
     finally:
-        engine.dispose()
+        conn.close()
     return {
         "path": str(path),
         "papers": row["papers"],

@@ -81,6 +81,7 @@ def upgrade() -> None:
         sa.Column("length", sa.Integer(), nullable=False),
         sa.ForeignKeyConstraint(["paper_id"], ["papers.id"], name=op.f("fk_doc_len_paper_id_papers")),
         sa.PrimaryKeyConstraint("paper_id", name=op.f("pk_doc_len")),
+        sqlite_with_rowid=False,
     )
     op.create_table(
         "index_info",

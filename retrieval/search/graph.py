@@ -8,8 +8,7 @@ in the corpus is not an edge, so the walk never passes through one.
 from __future__ import annotations
 
 import json
-
-from sqlalchemy import Engine, text
+import sqlite3
 
 from ..config import MAX_HOPS
 from ..errors import ConfigError
@@ -53,8 +52,8 @@ def clamp_hops(max_hops: int) -> int:
 class CitationGraph:
     """The directed citation graph of an index file, walked in SQL."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
 
     def expand_sql(self, seeds: list[str], max_hops: int = MAX_HOPS) -> tuple[str, dict]:
         """The statement and parameters of the walk from ``seeds``."""
@@ -68,5 +67,4 @@ class CitationGraph:
         sql, params = self.expand_sql(seeds, max_hops)
         if not seeds:
             return {}
-        with self._engine.connect() as conn:
-            return {row[0]: row[1] for row in conn.execute(text(sql), params)}
+        return {row[0]: row[1] for row in self._conn.execute(sql, params)}

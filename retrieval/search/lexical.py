@@ -14,8 +14,7 @@ runs. The query's tokens travel as one JSON parameter, which keeps the statement
 from __future__ import annotations
 
 import json
-
-from sqlalchemy import Engine, text
+import sqlite3
 
 from ..store.database import IndexStats
 from ..text import tokenise
@@ -68,8 +67,8 @@ ORDER BY tf.paper_id"""
 class BM25Index:
     """Okapi BM25 (k1=1.5, b=0.75, idf = ln(1 + (N - df + 0.5)/(df + 0.5))) over an index file."""
 
-    def __init__(self, engine: Engine, stats: IndexStats) -> None:
-        self._engine = engine
+    def __init__(self, conn: sqlite3.Connection, stats: IndexStats) -> None:
+        self._conn = conn
         self.stats = stats
 
     def _params(self, terms: list[str]) -> dict:
@@ -94,8 +93,7 @@ class BM25Index:
         if not tokenise(query):
             return []
         sql, params = self.search_sql(query, top_k)
-        with self._engine.connect() as conn:
-            return [(row[0], row[1]) for row in conn.execute(text(sql), params)]
+        return [(row[0], row[1]) for row in self._conn.execute(sql, params)]
 
     def scores(self, query: str, paper_ids: list[str]) -> dict[str, float]:
         """BM25 score of each paper in ``paper_ids`` for ``query`` (0.0 for one that shares no term with it)."""
@@ -103,6 +101,5 @@ class BM25Index:
         if not paper_ids or not tokenise(query):
             return result
         sql, params = self.scores_sql(query, paper_ids)
-        with self._engine.connect() as conn:
-            result.update((row[0], row[1]) for row in conn.execute(text(sql), params))
+        result.update((row[0], row[1]) for row in self._conn.execute(sql, params))
         return result

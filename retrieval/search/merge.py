@@ -18,12 +18,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import text
-
 from ..config import GRAPH_SCORES, RetrievalConfig, resolve_db_path
 from ..corpus.mock import ArxivMockClient, SemanticScholarMockClient, merge_clients
 from ..corpus.paper import Paper
-from ..store.database import IndexStats, check_index, create_index_engine
+from ..store.database import IndexStats, check_index, connect
 from ..store.writer import build_index
 from ..text import tokenise
 from .graph import CitationGraph
@@ -132,12 +130,12 @@ class RetrievalClient:
         if not self.path.exists() and arxiv is not None and s2 is not None:
             build_index(merge_clients(arxiv, s2), self.path, source="mock clients")
         self.stats: IndexStats = check_index(self.path)
-        self._engine = create_index_engine(self.path, readonly=True)
-        self.lexical = BM25Index(self._engine, self.stats)
-        self.graph = CitationGraph(self._engine)
+        self._conn = connect(self.path, readonly=True)
+        self.lexical = BM25Index(self._conn, self.stats)
+        self.graph = CitationGraph(self._conn)
 
     def close(self) -> None:
-        self._engine.dispose()
+        self._conn.close()
 
     def __enter__(self) -> RetrievalClient:
         return self
@@ -161,16 +159,16 @@ class RetrievalClient:
         when ``full``. A fixed number of queries whatever the number of ids."""
         ids = json.dumps(list(paper_ids))
         out: dict[str, Paper] = {}
-        with self._engine.connect() as conn:
-            for pid, title, abstract, year in conn.execute(text(PAPERS_SQL), {"paper_ids": ids}):
-                out[pid] = Paper(pid, title, abstract, year, source="merged")
-            if full and out:
-                for pid, name in conn.execute(text(AUTHORS_SQL), {"paper_ids": ids}):
-                    out[pid].authors.append(name)
-                for pid, ref in conn.execute(text(REFERENCES_SQL), {"paper_ids": ids}):
-                    out[pid].references.append(ref)
-                for pid, citer in conn.execute(text(CITED_BY_SQL), {"paper_ids": ids}):
-                    out[pid].citations.append(citer)
+        conn = self._conn
+        for pid, title, abstract, year in conn.execute(PAPERS_SQL, {"paper_ids": ids}):
+            out[pid] = Paper(pid, title, abstract, year, source="merged")
+        if full and out:
+            for pid, name in conn.execute(AUTHORS_SQL, {"paper_ids": ids}):
+                out[pid].authors.append(name)
+            for pid, ref in conn.execute(REFERENCES_SQL, {"paper_ids": ids}):
+                out[pid].references.append(ref)
+            for pid, citer in conn.execute(CITED_BY_SQL, {"paper_ids": ids}):
+                out[pid].citations.append(citer)
         return out
 
     def paper(self, paper_id: str) -> Paper | None:

@@ -1,6 +1,6 @@
 """The index file: schema (models, migrations), opening and checking it, writing it."""
 
-from .database import HEAD_REVISION, IndexStats, check_index, create_index_engine, migrate
+from .database import HEAD_REVISION, IndexStats, check_index, connect, migrate
 from .writer import BuildSummary, build_index
 
 __all__ = [
@@ -9,6 +9,6 @@ __all__ = [
     "IndexStats",
     "build_index",
     "check_index",
-    "create_index_engine",
+    "connect",
     "migrate",
 ]

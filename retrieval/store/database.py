@@ -1,4 +1,8 @@
-"""Opening an index file: migrations in-process, revision and tokeniser checks, the index's statistics."""
+"""Opening an index file: migrations in-process, revision and tokeniser checks, the index's statistics.
+
+The read path uses the standard library's ``sqlite3`` only; Alembic (and with it SQLAlchemy) is imported when a
+file has to be migrated, which keeps a fresh process's first query fast.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.request import pathname2url
 
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, pool
-
 from ..errors import IndexNotFoundError, NotAnIndexError, SchemaVersionError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION
 
@@ -21,8 +20,10 @@ HEAD_REVISION = "0001"
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
 
-def alembic_config(path: Path) -> Config:
+def alembic_config(path: Path):
     """An Alembic configuration aimed at the index file ``path``, independent of the working directory."""
+    from alembic.config import Config
+
     if not (MIGRATIONS_DIR / "env.py").exists():
         raise SchemaVersionError(
             f"the schema migrations are missing (looked in {MIGRATIONS_DIR}): "
@@ -37,15 +38,19 @@ def alembic_config(path: Path) -> Config:
 
 def head_revision() -> str:
     """The head of the migration scripts (tests check it equals ``HEAD_REVISION``)."""
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config(Path("unused.db"))).get_current_head()
 
 
 def migrate(path: Path, revision: str = "head") -> None:
     """Bring the file at ``path`` (created if absent) to ``revision`` with Alembic, in this process."""
+    from alembic import command
+
     command.upgrade(alembic_config(path), revision)
 
 
-def _register_functions(dbapi_conn: sqlite3.Connection, _record: object = None) -> None:
+def _register_functions(dbapi_conn: sqlite3.Connection) -> None:
     # Natural log for the idf: SQLite has ln() only when built with its math functions.
     try:
         dbapi_conn.execute("SELECT ln(1.0)")
@@ -53,16 +58,15 @@ def _register_functions(dbapi_conn: sqlite3.Connection, _record: object = None) 
         dbapi_conn.create_function("ln", 1, math.log, deterministic=True)
 
 
-def create_index_engine(path: Path, readonly: bool = False) -> Engine:
-    """A SQLAlchemy engine on the index file, opened read-only (``mode=ro``) when ``readonly``."""
+def connect(path: Path, readonly: bool = True) -> sqlite3.Connection:
+    """A connection to the index file, read-only (``mode=ro``) unless asked otherwise.
+
+    Queries use named parameters (``:name``) with a dict, so the SQL text is what ``--sql`` prints.
+    """
     uri = f"file:{pathname2url(str(Path(path).resolve()))}" + ("?mode=ro" if readonly else "")
-
-    def connect() -> sqlite3.Connection:
-        return sqlite3.connect(uri, uri=True, check_same_thread=False)
-
-    engine = create_engine("sqlite://", creator=connect, poolclass=pool.SingletonThreadPool)
-    event.listen(engine, "connect", _register_functions)
-    return engine
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    _register_functions(conn)
+    return conn
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,8 @@ def check_index(path: Path, upgrade: bool = True) -> IndexStats:
         )
     revision, info = _read_revision_and_info(path)
     if revision != HEAD_REVISION:
+        from alembic.script import ScriptDirectory
+
         known = {script.revision for script in ScriptDirectory.from_config(alembic_config(path)).walk_revisions()}
         if revision not in known:
             raise SchemaVersionError(

@@ -82,6 +82,7 @@ class DocLen(Base):
     """A paper's length in tokens (title and abstract)."""
 
     __tablename__ = "doc_len"
+    __table_args__ = {"sqlite_with_rowid": False}  # one B-tree lookup per posting in the BM25 join
 
     paper_id: Mapped[str] = mapped_column(Text, ForeignKey("papers.id"), primary_key=True)
     length: Mapped[int] = mapped_column(Integer)

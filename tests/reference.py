@@ -1,0 +1,85 @@
+"""Plain-Python references the SQL paths are checked against: Okapi BM25 and a breadth-first walk.
+
+Written straight from the definitions, sharing no code with the package but the tokeniser's contract.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, deque
+
+K1 = 1.5
+B = 0.75
+
+
+def tokens(text: str) -> list[str]:
+    """The tokeniser's contract, character by character: lowercase, then maximal runs where isalnum()."""
+    out, current = [], []
+    for ch in text.lower():
+        if ch.isalnum():
+            current.append(ch)
+        elif current:
+            out.append("".join(current))
+            current = []
+    if current:
+        out.append("".join(current))
+    return out
+
+
+class ReferenceBM25:
+    """Okapi BM25, k1=1.5, b=0.75, idf = ln(1 + (N - df + 0.5)/(df + 0.5)), over {id: text}."""
+
+    def __init__(self, docs: dict[str, str]) -> None:
+        self.tf = {pid: Counter(tokens(text)) for pid, text in docs.items()}
+        self.dl = {pid: sum(c.values()) for pid, c in self.tf.items()}
+        self.n = len(docs)
+        self.avgdl = sum(self.dl.values()) / self.n
+        self.df: Counter[str] = Counter()
+        for counts in self.tf.values():
+            self.df.update(counts.keys())
+
+    def idf(self, term: str) -> float:
+        df = self.df[term]
+        return math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
+
+    def score(self, pid: str, query: str) -> float:
+        total = 0.0
+        for term in tokens(query):  # a repeated query token counts each time
+            f = self.tf[pid].get(term, 0)
+            if f:
+                norm = f * (K1 + 1) / (f + K1 * (1 - B + B * self.dl[pid] / self.avgdl))
+                total += self.idf(term) * norm
+        return total
+
+    def scores(self, query: str) -> dict[str, float]:
+        """Every document sharing at least one token with the query, with its score."""
+        terms = set(tokens(query))
+        return {pid: self.score(pid, query) for pid, counts in self.tf.items() if terms & counts.keys()}
+
+    def top(self, query: str, k: int) -> list[tuple[str, float]]:
+        return sorted(self.scores(query).items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def bfs(references: dict[str, list[str]], seeds: list[str], max_hops: int) -> dict[str, int]:
+    """Minimum hop distance from any seed, following references and citing papers among corpus papers."""
+    nodes = set(references)
+    neighbours: dict[str, set[str]] = {pid: set() for pid in nodes}
+    for citing, cited in ((c, r) for c, refs in references.items() for r in refs):
+        if cited in nodes and cited != citing:
+            neighbours[citing].add(cited)
+            neighbours[cited].add(citing)
+    distance = {s: 0 for s in seeds if s in nodes}
+    queue = deque(distance)
+    while queue:
+        node = queue.popleft()
+        if distance[node] == max_hops:
+            continue
+        for nxt in sorted(neighbours[node]):
+            if nxt not in distance:
+                distance[nxt] = distance[node] + 1
+                queue.append(nxt)
+    return distance
+
+
+def close(a: float, b: float, rel: float = 1e-9) -> bool:
+    return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12)

@@ -1,0 +1,88 @@
+import gzip
+import json
+
+import pytest
+from conftest import paper, write_jsonl
+
+from retrieval import ArxivMockClient, InputError, SemanticScholarMockClient, build_corpus, read_jsonl
+from retrieval.corpus import merge_clients
+from retrieval.corpus.mock import TOPICS
+
+
+def test_demo_corpus_shape():
+    corpus = build_corpus()
+    assert [p.id for p in corpus] == [f"p{i:03d}" for i in range(1, 101)]
+    assert corpus[0].title == "Attention Sparsity study 1"
+    assert corpus[20].title == "Retrieval Augmentation study 1"
+    assert {p.year for p in corpus} == set(range(2018, 2026))
+    assert corpus[0].authors == ["Author 1-1", "Coauthor 1-1"]
+    assert build_corpus() == corpus  # deterministic
+
+
+def test_demo_corpus_citations_follow_the_rules():
+    by_id = {p.id: p for p in build_corpus()}
+    for t in range(len(TOPICS)):
+        first, second = f"p{t * 20 + 1:03d}", f"p{t * 20 + 2:03d}"
+        next_first = f"p{(t + 1) % 5 * 20 + 1:03d}"
+        for i in range(20):
+            refs = by_id[f"p{t * 20 + i + 1:03d}"].references
+            expected = ([first, second] if i >= 2 else []) + ([next_first] if i == 5 else [])
+            assert refs == expected
+    # references and citations agree
+    for p in by_id.values():
+        for ref in p.references:
+            assert p.id in by_id[ref].citations
+        for citer in p.citations:
+            assert p.id in by_id[citer].references
+
+
+def test_mock_clients_expose_different_fields():
+    corpus = build_corpus()
+    arxiv, s2 = ArxivMockClient(corpus), SemanticScholarMockClient(corpus)
+    hits = arxiv.search("retrieval augmentation")
+    assert hits and all(h.source == "arxiv" and h.references == [] and h.citations == [] for h in hits)
+    assert any(h.references for h in s2.search("attention sparsity"))
+    assert s2.fetch("p003").references == ["p001", "p002"]
+    assert s2.fetch("nope") is None
+    merged = merge_clients(arxiv, s2)
+    assert [p.id for p in merged] == [p.id for p in corpus]
+    assert merged[2].references == ["p001", "p002"] and merged[2].title == corpus[2].title
+
+
+def test_reads_records_with_line_numbers(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", [paper("a", references=["b"]), "", paper("b", year=None)])
+    out = list(read_jsonl(path))
+    assert [(n, p.id) for n, p in out] == [(1, "a"), (3, "b")]
+    assert out[0][1].references == ["b"] and out[1][1].year is None
+    assert out[0][1].source == "c.jsonl"
+
+
+def test_reads_gzip(tmp_path):
+    path = tmp_path / "c.jsonl.gz"
+    with gzip.open(path, "wt") as handle:
+        handle.write(json.dumps(paper("a")) + "\n")
+    assert [p.id for _, p in read_jsonl(path)] == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("{not json", "invalid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        (json.dumps({"title": "x"}), "missing 'id'"),
+        (json.dumps({"id": "x"}), "has no 'title'"),
+        (json.dumps({"id": "x", "title": "t", "year": "1999"}), "'year' must be an integer"),
+        (json.dumps({"id": "x", "title": "t", "year": 1999.5}), "'year' must be an integer"),
+        (json.dumps({"id": "x", "title": "t", "year": True}), "'year' must be an integer"),
+        (json.dumps({"id": "x", "title": "t", "references": "y"}), "'references' must be a list"),
+        (json.dumps({"id": "x", "title": "t", "authors": [1]}), "'authors' must be a list"),
+        (json.dumps(paper("a")), "duplicate id 'a'"),
+    ],
+)
+def test_bad_records_name_file_and_line(tmp_path, line, reason):
+    path = write_jsonl(tmp_path / "bad.jsonl", [paper("a"), paper("b"), line])
+    with pytest.raises(InputError) as info:
+        list(read_jsonl(path))
+    assert info.value.line == 3
+    assert str(info.value).startswith(f"{path}:3: ")
+    assert reason in str(info.value)

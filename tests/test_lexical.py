@@ -1,0 +1,117 @@
+"""BM25 in SQL against the plain-Python reference (to a relative 1e-9) and against bm25s (method="lucene")."""
+
+import json
+import random
+
+import pytest
+from conftest import paper, write_jsonl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import ReferenceBM25, close, tokens
+
+from retrieval import RetrievalClient, build_corpus, read_jsonl
+from retrieval.commands import build
+
+
+def _check_against_reference(client: RetrievalClient, ref: ReferenceBM25, query: str, k: int) -> None:
+    got = client.lexical.search(query, k)
+    expected = ref.top(query, k)
+    assert [pid for pid, _ in got] == [pid for pid, _ in expected], query
+    for (_, a), (_, b) in zip(got, expected, strict=True):
+        assert close(a, b), (query, a, b)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["attention sparsity", "retrieval augmentation embedding", "study 12", "low rank low rank", "topic 3 accuracy"],
+)
+def test_demo_corpus_matches_reference(demo_db, query):
+    ref = ReferenceBM25({p.id: p.text for p in build_corpus()})
+    with RetrievalClient(db=demo_db) as client:
+        _check_against_reference(client, ref, query, 100)
+
+
+def test_real_corpus_matches_reference(cacm_db):
+    db, corpus = cacm_db
+    ref = ReferenceBM25({p.id: p.text for _, p in read_jsonl(corpus)})
+    queries_file = corpus.parent / "queries-dev.jsonl"
+    queries = [json.loads(line)["query"] for line in queries_file.read_text(encoding="utf-8").splitlines()]
+    rng = random.Random(7)
+    titles = [p.title for _, p in read_jsonl(corpus)]
+    queries += rng.sample(titles, 20)
+    with RetrievalClient(db=db) as client:
+        for query in queries:
+            _check_against_reference(client, ref, query, 50)
+            # every paper's score, not only the top: the restricted statement used for walked papers
+            some = sorted(ref.scores(query))[:40] + ["not-a-paper"]
+            scores = client.lexical.scores(query, some)
+            for pid in some:
+                assert close(scores[pid], ref.score(pid, query) if pid in ref.tf else 0.0)
+
+
+def test_agrees_with_bm25s_lucene(cacm_db):
+    """bm25s's "lucene" variant has the same idf and omits the (k1 + 1) factor, so ours is (k1 + 1) times it."""
+    bm25s = pytest.importorskip("bm25s")
+    db, corpus = cacm_db
+    papers = [p for _, p in read_jsonl(corpus)]
+    retriever = bm25s.BM25(method="lucene", k1=1.5, b=0.75)
+    retriever.index([tokens(p.text) for p in papers], show_progress=False)
+    with RetrievalClient(db=db) as client:
+        for query in ["parallel sorting algorithms", "time sharing operating system", "matrix inversion error"]:
+            theirs = retriever.get_scores(sorted(set(tokens(query))))
+            ours = client.lexical.scores(query, [p.id for p in papers])
+            for i, p in enumerate(papers):
+                assert ours[p.id] == pytest.approx(2.5 * float(theirs[i]), rel=1e-5, abs=1e-6)
+
+
+def test_ties_break_on_paper_id_and_repeated_query_tokens_count(tmp_path):
+    corpus = write_jsonl(
+        tmp_path / "c.jsonl",
+        [paper(pid, title="graph walk", abstract="same words") for pid in ["d", "b", "c", "a"]]
+        + [paper("e", title="walk walk", abstract="other words")],
+    )
+    build(db=tmp_path / "x.db", source=corpus)
+    with RetrievalClient(db=tmp_path / "x.db") as client:
+        hits = client.lexical.search("graph walk", 10)
+        assert [pid for pid, _ in hits[:4]] == ["a", "b", "c", "d"]
+        once = dict(client.lexical.search("graph", 10))
+        twice = dict(client.lexical.search("graph graph", 10))
+        assert close(twice["a"], 2 * once["a"])
+
+
+def test_query_with_no_known_token_or_no_token(demo_db):
+    with RetrievalClient(db=demo_db) as client:
+        assert client.lexical.search("graphene", 5) == []
+        assert client.lexical.search("", 5) == []
+        assert client.lexical.search("?!", 5) == []
+        assert client.lexical.scores("?!", ["p001"]) == {"p001": 0.0}
+
+
+def test_sql_is_parameterised(demo_db):
+    hostile = "x'); DROP TABLE papers; --"
+    with RetrievalClient(db=demo_db) as client:
+        sql, params = client.lexical.search_sql(hostile, 5)
+        assert hostile not in sql and "drop" in params["query_terms"]
+        assert client.lexical.search(hostile, 5) == []
+        assert client.paper("p001") is not None
+
+
+_WORDS = ["attention", "sparsity", "retrieval", "low", "rank", "study", "1", "12", "topic", "the", "zzz"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=6), st.integers(1, 30))
+def test_top_k_is_a_prefix_of_the_full_ranking(demo_db_path, words, k):
+    query = " ".join(words)
+    with RetrievalClient(db=demo_db_path) as client:
+        full = client.lexical.search(query, 100)
+        top = client.lexical.search(query, k)
+    assert top == full[:k]
+    assert all(a[1] >= b[1] for a, b in zip(top, top[1:], strict=False))
+
+
+@pytest.fixture(scope="module")
+def demo_db_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("lexical") / "demo.db"
+    build(db=path)
+    return path

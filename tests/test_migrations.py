@@ -1,0 +1,97 @@
+"""The schema as the migrations make it: equal to the models, reversible, and guarded on open."""
+
+import sqlite3
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine, inspect
+
+from retrieval import IndexNotFoundError, NotAnIndexError, RetrievalClient, SchemaVersionError
+from retrieval.commands import build, stats
+from retrieval.store.database import HEAD_REVISION, alembic_config, head_revision, migrate
+from retrieval.store.models import Base
+
+TABLES = {"papers", "paper_authors", "citations", "doc_freq", "term_freq", "doc_len", "index_info"}
+
+
+def _diff(path):
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    engine.dispose()
+    return diff
+
+
+def test_head_revision_constant_matches_the_scripts():
+    assert head_revision() == HEAD_REVISION
+
+
+def test_upgrade_from_empty_gives_the_models_schema(tmp_path):
+    db = tmp_path / "m.db"
+    migrate(db)
+    assert _diff(db) == []
+    inspector = inspect(create_engine(f"sqlite:///{db}"))
+    assert set(inspector.get_table_names()) >= TABLES
+    assert "term_counts" in inspector.get_view_names()
+    assert {ix["name"] for ix in inspector.get_indexes("citations")} == {"ix_citations_cited_citing"}
+    pk = inspector.get_pk_constraint("term_freq")
+    assert pk["name"] == "pk_term_freq" and pk["constrained_columns"] == ["term_id", "paper_id"]
+
+
+def test_downgrade_to_base_and_back(tmp_path):
+    db = tmp_path / "m.db"
+    cfg = alembic_config(db)
+    command.upgrade(cfg, "head")
+    command.downgrade(cfg, "base")
+    with sqlite3.connect(db) as conn:
+        left = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    assert left == {"alembic_version"}
+    command.upgrade(cfg, "head")
+    assert _diff(db) == []
+
+
+def test_offline_mode_emits_sql(tmp_path, capsys):
+    command.upgrade(alembic_config(tmp_path / "m.db"), "head", sql=True)
+    out = capsys.readouterr().out
+    assert "CREATE TABLE papers" in out and "CREATE VIEW term_counts" in out
+    assert not (tmp_path / "m.db").exists()
+
+
+def test_missing_file_suggests_build(tmp_path):
+    with pytest.raises(IndexNotFoundError, match=r"no index at .*nope\.db: build one with `retrieval build"):
+        RetrievalClient(db=tmp_path / "nope.db")
+
+
+def test_non_sqlite_file_is_refused(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_text("just some text, not a database\n" * 100)
+    with pytest.raises(NotAnIndexError, match="not a retrieval index"):
+        stats(path)
+
+
+def test_other_sqlite_file_is_refused(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE things (x)")
+    with pytest.raises(NotAnIndexError, match="not a retrieval index"):
+        RetrievalClient(db=path)
+
+
+def test_unknown_revision_is_refused(tmp_path):
+    db = tmp_path / "x.db"
+    build(db=db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = 'f00d'")
+    with pytest.raises(SchemaVersionError, match="revision 'f00d'.*rebuild the index"):
+        RetrievalClient(db=db)
+
+
+def test_index_from_another_tokeniser_is_refused(tmp_path):
+    db = tmp_path / "x.db"
+    build(db=db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE index_info SET value = '2' WHERE key = 'tokeniser_version'")
+    with pytest.raises(SchemaVersionError, match="tokenised by .* v2"):
+        RetrievalClient(db=db)
