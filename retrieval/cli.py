@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from . import commands
 from .config import DB_ENV_VAR, DEFAULT_DB, RetrievalConfig
+from .corpus.jsonl import FORMATS
 from .errors import RetrievalError
 
 
@@ -42,7 +43,7 @@ def _count_lines(path: str) -> int | None:
 def _cmd_build(args: argparse.Namespace) -> int:
     total = _count_lines(args.source) if args.source else 100
     progress = _progress_bar(total)
-    summary = commands.build(db=args.db, source=args.source, progress=progress)
+    summary = commands.build(db=args.db, source=args.source, progress=progress, format=args.format)
     if progress:
         sys.stderr.write("\n")
     print(
@@ -51,6 +52,24 @@ def _cmd_build(args: argparse.Namespace) -> int:
         f"{summary.self_citations_dropped:,} self-citations dropped, {summary.terms:,} terms, "
         f"{summary.seconds:.1f} s"
     )
+    return 0
+
+
+def _cmd_add(args: argparse.Namespace) -> int:
+    progress = _progress_bar(_count_lines(args.source))
+    summary = commands.add(args.source, db=args.db, replace=args.replace, progress=progress, format=args.format)
+    if progress:
+        sys.stderr.write("\n")
+    print(
+        f"added {summary.added:,} papers to {summary.path} ({summary.replaced:,} replaced); "
+        f"{summary.papers:,} papers, {summary.terms:,} terms now; {summary.seconds:.2f} s"
+    )
+    return 0
+
+
+def _cmd_remove(args: argparse.Namespace) -> int:
+    summary = commands.remove(args.ids, db=args.db)
+    print(f"removed {summary.removed:,} papers from {summary.path}; {summary.papers:,} papers now")
     return 0
 
 
@@ -135,10 +154,24 @@ def make_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     db_help = f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})"
 
+    format_help = "input format: jsonl, openalex or s2 (default: detected from the first record)"
     p = sub.add_parser("build", help="index a corpus into a SQLite file")
-    p.add_argument("--from", dest="source", metavar="FILE", help="JSONL corpus (default: the built-in demo corpus)")
+    p.add_argument("--from", dest="source", metavar="FILE", help="corpus file (default: the built-in demo corpus)")
+    p.add_argument("--format", choices=FORMATS, help=format_help)
     p.add_argument("--db", help=db_help)
     p.set_defaults(func=_cmd_build)
+
+    p = sub.add_parser("add", help="add papers to an index, statistics kept exact")
+    p.add_argument("source", metavar="FILE", help="papers to add (JSONL, OpenAlex or S2 lines; plain or gzip)")
+    p.add_argument("--format", choices=FORMATS, help=format_help)
+    p.add_argument("--replace", action="store_true", help="overwrite papers whose id is already in the index")
+    p.add_argument("--db", help=db_help)
+    p.set_defaults(func=_cmd_add)
+
+    p = sub.add_parser("remove", help="remove papers and their edges from an index")
+    p.add_argument("ids", nargs="+", metavar="ID", help="paper ids")
+    p.add_argument("--db", help=db_help)
+    p.set_defaults(func=_cmd_remove)
 
     p = sub.add_parser("search", help="search the index")
     p.add_argument("query", help="free-text query")

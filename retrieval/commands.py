@@ -8,31 +8,57 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .config import RetrievalConfig, resolve_db_path
-from .corpus import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients, read_jsonl
+from .corpus import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients, read_papers
 from .errors import IndexNotFoundError
 from .search.merge import RetrievalClient, RetrievalResult
 from .store.database import check_index, connect
-from .store.writer import BuildSummary, build_index
+from .store.writer import WriteSummary, add_papers, build_index, remove_papers
 
 BUILTIN = "built-in demo corpus"
+
+
+def _corpus_file(source: str | os.PathLike[str]) -> Path:
+    src = Path(source)
+    if not src.is_file():
+        raise IndexNotFoundError(f"no corpus file at {src}: give a file of papers (JSONL, OpenAlex or S2 lines)")
+    return src
 
 
 def build(
     db: str | os.PathLike[str] | None = None,
     source: str | os.PathLike[str] | None = None,
     progress: Callable[[int], None] | None = None,
-) -> BuildSummary:
-    """Build the index at ``db`` (resolved as everywhere) from the JSONL file ``source``, or from the built-in
-    demo corpus when ``source`` is None. Replaces an existing index only when the build succeeds."""
+    format: str | None = None,
+) -> WriteSummary:
+    """Build the index at ``db`` (resolved as everywhere) from the corpus file ``source`` (``format`` jsonl,
+    openalex or s2; detected when None), or from the built-in demo corpus when ``source`` is None. Replaces an
+    existing index only when the build succeeds."""
     path = resolve_db_path(db)
     if source is None:
         corpus = build_corpus()
         papers = merge_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus))
         return build_index(papers, path, source=BUILTIN, progress=progress)
-    src = Path(source)
-    if not src.is_file():
-        raise IndexNotFoundError(f"no corpus file at {src}: give a JSONL file of papers with --from")
-    return build_index((paper for _, paper in read_jsonl(src)), path, source=src.name, progress=progress)
+    src = _corpus_file(source)
+    return build_index((p for _, p in read_papers(src, format)), path, source=src.name, progress=progress)
+
+
+def add(
+    source: str | os.PathLike[str],
+    db: str | os.PathLike[str] | None = None,
+    replace: bool = False,
+    progress: Callable[[int], None] | None = None,
+    format: str | None = None,
+) -> WriteSummary:
+    """Add the papers of ``source`` to the index at ``db`` in one transaction; an id already there is an error
+    unless ``replace``. Statistics stay exact: the index equals a rebuild from the new corpus."""
+    path = resolve_db_path(db)
+    src = _corpus_file(source)
+    return add_papers((p for _, p in read_papers(src, format)), path, replace=replace, progress=progress)
+
+
+def remove(ids: list[str], db: str | os.PathLike[str] | None = None) -> WriteSummary:
+    """Remove the papers ``ids`` and their edges from the index at ``db`` in one transaction."""
+    return remove_papers(ids, resolve_db_path(db))
 
 
 def search(

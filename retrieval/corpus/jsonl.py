@@ -1,9 +1,17 @@
-"""Reader for the project's JSONL corpus format, one paper per line.
+"""Readers for line-delimited JSON corpora, one paper per line, plain or gzip, in three formats.
 
-``{"id": str, "title": str, "abstract": str, "year": int | null, "authors": [str], "references": [str]}``
+- ``jsonl``: the project's own, ``{"id", "title", "abstract", "year", "authors": [str], "references": [ids]}``.
+  Only ``id`` (non-empty) and ``title`` (a string, possibly empty) are required.
+- ``openalex``: OpenAlex works as the API and the snapshot give them. The id is the work id without its URL
+  prefix (``W2741809807``); the title is ``title``, else ``display_name``; the abstract is rebuilt from
+  ``abstract_inverted_index`` (each word placed at its positions, joined by single spaces); ``publication_year``;
+  the authorships' ``author.display_name`` in order; ``referenced_works`` as work ids.
+- ``s2``: Semantic Scholar Graph API papers: ``paperId``, ``title``, ``abstract``, ``year``, ``authors[].name``,
+  ``references[].paperId`` and ``citations[].paperId`` where present (entries without a ``paperId`` are
+  unresolved references and are skipped). A ``citations`` entry becomes an edge from that paper to this one.
 
-Only ``id`` (non-empty) and ``title`` (a string, possibly empty) are required.
-Every bad record raises ``InputError`` naming ``file:line``.
+The format is detected from the first record unless given. Every bad record raises ``InputError`` naming
+``file:line`` and the reason; a duplicate id is a bad record.
 """
 
 from __future__ import annotations
@@ -11,12 +19,17 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
 from ..errors import InputError
 from .paper import Paper
+
+FORMATS = ("jsonl", "openalex", "s2")
+_OPENALEX_PREFIX = "https://openalex.org/"
+
+Where = tuple[str, int]
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -25,7 +38,7 @@ def _open(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
-def _string_list(value: object, field: str, where: tuple[str, int]) -> list[str]:
+def _string_list(value: object, field: str, where: Where) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -33,46 +46,149 @@ def _string_list(value: object, field: str, where: tuple[str, int]) -> list[str]
     return value
 
 
-def parse_record(line: str, where: tuple[str, int], source: str) -> Paper:
-    """One JSONL line to a ``Paper``; ``where`` is ``(file, line number)`` for the error message."""
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InputError(*where, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
-    if not isinstance(record, dict):
-        raise InputError(*where, f"expected a JSON object, got {type(record).__name__}")
-    pid = record.get("id")
-    if not isinstance(pid, str) or not pid.strip():
-        raise InputError(*where, "missing 'id' (a non-empty string)")
+def _year(value: object, pid: str, field: str, where: Where) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise InputError(*where, f"paper {pid!r}: '{field}' must be an integer or null, got {json.dumps(value)}")
+    return value
+
+
+def _text(value: object, pid: str, field: str, where: Where) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(*where, f"paper {pid!r}: '{field}' must be a string or null")
+    return value
+
+
+def _id(value: object, field: str, where: Where) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(*where, f"missing '{field}' (a non-empty string)")
+    return value
+
+
+def parse_jsonl(record: dict, where: Where, source: str) -> Paper:
+    """A record of the project's own format."""
+    pid = _id(record.get("id"), "id", where)
     title = record.get("title")
     if not isinstance(title, str):  # an empty title is allowed: real corpora have a few (CACM does)
         raise InputError(*where, f"paper {pid!r} has no 'title' (a string; add the field, empty if unknown)")
-    abstract = record.get("abstract")
-    if abstract is None:
-        abstract = ""
-    if not isinstance(abstract, str):
-        raise InputError(*where, f"paper {pid!r}: 'abstract' must be a string or null")
-    year = record.get("year")
-    if year is not None and (isinstance(year, bool) or not isinstance(year, int)):
-        raise InputError(*where, f"paper {pid!r}: 'year' must be an integer or null, got {json.dumps(year)}")
     return Paper(
         id=pid,
         title=title,
-        abstract=abstract,
-        year=year,
+        abstract=_text(record.get("abstract"), pid, "abstract", where),
+        year=_year(record.get("year"), pid, "year", where),
         authors=_string_list(record.get("authors"), "authors", where),
         references=_string_list(record.get("references"), "references", where),
         source=source,
     )
 
 
-def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Paper]]:
-    """Stream ``(line number, Paper)`` from a JSONL file (plain or gzip); blank lines are skipped.
+def _openalex_id(value: str) -> str:
+    return value[len(_OPENALEX_PREFIX) :] if value.startswith(_OPENALEX_PREFIX) else value
 
-    Raises ``InputError`` with ``file:line`` on the first bad record, including a duplicate id.
-    """
+
+def rebuild_abstract(inverted: object, pid: str, where: Where) -> str:
+    """OpenAlex's ``abstract_inverted_index`` (word -> positions) back to text, words in position order."""
+    if inverted is None:
+        return ""
+    if not isinstance(inverted, dict):
+        raise InputError(*where, f"work {pid!r}: 'abstract_inverted_index' must be an object or null")
+    placed: dict[int, str] = {}
+    for word, positions in inverted.items():
+        if not isinstance(positions, list) or not all(type(i) is int for i in positions):
+            raise InputError(*where, f"work {pid!r}: positions of {word!r} in the abstract must be integers")
+        for position in positions:
+            placed[position] = word
+    return " ".join(placed[i] for i in sorted(placed))
+
+
+def parse_openalex(record: dict, where: Where, source: str) -> Paper:
+    """An OpenAlex work."""
+    pid = _openalex_id(_id(record.get("id"), "id", where))
+    title = record.get("title")
+    if title is None:
+        title = record.get("display_name")
+    if not isinstance(title, str):
+        title = ""  # OpenAlex has works without a title; their abstract is still worth indexing
+    authors = []
+    for authorship in record.get("authorships") or []:
+        name = ((authorship or {}).get("author") or {}).get("display_name")
+        if isinstance(name, str) and name:
+            authors.append(name)
+    refs = _string_list(record.get("referenced_works"), "referenced_works", where)
+    return Paper(
+        id=pid,
+        title=title,
+        abstract=rebuild_abstract(record.get("abstract_inverted_index"), pid, where),
+        year=_year(record.get("publication_year"), pid, "publication_year", where),
+        authors=authors,
+        references=[_openalex_id(r) for r in refs],
+        source=source,
+    )
+
+
+def _paper_ids(value: object, field: str, pid: str, where: Where) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(*where, f"paper {pid!r}: '{field}' must be a list of objects")
+    out = []
+    for entry in value:
+        if not isinstance(entry, dict):
+            raise InputError(*where, f"paper {pid!r}: each entry of '{field}' must be an object with a paperId")
+        other = entry.get("paperId")
+        if isinstance(other, str) and other:  # None: a reference Semantic Scholar could not resolve
+            out.append(other)
+    return out
+
+
+def parse_s2(record: dict, where: Where, source: str) -> Paper:
+    """A Semantic Scholar Graph API paper."""
+    pid = _id(record.get("paperId"), "paperId", where)
+    authors = [a["name"] for a in record.get("authors") or [] if isinstance(a, dict) and isinstance(a.get("name"), str)]
+    return Paper(
+        id=pid,
+        title=_text(record.get("title"), pid, "title", where),
+        abstract=_text(record.get("abstract"), pid, "abstract", where),
+        year=_year(record.get("year"), pid, "year", where),
+        authors=authors,
+        references=_paper_ids(record.get("references"), "references", pid, where),
+        citations=_paper_ids(record.get("citations"), "citations", pid, where),
+        source=source,
+    )
+
+
+PARSERS: dict[str, Callable[[dict, Where, str], Paper]] = {
+    "jsonl": parse_jsonl,
+    "openalex": parse_openalex,
+    "s2": parse_s2,
+}
+
+
+def detect_format(record: dict) -> str | None:
+    """The format a record looks like, or None."""
+    if "paperId" in record:
+        return "s2"
+    pid = record.get("id")
+    if (
+        "abstract_inverted_index" in record
+        or "referenced_works" in record
+        or (isinstance(pid, str) and pid.startswith(_OPENALEX_PREFIX))
+    ):
+        return "openalex"
+    if "id" in record:
+        return "jsonl"
+    return None
+
+
+def read_papers(path: str | os.PathLike[str], format: str | None = None) -> Iterator[tuple[int, Paper]]:
+    """Stream ``(line number, Paper)`` from a corpus file in ``format`` (detected from the first record when
+    None). Blank lines are skipped. Raises ``InputError`` with ``file:line`` on the first bad record."""
     path = Path(path)
+    if format is not None and format not in PARSERS:
+        raise InputError(str(path), 0, f"unknown format {format!r}: use one of {', '.join(FORMATS)}")
     source = path.name
+    parser = PARSERS.get(format) if format else None
     seen: set[str] = set()
     with _open(path) as handle:
         for lineno, raw in enumerate(handle, start=1):
@@ -83,8 +199,28 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Paper]]:
                 raise InputError(*where, f"not UTF-8 text ({exc.reason})") from None
             if not line.strip():
                 continue
-            paper = parse_record(line, where, source)
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(*where, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(record, dict):
+                raise InputError(*where, f"expected a JSON object, got {type(record).__name__}")
+            if parser is None:
+                detected = detect_format(record)
+                if detected is None:
+                    raise InputError(
+                        *where,
+                        "cannot tell the format from this record (no 'id' or 'paperId'): give --format "
+                        + "|".join(FORMATS),
+                    )
+                parser = PARSERS[detected]
+            paper = parser(record, where, source)
             if paper.id in seen:
                 raise InputError(*where, f"duplicate id {paper.id!r}: each paper may appear once")
             seen.add(paper.id)
             yield lineno, paper
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Paper]]:
+    """``read_papers`` for the project's own JSONL format."""
+    return read_papers(path, "jsonl")

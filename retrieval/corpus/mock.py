@@ -113,26 +113,44 @@ class SemanticScholarMockClient(_MockClient):
         )
 
 
-def merge_clients(arxiv: ArxivMockClient, s2: SemanticScholarMockClient) -> list[Paper]:
-    """Union the two clients' records by id.
+def merge_records(arxiv: Paper | None, s2: Paper | None) -> Paper:
+    """One paper from the two clients' records of it, field by field, noting which source supplied each.
 
-    Text fields (title, abstract, year, authors) come from arXiv when it has the paper, else from Semantic
-    Scholar; references come from Semantic Scholar. The merged record's ``source`` names both.
+    - title, abstract, authors: arXiv's (the authors' own text and full author list), else Semantic Scholar's
+      when arXiv has none;
+    - year: the earlier of the two (the paper's first public appearance, which is what recency measures);
+    - references, citations: Semantic Scholar's (arXiv serves no citation data).
     """
-    merged: dict[str, Paper] = {}
-    for paper in s2.papers():
-        merged[paper.id] = paper
-    for paper in arxiv.papers():
-        refs = merged[paper.id].references if paper.id in merged else []
-        cites = merged[paper.id].citations if paper.id in merged else []
-        merged[paper.id] = Paper(
-            paper.id,
-            paper.title,
-            paper.abstract,
-            paper.year,
-            list(paper.authors),
-            list(refs),
-            list(cites),
-            source="arxiv+s2" if paper.id in merged else "arxiv",
-        )
-    return [merged[k] for k in sorted(merged)]
+    if arxiv is None and s2 is None:
+        raise ValueError("merge_records needs at least one record")
+    sources: dict[str, str] = {}
+
+    def pick(field: str, first: Paper | None, first_name: str, second: Paper | None, second_name: str):
+        for record, name in ((first, first_name), (second, second_name)):
+            value = getattr(record, field) if record is not None else None
+            if value:
+                sources[field] = name
+                return value
+        return type(getattr(arxiv or s2, field))()
+
+    title = pick("title", arxiv, "arxiv", s2, "s2")
+    abstract = pick("abstract", arxiv, "arxiv", s2, "s2")
+    authors = list(pick("authors", arxiv, "arxiv", s2, "s2"))
+    years = [(r.year, name) for r, name in ((arxiv, "arxiv"), (s2, "s2")) if r is not None and r.year is not None]
+    year = None
+    if years:
+        year, sources["year"] = min(years)
+    references = list(s2.references) if s2 is not None else []
+    citations = list(s2.citations) if s2 is not None else []
+    if s2 is not None:
+        sources["references"] = sources["citations"] = "s2"
+    pid = (arxiv or s2).id
+    origin = "+".join(name for record, name in ((arxiv, "arxiv"), (s2, "s2")) if record is not None)
+    return Paper(pid, title, abstract, year, authors, references, citations, origin, field_sources=sources)
+
+
+def merge_clients(arxiv: ArxivMockClient, s2: SemanticScholarMockClient) -> list[Paper]:
+    """Union the two clients' records by id (``merge_records`` says which field comes from where), in id order."""
+    a = {p.id: p for p in arxiv.papers()}
+    s = {p.id: p for p in s2.papers()}
+    return [merge_records(a.get(pid), s.get(pid)) for pid in sorted(a.keys() | s.keys())]

@@ -12,8 +12,10 @@ class Paper:
     """One paper: what the index stores, and what a search returns.
 
     ``references`` are the ids this paper cites (kept even when the cited paper is not in the corpus);
-    ``citations`` are the ids of corpus papers that cite it. ``source`` says who supplied the record:
-    ``"arxiv"`` or ``"s2"`` for the mock clients, the input file's name for a build, ``"merged"`` in results.
+    ``citations`` are the ids of papers that cite it (in results: corpus papers; in input: what a source such as
+    Semantic Scholar lists). ``source`` says who supplied the record: ``"arxiv"`` or ``"s2"`` for the mock
+    clients, the input file's name for a build, ``"merged"`` in results. ``field_sources`` names, for a record
+    merged from several sources, the source of each field.
     """
 
     id: str
@@ -24,6 +26,7 @@ class Paper:
     references: list[str] = field(default_factory=list)
     citations: list[str] = field(default_factory=list)
     source: str = "merged"
+    field_sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def text(self) -> str:

@@ -1,8 +1,9 @@
 """The graph pass: a breadth-first walk of the citation graph in both directions, as a recursive CTE.
 
 From each seed the walk follows references (papers it cites) and citing papers, at most ``max_hops`` (<= 2)
-steps, and returns every paper reached once with its minimum hop distance. A reference to a paper that is not
-in the corpus is not an edge, so the walk never passes through one.
+steps, and returns every paper reached once with its minimum hop distance. A citation with an end outside the
+corpus (a dangling reference, or a citing paper known only from the cited paper's record) is not an edge, so the
+walk never passes through one.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sqlite3
 
 from ..config import MAX_HOPS
 from ..errors import ConfigError
+from ..store.database import read_snapshot
 
 WALK_SQL = """\
 WITH RECURSIVE
@@ -33,6 +35,7 @@ walk(paper_id, hops) AS (
     SELECT c.citing_id, w.hops + 1
     FROM walk AS w
     JOIN citations AS c ON c.cited_id = w.paper_id
+    JOIN papers AS p ON p.id = c.citing_id
     WHERE w.hops < :max_hops
 )
 SELECT paper_id,
@@ -67,4 +70,5 @@ class CitationGraph:
         sql, params = self.expand_sql(seeds, max_hops)
         if not seeds:
             return {}
-        return {row[0]: row[1] for row in self._conn.execute(sql, params)}
+        with read_snapshot(self._conn) as conn:
+            return {row[0]: row[1] for row in conn.execute(sql, params)}

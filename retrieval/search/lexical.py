@@ -6,7 +6,8 @@ Variant (Robertson/Sparck Jones idf with the +1 inside the log, as Lucene uses, 
     tf_norm    = f * (k1 + 1) / (f + k1 * (1 - b + b * dl / avgdl))
     score(d,q) = sum over the query's tokens of idf(t) * tf_norm(t, d)
 
-with k1 = 1.5 and b = 0.75 read from the index. A token repeated in the query counts each time (``qtf``).
+with k1 = 1.5 and b = 0.75 read from the index, and N and avgdl read in the same transaction as the postings.
+A token repeated in the query counts each time (``qtf``).
 The SQL is returned by ``*_sql`` methods and run by the others, so ``retrieval search --sql`` shows exactly what
 runs. The query's tokens travel as one JSON parameter, which keeps the statement fixed and parameterised.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from ..store.database import IndexStats
+from ..store.database import read_snapshot, read_stats
 from ..text import tokenise
 
 _WEIGHTED_TERMS = """\
@@ -67,17 +68,17 @@ ORDER BY tf.paper_id"""
 class BM25Index:
     """Okapi BM25 (k1=1.5, b=0.75, idf = ln(1 + (N - df + 0.5)/(df + 0.5))) over an index file."""
 
-    def __init__(self, conn: sqlite3.Connection, stats: IndexStats) -> None:
+    def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
-        self.stats = stats
 
     def _params(self, terms: list[str]) -> dict:
+        stats = read_stats(self._conn)
         return {
             "query_terms": json.dumps(terms),
-            "n_papers": self.stats.n_papers,
-            "avgdl": self.stats.avgdl,
-            "k1": self.stats.k1,
-            "b": self.stats.b,
+            "n_papers": stats.n_papers,
+            "avgdl": stats.avgdl,
+            "k1": stats.k1,
+            "b": stats.b,
         }
 
     def search_sql(self, query: str, top_k: int = 10) -> tuple[str, dict]:
@@ -92,14 +93,16 @@ class BM25Index:
         """The top ``top_k`` ``(paper id, score)`` pairs, best first, ties by id; empty for a query with no token."""
         if not tokenise(query):
             return []
-        sql, params = self.search_sql(query, top_k)
-        return [(row[0], row[1]) for row in self._conn.execute(sql, params)]
+        with read_snapshot(self._conn) as conn:
+            sql, params = self.search_sql(query, top_k)
+            return [(row[0], row[1]) for row in conn.execute(sql, params)]
 
     def scores(self, query: str, paper_ids: list[str]) -> dict[str, float]:
         """BM25 score of each paper in ``paper_ids`` for ``query`` (0.0 for one that shares no term with it)."""
         result = dict.fromkeys(paper_ids, 0.0)
         if not paper_ids or not tokenise(query):
             return result
-        sql, params = self.scores_sql(query, paper_ids)
-        result.update((row[0], row[1]) for row in self._conn.execute(sql, params))
+        with read_snapshot(self._conn) as conn:
+            sql, params = self.scores_sql(query, paper_ids)
+            result.update((row[0], row[1]) for row in conn.execute(sql, params))
         return result

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..config import GRAPH_SCORES, RetrievalConfig, resolve_db_path
 from ..corpus.mock import ArxivMockClient, SemanticScholarMockClient, merge_clients
 from ..corpus.paper import Paper
-from ..store.database import IndexStats, check_index, connect
+from ..store.database import IndexStats, check_index, connect, read_snapshot, read_stats
 from ..store.writer import build_index
 from ..text import tokenise
 from .graph import CitationGraph
@@ -48,6 +48,7 @@ CITED_BY_SQL = """\
 SELECT c.cited_id, c.citing_id
 FROM json_each(:paper_ids) AS j
 JOIN citations AS c ON c.cited_id = j.value
+JOIN papers AS p ON p.id = c.citing_id
 ORDER BY c.cited_id, c.citing_id"""
 
 
@@ -129,10 +130,16 @@ class RetrievalClient:
         self._arxiv, self._s2 = arxiv, s2
         if not self.path.exists() and arxiv is not None and s2 is not None:
             build_index(merge_clients(arxiv, s2), self.path, source="mock clients")
-        self.stats: IndexStats = check_index(self.path)
+        check_index(self.path)
         self._conn = connect(self.path, readonly=True)
-        self.lexical = BM25Index(self._conn, self.stats)
+        self.lexical = BM25Index(self._conn)
         self.graph = CitationGraph(self._conn)
+
+    @property
+    def stats(self) -> IndexStats:
+        """The index's statistics now (another process may have added papers since this client opened)."""
+        with read_snapshot(self._conn) as conn:
+            return read_stats(conn)
 
     def close(self) -> None:
         self._conn.close()
@@ -144,9 +151,10 @@ class RetrievalClient:
         self.close()
 
     # -- the parts of the blend -------------------------------------------------------------------------
-    def recency(self, year: int | None) -> float:
+    def recency(self, year: int | None, stats: IndexStats | None = None) -> float:
         """0 at the corpus's earliest year, 1 at its latest; 0 for no year; 1 when all share one year."""
-        lo, hi = self.stats.min_year, self.stats.max_year
+        stats = stats or self.stats
+        lo, hi = stats.min_year, stats.max_year
         if year is None or lo is None or hi is None:
             return 0.0
         if hi == lo:
@@ -159,16 +167,16 @@ class RetrievalClient:
         when ``full``. A fixed number of queries whatever the number of ids."""
         ids = json.dumps(list(paper_ids))
         out: dict[str, Paper] = {}
-        conn = self._conn
-        for pid, title, abstract, year in conn.execute(PAPERS_SQL, {"paper_ids": ids}):
-            out[pid] = Paper(pid, title, abstract, year, source="merged")
-        if full and out:
-            for pid, name in conn.execute(AUTHORS_SQL, {"paper_ids": ids}):
-                out[pid].authors.append(name)
-            for pid, ref in conn.execute(REFERENCES_SQL, {"paper_ids": ids}):
-                out[pid].references.append(ref)
-            for pid, citer in conn.execute(CITED_BY_SQL, {"paper_ids": ids}):
-                out[pid].citations.append(citer)
+        with read_snapshot(self._conn) as conn:
+            for pid, title, abstract, year in conn.execute(PAPERS_SQL, {"paper_ids": ids}):
+                out[pid] = Paper(pid, title, abstract, year, source="merged")
+            if full and out:
+                for pid, name in conn.execute(AUTHORS_SQL, {"paper_ids": ids}):
+                    out[pid].authors.append(name)
+                for pid, ref in conn.execute(REFERENCES_SQL, {"paper_ids": ids}):
+                    out[pid].references.append(ref)
+                for pid, citer in conn.execute(CITED_BY_SQL, {"paper_ids": ids}):
+                    out[pid].citations.append(citer)
         return out
 
     def paper(self, paper_id: str) -> Paper | None:
@@ -198,8 +206,9 @@ class RetrievalClient:
         start = time.perf_counter()
         if not tokenise(query):
             return RetrievalResult(query, [], 0, 0.0, 0.0, (time.perf_counter() - start) * 1000.0, cfg)
-        seeds = self.lexical.search(query, cfg.top_k_lexical)
-        return self.rank(query, seeds, cfg, limit=limit, full=full, started=start)
+        with read_snapshot(self._conn):  # one state of the file, even while another process adds papers
+            seeds = self.lexical.search(query, cfg.top_k_lexical)
+            return self.rank(query, seeds, cfg, limit=limit, full=full, started=start)
 
     def rank(
         self,
@@ -217,6 +226,10 @@ class RetrievalClient:
         """
         cfg = config or self.config
         start = time.perf_counter() if started is None else started
+        with read_snapshot(self._conn) as conn:
+            return self._rank(query, seeds, cfg, limit, full, start, read_stats(conn))
+
+    def _rank(self, query, seeds, cfg, limit, full, start, stats) -> RetrievalResult:
         seed_scores = dict(seeds)
         distances = self.graph.expand(list(seed_scores), cfg.max_hops) if seeds else {}
         walked = [pid for pid in distances if pid not in seed_scores]
@@ -228,7 +241,7 @@ class RetrievalClient:
             paper = papers[pid]
             bm25_norm = bm25[pid] / max_bm25 if max_bm25 > 0 else 0.0
             graph_score = GRAPH_SCORES.get(distance, 0.0)
-            recency = self.recency(paper.year)
+            recency = self.recency(paper.year, stats)
             final = cfg.w_bm25 * bm25_norm + cfg.w_graph * graph_score + cfg.w_recency * recency
             ranked.append(RankedPaper(paper, bm25[pid], distance, recency, final, bm25_norm, graph_score))
         ranked.sort(key=lambda r: (-r.final_score, r.paper.id))

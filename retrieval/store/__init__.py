@@ -1,14 +1,18 @@
 """The index file: schema (models, migrations), opening and checking it, writing it."""
 
 from .database import HEAD_REVISION, IndexStats, check_index, connect, migrate
-from .writer import BuildSummary, build_index
+from .writer import BuildSummary, IndexWriter, WriteSummary, add_papers, build_index, remove_papers
 
 __all__ = [
     "HEAD_REVISION",
     "BuildSummary",
+    "IndexWriter",
+    "WriteSummary",
+    "add_papers",
     "IndexStats",
     "build_index",
     "check_index",
     "connect",
     "migrate",
+    "remove_papers",
 ]

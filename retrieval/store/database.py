@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.request import pathname2url
@@ -16,7 +18,7 @@ from ..errors import IndexNotFoundError, NotAnIndexError, SchemaVersionError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
 
@@ -69,9 +71,23 @@ def connect(path: Path, readonly: bool = True) -> sqlite3.Connection:
     return conn
 
 
+@contextmanager
+def read_snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Run the enclosed statements in one read transaction, so they all see the same state of the file even
+    while another process adds papers (WAL mode). Nested use joins the outer transaction."""
+    if conn.in_transaction:
+        yield conn
+        return
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
+
+
 @dataclass(frozen=True)
 class IndexStats:
-    """The statistics a search needs, read once from ``index_info``."""
+    """The statistics a search needs, from ``index_info``."""
 
     n_papers: int
     total_tokens: int
@@ -86,6 +102,28 @@ class IndexStats:
     @property
     def avgdl(self) -> float:
         return self.total_tokens / self.n_papers if self.n_papers else 0.0
+
+    @classmethod
+    def from_info(cls, info: dict[str, str]) -> IndexStats:
+        def _year(key: str) -> int | None:
+            return int(info[key]) if info.get(key) not in (None, "") else None
+
+        return cls(
+            n_papers=int(info["n_papers"]),
+            total_tokens=int(info["total_tokens"]),
+            min_year=_year("min_year"),
+            max_year=_year("max_year"),
+            k1=float(info["k1"]),
+            b=float(info["b"]),
+            tokeniser=info["tokeniser"],
+            tokeniser_version=info["tokeniser_version"],
+            info=info,
+        )
+
+
+def read_stats(conn: sqlite3.Connection) -> IndexStats:
+    """The index's statistics as this connection's current transaction sees them."""
+    return IndexStats.from_info(dict(conn.execute("SELECT key, value FROM index_info")))
 
 
 def _read_revision_and_info(path: Path) -> tuple[str, dict[str, str]]:
@@ -114,8 +152,8 @@ def _read_revision_and_info(path: Path) -> tuple[str, dict[str, str]]:
     return row[0], info
 
 
-def check_index(path: Path, upgrade: bool = True) -> IndexStats:
-    """Check that ``path`` is a complete index this version can read, upgrading an older schema if asked.
+def check_index(path: Path) -> IndexStats:
+    """Check that ``path`` is a complete index this version can read, upgrading an older known schema.
 
     Raises ``IndexNotFoundError``, ``NotAnIndexError`` or ``SchemaVersionError`` with what to do next.
     """
@@ -134,12 +172,7 @@ def check_index(path: Path, upgrade: bool = True) -> IndexStats:
                 f"{path} has schema revision {revision!r}, which this version of retrieval does not know "
                 f"(it writes {HEAD_REVISION!r}): upgrade retrieval, or rebuild the index with `retrieval build`"
             )
-        if not upgrade:
-            raise SchemaVersionError(
-                f"{path} has the older schema revision {revision!r}; this version needs {HEAD_REVISION!r}: "
-                "run any retrieval command that writes (e.g. `retrieval build`) to upgrade it"
-            )
-        migrate(path)
+        migrate(path)  # an older revision this version knows: upgrade the file in place
         revision, info = _read_revision_and_info(path)
     if "n_papers" not in info:
         raise NotAnIndexError(f"{path} is an unfinished index (no statistics): rebuild it with `retrieval build`")
@@ -148,18 +181,4 @@ def check_index(path: Path, upgrade: bool = True) -> IndexStats:
             f"{path} was tokenised by {info.get('tokeniser')} v{info.get('tokeniser_version')}, "
             f"this version uses {TOKENISER_NAME} v{TOKENISER_VERSION}: rebuild it with `retrieval build`"
         )
-
-    def _year(key: str) -> int | None:
-        return int(info[key]) if info.get(key) not in (None, "") else None
-
-    return IndexStats(
-        n_papers=int(info["n_papers"]),
-        total_tokens=int(info["total_tokens"]),
-        min_year=_year("min_year"),
-        max_year=_year("max_year"),
-        k1=float(info["k1"]),
-        b=float(info["b"]),
-        tokeniser=info["tokeniser"],
-        tokeniser_version=info["tokeniser_version"],
-        info=info,
-    )
+    return IndexStats.from_info(info)

@@ -6,7 +6,7 @@ Words stay visible to a person with ``sqlite3``: ``doc_freq`` holds each term be
 
 from __future__ import annotations
 
-from sqlalchemy import ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy import Boolean, ForeignKey, Index, Integer, MetaData, String, Text, false, true
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Deterministic constraint names, so migrations (and batch mode on SQLite) can refer to them.
@@ -27,6 +27,7 @@ class PaperRow(Base):
     """One paper: the text that is indexed and the fields a result shows."""
 
     __tablename__ = "papers"
+    __table_args__ = (Index("ix_papers_year", "year"),)
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     title: Mapped[str] = mapped_column(Text)
@@ -47,14 +48,31 @@ class PaperAuthor(Base):
 
 
 class Citation(Base):
-    """``citing_id`` cites ``cited_id``. The cited paper may not be in the corpus (yet): such a reference
-    is kept, and becomes a live edge as soon as that paper is added."""
+    """``citing_id`` cites ``cited_id``. Either paper may not be in the corpus (yet): such a reference is kept,
+    and becomes a live edge as soon as that paper is added.
+
+    An edge can be declared by the citing paper's record (its references) or by the cited paper's record (a
+    Semantic Scholar ``citations`` list), or both; the two flags say which, so that removing a paper takes away
+    exactly what its own record declared, as a rebuild without it would."""
 
     __tablename__ = "citations"
     __table_args__ = (Index("ix_citations_cited_citing", "cited_id", "citing_id"), {"sqlite_with_rowid": False})
 
-    citing_id: Mapped[str] = mapped_column(Text, ForeignKey("papers.id"), primary_key=True)
+    citing_id: Mapped[str] = mapped_column(Text, primary_key=True)
     cited_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    listed_by_citing: Mapped[bool] = mapped_column(Boolean, server_default=true())
+    listed_by_cited: Mapped[bool] = mapped_column(Boolean, server_default=false())
+
+
+class FieldSource(Base):
+    """Which source supplied a field of a paper, where the record was merged from several sources."""
+
+    __tablename__ = "field_sources"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    paper_id: Mapped[str] = mapped_column(Text, ForeignKey("papers.id"), primary_key=True)
+    field: Mapped[str] = mapped_column(Text, primary_key=True)
+    source: Mapped[str] = mapped_column(Text)
 
 
 class DocFreq(Base):

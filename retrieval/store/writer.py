@@ -1,129 +1,282 @@
-"""Writing an index: one streaming pass over the papers, into a temporary file renamed over the target.
+"""Writing an index: a full build into a new file, or papers added to and removed from an existing one.
 
-A failed or interrupted build removes its temporary file and leaves any previous index untouched.
+Both go through ``IndexWriter``, which keeps every statistic exact as it goes: after any sequence of adds and
+removes the tables and the BM25 scores equal those of a full rebuild from the same final corpus (only the
+surrogate ``term_id`` numbers may differ). A build writes a temporary file beside the target and renames it over
+the target when it has succeeded; an add or a remove is one transaction. Either way, a failure (a bad record, a
+full disk, Ctrl-C) leaves the index as it was.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from itertools import islice
 from pathlib import Path
 
 from ..corpus.paper import Paper
 from ..errors import RetrievalError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION, tokenise
-from .database import HEAD_REVISION, migrate
+from .database import HEAD_REVISION, check_index, connect, migrate
 
 K1 = 1.5
 B = 0.75
 _BATCH = 2000
+# Seconds a writer waits for another writer's lock before it gives up.
+_BUSY_TIMEOUT_MS = 30_000
 
 
-@dataclass(frozen=True)
-class BuildSummary:
-    """What a build wrote: the closing summary the CLI prints."""
+@dataclass
+class WriteSummary:
+    """What one build, add or remove did: the closing summary the CLI prints."""
 
-    papers: int
-    edges: int
-    dangling_references: int
-    self_citations_dropped: int
-    duplicate_references_dropped: int
-    terms: int
-    postings: int
-    seconds: float
     path: str
+    papers: int = 0  # papers in the index afterwards
+    added: int = 0
+    replaced: int = 0
+    removed: int = 0
+    edges: int | None = None  # live citation edges afterwards (both ends are papers); counted by a build
+    dangling_references: int | None = None  # citation rows with an end outside the corpus; counted by a build
+    self_citations_dropped: int = 0
+    duplicate_references_dropped: int = 0
+    terms: int = 0
+    postings: int = 0
+    seconds: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+BuildSummary = WriteSummary
+
+
+@dataclass
 class _Batch:
-    """Rows waiting to be inserted, flushed every ``_BATCH`` papers with one ``executemany`` per table."""
+    """Rows waiting to be written, flushed every ``_BATCH`` papers with one ``executemany`` per statement."""
 
-    def __init__(self) -> None:
-        self.papers: list[tuple] = []
-        self.authors: list[tuple] = []
-        self.citations: list[tuple] = []
-        self.term_freq: list[tuple] = []
-        self.doc_len: list[tuple] = []
-
-    def flush(self, conn: sqlite3.Connection) -> None:
-        conn.executemany("INSERT INTO papers (id, title, abstract, year, source) VALUES (?, ?, ?, ?, ?)", self.papers)
-        conn.executemany("INSERT INTO paper_authors (paper_id, position, name) VALUES (?, ?, ?)", self.authors)
-        conn.executemany("INSERT INTO citations (citing_id, cited_id) VALUES (?, ?)", self.citations)
-        conn.executemany("INSERT INTO term_freq (term_id, paper_id, count) VALUES (?, ?, ?)", self.term_freq)
-        conn.executemany("INSERT INTO doc_len (paper_id, length) VALUES (?, ?)", self.doc_len)
-        self.__init__()
+    papers: list[tuple] = field(default_factory=list)
+    authors: list[tuple] = field(default_factory=list)
+    sources: list[tuple] = field(default_factory=list)
+    references: list[tuple] = field(default_factory=list)
+    cited_by: list[tuple] = field(default_factory=list)
+    term_freq: list[tuple] = field(default_factory=list)
+    doc_len: list[tuple] = field(default_factory=list)
+    df_delta: Counter = field(default_factory=Counter)
+    new_terms: list[tuple] = field(default_factory=list)
 
 
-def _write(conn: sqlite3.Connection, papers: Iterable[Paper], progress: Callable[[int], None] | None) -> dict:
-    vocabulary: dict[str, int] = {}
-    doc_freq: Counter[int] = Counter()
-    seen: set[str] = set()
-    n = total_tokens = self_cites = duplicate_refs = 0
-    years: list[int] = []
-    batch = _Batch()
-    for paper in papers:
-        if paper.id in seen:
-            raise RetrievalError(f"duplicate paper id {paper.id!r}: each paper may appear once")
-        seen.add(paper.id)
-        batch.papers.append((paper.id, paper.title, paper.abstract or "", paper.year, paper.source))
-        batch.authors.extend((paper.id, i, name) for i, name in enumerate(paper.authors))
-        cited: set[str] = set()
-        for ref in paper.references:
-            if ref == paper.id:
-                self_cites += 1
-            elif ref in cited:
-                duplicate_refs += 1
-            else:
-                cited.add(ref)
-                batch.citations.append((paper.id, ref))
-        tokens = tokenise(paper.text)
-        for term, count in Counter(tokens).items():
-            term_id = vocabulary.get(term)
-            if term_id is None:
-                term_id = vocabulary[term] = len(vocabulary) + 1
-            doc_freq[term_id] += 1
-            batch.term_freq.append((term_id, paper.id, count))
-        batch.doc_len.append((paper.id, len(tokens)))
-        total_tokens += len(tokens)
-        if paper.year is not None:
-            years.append(paper.year)
-        n += 1
-        if n % _BATCH == 0:
-            batch.flush(conn)
+INSERT_PAPER = "INSERT INTO papers (id, title, abstract, year, source) VALUES (?, ?, ?, ?, ?)"
+INSERT_AUTHOR = "INSERT INTO paper_authors (paper_id, position, name) VALUES (?, ?, ?)"
+INSERT_SOURCE = "INSERT INTO field_sources (paper_id, field, source) VALUES (?, ?, ?)"
+# An edge may already be there, declared by the other paper's record: then only the flag is set.
+UPSERT_REFERENCE = """\
+INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
+VALUES (?, ?, 1, 0)
+ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_citing = 1"""
+UPSERT_CITED_BY = """\
+INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
+VALUES (?, ?, 0, 1)
+ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_cited = 1"""
+INSERT_TERM = "INSERT INTO doc_freq (term_id, term, df) VALUES (?, ?, 0)"
+ADD_DF = "UPDATE doc_freq SET df = df + ? WHERE term_id = ?"
+INSERT_TERM_FREQ = "INSERT INTO term_freq (term_id, paper_id, count) VALUES (?, ?, ?)"
+INSERT_DOC_LEN = "INSERT INTO doc_len (paper_id, length) VALUES (?, ?)"
+
+REMOVE_STATEMENTS = [
+    "DELETE FROM doc_len WHERE paper_id IN (SELECT value FROM json_each(:ids))",
+    "DELETE FROM paper_authors WHERE paper_id IN (SELECT value FROM json_each(:ids))",
+    "DELETE FROM field_sources WHERE paper_id IN (SELECT value FROM json_each(:ids))",
+    "DELETE FROM papers WHERE id IN (SELECT value FROM json_each(:ids))",
+    # What the removed papers' own records declared goes; what other records declared stays (dangling).
+    "UPDATE citations SET listed_by_citing = 0 WHERE citing_id IN (SELECT value FROM json_each(:ids))",
+    "UPDATE citations SET listed_by_cited = 0 WHERE cited_id IN (SELECT value FROM json_each(:ids))",
+    """DELETE FROM citations
+WHERE (citing_id IN (SELECT value FROM json_each(:ids)) OR cited_id IN (SELECT value FROM json_each(:ids)))
+  AND listed_by_citing = 0
+  AND listed_by_cited = 0""",
+]
+
+EDGE_COUNTS_SQL = """\
+SELECT count(*) AS references_total,
+       sum(citing.id IS NOT NULL AND cited.id IS NOT NULL) AS edges
+FROM citations AS c
+LEFT JOIN papers AS citing ON citing.id = c.citing_id
+LEFT JOIN papers AS cited ON cited.id = c.cited_id"""
+
+
+def _batches(items: Iterable[Paper], size: int) -> Iterator[list[Paper]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+class IndexWriter:
+    """Adds and removes papers on a connection inside the caller's transaction, keeping ``doc_freq``,
+    ``term_freq``, ``doc_len`` and the corpus statistics (N, total tokens, years) exact."""
+
+    def __init__(self, conn: sqlite3.Connection, summary: WriteSummary) -> None:
+        self.conn = conn
+        self.summary = summary
+        self.vocabulary: dict[str, int] = dict(conn.execute("SELECT term, term_id FROM doc_freq"))
+        self.next_term_id = max(self.vocabulary.values(), default=0) + 1
+        info = dict(conn.execute("SELECT key, value FROM index_info"))
+        self.n_papers = int(info.get("n_papers", 0))
+        self.total_tokens = int(info.get("total_tokens", 0))
+
+    # -- adding -------------------------------------------------------------------------------------------
+    def add(
+        self, papers: Iterable[Paper], replace: bool = False, progress: Callable[[int], None] | None = None
+    ) -> None:
+        """Add ``papers``; an id already in the index is an error unless ``replace``, which swaps the record."""
+        seen: set[str] = set()
+        done = 0
+        for chunk in _batches(papers, _BATCH):
+            ids = [p.id for p in chunk]
+            for pid in ids:
+                if pid in seen:
+                    raise RetrievalError(f"paper {pid!r} appears twice in the input: each paper may appear once")
+                seen.add(pid)
+            existing = self._existing(ids)
+            if existing and not replace:
+                shown = ", ".join(repr(pid) for pid in existing[:5]) + (" ..." if len(existing) > 5 else "")
+                raise RetrievalError(
+                    f"{len(existing)} paper(s) already in the index ({shown}): pass --replace to overwrite them, "
+                    "or remove them first with `retrieval remove`"
+                )
+            if existing:
+                self.remove(existing)
+                self.summary.replaced += len(existing)
+            self._flush(self._rows(chunk))
+            done += len(chunk)
+            self.summary.added += len(chunk)
             if progress:
-                progress(n)
-    batch.flush(conn)
-    if progress:
-        progress(n)
-    if n == 0:
-        raise RetrievalError("the corpus holds no papers: nothing to index (check the input file)")
-    conn.executemany(
-        "INSERT INTO doc_freq (term_id, term, df) VALUES (?, ?, ?)",
-        ((term_id, term, doc_freq[term_id]) for term, term_id in vocabulary.items()),
-    )
-    edges = conn.execute("SELECT count(*) FROM citations AS c JOIN papers AS p ON p.id = c.cited_id").fetchone()[0]
-    n_citations = conn.execute("SELECT count(*) FROM citations").fetchone()[0]
-    return {
-        "n_papers": n,
-        "total_tokens": total_tokens,
-        "avgdl": total_tokens / n,
-        "min_year": min(years) if years else "",
-        "max_year": max(years) if years else "",
-        "edges": edges,
-        "dangling_references": n_citations - edges,
-        "self_citations_dropped": self_cites,
-        "duplicate_references_dropped": duplicate_refs,
-        "terms": len(vocabulary),
-        "postings": sum(doc_freq.values()),
-    }
+                progress(done)
+
+    def _existing(self, ids: list[str]) -> list[str]:
+        sql = "SELECT id FROM papers WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY id"
+        return [row[0] for row in self.conn.execute(sql, {"ids": json.dumps(ids)})]
+
+    def _rows(self, chunk: list[Paper]) -> _Batch:
+        batch = _Batch()
+        for paper in chunk:
+            batch.papers.append((paper.id, paper.title, paper.abstract or "", paper.year, paper.source))
+            batch.authors.extend((paper.id, i, name) for i, name in enumerate(paper.authors))
+            batch.sources.extend((paper.id, name, src) for name, src in sorted(paper.field_sources.items()))
+            batch.references.extend((paper.id, ref) for ref in self._clean(paper.id, paper.references))
+            batch.cited_by.extend((citer, paper.id) for citer in self._clean(paper.id, paper.citations))
+            tokens = tokenise(paper.text)
+            for term, count in Counter(tokens).items():
+                term_id = self.vocabulary.get(term)
+                if term_id is None:
+                    term_id = self.vocabulary[term] = self.next_term_id
+                    self.next_term_id += 1
+                    batch.new_terms.append((term_id, term))
+                batch.df_delta[term_id] += 1
+                batch.term_freq.append((term_id, paper.id, count))
+            batch.doc_len.append((paper.id, len(tokens)))
+            self.total_tokens += len(tokens)
+            self.n_papers += 1
+        return batch
+
+    def _clean(self, pid: str, ids: list[str]) -> list[str]:
+        """``ids`` without ``pid`` itself and without repeats, both counted in the summary."""
+        out: list[str] = []
+        seen: set[str] = set()
+        for other in ids:
+            if other == pid:
+                self.summary.self_citations_dropped += 1
+            elif other in seen:
+                self.summary.duplicate_references_dropped += 1
+            else:
+                seen.add(other)
+                out.append(other)
+        return out
+
+    def _flush(self, batch: _Batch) -> None:
+        conn = self.conn
+        conn.executemany(INSERT_PAPER, batch.papers)
+        conn.executemany(INSERT_AUTHOR, batch.authors)
+        conn.executemany(INSERT_SOURCE, batch.sources)
+        conn.executemany(UPSERT_REFERENCE, batch.references)
+        conn.executemany(UPSERT_CITED_BY, batch.cited_by)
+        conn.executemany(INSERT_TERM, batch.new_terms)
+        conn.executemany(ADD_DF, ((delta, term_id) for term_id, delta in batch.df_delta.items()))
+        conn.executemany(INSERT_TERM_FREQ, batch.term_freq)
+        conn.executemany(INSERT_DOC_LEN, batch.doc_len)
+
+    # -- removing -----------------------------------------------------------------------------------------
+    def remove(self, ids: list[str]) -> None:
+        """Remove the papers ``ids`` (all must be in the index) with their postings and what their records
+        declared. Postings are found by re-tokenising the stored text, which is what was indexed."""
+        rows = self.conn.execute(
+            "SELECT id, title, abstract FROM papers WHERE id IN (SELECT value FROM json_each(:ids))",
+            {"ids": json.dumps(ids)},
+        ).fetchall()
+        missing = sorted(set(ids) - {row[0] for row in rows})
+        if missing:
+            shown = ", ".join(repr(pid) for pid in missing[:5]) + (" ..." if len(missing) > 5 else "")
+            raise RetrievalError(f"{len(missing)} paper(s) not in the index ({shown}): nothing was removed")
+        postings: list[tuple[int, str]] = []
+        df_delta: Counter[int] = Counter()
+        for pid, title, abstract in rows:
+            tokens = tokenise(f"{title} {abstract}")
+            for term in set(tokens):
+                term_id = self.vocabulary[term]
+                postings.append((term_id, pid))
+                df_delta[term_id] += 1
+            self.total_tokens -= len(tokens)
+            self.n_papers -= 1
+        conn = self.conn
+        conn.executemany("DELETE FROM term_freq WHERE term_id = ? AND paper_id = ?", postings)
+        conn.executemany(ADD_DF, ((-delta, term_id) for term_id, delta in df_delta.items()))
+        gone = conn.execute(
+            "SELECT term_id, term FROM doc_freq WHERE df = 0 AND term_id IN (SELECT value FROM json_each(:t))",
+            {"t": json.dumps(list(df_delta))},
+        ).fetchall()
+        conn.executemany("DELETE FROM doc_freq WHERE term_id = ?", ((term_id,) for term_id, _ in gone))
+        for _, term in gone:
+            del self.vocabulary[term]
+        params = {"ids": json.dumps([row[0] for row in rows])}
+        for statement in REMOVE_STATEMENTS:
+            conn.execute(statement, params)
+        self.summary.removed += len(rows)
+
+    # -- statistics -----------------------------------------------------------------------------------------
+    def finish(self, extra: dict | None = None, count_edges: bool = False) -> None:
+        """Write N, total tokens, avgdl and the year range to ``index_info``, and fill in the summary.
+
+        ``count_edges`` also counts live and dangling edges, a scan of ``citations`` that a build can afford and
+        an add, whose cost should follow its size, leaves to ``retrieval stats``."""
+        if self.n_papers == 0:
+            raise RetrievalError("the index would hold no papers: nothing to index (check the input)")
+        lo, hi = self.conn.execute("SELECT min(year), max(year) FROM papers").fetchone()
+        info = {
+            "n_papers": self.n_papers,
+            "total_tokens": self.total_tokens,
+            "avgdl": self.total_tokens / self.n_papers,
+            "min_year": "" if lo is None else lo,
+            "max_year": "" if hi is None else hi,
+            "updated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **(extra or {}),
+        }
+        self.conn.executemany(
+            "INSERT INTO index_info (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            ((key, repr(value) if isinstance(value, float) else str(value)) for key, value in info.items()),
+        )
+        s = self.summary
+        s.papers = self.n_papers
+        if count_edges:
+            refs, edges = self.conn.execute(EDGE_COUNTS_SQL).fetchone()
+            s.edges, s.dangling_references = edges or 0, refs - (edges or 0)
+        s.terms = len(self.vocabulary)
+        s.postings = self.conn.execute("SELECT sum(df) FROM doc_freq").fetchone()[0] or 0
 
 
 def build_index(
@@ -132,13 +285,14 @@ def build_index(
     *,
     source: str = "",
     progress: Callable[[int], None] | None = None,
-) -> BuildSummary:
+) -> WriteSummary:
     """Index ``papers`` into a new file at ``path`` (Okapi BM25 statistics with k1=1.5, b=0.75).
 
     The papers are streamed once. Everything is written into a temporary file beside ``path``, which replaces
     ``path`` only when the build has succeeded: an error (a bad record, a full disk, Ctrl-C) leaves any
     previous index as it was. References to papers outside the corpus are kept as dangling references;
-    self-citations and repeated references are dropped and counted.
+    self-citations and repeated references are dropped and counted. The new file is in WAL mode, so readers
+    keep answering while a later ``add`` writes.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -149,6 +303,7 @@ def build_index(
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; an index is as readable as any new file
+    summary = WriteSummary(path=str(target))
     try:
         migrate(tmp)
         conn = sqlite3.connect(tmp, isolation_level=None)
@@ -157,40 +312,82 @@ def build_index(
             conn.execute("PRAGMA journal_mode = OFF")
             conn.execute("PRAGMA synchronous = OFF")
             conn.execute("BEGIN")
-            stats = _write(conn, papers, progress)
-            seconds = time.perf_counter() - started
-            info = {
-                **stats,
-                "k1": K1,
-                "b": B,
-                "tokeniser": TOKENISER_NAME,
-                "tokeniser_version": TOKENISER_VERSION,
-                "schema_revision": HEAD_REVISION,
-                "source": source,
-                "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "build_seconds": round(seconds, 3),
-            }
-            conn.executemany(
-                "INSERT INTO index_info (key, value) VALUES (?, ?)",
-                ((key, repr(value) if isinstance(value, float) else str(value)) for key, value in info.items()),
+            writer = IndexWriter(conn, summary)
+            writer.add(papers, progress=progress)
+            writer.finish(
+                {
+                    "k1": K1,
+                    "b": B,
+                    "tokeniser": TOKENISER_NAME,
+                    "tokeniser_version": TOKENISER_VERSION,
+                    "schema_revision": HEAD_REVISION,
+                    "source": source,
+                    "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "build_seconds": round(time.perf_counter() - started, 3),
+                },
+                count_edges=True,
             )
             conn.execute("COMMIT")
             conn.execute("ANALYZE")
-            conn.execute("PRAGMA journal_mode = DELETE")
+            conn.execute("PRAGMA journal_mode = WAL")
         finally:
             conn.close()
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return BuildSummary(
-        papers=stats["n_papers"],
-        edges=stats["edges"],
-        dangling_references=stats["dangling_references"],
-        self_citations_dropped=stats["self_citations_dropped"],
-        duplicate_references_dropped=stats["duplicate_references_dropped"],
-        terms=stats["terms"],
-        postings=stats["postings"],
-        seconds=time.perf_counter() - started,
-        path=str(target),
-    )
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _update(path: str | os.PathLike[str], change: Callable[[IndexWriter], None]) -> WriteSummary:
+    """Run ``change`` on the index at ``path`` in one write transaction; on any error nothing is changed."""
+    target = Path(path)
+    check_index(target)
+    started = time.perf_counter()
+    summary = WriteSummary(path=str(target))
+    conn = connect(target, readonly=False)
+    try:
+        conn.isolation_level = None
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            writer = IndexWriter(conn, summary)
+            change(writer)
+            writer.finish()
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.close()
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def add_papers(
+    papers: Iterable[Paper],
+    path: str | os.PathLike[str],
+    *,
+    replace: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> WriteSummary:
+    """Add ``papers`` to the index at ``path`` in one transaction (``replace`` overwrites existing ids).
+
+    Cost is proportional to the papers added, not to the index. References from earlier papers to an added
+    paper become live edges at once.
+    """
+    return _update(path, lambda writer: writer.add(papers, replace=replace, progress=progress))
+
+
+def remove_papers(ids: Iterable[str], path: str | os.PathLike[str]) -> WriteSummary:
+    """Remove the papers ``ids`` and their edges from the index at ``path`` in one transaction.
+
+    References that other papers make to a removed paper stay as dangling references, as they would in a
+    rebuild without it.
+    """
+    wanted = list(dict.fromkeys(ids))
+    if not wanted:
+        raise RetrievalError("no paper ids given: name the papers to remove")
+    return _update(path, lambda writer: writer.remove(wanted))
