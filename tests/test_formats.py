@@ -1,0 +1,136 @@
+"""The three input formats, from small hand-written files, through build and search."""
+
+import gzip
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import write_jsonl
+
+from retrieval import ArxivMockClient, InputError, RetrievalClient, SemanticScholarMockClient, read_papers
+from retrieval.cli import main
+from retrieval.commands import build
+from retrieval.corpus import Paper, merge_clients, merge_records
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_openalex_works():
+    papers = [p for _, p in read_papers(FIXTURES / "openalex-works.jsonl")]
+    a, b, c = papers
+    assert (a.id, a.title, a.year) == ("W2000000001", "Sparse attention by block routing", 2019)
+    assert a.abstract == "We route attention heads to sparse attention blocks."  # rebuilt by position
+    assert a.authors == ["Ada Lovelace", "Alan Turing"]
+    assert (b.title, b.abstract) == ("Routing heads revisited", "")  # display_name when title is null
+    assert b.references == ["W2000000001", "W9999999999"]
+    assert c.year is None and c.source == "openalex-works.jsonl"
+
+
+def test_semantic_scholar_papers():
+    a, b, c = [p for _, p in read_papers(FIXTURES / "s2-papers.jsonl")]
+    assert (a.id, a.year, a.authors) == ("a1b2c3", 2019, ["Ada Lovelace", "Alan Turing"])
+    assert a.citations == ["d4e5f6", "outside1"]
+    assert b.abstract == "" and b.references == ["a1b2c3"]  # the unresolved reference is skipped
+    assert c.references == ["d4e5f6", "a1b2c3", "0789ab"]
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "ids"),
+    [
+        ("papers.jsonl", "jsonl", ("x1", "x2", "x3")),
+        ("openalex-works.jsonl", "openalex", ("W2000000001", "W2000000002", "W2000000003")),
+        ("s2-papers.jsonl", "s2", ("a1b2c3", "d4e5f6", "0789ab")),
+    ],
+)
+def test_each_format_round_trips_through_build_and_search(tmp_path, name, fmt, ids):
+    """The same three papers in three formats give the same index, up to the ids."""
+    src = tmp_path / (name + ".gz")
+    src.write_bytes(gzip.compress((FIXTURES / name).read_bytes()))
+    for given in (None, fmt):
+        summary = build(db=tmp_path / "x.db", source=src, format=given)
+        assert (summary.papers, summary.edges) == (3, 3)
+    first, second, third = ids
+    with RetrievalClient(db=tmp_path / "x.db") as client:
+        hits = client.lexical.search("sparse attention blocks", 3)
+        assert hits[0][0] == first
+        assert client.graph.expand([first], 1) == {first: 0, second: 1, third: 1}
+        assert client.paper(third).references == sorted([first, second])
+        assert client.paper(first).authors == ["Ada Lovelace", "Alan Turing"]
+        assert sorted(client.paper(first).citations) == sorted([second, third])
+        assert client.stats.max_year == 2021
+
+
+def test_s2_citations_lists_make_edges_and_keep_outside_citers(tmp_path):
+    summary = build(db=tmp_path / "x.db", source=FIXTURES / "s2-papers.jsonl")
+    assert summary.self_citations_dropped == 1
+    with sqlite3.connect(tmp_path / "x.db") as conn:
+        rows = conn.execute(
+            "SELECT citing_id, cited_id, listed_by_citing, listed_by_cited FROM citations ORDER BY 1, 2"
+        ).fetchall()
+    assert ("d4e5f6", "a1b2c3", 1, 1) in rows  # declared by both records
+    assert ("outside1", "a1b2c3", 0, 1) in rows  # kept: counts as an edge when outside1 arrives
+    assert summary.dangling_references == 1
+
+
+@pytest.mark.parametrize(
+    ("fmt", "line", "reason"),
+    [
+        ("openalex", {"id": "W1", "title": "t", "publication_year": "2020"}, "'publication_year' must be an integer"),
+        ("openalex", {"id": "W1", "abstract_inverted_index": {"a": ["x"]}}, "positions of 'a'"),
+        ("openalex", {"title": "no id", "referenced_works": []}, "missing 'id'"),
+        ("s2", {"paperId": "p", "references": "nope"}, "'references' must be a list"),
+        ("s2", {"paperId": "", "title": "t"}, "missing 'paperId'"),
+        ("s2", {"paperId": "p", "year": 2020.5}, "'year' must be an integer"),
+    ],
+)
+def test_malformed_records_name_file_and_line_and_write_nothing(tmp_path, fmt, line, reason):
+    good = [json.loads(x) for x in (FIXTURES / ("s2-papers.jsonl" if fmt == "s2" else "openalex-works.jsonl")).open()]
+    src = write_jsonl(tmp_path / "bad.jsonl", [*good[:2], line])
+    with pytest.raises(InputError, match=rf"bad\.jsonl:3: .*{reason}"):
+        build(db=tmp_path / "x.db", source=src, format=fmt)
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_undetectable_format_asks_for_format(tmp_path):
+    src = write_jsonl(tmp_path / "odd.jsonl", [{"name": "no id here"}])
+    with pytest.raises(InputError, match=r"odd\.jsonl:1: cannot tell the format .* --format"):
+        build(db=tmp_path / "x.db", source=src)
+
+
+def test_cli_format_option(tmp_path, capsys):
+    code = main(
+        ["build", "--from", str(FIXTURES / "s2-papers.jsonl"), "--format", "s2", "--db", str(tmp_path / "x.db")]
+    )
+    assert code == 0 and "3 papers" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:
+        main(["build", "--from", "x", "--format", "bibtex"])
+    assert info.value.code == 2
+
+
+def test_mock_clients_merge_by_rule_when_they_disagree(tmp_path):
+    arxiv_view = [Paper("p1", "Title from arXiv", "", 2020, ["A. Author"])]
+    s2_view = [
+        Paper("p1", "Title from S2", "Abstract from S2.", 2019, ["Author, A."], ["p2"], [], "s2"),
+        Paper("p2", "Only in S2", "Cited paper.", 2018, ["B. Author"], [], ["p1"], "s2"),
+    ]
+    merged = merge_clients(ArxivMockClient(arxiv_view), SemanticScholarMockClient(s2_view))
+    p1, p2 = merged
+    assert (p1.title, p1.abstract, p1.year, p1.authors) == (
+        "Title from arXiv",
+        "Abstract from S2.",
+        2019,
+        ["A. Author"],
+    )
+    assert p1.references == ["p2"] and p1.source == "arxiv+s2"
+    assert p1.field_sources == {
+        "title": "arxiv", "abstract": "s2", "authors": "arxiv", "year": "s2", "references": "s2", "citations": "s2",
+    }  # fmt: skip
+    assert p2.source == "s2" and p2.field_sources["title"] == "s2"
+    with RetrievalClient(ArxivMockClient(arxiv_view), SemanticScholarMockClient(s2_view), db=tmp_path / "m.db") as c:
+        assert c.paper("p1").title == "Title from arXiv"
+    with sqlite3.connect(tmp_path / "m.db") as conn:
+        who = dict(conn.execute("SELECT field, source FROM field_sources WHERE paper_id = 'p1'"))
+    assert who["abstract"] == "s2" and who["title"] == "arxiv"
+    with pytest.raises(ValueError):
+        merge_records(None, None)

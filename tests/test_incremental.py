@@ -1,0 +1,242 @@
+"""Adds and removes keep the index equal to a full rebuild of the same final corpus."""
+
+import json
+import multiprocessing
+import random
+import sqlite3
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference import close
+
+from retrieval import Paper, RetrievalClient, RetrievalError, add_papers, build_index, remove_papers
+from retrieval.cli import main
+from retrieval.commands import build
+from retrieval.store.database import migrate
+
+WORDS = "graph walk sparse attention retrieval rank low adapter block routing entropy black hole".split()
+
+
+def make_pool(seed: int = 0, size: int = 14) -> dict[str, Paper]:
+    rng = random.Random(seed)
+    ids = [f"q{i:02d}" for i in range(size)]
+    pool = {}
+    for pid in ids:
+        pool[pid] = Paper(
+            id=pid,
+            title=" ".join(rng.choices(WORDS, k=rng.randint(1, 4))),
+            abstract=" ".join(rng.choices(WORDS, k=rng.randint(0, 12))),
+            year=rng.choice([None, 2001, 2005, 2010, 2020]),
+            authors=[f"Author {rng.randint(1, 5)}"] * rng.randint(0, 2),
+            references=rng.sample(ids + ["outside"], rng.randint(0, 4)),
+            citations=rng.sample(ids + ["citer"], rng.randint(0, 2)),  # as a Semantic Scholar record lists them
+            source="pool",
+        )
+    return pool
+
+
+POOL = make_pool()
+QUERIES = ["graph walk", "sparse attention attention", "black hole entropy", "low rank adapter routing"]
+
+
+def snapshot(db) -> dict:
+    """Every table's content, with words instead of term ids (term ids are surrogate keys)."""
+    with sqlite3.connect(db) as conn:
+
+        def rows(sql):
+            return sorted(conn.execute(sql).fetchall(), key=repr)
+
+        info = dict(conn.execute("SELECT key, value FROM index_info"))
+        return {
+            "papers": rows("SELECT id, title, abstract, year, source FROM papers"),
+            "authors": rows("SELECT paper_id, position, name FROM paper_authors"),
+            "sources": rows("SELECT paper_id, field, source FROM field_sources"),
+            "citations": rows("SELECT citing_id, cited_id, listed_by_citing, listed_by_cited FROM citations"),
+            "doc_freq": rows("SELECT term, df FROM doc_freq"),
+            "term_counts": rows("SELECT term, paper_id, count FROM term_counts"),
+            "doc_len": rows("SELECT paper_id, length FROM doc_len"),
+            "info": {k: info.get(k) for k in ("n_papers", "total_tokens", "avgdl", "min_year", "max_year")},
+        }
+
+
+def assert_same_as_rebuild(db, final_ids, tmp_path) -> None:
+    rebuilt = tmp_path / "rebuilt.db"
+    build_index([POOL[i] for i in sorted(final_ids)], rebuilt)
+    assert snapshot(db) == snapshot(rebuilt)
+    with RetrievalClient(db=db) as a, RetrievalClient(db=rebuilt) as b:
+        for query in QUERIES:
+            sa = a.lexical.scores(query, sorted(final_ids))
+            sb = b.lexical.scores(query, sorted(final_ids))
+            assert all(close(sa[i], sb[i]) for i in final_ids), query
+            assert [p for p, _ in a.lexical.search(query, 20)] == [p for p, _ in b.lexical.search(query, 20)]
+        for seed in sorted(final_ids)[:3]:
+            assert a.graph.expand([seed], 2) == b.graph.expand([seed], 2)
+
+
+operations = st.lists(
+    st.tuples(st.sampled_from(["add", "remove", "replace"]), st.sets(st.sampled_from(sorted(POOL)), max_size=5)),
+    max_size=6,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sets(st.sampled_from(sorted(POOL)), min_size=1, max_size=8), operations)
+def test_any_sequence_of_adds_and_removes_equals_a_rebuild(tmp_path, initial, ops):
+    db = tmp_path / "inc.db"
+    build_index([POOL[i] for i in sorted(initial)], db)
+    present = set(initial)
+    for op, ids in ops:
+        if op == "add" and ids - present:
+            add_papers([POOL[i] for i in sorted(ids - present)], db)
+            present |= ids
+        elif op == "remove" and ids & present and present - ids:
+            remove_papers(sorted(ids & present), db)
+            present -= ids
+        elif op == "replace" and ids & present:
+            add_papers([POOL[i] for i in sorted(ids & present)], db, replace=True)
+    assert_same_as_rebuild(db, present, tmp_path)
+
+
+def test_adding_a_paper_makes_earlier_dangling_references_live(tmp_path):
+    db = tmp_path / "x.db"
+    build_index([Paper("a", "graph", references=["b"]), Paper("c", "walk")], db)
+    with RetrievalClient(db=db) as client:
+        assert client.graph.expand(["a"], 1) == {"a": 0}
+    add_papers([Paper("b", "black hole")], db)
+    with RetrievalClient(db=db) as client:
+        assert client.graph.expand(["a"], 1) == {"a": 0, "b": 1}
+        assert client.stats.n_papers == 3
+
+
+def test_removing_keeps_other_papers_references_as_dangling(tmp_path):
+    db = tmp_path / "x.db"
+    build_index([Paper("a", "graph", references=["b"]), Paper("b", "walk", references=["a"])], db)
+    remove_papers(["b"], db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT citing_id, cited_id FROM citations").fetchall() == [("a", "b")]
+    with RetrievalClient(db=db) as client:
+        assert client.graph.expand(["a"], 2) == {"a": 0}
+
+
+def test_existing_id_needs_replace_and_unknown_id_cannot_be_removed(tmp_path):
+    db = tmp_path / "x.db"
+    build_index([Paper("a", "graph"), Paper("b", "walk")], db)
+    before = snapshot(db)
+    with pytest.raises(RetrievalError, match=r"already in the index \('a'\): pass --replace"):
+        add_papers([Paper("c", "new"), Paper("a", "graph again")], db)
+    with pytest.raises(RetrievalError, match=r"not in the index \('zz'\): nothing was removed"):
+        remove_papers(["b", "zz"], db)
+    with pytest.raises(RetrievalError, match="appears twice"):
+        add_papers([Paper("c", "new"), Paper("c", "new")], db)
+    assert snapshot(db) == before
+    summary = add_papers([Paper("a", "graph again")], db, replace=True)
+    assert (summary.added, summary.replaced, summary.papers) == (1, 1, 2)
+
+
+def test_interrupted_add_leaves_the_index_as_it_was(tmp_path):
+    db = tmp_path / "x.db"
+    build_index([POOL[i] for i in sorted(POOL)[:5]], db)
+    before = snapshot(db)
+
+    def stream():
+        for i in range(5000):  # more than one batch is written before the interruption
+            yield Paper(f"n{i}", "graph walk", "sparse attention")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        add_papers(stream(), db)
+    assert snapshot(db) == before
+
+
+def test_cli_add_and_remove(tmp_path, capsys):
+    db = str(tmp_path / "x.db")
+    src = tmp_path / "more.jsonl"
+    src.write_text(json.dumps({"id": "p101", "title": "Attention sparsity addendum", "references": ["p001"]}) + "\n")
+    assert main(["build", "--db", db]) == 0
+    assert main(["add", str(src), "--db", db]) == 0
+    assert "added 1 papers" in capsys.readouterr().out
+    assert main(["add", str(src), "--db", db]) == 1
+    assert "--replace" in capsys.readouterr().err
+    assert main(["add", str(src), "--db", db, "--replace"]) == 0
+    assert main(["remove", "p101", "p100", "--db", db]) == 0
+    assert "99 papers now" in capsys.readouterr().out
+    assert main(["remove", "nope", "--db", db]) == 1
+
+
+def test_an_index_at_revision_0001_is_upgraded_on_open(tmp_path):
+    db = tmp_path / "old.db"
+    migrate(db, "0001")
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO papers VALUES ('a', 'graph walk', '', 2001, 'old')")
+        conn.execute("INSERT INTO papers VALUES ('b', 'walk', '', 2002, 'old')")
+        conn.execute("INSERT INTO citations VALUES ('b', 'a')")
+        conn.execute("INSERT INTO doc_freq VALUES (1, 'graph', 1), (2, 'walk', 2)")
+        conn.execute("INSERT INTO term_freq VALUES (1, 'a', 1), (2, 'a', 1), (2, 'b', 1)")
+        conn.execute("INSERT INTO doc_len VALUES ('a', 2), ('b', 1)")
+        info = {"n_papers": 2, "total_tokens": 3, "avgdl": 1.5, "min_year": 2001, "max_year": 2002, "k1": 1.5,
+                "b": 0.75, "tokeniser": "unicode-alnum-lower", "tokeniser_version": "1", "schema_revision": "0001"}  # fmt: skip
+        conn.executemany("INSERT INTO index_info VALUES (?, ?)", [(k, str(v)) for k, v in info.items()])
+    with RetrievalClient(db=db) as client:
+        assert [p for p, _ in client.lexical.search("graph", 5)] == ["a"]
+        assert client.graph.expand(["a"], 1) == {"a": 0, "b": 1}
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0002",)
+        assert conn.execute("SELECT listed_by_citing, listed_by_cited FROM citations").fetchall() == [(1, 0)]
+        assert conn.execute("SELECT value FROM index_info WHERE key = 'schema_revision'").fetchone() == ("0002",)
+    add_papers([Paper("c", "graph", references=["a"])], db)  # and it can be written to afterwards
+    with RetrievalClient(db=db) as client:
+        assert client.stats.n_papers == 3
+
+
+# -- readers during a writer --------------------------------------------------------------------------------
+def _search_loop(db: str, query: str, seconds: float, out) -> None:
+    results, errors = [], []
+    deadline = time.monotonic() + seconds
+    with RetrievalClient(db=db) as client:
+        while time.monotonic() < deadline:
+            try:
+                r = client.search(query, limit=20, full=False)
+                results.append((r.hit_count, [(e.paper.id, round(e.final_score, 12)) for e in r.ranked]))
+            except Exception as exc:  # noqa: BLE001 - the test reports any error a reader sees
+                errors.append(repr(exc))
+    out.put((results, errors))
+
+
+def _state(db, query):
+    with RetrievalClient(db=db) as client:
+        r = client.search(query, limit=20, full=False)
+    return r.hit_count, tuple((e.paper.id, round(e.final_score, 12)) for e in r.ranked)
+
+
+def test_readers_see_the_old_or_the_new_state_never_a_mix(tmp_path):
+    """A reader searches without pause while five adds commit; every answer it gets must equal the answer of
+    one of the six states the file went through (copied aside after each add)."""
+    db = tmp_path / "live.db"
+    build(db=db)
+    query = "attention sparsity routing"
+    copies = [tmp_path / "state0.db"]
+    with sqlite3.connect(db) as src, sqlite3.connect(copies[0]) as dst:
+        src.backup(dst)
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    reader = ctx.Process(target=_search_loop, args=(str(db), query, 8.0, out))
+    reader.start()
+    time.sleep(1.5)
+    for step in range(1, 6):
+        extra = [Paper(f"n{step}-{i:04d}", "attention sparsity study", "attention routing block " * step,
+                       2025 + step, references=["p001", "p003"]) for i in range(600)]  # fmt: skip
+        add_papers(extra, db)
+        copies.append(tmp_path / f"state{step}.db")
+        with sqlite3.connect(db) as src, sqlite3.connect(copies[-1]) as dst:
+            src.backup(dst)
+        time.sleep(0.7)
+    results, errors = out.get(timeout=60)
+    reader.join(timeout=60)
+    states = {_state(copy, query) for copy in copies}
+    assert len(states) == 6
+    assert errors == []
+    seen = {(hits, tuple(ranked)) for hits, ranked in results}
+    assert seen <= states, "a search saw a state that is none of those the file went through"
+    assert len(seen) >= 3, "the reader should have searched across several adds"
