@@ -50,9 +50,9 @@ def generate(n_papers: int, seed: int = 42) -> Iterator[dict]:
     for i in range(n_papers):
         topic = min(int(rng.paretovariate(1.2)) - 1, N_TOPICS - 1) if rng.random() < 0.5 else rng.randrange(N_TOPICS)
 
-        def words(k: int) -> list[str]:
+        def words(k: int, topic: int = topic) -> list[str]:
             picks = [_word(bisect.bisect_left(cumulative, rng.random() * cumulative[-1])) for _ in range(k)]
-            for j in range(k // 8):
+            for _ in range(k // 8):  # one word in eight comes from the topic's own vocabulary
                 picks[rng.randrange(k)] = rng.choice(topic_words[topic])
             return picks
 

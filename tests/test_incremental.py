@@ -16,7 +16,8 @@ from retrieval.cli import main
 from retrieval.commands import build
 from retrieval.store.database import migrate
 
-WORDS = "graph walk sparse attention retrieval rank low adapter block routing entropy black hole".split()
+WORDS = ["graph", "walk", "sparse", "attention", "retrieval", "rank", "low", "adapter", "block", "routing"]
+WORDS += ["entropy", "black", "hole"]
 
 
 def make_pool(seed: int = 0, size: int = 14) -> dict[str, Paper]:
@@ -175,8 +176,8 @@ def test_an_index_at_revision_0001_is_upgraded_on_open(tmp_path):
         conn.execute("INSERT INTO doc_freq VALUES (1, 'graph', 1), (2, 'walk', 2)")
         conn.execute("INSERT INTO term_freq VALUES (1, 'a', 1), (2, 'a', 1), (2, 'b', 1)")
         conn.execute("INSERT INTO doc_len VALUES ('a', 2), ('b', 1)")
-        info = {"n_papers": 2, "total_tokens": 3, "avgdl": 1.5, "min_year": 2001, "max_year": 2002, "k1": 1.5,
-                "b": 0.75, "tokeniser": "unicode-alnum-lower", "tokeniser_version": "1", "schema_revision": "0001"}  # fmt: skip
+        info = {"n_papers": 2, "total_tokens": 3, "avgdl": 1.5, "min_year": 2001, "max_year": 2002, "k1": 1.5}
+        info |= {"b": 0.75, "tokeniser": "unicode-alnum-lower", "tokeniser_version": "1", "schema_revision": "0001"}
         conn.executemany("INSERT INTO index_info VALUES (?, ?)", [(k, str(v)) for k, v in info.items()])
     with RetrievalClient(db=db) as client:
         assert [p for p, _ in client.lexical.search("graph", 5)] == ["a"]
