@@ -14,7 +14,7 @@ from reference import close
 from retrieval import Paper, RetrievalClient, RetrievalError, add_papers, build_index, remove_papers
 from retrieval.cli import main
 from retrieval.commands import build
-from retrieval.store.database import migrate
+from retrieval.store.database import HEAD_REVISION, migrate
 
 WORDS = ["graph", "walk", "sparse", "attention", "retrieval", "rank", "low", "adapter", "block", "routing"]
 WORDS += ["entropy", "black", "hole"]
@@ -183,9 +183,9 @@ def test_an_index_at_revision_0001_is_upgraded_on_open(tmp_path):
         assert [p for p, _ in client.lexical.search("graph", 5)] == ["a"]
         assert client.graph.expand(["a"], 1) == {"a": 0, "b": 1}
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0002",)
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (HEAD_REVISION,)
         assert conn.execute("SELECT listed_by_citing, listed_by_cited FROM citations").fetchall() == [(1, 0)]
-        assert conn.execute("SELECT value FROM index_info WHERE key = 'schema_revision'").fetchone() == ("0002",)
+        assert conn.execute("SELECT value FROM index_info WHERE key = 'schema_revision'").fetchone() == (HEAD_REVISION,)
     add_papers([Paper("c", "graph", references=["a"])], db)  # and it can be written to afterwards
     with RetrievalClient(db=db) as client:
         assert client.stats.n_papers == 3
