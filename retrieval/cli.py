@@ -14,6 +14,7 @@ from . import commands
 from .config import DB_ENV_VAR, DEFAULT_DB, RetrievalConfig
 from .corpus.jsonl import FORMATS
 from .errors import RetrievalError
+from .eval.cli import add_eval_parser
 
 
 def _progress_bar(total: int | None) -> Callable[[int], None] | None:
@@ -187,6 +188,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", help=db_help)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_stats)
+
+    add_eval_parser(sub)
     return parser
 
 

@@ -27,6 +27,12 @@ from ..text import tokenise
 from .graph import CitationGraph
 from .lexical import BM25Index
 
+# What the blend needs of every candidate; the abstract and the rest are loaded for returned entries only.
+CANDIDATES_SQL = """\
+SELECT p.id, p.title, p.year
+FROM json_each(:paper_ids) AS j
+JOIN papers AS p ON p.id = j.value"""
+
 PAPERS_SQL = """\
 SELECT p.id, p.title, p.abstract, p.year
 FROM json_each(:paper_ids) AS j
@@ -191,7 +197,8 @@ class RetrievalClient:
             ("lexical top-k", *self.lexical.search_sql(query, cfg.top_k_lexical)),
             ("citation walk", *self.graph.expand_sql(["<seed ids>"], cfg.max_hops)),
             ("bm25 of walked papers", *self.lexical.scores_sql(query, ["<walked ids>"])),
-            ("papers", PAPERS_SQL, {"paper_ids": "<ranked ids>"}),
+            ("candidates", CANDIDATES_SQL, {"paper_ids": "<walked ids>"}),
+            ("papers", PAPERS_SQL, {"paper_ids": "<returned ids>"}),
         ]
 
     def search(
@@ -200,7 +207,8 @@ class RetrievalClient:
         """Rank papers for ``query``: BM25 top-k seeds, a walk of up to ``max_hops``, the blend.
 
         ``limit`` keeps only the first entries (the metrics still describe the whole merged list); ``full``
-        also loads the returned papers' authors, references and citing papers.
+        also loads the returned papers' abstracts, authors, references and citing papers (without it, entries
+        carry id, title and year).
         """
         cfg = config or self.config
         start = time.perf_counter()
@@ -235,7 +243,10 @@ class RetrievalClient:
         walked = [pid for pid in distances if pid not in seed_scores]
         bm25 = {**self.lexical.scores(query, walked), **seed_scores}
         max_bm25 = max(seed_scores.values(), default=0.0)
-        papers = self.papers(list(distances), full=False)
+        papers = {
+            pid: Paper(pid, title, year=year, source="merged")
+            for pid, title, year in self._conn.execute(CANDIDATES_SQL, {"paper_ids": json.dumps(list(distances))})
+        }
         ranked: list[RankedPaper] = []
         for pid, distance in distances.items():
             paper = papers[pid]

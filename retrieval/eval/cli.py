@@ -1,0 +1,152 @@
+"""The ``retrieval eval`` subcommand: parsing and printing only; the work is ``retrieval.eval.run_eval``.
+
+Register it on the main parser's subparsers with ``add_eval_parser(sub)``. Errors are ``RetrievalError``
+subclasses, which the main CLI prints before exiting 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from .cache import DEFAULT_CACHE_DIR
+from .modes import MODES
+from .protocol import AUTO, PROTOCOLS
+
+
+class ProgressBar:
+    """A one-line progress bar on a terminal stream; ``None`` from ``for_stream`` when it is not a terminal."""
+
+    labels = {"index": "building the evaluation index", "queries": "queries"}
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.stage: str | None = None
+
+    @classmethod
+    def for_stream(cls, stream: TextIO) -> ProgressBar | None:
+        return cls(stream) if stream.isatty() else None
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage != self.stage and self.stage is not None:
+            self.stream.write("\n")
+        self.stage = stage
+        width = 30
+        filled = int(width * done / total) if total else width
+        self.stream.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} {self.labels.get(stage, stage)}"
+        )
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.stage is not None:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def _mode_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in MODES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown mode(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(MODES)}"
+        )
+    return names
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from .runner import REPORT_JSON, REPORT_MD, run_eval
+
+    bar = ProgressBar.for_stream(sys.stderr)
+    try:
+        report = run_eval(
+            args.corpus,
+            args.queries,
+            args.out,
+            modes=args.modes,
+            cache_dir=args.cache_dir,
+            runs_dir=args.runs_dir,
+            limit_queries=args.limit_queries,
+            protocol=args.protocol,
+            progress=bar,
+        )
+    finally:
+        if bar:
+            bar.close()
+    p = report.protocol
+    print(
+        f"{p['queries_evaluated']:,} queries evaluated ({p['queries_skipped']:,} skipped), protocol {p['kind']}, "
+        f"{p['query_papers_removed']:,} query papers removed from the index"
+    )
+    if p["queries_skipped"] or p["relevant_not_in_corpus_dropped"]:
+        print(
+            f"note: {p['queries_skipped']:,} queries skipped for want of a relevant paper and "
+            f"{p['relevant_not_in_corpus_dropped']:,} relevant ids not in the corpus dropped; see report.md",
+            file=sys.stderr,
+        )
+    print(f"{'mode':<14} {'nDCG@10':>8} {'MRR':>7} {'R@10':>7} {'R@50':>7} {'R@100':>7} {'MAP@10':>7} (recall pooled)")
+    for name, row in report.modes.items():
+        pooled = row["pooled_recall"]
+        print(
+            f"{name:<14} {row['ndcg@10']:8.4f} {row['mrr']:7.4f} {pooled['@10']:7.4f} {pooled['@50']:7.4f} "
+            f"{pooled['@100']:7.4f} {row['map']['@10']:7.4f}"
+        )
+    timing = report.timing
+    print(
+        f"index {timing['index']['status']} ({timing['index']['seconds']:.1f} s), total {timing['total_seconds']:.1f} s"
+    )
+    print(f"wrote {args.out}/{REPORT_MD}, {args.out}/{REPORT_JSON}; run files in {args.runs_dir or args.out}")
+    return 0
+
+
+def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``eval`` subcommand to ``subparsers`` and return its parser."""
+    p = subparsers.add_parser(
+        "eval",
+        help="measure recall, MAP, nDCG and MRR of every retrieval mode on a corpus and a query file",
+        description=(
+            "Evaluate the retrieval modes on a corpus and a query file. When qids are corpus papers (citation "
+            "recommendation) every query paper is removed from the index searched. Writes report.md, "
+            "report.json, recall_at_k.png and one TREC run file per mode."
+        ),
+    )
+    p.add_argument("--corpus", required=True, metavar="FILE", help="corpus of papers, one JSON record a line")
+    p.add_argument("--queries", required=True, metavar="FILE", help='JSONL queries {"qid", "query", "relevant"}')
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for report.md, report.json and the plot")
+    p.add_argument("--runs-dir", metavar="DIR", help="directory for the TREC run files (default: --out)")
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help=f"where evaluation indexes are cached by content hash (default: {DEFAULT_CACHE_DIR})",
+    )
+    p.add_argument(
+        "--modes",
+        type=_mode_list,
+        metavar="LIST",
+        help=f"comma-separated modes to compare (default: all of {','.join(MODES)})",
+    )
+    p.add_argument(
+        "--limit-queries",
+        type=_positive_int,
+        metavar="N",
+        help="evaluate only the first N evaluable queries, for a quick look (the same cached index)",
+    )
+    p.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default=AUTO,
+        help="citation: remove query papers; judged: remove nothing; auto (default): decide from the files",
+    )
+    p.set_defaults(func=_cmd_eval)
+    return p

@@ -1,0 +1,76 @@
+"""Reader for query files: one JSON object per line, ``{"qid": str, "query": str, "relevant": [paper ids]}``.
+
+Every malformed line raises ``InputError`` naming ``file:line``; a file without any query raises
+``QueryFileError``. Relevant ids are kept as written here (order and repeats included); checking them against
+the corpus is the protocol's job.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from .errors import QueryFileError
+
+QUERY_FORMAT = '{"qid": str, "query": str, "relevant": [paper ids]}'
+
+
+@dataclass(frozen=True)
+class Query:
+    """One line of a query file."""
+
+    qid: str
+    text: str
+    relevant: tuple[str, ...]
+    line: int
+
+
+def _parse(line: str, where: tuple[str, int]) -> Query:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(*where, f"invalid JSON ({exc.msg} at column {exc.colno}); expected {QUERY_FORMAT}") from None
+    if not isinstance(record, dict):
+        raise InputError(*where, f"expected a JSON object {QUERY_FORMAT}, got {type(record).__name__}")
+    qid = record.get("qid")
+    if not isinstance(qid, str) or not qid.strip():
+        raise InputError(*where, "missing 'qid' (a non-empty string)")
+    text = record.get("query")
+    if not isinstance(text, str):
+        raise InputError(*where, f"query {qid!r} has no 'query' (a string)")
+    relevant = record.get("relevant")
+    if not isinstance(relevant, list) or not all(isinstance(r, str) for r in relevant):
+        raise InputError(*where, f"query {qid!r}: 'relevant' must be a list of paper ids (strings)")
+    return Query(qid=qid, text=text, relevant=tuple(relevant), line=where[1])
+
+
+def read_queries(path: str | Path) -> list[Query]:
+    """Every query of the file, in file order; blank lines are skipped.
+
+    Raises ``QueryFileError`` when the file is missing or holds no query, and ``InputError`` (``file:line``)
+    for a malformed line or a repeated qid.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise QueryFileError(f"no query file at {path}: give a JSONL file of {QUERY_FORMAT} lines with --queries")
+    queries: list[Query] = []
+    first_line: dict[str, int] = {}
+    with open(path, "rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            where = (str(path), lineno)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(*where, f"not UTF-8 text ({exc.reason})") from None
+            if not line.strip():
+                continue
+            query = _parse(line, where)
+            if query.qid in first_line:
+                raise InputError(*where, f"qid {query.qid!r} repeats line {first_line[query.qid]}: each qid once")
+            first_line[query.qid] = lineno
+            queries.append(query)
+    if not queries:
+        raise QueryFileError(f"{path} holds no queries: expected one {QUERY_FORMAT} object per line")
+    return queries

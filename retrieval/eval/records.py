@@ -1,0 +1,44 @@
+"""What the runner keeps of each evaluated query: the shared lexical pass and each mode's answer, reduced to
+what the metrics, the Graph-RAG tables and the run files need."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ModeAnswer:
+    """One mode's answer to one query."""
+
+    ranking: list[str]
+    candidates: int
+    #: hop distance -> (candidates at that distance, relevant ones among them); None without a graph walk
+    hop_counts: dict[int, tuple[int, int]] | None
+    seconds: float
+
+
+@dataclass
+class QueryRun:
+    """One evaluated query: its relevant set, its BM25 list and seeds, its matching papers, each mode's answer."""
+
+    qid: str
+    relevant: frozenset[str]
+    lexical: list[str]
+    seeds: list[str]
+    matching: int
+    lexical_seconds: float
+    answers: dict[str, ModeAnswer] = field(default_factory=dict)
+
+    @property
+    def relevant_seeds(self) -> int:
+        return len(self.relevant.intersection(self.seeds))
+
+
+def hop_counts(distances: dict[str, int], relevant: frozenset[str]) -> dict[int, tuple[int, int]]:
+    """``distance -> (papers at that distance, relevant papers at that distance)``, by distance."""
+    counts: dict[int, list[int]] = {}
+    for pid, distance in distances.items():
+        entry = counts.setdefault(distance, [0, 0])
+        entry[0] += 1
+        entry[1] += pid in relevant
+    return {d: (n, r) for d, (n, r) in sorted(counts.items())}

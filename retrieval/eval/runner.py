@@ -1,0 +1,285 @@
+"""``run_eval``: the protocol, the cached evaluation index, every mode on every query, the report and its files.
+
+Order of work: read the query file, checksum both files, scan the corpus and apply the protocol (``prepare``);
+find or build the evaluation index; for each query run the shared BM25 pass once and every selected mode on it
+(``evaluate``); compute the measures and tables (``assemble``); write ``report.md``, ``report.json``,
+``recall_at_k.png`` and one TREC run file per mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+
+from .. import __version__
+from ..config import RetrievalConfig
+from ..search.merge import RetrievalClient
+from ..store.database import connect
+from ..text import tokenise
+from .cache import CachedIndex, cache_key, ensure_index, file_sha256, index_identity, resolve_cache_dir
+from .errors import EvalError
+from .graphrag import by_hop, by_seed_quality
+from .metrics import CUTOFFS, Effectiveness, effectiveness, latency_summary, require_library
+from .modes import LEXICAL_DEPTH, LexicalPass, Mode, select_modes
+from .plot import plot_recall_at_k, require_matplotlib
+from .protocol import AUTO, EvalSet, apply_protocol, decide_protocol, index_papers, scan_corpus
+from .queries import read_queries
+from .records import ModeAnswer, QueryRun, hop_counts
+from .report import EvalReport
+from .trec import write_run
+
+#: ``progress(stage, done, total)``: stage is "index" (papers written) or "queries" (queries evaluated).
+Progress = Callable[[str, int, int], None]
+
+#: Papers sharing at least one token with the query: the set the BM25 aggregation scores.
+MATCHING_SQL = """\
+SELECT count(DISTINCT tf.paper_id) AS matching
+FROM doc_freq AS d
+JOIN term_freq AS tf ON tf.term_id = d.term_id
+WHERE d.term IN (SELECT value FROM json_each(:query_terms))"""
+
+REPORT_MD, REPORT_JSON, PLOT_PNG = "report.md", "report.json", "recall_at_k.png"
+
+
+def display_name(path: Path) -> str:
+    """The file's name with its folder's (``hepth/papers.jsonl``): never an absolute path."""
+    folder = path.resolve().parent.name
+    return f"{folder}/{path.name}" if folder else path.name
+
+
+def run_file_name(mode: str) -> str:
+    return f"run.{mode}.trec"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The inputs, checked, checksummed and put through the protocol."""
+
+    corpus: Path
+    queries: Path
+    corpus_sha256: str
+    queries_sha256: str
+    evalset: EvalSet
+
+    def file_info(self) -> dict:
+        return {
+            "corpus": {
+                "file": display_name(self.corpus),
+                "sha256": self.corpus_sha256,
+                "bytes": self.corpus.stat().st_size,
+            },
+            "queries": {
+                "file": display_name(self.queries),
+                "sha256": self.queries_sha256,
+                "bytes": self.queries.stat().st_size,
+            },
+        }
+
+
+def prepare(corpus: Path, queries: Path, protocol: str, limit_queries: int | None) -> Prepared:
+    """Read and check both files and apply the protocol; nothing is built yet."""
+    if limit_queries is not None and limit_queries < 1:
+        raise EvalError(f"--limit-queries must be at least 1, got {limit_queries}")
+    if not corpus.is_file():
+        raise EvalError(f"no corpus file at {corpus}: give a JSONL file of papers with --corpus")
+    query_list = read_queries(queries)
+    scan = scan_corpus(corpus, {q.qid for q in query_list})
+    kind = decide_protocol(protocol, query_list, scan, str(queries))
+    evalset = apply_protocol(query_list, scan, kind, str(queries), limit_queries)
+    return Prepared(corpus, queries, file_sha256(corpus), file_sha256(queries), evalset)
+
+
+def open_index(prepared: Prepared, cache_dir: Path, progress: Progress | None) -> CachedIndex:
+    """The evaluation index of ``prepared`` from the cache, built there first if absent."""
+    evalset = prepared.evalset
+    info = prepared.file_info()
+    manifest = {
+        "corpus": {k: info["corpus"][k] for k in ("file", "sha256")},
+        "queries": {k: info["queries"][k] for k in ("file", "sha256")},
+        "protocol": evalset.kind,
+        **index_identity(),
+    }
+    return ensure_index(
+        cache_dir,
+        cache_key(prepared.corpus_sha256, prepared.queries_sha256, evalset.kind),
+        lambda: index_papers(prepared.corpus, evalset.removed),
+        manifest,
+        source=f"evaluation index of {display_name(prepared.corpus)}",
+        progress=(lambda done: progress("index", done, evalset.index_papers)) if progress else None,
+    )
+
+
+def evaluate(
+    client: RetrievalClient,
+    matching_conn: sqlite3.Connection,
+    evalset: EvalSet,
+    modes: list[Mode],
+    config: RetrievalConfig,
+    progress: Progress | None = None,
+) -> list[QueryRun]:
+    """Every mode on every query. BM25 runs once per query (timed, shared by all modes); the count of matching
+    papers is taken afterwards and not timed. A mode's latency is the BM25 pass plus its own work."""
+    runs: list[QueryRun] = []
+    depth = max(LEXICAL_DEPTH, config.top_k_lexical)
+    total = len(evalset.queries)
+    for done, query in enumerate(evalset.queries, start=1):
+        started = time.perf_counter()
+        bm25 = client.lexical.search(query.text, depth)
+        lexical_seconds = time.perf_counter() - started
+        terms = json.dumps(sorted(set(tokenise(query.text))))
+        matching = matching_conn.execute(MATCHING_SQL, {"query_terms": terms}).fetchone()[0]
+        shared = LexicalPass(query.text, bm25, matching)
+        ids = [pid for pid, _ in bm25]
+        seeds = ids[: config.top_k_lexical]
+        run = QueryRun(query.qid, query.relevant, ids[:LEXICAL_DEPTH], seeds, matching, lexical_seconds)
+        for mode in modes:
+            started = time.perf_counter()
+            out = mode.run(client, shared, config, LEXICAL_DEPTH)
+            seconds = lexical_seconds + time.perf_counter() - started
+            hops = None if out.distances is None else hop_counts(out.distances, query.relevant)
+            run.answers[mode.name] = ModeAnswer(out.ranking, out.candidates, hops, seconds)
+        runs.append(run)
+        if progress:
+            progress("queries", done, total)
+    return runs
+
+
+def _library_versions() -> str:
+    versions = []
+    for dist in ("ir-measures", "pytrec-eval-terrier"):
+        try:
+            versions.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:  # pragma: no cover - depends on the environment
+            versions.append(f"{dist} (not installed)")
+    return ", ".join(versions)
+
+
+def assemble(
+    prepared: Prepared,
+    runs: list[QueryRun],
+    modes: list[Mode],
+    config: RetrievalConfig,
+    protocol: str,
+) -> tuple[EvalReport, dict[str, Effectiveness]]:
+    """The report's deterministic part (everything but ``timing``), and each mode's measures."""
+    evalset = prepared.evalset
+    qrels = {r.qid: r.relevant for r in runs}
+    effect = {m.name: effectiveness({r.qid: r.answers[m.name].ranking for r in runs}, qrels) for m in modes}
+    lexical = effectiveness({r.qid: r.lexical for r in runs}, qrels)  # the shared BM25 list, whatever the modes
+    n = len(runs)
+    mode_rows = {}
+    for m in modes:
+        answers = [r.answers[m.name] for r in runs]
+        mode_rows[m.name] = {
+            "description": m.description,
+            "hops": m.hops,
+            **effect[m.name].to_dict(),
+            "candidates_mean": sum(a.candidates for a in answers) / n,
+            "ranking_length_mean": sum(len(a.ranking) for a in answers) / n,
+            "queries_with_empty_ranking": sum(1 for a in answers if not a.ranking),
+            "run_file": run_file_name(m.name),
+        }
+    report = EvalReport(
+        settings={
+            "modes": [m.name for m in modes],
+            "cutoffs": list(CUTOFFS),
+            "ranking_depth": LEXICAL_DEPTH,
+            **{k: v for k, v in asdict(config).items() if k != "max_hops"},
+            "protocol_requested": protocol,
+            "limit_queries": evalset.limit,
+            "retrieval_version": __version__,
+            "metrics_library": _library_versions(),
+            "index_identity": index_identity(),
+        },
+        inputs=prepared.file_info(),
+        protocol=evalset.to_dict(),
+        modes=mode_rows,
+        by_hop=by_hop(runs, modes, effect, lexical, evalset.base_rate, config.top_k_lexical),
+        by_seed_quality=by_seed_quality(runs, modes, effect, lexical),
+        files={
+            "report_md": REPORT_MD,
+            "report_json": REPORT_JSON,
+            "plot": PLOT_PNG,
+            "runs": {m.name: run_file_name(m.name) for m in modes},
+        },
+    )
+    return report, effect
+
+
+def _make_dirs(*directories: Path) -> None:
+    for directory in directories:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise EvalError(f"cannot create {directory} ({exc}): choose another --out / --runs-dir") from None
+
+
+def run_eval(
+    corpus: str | os.PathLike[str],
+    queries: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    modes: list[str] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    runs_dir: str | os.PathLike[str] | None = None,
+    limit_queries: int | None = None,
+    protocol: str = AUTO,
+    config: RetrievalConfig | None = None,
+    progress: Progress | None = None,
+) -> EvalReport:
+    """Evaluate every mode in ``modes`` (default: all of ``MODES``) on ``queries`` over ``corpus``.
+
+    Writes ``report.md``, ``report.json`` and ``recall_at_k.png`` into ``out`` and one TREC run file per mode
+    into ``runs_dir`` (default: ``out``); returns the report. ``limit_queries`` keeps the first N evaluable
+    queries; ``protocol`` is ``auto``, ``citation`` or ``judged`` (see ``retrieval.eval.protocol``); the
+    evaluation index is cached under ``cache_dir`` (see ``retrieval.eval.cache``). Raises ``RetrievalError``
+    subclasses with what to do next.
+    """
+    started = time.perf_counter()
+    config = config or RetrievalConfig()
+    selected = select_modes(modes)
+    require_library()  # fail before the long part, not after it
+    require_matplotlib()
+    prepared = prepare(Path(corpus), Path(queries), protocol, limit_queries)
+    out_dir = Path(out)
+    runs_path = Path(runs_dir) if runs_dir is not None else out_dir
+    _make_dirs(out_dir, runs_path)
+    inputs_seconds = time.perf_counter() - started
+
+    cached = open_index(prepared, resolve_cache_dir(cache_dir), progress)
+    queries_started = time.perf_counter()
+    with RetrievalClient(config=config, db=cached.path) as client:
+        matching_conn = connect(cached.path, readonly=True)
+        try:
+            runs = evaluate(client, matching_conn, prepared.evalset, selected, config, progress)
+        finally:
+            matching_conn.close()
+    queries_seconds = time.perf_counter() - queries_started
+
+    report, effect = assemble(prepared, runs, selected, config, protocol)
+    for m in selected:
+        write_run(runs_path / run_file_name(m.name), ((r.qid, r.answers[m.name].ranking) for r in runs), m.name)
+    plot_recall_at_k(
+        out_dir / PLOT_PNG,
+        CUTOFFS,
+        {m.name: [effect[m.name].pooled_recall[k] for k in CUTOFFS] for m in selected},
+        {m.name: [effect[m.name].means[f"recall@{k}"] for k in CUTOFFS] for m in selected},
+        f"recall@K per mode: {report.inputs['corpus']['file']}, {len(runs):,} queries",
+    )
+    report.timing = {
+        "index": {"status": cached.status, "seconds": cached.seconds, "detail": cached.detail},
+        "inputs_seconds": inputs_seconds,
+        "queries_seconds": queries_seconds,
+        "lexical_pass": latency_summary([r.lexical_seconds for r in runs]),
+        "modes": {m.name: latency_summary([r.answers[m.name].seconds for r in runs]) for m in selected},
+        "total_seconds": time.perf_counter() - started,
+    }
+    (out_dir / REPORT_JSON).write_text(report.to_json(), encoding="utf-8")
+    (out_dir / REPORT_MD).write_text(report.markdown(), encoding="utf-8")
+    return report
