@@ -9,9 +9,10 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from . import commands
-from .config import DB_ENV_VAR, DEFAULT_DB, RetrievalConfig
+from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalConfig
 from .corpus.jsonl import FORMATS
 from .errors import RetrievalError
 from .eval.cli import add_eval_parser
@@ -82,8 +83,26 @@ def _print_sql(statements) -> None:
         print()
 
 
+def _config(args: argparse.Namespace) -> RetrievalConfig:
+    base = RetrievalConfig.lesson() if args.lesson else RetrievalConfig()
+    given = {
+        "top_k_lexical": args.top_k_lexical,
+        "max_hops": args.hops,
+        "expand": args.expand,
+        "relations": tuple(args.relations.split(",")) if args.relations else None,
+        "gate_threshold": args.gate_threshold,
+        "gate_min_survivors": args.gate_survivors,
+        "max_neighbours": args.max_neighbours,
+        "max_candidates": args.max_candidates,
+    }
+    changes = {key: value for key, value in given.items() if value is not None}
+    if args.no_hub_weighting:
+        changes["hub_weighting"] = False
+    return replace(base, **changes)
+
+
 def _cmd_search(args: argparse.Namespace) -> int:
-    config = RetrievalConfig(top_k_lexical=args.top_k_lexical, max_hops=args.hops)
+    config = _config(args)
     if args.sql:
         _print_sql(commands.search_sql(args.query, db=args.db, config=config))
         return 0
@@ -95,21 +114,27 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if not result.ranked:
         print(f"no results for {args.query!r} ({m['wall_time_ms']:.1f} ms)")
         return 0
-    print(f"{'#':>3}  {'id':<16} {'year':>4}  {'final':>6}  {'bm25':>7}  {'hops':>4}  {'recency':>7}  title")
+    print(
+        f"{'#':>3}  {'id':<16} {'year':>4}  {'final':>6}  {'bm25':>7}  {'graph':>5}  {'recency':>7}  {'how':<24} title"
+    )
     for rank, r in enumerate(result.ranked, start=1):
-        hops = "-" if r.graph_distance is None else str(r.graph_distance)
         year = "" if r.paper.year is None else str(r.paper.year)
-        title = r.paper.title if len(r.paper.title) <= 60 else r.paper.title[:57] + "..."
+        title = r.paper.title if len(r.paper.title) <= 50 else r.paper.title[:47] + "..."
+        how = r.how() if len(r.how()) <= 24 else r.how()[:21] + "..."
         print(
             f"{rank:>3}  {r.paper.id:<16} {year:>4}  {r.final_score:6.4f}  {r.bm25_score:7.3f}  "
-            f"{hops:>4}  {r.recency_score:7.3f}  {title}"
+            f"{r.graph_score:5.3f}  {r.recency_score:7.3f}  {how:<24} {title}"
         )
+    gate = result.expansion.get("gate", {})
+    graph = "evidence" if config.ranking == "evidence" else "1/.6/.3 by hops"
     print(
         f"\n{len(result.ranked)} of {m['hit_count']} hits shown; top {m['top_score']:.4f}, "
         f"average {m['avg_score']:.4f}, {m['wall_time_ms']:.1f} ms. "
-        f"final = {config.w_bm25:g}*bm25/max + {config.w_graph:g}*graph(1/.6/.3 by hops) "
-        f"+ {config.w_recency:g}*recency"
+        f"final = {config.w_bm25:g}*bm25/max + {config.w_graph:g}*graph({graph}) + {config.w_recency:g}*recency"
     )
+    if gate:
+        state = "expanded" if gate["fired"] else "not expanded"
+        print(f"graph: {state} ({gate['reason']}); {result.expansion.get('candidates_added', 0)} papers added")
     return 0
 
 
@@ -135,6 +160,13 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
     return value
+
+
+def _relations(text: str) -> str:
+    unknown = [r for r in text.split(",") if r not in RELATIONS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown relation(s) {', '.join(unknown)}: use {','.join(RELATIONS)}")
+    return text
 
 
 def _hops(text: str) -> int:
@@ -178,8 +210,16 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("query", help="free-text query")
     p.add_argument("--db", help=db_help)
     p.add_argument("--limit", type=_positive_int, default=10, help="results to show (default 10)")
-    p.add_argument("--top-k-lexical", type=_positive_int, default=10, help="BM25 seeds (default 10)")
-    p.add_argument("--hops", type=_hops, default=2, help="citation hops from the seeds, 0-2 (default 2)")
+    p.add_argument("--top-k-lexical", type=_positive_int, help="BM25 seeds (default 20; the lesson's 10)")
+    p.add_argument("--hops", type=_hops, help="citation hops from the seeds, 0-2 (default 1; the lesson's 2)")
+    p.add_argument("--lesson", action="store_true", help="the lesson's blend: 10 seeds, 2 hops, 0.5/0.3/0.2")
+    p.add_argument("--expand", choices=EXPAND_MODES, help="graph expansion: never, always, auto (default)")
+    p.add_argument("--relations", type=_relations, help=f"comma-separated, of {','.join(RELATIONS)}")
+    p.add_argument("--gate-threshold", type=float, help="match a seed needs to survive the gate (default 0.3)")
+    p.add_argument("--gate-survivors", type=_positive_int, help="expand when fewer seeds survive (default 3)")
+    p.add_argument("--max-neighbours", type=_positive_int, help="per paper and relation (default 30)")
+    p.add_argument("--max-candidates", type=_positive_int, help="papers the graph may add (default 1000)")
+    p.add_argument("--no-hub-weighting", action="store_true", help="no 1/ln(e + degree) down-weighting")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--sql", action="store_true", help="print the SQL the search runs, with its parameters")
     p.set_defaults(func=_cmd_search)

@@ -83,3 +83,27 @@ def bfs(references: dict[str, list[str]], seeds: list[str], max_hops: int) -> di
 
 def close(a: float, b: float, rel: float = 1e-9) -> bool:
     return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12)
+
+
+def relation_weights(references: dict[str, list[str]], source: str, relation: str, fanout: int = 100) -> dict:
+    """Neighbours of ``source`` along ``relation`` with their weights, among corpus papers (the keys)."""
+    nodes = set(references)
+    refs = {p: sorted({r for r in rs if r in nodes and r != p}) for p, rs in references.items()}
+    citers: dict[str, list[str]] = {p: [] for p in nodes}
+    for p, rs in refs.items():
+        for r in rs:
+            citers[r].append(p)
+    for p in citers:
+        citers[p].sort()
+    out: Counter[str] = Counter()
+    if relation == "references":
+        out.update(refs[source])
+    elif relation == "citing":
+        out.update(citers[source])
+    elif relation == "cocitation":
+        for citer in citers[source][:fanout]:
+            out.update(x for x in refs[citer] if x != source)
+    elif relation == "coupling":
+        for ref in refs[source]:
+            out.update(x for x in citers[ref][:fanout] if x != source)
+    return dict(out)

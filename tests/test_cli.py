@@ -20,12 +20,14 @@ def test_build_search_stats(tmp_path, capsys):
     db = str(tmp_path / "demo.db")
     code, out, _ = run(capsys, "build", "--db", db)
     assert code == 0 and "100 papers, 185 citation edges, 0 dangling references" in out
-    code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3")
+    code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3", "--lesson")
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["#", "id", "year"] and len(lines[1:4]) == 3
     assert "Attention Sparsity" in lines[1]
     assert "3 of 42 hits shown" in out
+    code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3")
+    assert code == 0 and "graph: not expanded (20 seeds match" in out
     code, out, _ = run(capsys, "stats", "--db", db)
     assert code == 0 and "papers" in out and "schema_revision" in out
 
@@ -34,11 +36,13 @@ def test_search_json_shape(demo_db, capsys):
     code, out, _ = run(capsys, "search", "low rank adapter", "--db", str(demo_db), "--json", "--limit", "5")
     assert code == 0
     data = json.loads(out)
-    assert set(data) == {"query", "results", "metrics"}
+    assert set(data) == {"query", "results", "metrics", "expansion"}
     assert data["query"] == "low rank adapter" and len(data["results"]) == 5
     assert set(data["results"][0]) == {
-        "id", "title", "year", "bm25_score", "graph_distance", "recency_score", "final_score",
+        "id", "title", "year", "bm25_score", "graph_distance", "recency_score", "final_score", "graph_score",
+        "reached",
     }  # fmt: skip
+    assert set(data["expansion"]["gate"]) >= {"mode", "fired", "survivors", "reason"}
     assert set(data["metrics"]) == {"hit_count", "avg_score", "top_score", "wall_time_ms"}
     finals = [r["final_score"] for r in data["results"]]
     assert finals == sorted(finals, reverse=True)
@@ -46,7 +50,7 @@ def test_search_json_shape(demo_db, capsys):
 
 def test_options_change_the_search(demo_db, capsys):
     _, out, _ = run(capsys, "search", "dataset distillation", "--db", str(demo_db), "--json", "--hops", "0",
-                    "--top-k-lexical", "4", "--limit", "50")  # fmt: skip
+                    "--top-k-lexical", "4", "--limit", "50", "--lesson")  # fmt: skip
     data = json.loads(out)
     assert data["metrics"]["hit_count"] == 4 and {r["graph_distance"] for r in data["results"]} == {0}
 
@@ -62,8 +66,11 @@ def test_empty_query_exits_zero_with_zeroed_metrics(demo_db, capsys):
 def test_sql_flag_prints_the_statements(demo_db, capsys):
     code, out, _ = run(capsys, "search", "attention", "--db", str(demo_db), "--sql")
     assert code == 0
-    assert "FROM json_each(:query_terms)" in out and "WITH RECURSIVE" in out and "LIMIT :k" in out
+    assert "FROM json_each(:query_terms)" in out and "LIMIT :k" in out
+    assert "-- expansion: references" in out and "-- expansion: citing" in out and "row_number() OVER" in out
     assert '"query_terms": "[\\"attention\\"]"' in out
+    code, out, _ = run(capsys, "search", "attention", "--db", str(demo_db), "--sql", "--lesson")
+    assert "WITH RECURSIVE" in out and "-- expansion" not in out
 
 
 def test_missing_index_exits_one_and_suggests_build(tmp_path, capsys):

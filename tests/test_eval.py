@@ -96,8 +96,22 @@ def citation_files(tmp_path_factory) -> tuple[Path, Path]:
 def citation_run(citation_files, tmp_path_factory):
     corpus, queries = citation_files
     base = tmp_path_factory.mktemp("citation-run")
-    report = run_eval(corpus, queries, base / "out", cache_dir=base / "cache")
+    report = run_eval(corpus, queries, base / "out", cache_dir=base / "cache", modes=LESSON_MODES)
     return report, base
+
+
+# The lesson's modes: the hop and seed tables are defined over their walk.
+LESSON_MODES = ["bm25", "blend-1hop", "blend-2hop"]
+
+
+def test_every_registered_mode_runs(citation_files, tmp_path):
+    corpus, queries = citation_files
+    report = run_eval(corpus, queries, tmp_path / "out", cache_dir=tmp_path / "cache")
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert set(data["modes"]) == set(MODES)
+    for name in MODES:
+        assert (tmp_path / "out" / f"run.{name}.trec").exists()
+    assert report.protocol["query_papers_removed"] == 4
 
 
 def only_index(cache: Path) -> Path:
@@ -328,7 +342,7 @@ def test_second_run_hits_the_cache_and_gives_the_same_report(citation_files, cit
     first, base = citation_run
     cached = only_index(base / "cache")
     stamp = cached.stat().st_mtime_ns
-    second = run_eval(corpus, queries, tmp_path / "out", cache_dir=base / "cache")
+    second = run_eval(corpus, queries, tmp_path / "out", cache_dir=base / "cache", modes=LESSON_MODES)
     assert first.timing["index"]["status"] == "built" and second.timing["index"]["status"] == "hit"
     assert cached.stat().st_mtime_ns == stamp and only_index(base / "cache") == cached
     # everything but the timing is byte-identical, the run files too
@@ -344,7 +358,7 @@ def test_second_run_hits_the_cache_and_gives_the_same_report(citation_files, cit
 def test_a_fresh_build_gives_the_same_report(citation_files, citation_run, tmp_path):
     corpus, queries = citation_files
     first, _ = citation_run
-    again = run_eval(corpus, queries, tmp_path / "out", cache_dir=tmp_path / "other-cache")
+    again = run_eval(corpus, queries, tmp_path / "out", cache_dir=tmp_path / "other-cache", modes=LESSON_MODES)
     assert again.timing["index"]["status"] == "built"
     assert first.to_json(timing=False) == again.to_json(timing=False)
 

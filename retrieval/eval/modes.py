@@ -70,25 +70,59 @@ class LexicalMode:
 
 @dataclass(frozen=True)
 class BlendMode:
-    """The merged ranking of ``RetrievalClient.rank``: BM25 seeds, a walk of ``hops`` hops, the blend."""
+    """A ranking of ``RetrievalClient.rank`` over the shared BM25 list, under a fixed setting.
+
+    ``lesson`` modes start from ``RetrievalConfig.lesson()`` (the lesson's blend and CTE walk), the others from
+    ``RetrievalConfig()`` (the shipped policy); ``overrides`` change fields of that start; ``hops`` is the walk's
+    depth. A mode's setting is fixed, so its row means the same in every report.
+    """
 
     name: str
     description: str
     hops: int
+    lesson: bool = True
+    overrides: tuple[tuple[str, object], ...] = ()
+
+    def settings(self, config: RetrievalConfig) -> RetrievalConfig:
+        base = RetrievalConfig.lesson() if self.lesson else RetrievalConfig()
+        return replace(base, max_hops=self.hops, **dict(self.overrides))
 
     def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
-        cfg = replace(config, max_hops=self.hops)
-        seeds = query.bm25[: cfg.top_k_lexical]
-        result = client.rank(query.text, seeds, cfg, limit=None, full=False)
+        cfg = self.settings(config)
+        result = client.rank(query.text, query.bm25, cfg, limit=None, full=False)
         ranking = [r.paper.id for r in result.ranked[:depth]]
-        distances = {r.paper.id: r.graph_distance for r in result.ranked}
+        distances = {r.paper.id: r.graph_distance for r in result.ranked if r.graph_distance is not None}
         return ModeOutput(ranking, result.hit_count, distances)
+
+
+def _policy(name: str, description: str, hops: int = 1, **overrides) -> BlendMode:
+    return BlendMode(name, description, hops, lesson=False, overrides=tuple(sorted(overrides.items())))
 
 
 MODES: dict[str, Mode] = {
     "bm25": LexicalMode(),
-    "blend-1hop": BlendMode("blend-1hop", "BM25 seeds, one citation hop, blended score", hops=1),
-    "blend-2hop": BlendMode("blend-2hop", "BM25 seeds, two citation hops, blended score", hops=2),
+    "blend-1hop": BlendMode("blend-1hop", "the lesson's blend: 10 seeds, one CTE hop, 0.5/0.3/0.2", hops=1),
+    "blend-2hop": BlendMode("blend-2hop", "the lesson's blend: 10 seeds, two CTE hops, 0.5/0.3/0.2", hops=2),
+    # The policies of retrieval.search.expansion; "policy" is the shipped default.
+    "policy": _policy("policy", "the default: gate auto (0.3, 3), references+citing, caps 30 / 1000, hub weights"),
+    "expand-never": _policy("expand-never", "evidence ranking, never expanding (BM25 plus recency)", expand="never"),
+    "expand-always": _policy("expand-always", "always expanding, with the default caps", expand="always"),
+    "expand-always-uncapped": _policy(
+        "expand-always-uncapped",
+        "always expanding, no per-node or per-query cap",
+        expand="always",
+        max_neighbours=None,
+        max_candidates=None,
+    ),
+    "gate-0.2": _policy("gate-0.2", "gate auto, threshold 0.2", gate_threshold=0.2),
+    "gate-0.25": _policy("gate-0.25", "gate auto, threshold 0.25", gate_threshold=0.25),
+    "rel-references": _policy("rel-references", "references only", relations=("references",)),
+    "rel-citing": _policy("rel-citing", "citing papers only", relations=("citing",)),
+    "rel-cocitation": _policy("rel-cocitation", "co-citation only", relations=("cocitation",)),
+    "rel-coupling": _policy("rel-coupling", "bibliographic coupling only", relations=("coupling",)),
+    "rel-all": _policy("rel-all", "all four relations", relations=("references", "citing", "cocitation", "coupling")),
+    "no-hub-weighting": _policy("no-hub-weighting", "the default without degree down-weighting", hub_weighting=False),
+    "policy-2hop": _policy("policy-2hop", "the default, two hops", hops=2),
 }
 
 

@@ -242,7 +242,7 @@ def run_eval(
     subclasses with what to do next.
     """
     started = time.perf_counter()
-    config = config or RetrievalConfig()
+    config = config or RetrievalConfig.lesson()  # the seed set of the hop and seed tables: the lesson's
     selected = select_modes(modes)
     require_library()  # fail before the long part, not after it
     require_matplotlib()

@@ -4,7 +4,9 @@
 
 - ``bm25_norm``: the paper's BM25 score for the query over the highest score among the lexical top-k. A paper
   reached only through the graph keeps its own BM25 score (0 when it shares no term with the query).
-- ``graph_score``: 1.0, 0.6, 0.3 at distance 0 (a seed), 1, 2; 0 otherwise.
+- ``graph_score``: with ``ranking="evidence"``, the evidence the policy-driven expansion gathered for the paper
+  (``retrieval.search.expansion``); with ``ranking="blend"`` (the lesson's), 1.0, 0.6, 0.3 at distance 0 (a
+  seed), 1, 2 of the recursive-CTE walk, and 0 otherwise.
 - ``recency_score``: a linear ramp from 0 at the corpus's earliest year to 1 at its latest. A paper with no
   year gets 0; in a corpus whose papers all share one year, every dated paper gets 1.
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +27,8 @@ from ..corpus.paper import Paper
 from ..store.database import IndexStats, check_index, connect, read_snapshot, read_stats
 from ..store.writer import build_index
 from ..text import tokenise
+from . import expansion
+from .expansion import Reach
 from .graph import CitationGraph
 from .lexical import BM25Index
 
@@ -69,6 +74,7 @@ class RankedPaper:
     final_score: float
     bm25_norm: float = 0.0
     graph_score: float = 0.0
+    reached: list[Reach] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -79,14 +85,27 @@ class RankedPaper:
             "graph_distance": self.graph_distance,
             "recency_score": self.recency_score,
             "final_score": self.final_score,
+            "graph_score": self.graph_score,
+            "reached": [r.to_dict() for r in self.reached],
         }
+
+    def how(self) -> str:
+        """How the paper got into the list, briefly: a seed, a lexical hit, or the strongest graph reach."""
+        if self.graph_distance == 0:
+            return "seed"
+        if self.reached:
+            first = self.reached[0]
+            more = f" +{len(self.reached) - 1}" if len(self.reached) > 1 else ""
+            return f"{first.relation} of {first.source}{more}"
+        if self.graph_distance is not None:
+            return f"{self.graph_distance} hop(s)"
+        return "lexical"
 
     def why(self, config: RetrievalConfig) -> str:
         """A one-line account of the score: each term of the blend and what it came from."""
-        reached = "lexical seed" if self.graph_distance == 0 else f"{self.graph_distance} hop(s) from a seed"
         return (
-            f"{config.w_bm25:g}*bm25 {self.bm25_norm:.3f} + {config.w_graph:g}*graph {self.graph_score:.1f} "
-            f"({reached}) + {config.w_recency:g}*recency {self.recency_score:.3f} = {self.final_score:.4f}"
+            f"{config.w_bm25:g}*bm25 {self.bm25_norm:.3f} + {config.w_graph:g}*graph {self.graph_score:.3f} "
+            f"({self.how()}) + {config.w_recency:g}*recency {self.recency_score:.3f} = {self.final_score:.4f}"
         )
 
 
@@ -101,6 +120,7 @@ class RetrievalResult:
     top_score: float
     wall_time_ms: float
     config: RetrievalConfig = field(default_factory=RetrievalConfig)
+    expansion: dict = field(default_factory=dict)
 
     @property
     def metrics(self) -> dict:
@@ -113,7 +133,12 @@ class RetrievalResult:
 
     def to_dict(self, limit: int | None = None) -> dict:
         ranked = self.ranked if limit is None else self.ranked[:limit]
-        return {"query": self.query, "results": [r.to_dict() for r in ranked], "metrics": self.metrics}
+        return {
+            "query": self.query,
+            "results": [r.to_dict() for r in ranked],
+            "metrics": self.metrics,
+            "expansion": self.expansion,
+        }
 
 
 class RetrievalClient:
@@ -193,11 +218,23 @@ class RetrievalClient:
     def search_sql(self, query: str, config: RetrievalConfig | None = None) -> list[tuple[str, str, dict]]:
         """``(name, statement, parameters)`` of each query a search runs, in order (seed ids as placeholders)."""
         cfg = config or self.config
+        depth = max(cfg.top_k_lexical, cfg.lexical_depth) if cfg.ranking == "evidence" else cfg.top_k_lexical
+        statements = [("lexical top-k", *self.lexical.search_sql(query, depth))]
+        if cfg.expand != "never":
+            stats = self.stats
+            terms = json.dumps(tokenise(query))
+            mass = {"query_terms": terms, "n_papers": stats.n_papers, "k1": stats.k1}
+            statements.append(("gate: the query's attainable score", expansion.QUERY_MASS_SQL, mass))
+        if cfg.ranking == "blend":
+            statements.append(("citation walk", *self.graph.expand_sql(["<seed ids>"], cfg.max_hops)))
+        elif cfg.expand != "never":
+            statements.append(("degrees of the sources", expansion.DEGREE_SQL, {"sources": "<source ids>"}))
+            caps = {"sources": "<source ids>", "fanout": cfg.fanout, "max_neighbours": cfg.max_neighbours or -1}
+            statements += [(f"expansion: {r}", expansion.relation_sql(r), caps) for r in cfg.relations]
         return [
-            ("lexical top-k", *self.lexical.search_sql(query, cfg.top_k_lexical)),
-            ("citation walk", *self.graph.expand_sql(["<seed ids>"], cfg.max_hops)),
-            ("bm25 of walked papers", *self.lexical.scores_sql(query, ["<walked ids>"])),
-            ("candidates", CANDIDATES_SQL, {"paper_ids": "<walked ids>"}),
+            *statements,
+            ("bm25 of the papers the graph added", *self.lexical.scores_sql(query, ["<added ids>"])),
+            ("candidates", CANDIDATES_SQL, {"paper_ids": "<candidate ids>"}),
             ("papers", PAPERS_SQL, {"paper_ids": "<returned ids>"}),
         ]
 
@@ -214,35 +251,57 @@ class RetrievalClient:
         start = time.perf_counter()
         if not tokenise(query):
             return RetrievalResult(query, [], 0, 0.0, 0.0, (time.perf_counter() - start) * 1000.0, cfg)
+        depth = max(cfg.top_k_lexical, cfg.lexical_depth) if cfg.ranking == "evidence" else cfg.top_k_lexical
         with read_snapshot(self._conn):  # one state of the file, even while another process adds papers
-            seeds = self.lexical.search(query, cfg.top_k_lexical)
-            return self.rank(query, seeds, cfg, limit=limit, full=full, started=start)
+            lexical = self.lexical.search(query, depth)
+            return self.rank(query, lexical, cfg, limit=limit, full=full, started=start)
 
     def rank(
         self,
         query: str,
-        seeds: list[tuple[str, float]],
+        lexical: list[tuple[str, float]],
         config: RetrievalConfig | None = None,
         limit: int | None = None,
         full: bool = True,
         started: float | None = None,
     ) -> RetrievalResult:
-        """The graph pass and the merge for lexical ``seeds`` already ranked (``(id, bm25)``, best first).
+        """The graph pass and the merge for a BM25 list already computed (``(id, bm25)``, best first).
 
-        ``search`` is ``rank(query, lexical.search(query, top_k_lexical))``; an evaluation that needs a longer
-        lexical list takes its first ``top_k_lexical`` entries as the seeds and calls this directly.
+        Its first ``top_k_lexical`` entries are the seeds; the evidence ranking also ranks its first
+        ``lexical_depth``. ``search`` is ``rank(query, lexical.search(query, depth))``; an evaluation computes the
+        list once and passes it to every mode.
         """
         cfg = config or self.config
         start = time.perf_counter() if started is None else started
         with read_snapshot(self._conn) as conn:
-            return self._rank(query, seeds, cfg, limit, full, start, read_stats(conn))
+            return self._rank(query, lexical, cfg, limit, full, start, read_stats(conn))
 
-    def _rank(self, query, seeds, cfg, limit, full, start, stats) -> RetrievalResult:
-        seed_scores = dict(seeds)
-        distances = self.graph.expand(list(seed_scores), cfg.max_hops) if seeds else {}
-        walked = [pid for pid in distances if pid not in seed_scores]
-        bm25 = {**self.lexical.scores(query, walked), **seed_scores}
-        max_bm25 = max(seed_scores.values(), default=0.0)
+    def _candidates(self, query: str, lexical: list[tuple[str, float]], cfg: RetrievalConfig, stats):
+        """Each candidate's graph distance and graph score, its reaches, and the expansion's report."""
+        seeds = lexical[: cfg.top_k_lexical]
+        gate = expansion.decide(self._conn, tokenise(query), seeds, cfg, stats)
+        if cfg.ranking == "blend":
+            walk = self.graph.expand([pid for pid, _ in seeds], cfg.max_hops if gate.fired else 0) if seeds else {}
+            scores = {pid: GRAPH_SCORES.get(d, 0.0) for pid, d in walk.items()}
+            counts = Counter(walk.values())
+            report = {"gate": gate.to_dict(), "candidates_added": len(walk) - len(seeds),
+                      "new_per_hop": {str(h): n for h, n in sorted(counts.items()) if h > 0}}  # fmt: skip
+            return walk, scores, {}, report
+        grown = expansion.expand(self._conn, seeds, cfg, gate)
+        distances: dict[str, int | None] = dict.fromkeys((pid for pid, _ in lexical[: cfg.lexical_depth]), None)
+        distances.update((pid, 0) for pid, _ in seeds)
+        for pid, hop in grown.distance.items():
+            distances.setdefault(pid, hop)
+            if distances[pid] is None:
+                distances[pid] = hop
+        return distances, grown.evidence, grown.reaches, grown.to_dict()
+
+    def _rank(self, query, lexical, cfg, limit, full, start, stats) -> RetrievalResult:
+        seeds = lexical[: cfg.top_k_lexical]
+        distances, graph_scores, reaches, report = self._candidates(query, lexical, cfg, stats)
+        known = dict(lexical)
+        bm25 = {**self.lexical.scores(query, [pid for pid in distances if pid not in known]), **known}
+        max_bm25 = seeds[0][1] if seeds else 0.0
         papers = {
             pid: Paper(pid, title, year=year, source="merged")
             for pid, title, year in self._conn.execute(CANDIDATES_SQL, {"paper_ids": json.dumps(list(distances))})
@@ -251,10 +310,12 @@ class RetrievalClient:
         for pid, distance in distances.items():
             paper = papers[pid]
             bm25_norm = bm25[pid] / max_bm25 if max_bm25 > 0 else 0.0
-            graph_score = GRAPH_SCORES.get(distance, 0.0)
+            graph_score = graph_scores.get(pid, 0.0)
             recency = self.recency(paper.year, stats)
             final = cfg.w_bm25 * bm25_norm + cfg.w_graph * graph_score + cfg.w_recency * recency
-            ranked.append(RankedPaper(paper, bm25[pid], distance, recency, final, bm25_norm, graph_score))
+            entry = RankedPaper(paper, bm25[pid], distance, recency, final, bm25_norm, graph_score)
+            entry.reached = list(reaches.get(pid, ()))[:3]
+            ranked.append(entry)
         ranked.sort(key=lambda r: (-r.final_score, r.paper.id))
         scores = [r.final_score for r in ranked]
         hit_count, average, top = len(ranked), (sum(scores) / len(scores) if scores else 0.0), max(scores, default=0.0)
@@ -265,7 +326,8 @@ class RetrievalClient:
             for r in ranked:
                 r.paper = detail[r.paper.id]
         wall_ms = (time.perf_counter() - start) * 1000.0
-        return RetrievalResult(query, ranked, hit_count, average, top, wall_ms, cfg)
+        report["candidates_scored"] = hit_count
+        return RetrievalResult(query, ranked, hit_count, average, top, wall_ms, cfg, report)
 
 
 def build_client(config: RetrievalConfig | None = None, db: str | Path | None = None) -> RetrievalClient:

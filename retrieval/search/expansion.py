@@ -1,0 +1,291 @@
+"""Graph expansion under a policy: whether to expand (the gate), along which relations, and how far a hub reaches.
+
+The gate. A seed's *match* is its BM25 score over the query's attainable score, sum over the query's tokens of
+idf(t) * (k1 + 1) (what a paper would score if every token saturated its term-frequency factor), so it is
+comparable across queries of any length. Seeds whose match reaches ``gate_threshold`` survive; ``expand="auto"``
+expands only when fewer than ``gate_min_survivors`` survive, i.e. when the lexical pass found few strong hits.
+
+Relations, from each source paper (a seed, or a paper reached at the previous hop):
+
+- ``references``: the papers it cites (older work it builds on); weight 1;
+- ``citing``: the papers that cite it (newer work); weight 1;
+- ``cocitation``: papers cited together with it by the same papers; weight = how many papers cite both;
+- ``coupling`` (bibliographic coupling): papers that cite what it cites; weight = how many references they share.
+
+Co-citation and coupling look through at most ``fanout`` intermediate citing papers per source (co-citation)
+or per shared reference (coupling), the first by id, so a hub cannot turn one query into a scan of the
+citation table.
+
+Hubs. Each source keeps at most ``max_neighbours`` neighbours per relation: the strongest by weight, then the
+most cited (in-degree), then by id. A source's contribution is divided by ln(e + its degree) (as Adamic/Adar
+down-weights common neighbours by degree), so a hub seed spreads less per neighbour. After all hops the papers the
+expansion adds are capped at ``max_candidates``, keeping the highest evidence (then id).
+
+Evidence. ``evidence(x) = sum over (source s, relation r) reaching x of strength(s) * weight_r(s, x) *
+relation_weight[r] / ln(e + degree(s))``, where strength is a seed's normalised BM25 score (its score over the
+best seed's) and, at hop 2, half the evidence of the hop-1 paper it is reached from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from ..config import RetrievalConfig
+from ..store.database import read_snapshot
+
+#: Multiplier of each relation's weight in the evidence sum (direct citations count fully).
+RELATION_WEIGHTS = {"references": 1.0, "citing": 1.0, "cocitation": 0.25, "coupling": 0.25}
+#: A hop-2 source passes on this share of its own evidence.
+HOP_DECAY = 0.5
+
+QUERY_MASS_SQL = """\
+WITH query_terms AS (
+    SELECT value AS term,
+           count(*) AS qtf
+    FROM json_each(:query_terms)
+    GROUP BY value
+)
+SELECT coalesce(sum(q.qtf * ln(1.0 + (:n_papers - d.df + 0.5) / (d.df + 0.5)) * (:k1 + 1.0)), 0.0)
+FROM query_terms AS q
+JOIN doc_freq AS d ON d.term = q.term"""
+
+_SOURCES = """\
+WITH sources AS (
+    SELECT value AS source
+    FROM json_each(:sources)
+)"""
+
+# Each relation: one CTE ``edges(source, paper_id, weight)`` over live edges only (both ends are papers).
+_RELATION_EDGES = {
+    "references": """\
+edges AS (
+    SELECT s.source, c.cited_id AS paper_id, 1 AS weight
+    FROM sources AS s
+    JOIN citations AS c ON c.citing_id = s.source
+    JOIN papers AS p ON p.id = c.cited_id
+)""",
+    "citing": """\
+edges AS (
+    SELECT s.source, c.citing_id AS paper_id, 1 AS weight
+    FROM sources AS s
+    JOIN citations AS c ON c.cited_id = s.source
+    JOIN papers AS p ON p.id = c.citing_id
+)""",
+    "cocitation": """\
+citers AS (
+    SELECT s.source,
+           c.citing_id AS citer,
+           row_number() OVER (PARTITION BY s.source ORDER BY c.citing_id) AS position
+    FROM sources AS s
+    JOIN citations AS c ON c.cited_id = s.source
+),
+edges AS (
+    SELECT ct.source, c.cited_id AS paper_id, count(*) AS weight
+    FROM citers AS ct
+    JOIN citations AS c ON c.citing_id = ct.citer
+    JOIN papers AS p ON p.id = c.cited_id
+    WHERE ct.position <= :fanout
+      AND c.cited_id <> ct.source
+    GROUP BY ct.source, c.cited_id
+)""",
+    "coupling": """\
+refs AS (
+    SELECT DISTINCT c.cited_id AS ref
+    FROM sources AS s
+    JOIN citations AS c ON c.citing_id = s.source
+),
+ref_citers AS (
+    SELECT c.cited_id AS ref,
+           c.citing_id AS citer,
+           row_number() OVER (PARTITION BY c.cited_id ORDER BY c.citing_id) AS position
+    FROM refs AS r
+    JOIN citations AS c ON c.cited_id = r.ref
+),
+edges AS (
+    SELECT s.source, rc.citer AS paper_id, count(*) AS weight
+    FROM sources AS s
+    JOIN citations AS c ON c.citing_id = s.source
+    JOIN ref_citers AS rc ON rc.ref = c.cited_id
+    JOIN papers AS p ON p.id = rc.citer
+    WHERE rc.position <= :fanout
+      AND rc.citer <> s.source
+    GROUP BY s.source, rc.citer
+)""",
+}
+
+# Shared tail: keep each source's strongest neighbours (weight, then citation count, then id).
+_CAPPED = """\
+ranked AS (
+    SELECT e.source,
+           e.paper_id,
+           e.weight,
+           row_number() OVER (
+               PARTITION BY e.source
+               ORDER BY e.weight DESC,
+                        (SELECT count(*) FROM citations AS ic WHERE ic.cited_id = e.paper_id) DESC,
+                        e.paper_id
+           ) AS position
+    FROM edges AS e
+)
+SELECT source, paper_id, weight
+FROM ranked
+WHERE :max_neighbours < 0 OR position <= :max_neighbours
+ORDER BY source, position"""
+
+DEGREE_SQL = """\
+SELECT s.value AS paper_id,
+       (SELECT count(*) FROM citations AS c JOIN papers AS p ON p.id = c.cited_id WHERE c.citing_id = s.value)
+     + (SELECT count(*) FROM citations AS c JOIN papers AS p ON p.id = c.citing_id WHERE c.cited_id = s.value)
+       AS degree
+FROM json_each(:sources) AS s"""
+
+
+def relation_sql(relation: str) -> str:
+    """The statement that lists ``(source, neighbour, weight)`` for ``relation``, capped per source."""
+    return f"{_SOURCES},\n{_RELATION_EDGES[relation]},\n{_CAPPED}"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The expansion decision for one query, and why."""
+
+    mode: str
+    fired: bool
+    survivors: int
+    threshold: float
+    min_survivors: int
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {
+            "mode": self.mode,
+            "fired": self.fired,
+            "survivors": self.survivors,
+            "threshold": self.threshold,
+            "min_survivors": self.min_survivors,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Reach:
+    """One way a paper was reached: from ``source`` (a seed at hop 1), along ``relation``, at ``hop``."""
+
+    source: str
+    relation: str
+    hop: int
+    contribution: float
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "relation": self.relation, "hop": self.hop, "contribution": self.contribution}
+
+
+@dataclass
+class Expansion:
+    """What the expansion added: each paper's evidence, minimum hop and reaches, and the counts per hop and
+    per relation (edges followed, and papers first reached)."""
+
+    gate: Gate
+    evidence: dict[str, float] = field(default_factory=dict)
+    distance: dict[str, int] = field(default_factory=dict)
+    reaches: dict[str, list[Reach]] = field(default_factory=lambda: defaultdict(list))
+    new_per_hop: Counter = field(default_factory=Counter)
+    new_per_relation: Counter = field(default_factory=Counter)
+    edges_per_relation: Counter = field(default_factory=Counter)
+    capped: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "gate": self.gate.to_dict(),
+            "candidates_added": len(self.evidence),
+            "new_per_hop": {str(k): v for k, v in sorted(self.new_per_hop.items())},
+            "new_per_relation": dict(sorted(self.new_per_relation.items())),
+            "edges_per_relation": dict(sorted(self.edges_per_relation.items())),
+            "dropped_by_candidate_cap": self.capped,
+        }
+
+
+def decide(
+    conn: sqlite3.Connection, query_terms: list[str], seeds: list[tuple[str, float]], cfg: RetrievalConfig, stats
+) -> Gate:
+    """The gate: whether this query's seeds are thin enough to expand (see the module's docstring)."""
+    common = {"threshold": cfg.gate_threshold, "min_survivors": cfg.gate_min_survivors, "mode": cfg.expand}
+    if cfg.expand == "never" or cfg.max_hops == 0 or not seeds:
+        why = "no seeds" if not seeds else ("max_hops is 0" if cfg.max_hops == 0 else "expansion is off")
+        return Gate(fired=False, survivors=0, reason=why, **common)
+    params = {"query_terms": json.dumps(query_terms), "n_papers": stats.n_papers, "k1": stats.k1}
+    mass = conn.execute(QUERY_MASS_SQL, params).fetchone()[0] or 0.0
+    survivors = sum(1 for _, score in seeds if mass > 0 and score / mass >= cfg.gate_threshold)
+    if cfg.expand == "always":
+        return Gate(fired=True, survivors=survivors, reason="expansion is always on", **common)
+    if survivors < cfg.gate_min_survivors:
+        needed = cfg.gate_min_survivors
+        reason = f"{survivors} seed(s) match >= {cfg.gate_threshold:g} of the query; fewer than {needed}"
+        return Gate(fired=True, survivors=survivors, reason=reason, **common)
+    reason = f"{survivors} seeds match >= {cfg.gate_threshold:g} of the query: the lexical hits suffice"
+    return Gate(fired=False, survivors=survivors, reason=reason, **common)
+
+
+def expand(
+    conn: sqlite3.Connection,
+    seeds: list[tuple[str, float]],
+    cfg: RetrievalConfig,
+    gate: Gate,
+) -> Expansion:
+    """Follow ``cfg.relations`` from the seeds for ``cfg.max_hops`` hops under the caps; see the module."""
+    out = Expansion(gate=gate)
+    if not gate.fired:
+        return out
+    top = seeds[0][1] if seeds and seeds[0][1] > 0 else 1.0
+    seed_ids = {pid for pid, _ in seeds}
+    strength = {pid: score / top for pid, score in seeds}
+    with read_snapshot(conn):
+        for hop in range(1, cfg.max_hops + 1):
+            if not strength:
+                break
+            sources = sorted(strength)
+            degrees = dict(conn.execute(DEGREE_SQL, {"sources": json.dumps(sources)}))
+            params = {
+                "sources": json.dumps(sources),
+                "fanout": cfg.fanout,
+                "max_neighbours": -1 if cfg.max_neighbours is None else cfg.max_neighbours,
+            }
+            gained: dict[str, float] = defaultdict(float)
+            for relation in cfg.relations:
+                for source, paper_id, weight in conn.execute(relation_sql(relation), params):
+                    out.edges_per_relation[relation] += 1
+                    if paper_id in seed_ids and hop > 1:
+                        continue
+                    hub = 1.0 / math.log(math.e + degrees.get(source, 0)) if cfg.hub_weighting else 1.0
+                    contribution = strength[source] * weight * RELATION_WEIGHTS[relation] * hub
+                    gained[paper_id] += contribution
+                    out.reaches[paper_id].append(Reach(source, relation, hop, contribution))
+                    if paper_id not in out.distance and paper_id not in seed_ids:
+                        out.distance[paper_id] = hop
+                        out.new_per_hop[hop] += 1
+                        out.new_per_relation[relation] += 1
+            for paper_id, value in gained.items():
+                out.evidence[paper_id] = out.evidence.get(paper_id, 0.0) + value
+            # The papers first reached at this hop are the next hop's sources.
+            strength = {
+                pid: HOP_DECAY * value
+                for pid, value in gained.items()
+                if pid not in seed_ids and out.distance[pid] == hop
+            }
+    if cfg.max_candidates is not None:
+        added = [pid for pid in out.evidence if pid not in seed_ids]
+        if len(added) > cfg.max_candidates:
+            keep = set(sorted(added, key=lambda pid: (-out.evidence[pid], pid))[: cfg.max_candidates])
+            for pid in added:
+                if pid not in keep:
+                    del out.evidence[pid]
+                    out.distance.pop(pid, None)
+                    out.reaches.pop(pid, None)
+                    out.capped += 1
+    for reaches in out.reaches.values():
+        reaches.sort(key=lambda r: (-r.contribution, r.hop, r.source, r.relation))
+    return out
