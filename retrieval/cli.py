@@ -16,6 +16,7 @@ from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalCo
 from .corpus.jsonl import FORMATS
 from .errors import RetrievalError
 from .eval.cli import add_eval_parser
+from .evidence.cli import add_explain_parser
 
 
 def _progress_bar(total: int | None) -> Callable[[int], None] | None:
@@ -230,6 +231,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_stats)
 
     add_eval_parser(sub)
+    add_explain_parser(sub)
     return parser
 
 

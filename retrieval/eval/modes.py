@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ..config import RetrievalConfig
+from ..evidence.modes import evidence_modes
 from ..search.merge import RetrievalClient
 from .errors import EvalError
 
@@ -32,6 +33,7 @@ class LexicalPass:
     text: str
     bm25: list[tuple[str, float]]
     matching: int
+    year: int | None = None  # the query paper's year, where the query is a paper
 
 
 @dataclass
@@ -123,6 +125,9 @@ MODES: dict[str, Mode] = {
     "rel-all": _policy("rel-all", "all four relations", relations=("references", "citing", "cocitation", "coupling")),
     "no-hub-weighting": _policy("no-hub-weighting", "the default without degree down-weighting", hub_weighting=False),
     "policy-2hop": _policy("policy-2hop", "the default, two hops", hops=2),
+    # The evidence graph of retrieval.evidence (the Crase method): PPR or SALSA, with and without pruning,
+    # corpus-year or query-year recency.
+    **evidence_modes(),
 }
 
 

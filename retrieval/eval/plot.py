@@ -35,13 +35,15 @@ def plot_recall_at_k(
 ) -> None:
     """Write a PNG of recall@K per mode at ``path``."""
     figure_class, canvas_class = _matplotlib()
-    fig = figure_class(figsize=(7.0, 4.5), dpi=100)
+    # One legend entry per mode (pooled solid, macro dashed), beside the axes, so many modes still fit.
+    fig = figure_class(figsize=(10.0, max(4.5, 0.22 * len(pooled) + 1.5)), dpi=100)
     canvas_class(fig)
     ax = fig.add_subplot()
+    markers = "osD^v<>ph*"
     for i, (mode, values) in enumerate(pooled.items()):
-        colour = f"C{i % 10}"
-        ax.plot(cutoffs, values, marker="o", color=colour, label=f"{mode} (pooled)")
-        ax.plot(cutoffs, macro[mode], marker=".", linestyle="--", color=colour, label=f"{mode} (macro)")
+        colour, marker = f"C{i % 10}", markers[(i // 10) % len(markers)]
+        ax.plot(cutoffs, values, marker=marker, color=colour, label=mode)
+        ax.plot(cutoffs, macro[mode], marker=".", linestyle="--", color=colour, alpha=0.6)
     ax.set_xscale("log")
     ax.set_xticks(list(cutoffs))
     ax.set_xticklabels([str(k) for k in cutoffs])
@@ -50,6 +52,7 @@ def plot_recall_at_k(
     ax.set_ylim(0.0, 1.0)
     ax.grid(True, alpha=0.3)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="pooled (solid), macro (dashed)",
+              title_fontsize=7)  # fmt: skip
+    fig.subplots_adjust(left=0.08, right=0.7, top=0.92, bottom=0.12)
     fig.savefig(path, format="png", metadata={"Software": None})

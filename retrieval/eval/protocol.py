@@ -45,6 +45,8 @@ class CorpusScan:
     ids: frozenset[str]
     #: titles of the corpus papers whose id is also a qid
     qid_titles: dict[str, str]
+    #: years of the same papers (the query's year, for query-year recency)
+    qid_years: dict[str, int | None]
     #: every distinct (citing, cited) pair a record declares (in ``references`` or ``citations``) that involves a
     #: qid, self-citations left out
     qid_edges: frozenset[tuple[str, str]]
@@ -63,18 +65,22 @@ def scan_corpus(path: Path, qids: set[str]) -> CorpusScan:
     record) and gather the above."""
     ids: set[str] = set()
     titles: dict[str, str] = {}
+    years: dict[str, int | None] = {}
     edges: set[tuple[str, str]] = set()
     for _, paper in read_papers(path):
         ids.add(paper.id)
         if paper.id in qids:
             titles[paper.id] = paper.title
+            years[paper.id] = paper.year
         declared = [(paper.id, ref) for ref in paper.references] + [(cit, paper.id) for cit in paper.citations]
         edges.update(
             (citing, cited) for citing, cited in declared if citing != cited and (citing in qids or cited in qids)
         )
     if not ids:
         raise EvalError(f"the corpus {path} holds no papers: give a JSONL file of papers with --corpus")
-    return CorpusScan(n_papers=len(ids), ids=frozenset(ids), qid_titles=titles, qid_edges=frozenset(edges))
+    return CorpusScan(
+        n_papers=len(ids), ids=frozenset(ids), qid_titles=titles, qid_years=years, qid_edges=frozenset(edges)
+    )
 
 
 def is_paper_query(query: Query, scan: CorpusScan) -> bool:
@@ -122,6 +128,8 @@ class EvalQuery:
     text: str
     relevant: frozenset[str]
     line: int
+    #: the query paper's year (citation recommendation), for query-year recency
+    year: int | None = None
 
 
 @dataclass(frozen=True)
@@ -206,7 +214,8 @@ def apply_protocol(queries: list[Query], scan: CorpusScan, kind: str, source: st
         dropped_removed += len(gone)
         relevant = frozenset(unique) - set(absent) - removed
         if relevant:
-            evaluable.append(EvalQuery(q.qid, q.text, relevant, q.line))
+            year = scan.qid_years.get(q.qid) if kind == CITATION else None
+            evaluable.append(EvalQuery(q.qid, q.text, relevant, q.line, year))
         elif not unique:
             skipped.append(Skipped(q.qid, q.line, "empty relevant list in the query file"))
         elif len(absent) == len(unique):

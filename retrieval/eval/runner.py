@@ -134,7 +134,7 @@ def evaluate(
         lexical_seconds = time.perf_counter() - started
         terms = json.dumps(sorted(set(tokenise(query.text))))
         matching = matching_conn.execute(MATCHING_SQL, {"query_terms": terms}).fetchone()[0]
-        shared = LexicalPass(query.text, bm25, matching)
+        shared = LexicalPass(query.text, bm25, matching, query.year)
         ids = [pid for pid, _ in bm25]
         seeds = ids[: config.top_k_lexical]
         run = QueryRun(query.qid, query.relevant, ids[:LEXICAL_DEPTH], seeds, matching, lexical_seconds)

@@ -124,3 +124,7 @@ SELECT d.term AS term,
 FROM term_freq AS t
 JOIN doc_freq AS d ON d.term_id = t.term_id
 """
+
+
+# The audit trail of evidence runs: imported here so that Base.metadata (and Alembic) see its tables.
+from . import audit  # noqa: E402,F401

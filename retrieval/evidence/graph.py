@@ -1,0 +1,147 @@
+"""Stage 2, the evidence graph: the seeds' 1.5-hop citation neighbourhood, built in SQL.
+
+- V = the seeds, the papers they cite (references) and the papers that cite them (citing papers). Only papers
+  of the index count: a ``citations`` row whose other end is not in ``papers`` (a dangling reference, or a citing
+  paper known only from the cited paper's record) brings nothing in.
+- E = every citation edge u -> v (u cites v) with both ends in V, not only the edges touching a seed: a
+  reference of one seed that cites a reference of another is an edge too.
+
+Each node records the seeds that brought it in and how (``reference`` of a seed, ``citing`` a seed, or
+``seed``). The size (|V|, |E|) is known before any edge is scored.
+
+**Cap.** With ``max_nodes`` set and |V| above it, ``cap_policy="refuse"`` raises ``GraphTooLargeError`` (nothing is
+scored), and ``"trim"`` keeps the seeds and then the non-seed papers linked to the most seeds, ties by the newest
+year (papers without a year last), then id, up to ``max_nodes`` papers; E is then the edges among the papers kept.
+Both sizes, found and kept, are reported. Seeds are never trimmed: a cap below the number of seeds is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+
+from .config import EvidenceConfig
+from .errors import GraphTooLargeError
+
+# CROSS JOIN fixes SQLite's join order: out from the few seeds along the citation indexes. With a plain JOIN the
+# planner may start from ``papers`` and scan all of them, since it cannot know how few seeds there are.
+_NEIGHBOURHOOD = """\
+WITH seeds(paper_id) AS (
+    SELECT DISTINCT p.id
+    FROM json_each(:seed_ids) AS j
+    JOIN papers AS p ON p.id = j.value
+),
+links(paper_id, seed_id, relation) AS (
+    SELECT s.paper_id, s.paper_id, 'seed'
+    FROM seeds AS s
+    UNION ALL
+    SELECT c.cited_id, s.paper_id, 'reference'
+    FROM seeds AS s
+    CROSS JOIN citations AS c ON c.citing_id = s.paper_id
+    CROSS JOIN papers AS p ON p.id = c.cited_id
+    UNION ALL
+    SELECT c.citing_id, s.paper_id, 'citing'
+    FROM seeds AS s
+    CROSS JOIN citations AS c ON c.cited_id = s.paper_id
+    CROSS JOIN papers AS p ON p.id = c.citing_id
+)"""
+
+#: V in the order the cap keeps it: seeds, then most seeds linked, newest, id. ``links`` is a JSON list of
+#: ``[seed id, relation]`` pairs (empty for a seed that nothing else links to).
+NODES_SQL = f"""\
+{_NEIGHBOURHOOD}
+SELECT l.paper_id,
+       max(l.relation = 'seed') AS is_seed,
+       count(DISTINCT l.seed_id) FILTER (WHERE l.relation <> 'seed') AS seed_links,
+       p.year,
+       json_group_array(json_array(l.seed_id, l.relation)) FILTER (WHERE l.relation <> 'seed') AS links
+FROM links AS l
+JOIN papers AS p ON p.id = l.paper_id
+GROUP BY l.paper_id
+ORDER BY is_seed DESC,
+         seed_links DESC,
+         p.year IS NULL,
+         p.year DESC,
+         l.paper_id"""
+
+#: E: every citation between two papers of V (both ends are papers, since V holds only papers).
+EDGES_SQL = """\
+SELECT c.citing_id,
+       c.cited_id
+FROM citations AS c
+WHERE c.citing_id IN (SELECT value FROM json_each(:node_ids))
+  AND c.cited_id IN (SELECT value FROM json_each(:node_ids))
+ORDER BY c.citing_id, c.cited_id"""
+
+EDGE_COUNT_SQL = """\
+SELECT count(*)
+FROM citations AS c
+WHERE c.citing_id IN (SELECT value FROM json_each(:node_ids))
+  AND c.cited_id IN (SELECT value FROM json_each(:node_ids))"""
+
+
+@dataclass
+class EvidenceGraph:
+    """V and E of a run, with how each node was reached, and the sizes before and after the cap."""
+
+    seeds: list[str]
+    nodes: list[str]  # sorted by id
+    years: dict[str, int | None]
+    links: dict[str, list[tuple[str, str]]]  # node -> sorted (seed id, "reference" | "citing")
+    edges: list[tuple[str, str]]  # (citing, cited), sorted
+    found_nodes: int
+    found_edges: int
+    trimmed: list[str] = field(default_factory=list)  # papers left out by the cap, in the order they were cut
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return len(self.nodes), len(self.edges)
+
+
+def graph_sql(seed_ids: list[str]) -> list[tuple[str, str, dict]]:
+    """``(name, statement, parameters)`` of the statements that build the graph (node ids as a placeholder)."""
+    return [
+        ("evidence nodes", NODES_SQL, {"seed_ids": json.dumps(seed_ids)}),
+        ("evidence edges", EDGES_SQL, {"node_ids": "<node ids>"}),
+    ]
+
+
+def build_graph(conn: sqlite3.Connection, seed_ids: list[str], config: EvidenceConfig) -> EvidenceGraph:
+    """V and E around ``seed_ids`` (see the module docstring); raises ``GraphTooLargeError`` on a refused cap."""
+    rows = conn.execute(NODES_SQL, {"seed_ids": json.dumps(seed_ids)}).fetchall()
+    kept, trimmed = rows, []
+    cap = config.max_nodes
+    if cap is not None and len(rows) > cap:
+        n_seeds = sum(1 for row in rows if row[1])
+        if n_seeds > cap:  # trimming never drops a seed: the graph could not be the seeds' neighbourhood
+            raise GraphTooLargeError(
+                f"the {n_seeds} seeds alone exceed the cap of {cap:,} papers: raise max_nodes (--max-nodes) "
+                "above the number of seeds, or take fewer seeds per sub-query (--seeds)"
+            )
+        if config.cap_policy == "refuse":
+            found_edges = _count_edges(conn, [row[0] for row in rows])
+            raise GraphTooLargeError(
+                f"the evidence graph has {len(rows):,} papers and {found_edges:,} edges, above the cap of "
+                f"{cap:,} papers: narrow the query or its sub-queries, take fewer seeds, raise max_nodes "
+                "(--max-nodes), or let the cap trim the graph (--cap trim)"
+            )
+        kept, trimmed = rows[:cap], [row[0] for row in rows[cap:]]
+    seeds = [row[0] for row in kept if row[1]]
+    nodes = sorted(row[0] for row in kept)
+    edges = [tuple(row) for row in conn.execute(EDGES_SQL, {"node_ids": json.dumps(nodes)})]
+    found_edges = _count_edges(conn, [row[0] for row in rows]) if trimmed else len(edges)
+    return EvidenceGraph(
+        seeds=sorted(seeds),
+        nodes=nodes,
+        years={row[0]: row[3] for row in kept},
+        links={row[0]: sorted(tuple(link) for link in json.loads(row[4] or "[]")) for row in kept},
+        edges=edges,
+        found_nodes=len(rows),
+        found_edges=found_edges,
+        trimmed=trimmed,
+    )
+
+
+def _count_edges(conn: sqlite3.Connection, node_ids: list[str]) -> int:
+    return conn.execute(EDGE_COUNT_SQL, {"node_ids": json.dumps(node_ids)}).fetchone()[0]

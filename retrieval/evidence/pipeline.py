@@ -1,0 +1,232 @@
+"""``explain``: the evidence-graph ranking (the Crase method) as one bounded, inspectable run.
+
+1. seeds from the query and its sub-queries (``seeds``);
+2. the seeds' 1.5-hop citation graph in SQL, its size and the scorer bound fixed before any scoring (``graph``);
+3. edge support, pruning of edges with Delta below tau and of papers left without an edge (``support``);
+4. recency-aware personalised PageRank or SALSA over what remains (``rank``).
+
+Stages 1 and 2 read the index in one read transaction, so a paper added meanwhile by another process is either
+wholly in the run or wholly out of it. The returned ``EvidenceRun`` holds every number; ``save=True`` stores it in
+the index file (``retrieval.evidence.save``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Sequence
+
+from ..search.merge import RetrievalClient
+from ..store.database import read_snapshot, read_stats
+from .config import EvidenceConfig, age
+from .errors import ScorerError
+from .graph import EvidenceGraph, build_graph
+from .plan import Planner, collect_subqueries
+from .rank import RANKERS
+from .records import STATUSES, EdgeRecord, EvidenceRun, GraphSize, Health, NodeRecord
+from .seeds import Seed, given_seeds, select_seeds
+from .support import CountingScorer, EdgeSupport, SupportScorer, TfidfCosineScorer, claims_of, score_edges, scorer_bound
+
+
+def explain(
+    client: RetrievalClient,
+    query: str,
+    *,
+    subqueries: Iterable[str] | None = None,
+    plan: str | os.PathLike[str] | None = None,
+    planner: Planner | None = None,
+    seeds: Sequence[str] | None = None,
+    config: EvidenceConfig | None = None,
+    scorer: SupportScorer | None = None,
+    lexical: list[tuple[str, float]] | None = None,
+    save: bool = False,
+) -> EvidenceRun:
+    """Rank papers for ``query`` by the evidence graph of its seeds, and say why each paper is where it is.
+
+    ``subqueries``, ``plan`` (a file) and ``planner`` (``Callable[[str], list[str]]``) add sub-queries after the
+    query itself; ``seeds`` replaces the lexical seeds by the given paper ids (an ablation); ``scorer`` replaces
+    the offline TF-IDF scorer; ``lexical`` is the query's BM25 list when the caller already has it at least
+    ``seed_pool`` deep. ``save`` stores the run in the index file and sets ``run_id``.
+    """
+    cfg = config or EvidenceConfig()
+    clock = _Clock()
+    texts = collect_subqueries(query, subqueries, plan, planner)
+    with read_snapshot(client._conn) as conn:
+        stats = read_stats(conn)
+        reference_year = cfg.reference_year(stats.max_year)
+        if seeds is not None:
+            seed_list = given_seeds(conn, client.lexical, texts, list(seeds))
+        else:
+            seed_list = select_seeds(
+                conn, client.lexical, texts, cfg, reference_year, stats.min_year, first_hits=lexical
+            )
+        clock.lap("seeds")
+
+        graph = build_graph(conn, [seed.paper_id for seed in seed_list], cfg)
+        papers = client.papers(graph.nodes, full=False)
+        claims = {pid: claims_of(p.title, p.abstract, cfg.max_claims) for pid, p in papers.items()}
+        size = GraphSize(
+            found_nodes=graph.found_nodes,
+            found_edges=graph.found_edges,
+            nodes=len(graph.nodes),
+            edges=len(graph.edges),
+            trimmed=len(graph.trimmed),
+            claims=sum(len(c) for c in claims.values()),
+            scorer_bound=scorer_bound(graph.edges, claims),
+            cap=cfg.max_nodes,
+            cap_policy=cfg.cap_policy,
+        )
+        clock.lap("graph")
+
+        counting = CountingScorer(scorer or TfidfCosineScorer(conn, stats.n_papers))
+        counting.prepare(sorted({claim for paper_claims in claims.values() for claim in paper_claims}))
+    support = score_edges(graph.edges, claims, counting, cfg.theta)
+    if counting.calls != size.scorer_bound:
+        raise ScorerError(
+            f"the scorer was called {counting.calls:,} times, not the announced {size.scorer_bound:,}: "
+            "this is a bug in the evidence pipeline, please report it"
+        )
+    clock.lap("support")
+
+    seeds_by_id = {seed.paper_id: seed for seed in seed_list}
+    nodes, edges = _prune(graph, papers, support, seeds_by_id, cfg, reference_year, stats.min_year)
+    ranker = RANKERS[cfg.ranker]
+    kept_nodes = [pid for pid, node in nodes.items() if node.kept]
+    weighted = [(e.citing, e.cited, e.weight) for e in edges.values() if e.kept]
+    teleport = {seed.paper_id: teleport_mass(seed, cfg.teleport) for seed in seed_list}
+    walk = ranker(kept_nodes, weighted, teleport, cfg.alpha, cfg.tolerance, cfg.max_iterations) if seed_list else None
+    ranking = walk.ranking() if walk else []
+    for rank, (pid, score) in enumerate(ranking, start=1):
+        nodes[pid].score, nodes[pid].rank = score, rank
+    clock.lap("rank")
+
+    run = EvidenceRun(
+        query=query,
+        subqueries=texts,
+        config=cfg,
+        reference_year=reference_year,
+        seeds=seed_list,
+        size=size,
+        nodes=nodes,
+        edges=edges,
+        ranking=ranking,
+        scorer=counting.name,
+        scorer_calls=counting.calls,
+        iterations=walk.iterations if walk else 0,
+        health=_health(seed_list, graph, edges, cfg),
+        timings_ms=clock.laps,
+    )
+    if save:
+        from .save import save_run
+
+        run.run_id = save_run(client.path, run)
+    return run
+
+
+def explain_index(query: str, db: str | os.PathLike[str] | None = None, **kwargs) -> EvidenceRun:
+    """``explain`` on the index at ``db`` (resolved as everywhere: ``--db``, ``$RETRIEVAL_DB``, ``./retrieval.db``)."""
+    with RetrievalClient(db=db) as client:
+        return explain(client, query, **kwargs)
+
+
+def teleport_mass(seed: Seed, kind: str) -> float:
+    """A seed's unnormalised teleport mass: the sum of its blend scores over the sub-queries that picked it
+    (``"blend"``), or the number of those sub-queries (``"uniform"``); 1 for a seed given by hand."""
+    if not seed.hits:
+        return 1.0
+    if kind == "uniform":
+        return float(len(seed.hits))
+    return sum(hit.blend for hit in seed.hits)
+
+
+def _prune(
+    graph: EvidenceGraph,
+    papers: dict,
+    support: dict[tuple[str, str], EdgeSupport],
+    seeds: dict[str, Seed],
+    cfg: EvidenceConfig,
+    reference_year: int | None,
+    earliest_year: int | None,
+) -> tuple[dict[str, NodeRecord], dict[tuple[str, str], EdgeRecord]]:
+    """Edge weights, pruned edges (Delta < tau) and dropped papers (no kept edge, not a seed), with reasons."""
+    ages = {pid: age(graph.years.get(pid), reference_year, earliest_year) for pid in graph.nodes}
+    edges: dict[tuple[str, str], EdgeRecord] = {}
+    touched: set[str] = set()
+    for (u, v), edge_support in support.items():
+        age_weight = ages[v] ** -cfg.beta
+        kept = not cfg.prune or edge_support.delta >= cfg.tau
+        reason = None if kept else _pruned_because(edge_support, cfg)
+        weight = edge_support.delta * age_weight if kept else 0.0
+        edges[(u, v)] = EdgeRecord(u, v, edge_support, age_weight, weight, kept, reason)
+        if kept:
+            touched.update((u, v))
+    with_edges = {end for key in support for end in key}
+    nodes: dict[str, NodeRecord] = {}
+    for pid in graph.nodes:
+        paper = papers[pid]
+        seed = seeds.get(pid)
+        kept = seed is not None or pid in touched
+        reason = None
+        if not kept:
+            reason = "no edge left after pruning" if pid in with_edges else "no edge in the graph"
+        nodes[pid] = NodeRecord(pid, paper.title, paper.year, ages[pid], seed, graph.links.get(pid, []), kept, reason)
+    return nodes, edges
+
+
+def _pruned_because(edge_support: EdgeSupport, cfg: EvidenceConfig) -> str:
+    if not edge_support.best:
+        return "the citing paper has no claim (no abstract, no title)"
+    if not edge_support.premises:
+        return "the cited paper has no claim (no abstract, no title)"
+    return (
+        f"Delta {edge_support.delta:.3f} < tau {cfg.tau:g}: {edge_support.covered} of {len(edge_support.best)} "
+        f"claims of the citing paper supported at theta {cfg.theta:g} (best support "
+        f"{max(edge_support.best):.3f})"
+    )
+
+
+def _health(
+    seeds: list[Seed], graph: EvidenceGraph, edges: dict[tuple[str, str], EdgeRecord], cfg: EvidenceConfig
+) -> Health:
+    """The run's status (the first of ``STATUSES`` that applies) and every warning."""
+    found: set[str] = set()
+    warnings: list[str] = []
+    if not seeds:
+        found.add("no-seeds")
+        warnings.append("no seed: neither the query nor a sub-query matches a paper (or no given seed is a paper)")
+    off_topic = [seed.paper_id for seed in seeds if seed.relevance < cfg.off_topic_ratio]
+    if off_topic:
+        listed = ", ".join(off_topic[:5]) + (", ..." if len(off_topic) > 5 else "")
+        warnings.append(
+            f"{len(off_topic)} of {len(seeds)} seeds are off-topic (BM25 below {cfg.off_topic_ratio:.0%} of the best "
+            f"match of every sub-query): {listed}"
+        )
+        if 2 * len(off_topic) > len(seeds):
+            found.add("off-topic")
+    if seeds and not graph.edges:
+        found.add("empty-graph")
+        warnings.append("the seeds have no citation edge in the index: the evidence graph is the seeds alone")
+    elif graph.edges and not any(edge.kept for edge in edges.values()):
+        found.add("all-pruned")
+        warnings.append(f"every edge was pruned (Delta < tau {cfg.tau:g}): only the seeds are ranked")
+    if graph.trimmed:
+        warnings.append(
+            f"the graph had {graph.found_nodes:,} papers; the cap kept {len(graph.nodes):,} "
+            f"({len(graph.trimmed):,} trimmed)"
+        )
+    status = next((s for s in STATUSES if s in found), "ok")
+    return Health(status, tuple(warnings))
+
+
+class _Clock:
+    """Milliseconds spent in each stage, and in total."""
+
+    def __init__(self) -> None:
+        self.started = self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = (now - self.last) * 1000.0
+        self.laps["total"] = (now - self.started) * 1000.0
+        self.last = now
