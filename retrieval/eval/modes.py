@@ -44,6 +44,8 @@ class ModeOutput:
     ranking: list[str]
     candidates: int
     distances: dict[str, int] | None = None
+    graph_added: int | None = None
+    gate_fired: bool | None = None
 
 
 class Mode(Protocol):
@@ -94,7 +96,9 @@ class BlendMode:
         result = client.rank(query.text, query.bm25, cfg, limit=None, full=False)
         ranking = [r.paper.id for r in result.ranked[:depth]]
         distances = {r.paper.id: r.graph_distance for r in result.ranked if r.graph_distance is not None}
-        return ModeOutput(ranking, result.hit_count, distances)
+        gate = result.expansion.get("gate", {})
+        added = result.expansion.get("candidates_added")
+        return ModeOutput(ranking, result.hit_count, distances, added, gate.get("fired"))
 
 
 def _policy(name: str, description: str, hops: int = 1, **overrides) -> BlendMode:

@@ -15,6 +15,9 @@ class ModeAnswer:
     #: hop distance -> (candidates at that distance, relevant ones among them); None without a graph walk
     hop_counts: dict[int, tuple[int, int]] | None
     seconds: float
+    #: papers the graph added beyond the lexical list, and whether the expansion gate fired (policy modes)
+    graph_added: int | None = None
+    gate_fired: bool | None = None
 
 
 @dataclass

@@ -148,7 +148,33 @@ class EvalReport:
             "what it is",
         ]
         lines += _table(header, rows, "lrrrrl")
+        lines += self._policies(names)
         return lines + [""]
+
+    def _policies(self, names: list[str]) -> list[str]:
+        """The policy table: modes with an expansion gate, with what the graph added and how often it fired."""
+        gated = [n for n in names if self.modes[n].get("gate_fired_share") is not None]
+        if not gated:
+            return []
+        rows = [
+            [
+                n,
+                _f(self.modes[n]["pooled_recall"]["@10"]),
+                _f(self.modes[n]["pooled_recall"]["@50"]),
+                _f(self.modes[n][f"ndcg@{NDCG_CUTOFF}"]),
+                f"{self.modes[n]['candidates_mean']:,.1f}",
+                f"{self.modes[n]['graph_added_mean']:,.1f}",
+                f"{self.modes[n]['gate_fired_share']:.3f}",
+            ]
+            for n in gated
+        ]
+        header = ["mode", "recall@10", "recall@50", f"nDCG@{NDCG_CUTOFF}", "candidates scored", "added by the graph",
+                  "gate fired"]  # fmt: skip
+        note = (
+            "Recall pooled. Candidates scored: the BM25 list ranked plus what the graph added (means per query); "
+            "gate fired: share of queries on which the graph was expanded."
+        )
+        return ["", "## Expansion policies", "", note, "", *_table(header, rows, "lrrrrrr")]
 
     def _graph(self) -> list[str]:
         if len(self.by_hop) < 2:

@@ -143,7 +143,9 @@ def evaluate(
             out = mode.run(client, shared, config, LEXICAL_DEPTH)
             seconds = lexical_seconds + time.perf_counter() - started
             hops = None if out.distances is None else hop_counts(out.distances, query.relevant)
-            run.answers[mode.name] = ModeAnswer(out.ranking, out.candidates, hops, seconds)
+            run.answers[mode.name] = ModeAnswer(
+                out.ranking, out.candidates, hops, seconds, out.graph_added, out.gate_fired
+            )
         runs.append(run)
         if progress:
             progress("queries", done, total)
@@ -181,6 +183,8 @@ def assemble(
             "hops": m.hops,
             **effect[m.name].to_dict(),
             "candidates_mean": sum(a.candidates for a in answers) / n,
+            "graph_added_mean": _mean_of(a.graph_added for a in answers),
+            "gate_fired_share": _mean_of(None if a.gate_fired is None else float(a.gate_fired) for a in answers),
             "ranking_length_mean": sum(len(a.ranking) for a in answers) / n,
             "queries_with_empty_ranking": sum(1 for a in answers if not a.ranking),
             "run_file": run_file_name(m.name),
@@ -210,6 +214,12 @@ def assemble(
         },
     )
     return report, effect
+
+
+def _mean_of(values) -> float | None:
+    """The mean of the values that are not None, or None when every one is."""
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
 
 
 def _make_dirs(*directories: Path) -> None:

@@ -201,7 +201,7 @@ class Expansion:
     def to_dict(self) -> dict:
         return {
             "gate": self.gate.to_dict(),
-            "candidates_added": len(self.evidence),
+            "papers_reached": len(self.evidence),
             "new_per_hop": {str(k): v for k, v in sorted(self.new_per_hop.items())},
             "new_per_relation": dict(sorted(self.new_per_relation.items())),
             "edges_per_relation": dict(sorted(self.edges_per_relation.items())),

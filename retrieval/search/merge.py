@@ -290,11 +290,14 @@ class RetrievalClient:
         grown = expansion.expand(self._conn, seeds, cfg, gate)
         distances: dict[str, int | None] = dict.fromkeys((pid for pid, _ in lexical[: cfg.lexical_depth]), None)
         distances.update((pid, 0) for pid, _ in seeds)
+        listed = len(distances)
         for pid, hop in grown.distance.items():
             distances.setdefault(pid, hop)
             if distances[pid] is None:
                 distances[pid] = hop
-        return distances, grown.evidence, grown.reaches, grown.to_dict()
+        report = grown.to_dict()
+        report["candidates_added"] = len(distances) - listed  # beyond the BM25 list
+        return distances, grown.evidence, grown.reaches, report
 
     def _rank(self, query, lexical, cfg, limit, full, start, stats) -> RetrievalResult:
         seeds = lexical[: cfg.top_k_lexical]
