@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from . import commands
+from .cli_types import hops, positive_int, relations
 from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalConfig
 from .corpus.jsonl import FORMATS
 from .errors import RetrievalError
@@ -153,33 +154,6 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
-    return value
-
-
-def _relations(text: str) -> str:
-    unknown = [r for r in text.split(",") if r not in RELATIONS]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown relation(s) {', '.join(unknown)}: use {','.join(RELATIONS)}")
-    return text
-
-
-def _hops(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 0, 1 or 2, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"hops cannot be negative (got {value}); use 0, 1 or 2")
-    return value
-
-
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="retrieval",
@@ -210,16 +184,16 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("search", help="search the index")
     p.add_argument("query", help="free-text query")
     p.add_argument("--db", help=db_help)
-    p.add_argument("--limit", type=_positive_int, default=10, help="results to show (default 10)")
-    p.add_argument("--top-k-lexical", type=_positive_int, help="BM25 seeds (default 20; the lesson's 10)")
-    p.add_argument("--hops", type=_hops, help="citation hops from the seeds, 0-2 (default 1; the lesson's 2)")
+    p.add_argument("--limit", type=positive_int, default=10, help="results to show (default 10)")
+    p.add_argument("--top-k-lexical", type=positive_int, help="BM25 seeds (default 20; the lesson's 10)")
+    p.add_argument("--hops", type=hops, help="citation hops from the seeds, 0-2 (default 1; the lesson's 2)")
     p.add_argument("--lesson", action="store_true", help="the lesson's blend: 10 seeds, 2 hops, 0.5/0.3/0.2")
     p.add_argument("--expand", choices=EXPAND_MODES, help="graph expansion: never, always, auto (default)")
-    p.add_argument("--relations", type=_relations, help=f"comma-separated, of {','.join(RELATIONS)}")
+    p.add_argument("--relations", type=relations, help=f"comma-separated, of {','.join(RELATIONS)}")
     p.add_argument("--gate-threshold", type=float, help="match a seed needs to survive the gate (default 0.3)")
-    p.add_argument("--gate-survivors", type=_positive_int, help="expand when fewer seeds survive (default 3)")
-    p.add_argument("--max-neighbours", type=_positive_int, help="per paper and relation (default 30)")
-    p.add_argument("--max-candidates", type=_positive_int, help="papers the graph may add (default 1000)")
+    p.add_argument("--gate-survivors", type=positive_int, help="expand when fewer seeds survive (default 3)")
+    p.add_argument("--max-neighbours", type=positive_int, help="per paper and relation (default 30)")
+    p.add_argument("--max-candidates", type=positive_int, help="papers the graph may add (default 1000)")
     p.add_argument("--no-hub-weighting", action="store_true", help="no 1/ln(e + degree) down-weighting")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--sql", action="store_true", help="print the SQL the search runs, with its parameters")

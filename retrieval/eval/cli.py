@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import TextIO
 
+from ..cli_types import positive_int
 from .cache import DEFAULT_CACHE_DIR
 from .modes import MODES
 from .protocol import AUTO, PROTOCOLS
@@ -43,16 +44,6 @@ class ProgressBar:
         if self.stage is not None:
             self.stream.write("\n")
             self.stream.flush()
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
-    return value
 
 
 def _mode_list(text: str) -> list[str]:
@@ -138,7 +129,7 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     )
     p.add_argument(
         "--limit-queries",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="evaluate only the first N evaluable queries, for a quick look (the same cached index)",
     )

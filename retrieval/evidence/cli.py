@@ -10,6 +10,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from ..cli_types import non_negative, positive_int, unit
 from ..config import DB_ENV_VAR, DEFAULT_DB
 from ..errors import ConfigError
 from .config import CAP_POLICIES, RANKERS, RECENCY, EvidenceConfig
@@ -22,36 +23,6 @@ PRUNED_SHOWN = 10
 #: Seed edges listed per returned paper in the text output.
 LINKS_SHOWN = 4
 DEFAULTS = EvidenceConfig()
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
-    return value
-
-
-def _unit(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {value}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {value}")
-    return value
 
 
 def add_explain_parser(subparsers) -> argparse.ArgumentParser:
@@ -82,15 +53,15 @@ def add_explain_parser(subparsers) -> argparse.ArgumentParser:
         help="count ages from the corpus's latest year (default) or the query's year (--query-year, else this year)",
     )
     p.add_argument("--query-year", type=int, metavar="YEAR", help="the query's year (implies --recency query-year)")
-    p.add_argument("--top-k", type=_positive_int, default=DEFAULTS.top_k, help="papers to return (default 10)")
+    p.add_argument("--top-k", type=positive_int, default=DEFAULTS.top_k, help="papers to return (default 10)")
     p.add_argument(
-        "--seeds", type=_positive_int, default=DEFAULTS.seeds_per_subquery, help="seeds per sub-query (default 10)"
+        "--seeds", type=positive_int, default=DEFAULTS.seeds_per_subquery, help="seeds per sub-query (default 10)"
     )
-    p.add_argument("--theta", type=_unit, default=DEFAULTS.theta, help="support a claim needs (default 0.1)")
-    p.add_argument("--tau", type=_unit, default=DEFAULTS.tau, help="Delta below which an edge is pruned (default 0.3)")
-    p.add_argument("--beta", type=_non_negative, default=DEFAULTS.beta, help="age discount exponent (default 0.5)")
+    p.add_argument("--theta", type=unit, default=DEFAULTS.theta, help="support a claim needs (default 0.1)")
+    p.add_argument("--tau", type=unit, default=DEFAULTS.tau, help="Delta below which an edge is pruned (default 0.3)")
+    p.add_argument("--beta", type=non_negative, default=DEFAULTS.beta, help="age discount exponent (default 0.5)")
     p.add_argument(
-        "--max-nodes", type=_positive_int, default=DEFAULTS.max_nodes, help="cap on the graph's papers (default 2000)"
+        "--max-nodes", type=positive_int, default=DEFAULTS.max_nodes, help="cap on the graph's papers (default 2000)"
     )
     p.add_argument("--cap", choices=CAP_POLICIES, default=DEFAULTS.cap_policy, help="over the cap: trim or refuse")
     p.add_argument("--save", action="store_true", help="store the run in the index file (evidence_runs tables)")
