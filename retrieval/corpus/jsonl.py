@@ -181,15 +181,13 @@ def detect_format(record: dict) -> str | None:
     return None
 
 
-def read_papers(path: str | os.PathLike[str], format: str | None = None) -> Iterator[tuple[int, Paper]]:
-    """Stream ``(line number, Paper)`` from a corpus file in ``format`` (detected from the first record when
-    None). Blank lines are skipped. Raises ``InputError`` with ``file:line`` on the first bad record."""
-    path = Path(path)
-    if format is not None and format not in PARSERS:
-        raise InputError(str(path), 0, f"unknown format {format!r}: use one of {', '.join(FORMATS)}")
-    source = path.name
-    parser = PARSERS.get(format) if format else None
-    seen: set[str] = set()
+def json_lines(path: Path, expected: str = "") -> Iterator[tuple[Where, dict]]:
+    """Each non-blank line of a JSON-lines file (plain or gzip) as an object, with its ``(file, line)``.
+
+    Raises ``InputError`` naming ``file:line`` for a line that is not UTF-8, not JSON, or not an object;
+    ``expected`` describes the object wanted, for the message.
+    """
+    hint = f"; expected {expected}" if expected else ""
     with _open(path) as handle:
         for lineno, raw in enumerate(handle, start=1):
             where = (str(path), lineno)
@@ -202,23 +200,36 @@ def read_papers(path: str | os.PathLike[str], format: str | None = None) -> Iter
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise InputError(*where, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+                raise InputError(*where, f"invalid JSON ({exc.msg} at column {exc.colno}){hint}") from None
             if not isinstance(record, dict):
-                raise InputError(*where, f"expected a JSON object, got {type(record).__name__}")
-            if parser is None:
-                detected = detect_format(record)
-                if detected is None:
-                    raise InputError(
-                        *where,
-                        "cannot tell the format from this record (no 'id' or 'paperId'): give --format "
-                        + "|".join(FORMATS),
-                    )
-                parser = PARSERS[detected]
-            paper = parser(record, where, source)
-            if paper.id in seen:
-                raise InputError(*where, f"duplicate id {paper.id!r}: each paper may appear once")
-            seen.add(paper.id)
-            yield lineno, paper
+                raise InputError(*where, f"expected a JSON object{hint}, got {type(record).__name__}")
+            yield where, record
+
+
+def read_papers(path: str | os.PathLike[str], format: str | None = None) -> Iterator[tuple[int, Paper]]:
+    """Stream ``(line number, Paper)`` from a corpus file in ``format`` (detected from the first record when
+    None). Blank lines are skipped. Raises ``InputError`` with ``file:line`` on the first bad record."""
+    path = Path(path)
+    if format is not None and format not in PARSERS:
+        raise InputError(str(path), 0, f"unknown format {format!r}: use one of {', '.join(FORMATS)}")
+    source = path.name
+    parser = PARSERS.get(format) if format else None
+    seen: set[str] = set()
+    for where, record in json_lines(path):
+        if parser is None:
+            detected = detect_format(record)
+            if detected is None:
+                raise InputError(
+                    *where,
+                    "cannot tell the format from this record (no 'id' or 'paperId'): give --format "
+                    + "|".join(FORMATS),
+                )
+            parser = PARSERS[detected]
+        paper = parser(record, where, source)
+        if paper.id in seen:
+            raise InputError(*where, f"duplicate id {paper.id!r}: each paper may appear once")
+        seen.add(paper.id)
+        yield where[1], paper
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Paper]]:

@@ -7,10 +7,10 @@ the corpus is the protocol's job.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..corpus.jsonl import json_lines
 from ..errors import InputError
 from .errors import QueryFileError
 
@@ -27,13 +27,7 @@ class Query:
     line: int
 
 
-def _parse(line: str, where: tuple[str, int]) -> Query:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InputError(*where, f"invalid JSON ({exc.msg} at column {exc.colno}); expected {QUERY_FORMAT}") from None
-    if not isinstance(record, dict):
-        raise InputError(*where, f"expected a JSON object {QUERY_FORMAT}, got {type(record).__name__}")
+def _parse(record: dict, where: tuple[str, int]) -> Query:
     qid = record.get("qid")
     if not isinstance(qid, str) or not qid.strip():
         raise InputError(*where, "missing 'qid' (a non-empty string)")
@@ -57,20 +51,12 @@ def read_queries(path: str | Path) -> list[Query]:
         raise QueryFileError(f"no query file at {path}: give a JSONL file of {QUERY_FORMAT} lines with --queries")
     queries: list[Query] = []
     first_line: dict[str, int] = {}
-    with open(path, "rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            where = (str(path), lineno)
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(*where, f"not UTF-8 text ({exc.reason})") from None
-            if not line.strip():
-                continue
-            query = _parse(line, where)
-            if query.qid in first_line:
-                raise InputError(*where, f"qid {query.qid!r} repeats line {first_line[query.qid]}: each qid once")
-            first_line[query.qid] = lineno
-            queries.append(query)
+    for where, record in json_lines(path, QUERY_FORMAT):
+        query = _parse(record, where)
+        if query.qid in first_line:
+            raise InputError(*where, f"qid {query.qid!r} repeats line {first_line[query.qid]}: each qid once")
+        first_line[query.qid] = where[1]
+        queries.append(query)
     if not queries:
         raise QueryFileError(f"{path} holds no queries: expected one {QUERY_FORMAT} object per line")
     return queries
