@@ -201,7 +201,7 @@ def test_plan_files_json_text_and_planner(tmp_path):
 
 
 def test_seeds_follow_the_documented_blend(client):
-    cfg = EvidenceConfig(seeds_per_subquery=5, seed_pool=12)
+    cfg = EvidenceConfig(seeds_per_subquery=5, seed_pool=12, seed_recency_weight=0.2)
     run = explain(client, QUERY, config=cfg)
     hits = client.lexical.search(QUERY, 12)
     years = {p.id: p.year for p in client.papers([pid for pid, _ in hits], full=False).values()}
