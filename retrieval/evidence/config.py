@@ -14,12 +14,13 @@ Defaults (each explained where it is used):
   to the seeds, each seed weighted by its blend score (``teleport="blend"``; ``"uniform"``: by the number of
   sub-queries that picked it), power iteration until the L1 change is below ``tolerance`` = 1e-10.
 
-theta, tau and the seed pool were chosen on 100 hepth dev queries (theta 0.05-0.2, tau 0.3-0.67, pool 10-50).
-The seed recency weight was then checked on all three dev sets: every weight tried (0.05, 0.1, 0.2) lost nDCG@10
-against 0 on ml-arxiv and CACM (SALSA on CACM: -1.1% of BM25 at 0, -2.5% at 0.05) and was level on hepth, so it
-ships at 0; the mechanism stays for corpora where recent seeds matter, and recency still weighs every edge. A note on ``prune=False``: an edge with Delta = 0 has weight 0 either way, so
-at tau <= 1/3 pruning changes the audit trail (what is listed as pruned, which papers are dropped) but not the
-ranking; it changes the ranking only when tau exceeds the smallest positive Delta (1/3 with three claims).
+theta, tau and the seed pool were chosen on 100 hepth dev queries (theta 0.05-0.2, tau 0.3-0.67, pool 10-50). The
+seed recency weight was then checked on all three dev sets: every weight tried (0.05, 0.1, 0.2) lost nDCG@10 against
+0 on ml-arxiv and CACM (SALSA on CACM: -1.1% of BM25 at 0, -2.5% at 0.05) and was level on hepth, so it ships at 0;
+the mechanism stays for corpora where recent seeds matter, and recency still weighs every edge. A note on
+``prune=False``: an edge with Delta = 0 has weight 0 either way, so at tau <= 1/3 pruning changes the audit trail
+(what is listed as pruned, which papers are dropped) but not the ranking; it changes the ranking only when tau
+exceeds the smallest positive Delta (1/3 with three claims).
 """
 
 from __future__ import annotations

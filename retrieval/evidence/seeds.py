@@ -5,8 +5,9 @@ Rule (Crase prefers seeds that rank high both by relevance and by recency). For 
 1. take its BM25 list ``seed_pool`` deep (default 30: three times m, deep enough for recency to lift a recent
    paper from the lower part of the list, shallow enough that every pick is still a strong lexical match);
 2. give each paper ``blend = (1 - lam) * bm25 / bm25_max(q) + lam * age^-beta``, with ``lam`` =
-   ``seed_recency_weight`` (0 by default, which makes this the BM25 order; see ``config``), ``bm25_max(q)`` the best score in the list (so the first term lies in (0, 1]),
-   and ``age^-beta`` the same recency factor as the edge weights (1 for a paper of the reference year);
+   ``seed_recency_weight`` (0 by default, which makes this the BM25 order; see ``config``), ``bm25_max(q)``
+   the best score in the list (so the first term lies in (0, 1]), and ``age^-beta`` the same recency factor
+   as the edge weights (1 for a paper of the reference year);
 3. keep the top m = ``seeds_per_subquery`` (10) by blend, ties by BM25 rank (that is, by score, then id).
 
 The seed set is the union over sub-queries, in order of first appearance (sub-query, then blend rank); each seed
