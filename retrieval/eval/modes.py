@@ -46,6 +46,8 @@ class ModeOutput:
     distances: dict[str, int] | None = None
     graph_added: int | None = None
     gate_fired: bool | None = None
+    #: a mode's own deterministic costs for this query (the evidence modes: |V|, |E|, scorer calls, status)
+    costs: dict | None = None
 
 
 class Mode(Protocol):

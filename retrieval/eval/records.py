@@ -18,6 +18,7 @@ class ModeAnswer:
     #: papers the graph added beyond the lexical list, and whether the expansion gate fired (policy modes)
     graph_added: int | None = None
     gate_fired: bool | None = None
+    costs: dict | None = None
 
 
 @dataclass

@@ -149,7 +149,23 @@ class EvalReport:
         ]
         lines += _table(header, rows, "lrrrrl")
         lines += self._policies(names)
+        lines += self._costs(names)
         return lines + [""]
+
+    def _costs(self, names: list[str]) -> list[str]:
+        """The evidence modes' cost per query: the graph's size, the edges kept, the scorer calls."""
+        with_costs = [n for n in names if self.modes[n].get("costs")]
+        if not with_costs:
+            return []
+        rows = []
+        for n in with_costs:
+            c = self.modes[n]["costs"]
+            statuses = ", ".join(f"{k} {v}" for k, v in c.get("status", {}).items())
+            rows.append([n, f"{c['nodes_mean']:,.1f}", f"{c['edges_mean']:,.1f}", f"{c['kept_edges_mean']:,.1f}",
+                         f"{c['scorer_calls_mean']:,.1f}", statuses])  # fmt: skip
+        header = ["mode", "|V|", "|E|", "edges kept", "scorer calls", "graph health (queries)"]
+        note = "Means per query; the latency of each mode is in the Timing section."
+        return ["", "## Evidence graph: cost per query", "", note, "", *_table(header, rows, "lrrrrl")]
 
     def _policies(self, names: list[str]) -> list[str]:
         """The policy table: modes with an expansion gate, with what the graph added and how often it fired."""

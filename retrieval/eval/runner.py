@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import metadata
@@ -144,7 +145,7 @@ def evaluate(
             seconds = lexical_seconds + time.perf_counter() - started
             hops = None if out.distances is None else hop_counts(out.distances, query.relevant)
             run.answers[mode.name] = ModeAnswer(
-                out.ranking, out.candidates, hops, seconds, out.graph_added, out.gate_fired
+                out.ranking, out.candidates, hops, seconds, out.graph_added, out.gate_fired, out.costs
             )
         runs.append(run)
         if progress:
@@ -185,6 +186,7 @@ def assemble(
             "candidates_mean": sum(a.candidates for a in answers) / n,
             "graph_added_mean": _mean_of(a.graph_added for a in answers),
             "gate_fired_share": _mean_of(None if a.gate_fired is None else float(a.gate_fired) for a in answers),
+            "costs": _cost_means([a.costs for a in answers]),
             "ranking_length_mean": sum(len(a.ranking) for a in answers) / n,
             "queries_with_empty_ranking": sum(1 for a in answers if not a.ranking),
             "run_file": run_file_name(m.name),
@@ -214,6 +216,20 @@ def assemble(
         },
     )
     return report, effect
+
+
+def _cost_means(costs: list[dict | None]) -> dict | None:
+    """Per-query costs averaged over the queries (numbers), or counted (labels); None for modes without any."""
+    present = [c for c in costs if c]
+    if not present:
+        return None
+    out: dict = {}
+    for key, value in present[0].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[f"{key}_mean"] = sum(c[key] for c in present) / len(present)
+        else:
+            out[key] = dict(sorted(Counter(str(c[key]) for c in present).items()))
+    return out
 
 
 def _mean_of(values) -> float | None:

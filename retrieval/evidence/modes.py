@@ -86,7 +86,14 @@ class EvidenceMode:
                 **{f"{stage}_ms": ms for stage, ms in run.timings_ms.items()},
             }
         )
-        return ModeOutput(ranking, run.size.nodes, distances)
+        costs = {
+            "nodes": run.size.nodes,
+            "edges": run.size.edges,
+            "kept_edges": len(run.kept_edges),
+            "scorer_calls": run.scorer_calls,
+            "status": run.health.status,
+        }
+        return ModeOutput(ranking, run.size.nodes, distances, costs=costs)
 
     def cost_summary(self) -> dict:
         """Means of the numeric costs over the queries run so far, with the count of each health status."""
