@@ -12,7 +12,7 @@ from .errors import (
     SchemaVersionError,
 )
 from .search import BM25Index, CitationGraph, RankedPaper, RetrievalClient, RetrievalResult, build_client
-from .store import BuildSummary, WriteSummary, add_papers, build_index, remove_papers
+from .store import WriteSummary, add_papers, build_index, remove_papers
 from .text import tokenise
 
 __version__ = "0.1.0"
@@ -20,7 +20,6 @@ __version__ = "0.1.0"
 __all__ = [
     "ArxivMockClient",
     "BM25Index",
-    "BuildSummary",
     "CitationGraph",
     "ConfigError",
     "IndexNotFoundError",

@@ -11,7 +11,7 @@ from .config import RetrievalConfig, resolve_db_path
 from .corpus import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients, read_papers
 from .errors import IndexNotFoundError
 from .search.merge import RetrievalClient, RetrievalResult
-from .store.database import check_index, connect
+from .store.database import check_index, connect, edge_counts
 from .store.writer import WriteSummary, add_papers, build_index, remove_papers
 
 BUILTIN = "built-in demo corpus"
@@ -80,8 +80,6 @@ def search_sql(query: str, db: str | os.PathLike[str] | None = None, config: Ret
 
 STATS_SQL = """\
 SELECT (SELECT count(*) FROM papers) AS papers,
-       (SELECT count(*) FROM citations AS c JOIN papers AS p ON p.id = c.cited_id) AS edges,
-       (SELECT count(*) FROM citations) AS references_total,
        (SELECT count(*) FROM doc_freq) AS terms,
        (SELECT count(*) FROM term_freq) AS postings"""
 
@@ -94,14 +92,14 @@ def stats(db: str | os.PathLike[str] | None = None) -> dict:
     try:
         conn.row_factory = sqlite3.Row
         row = conn.execute(STATS_SQL).fetchone()
+        edges, dangling = edge_counts(conn)
     finally:
         conn.close()
     return {
         "path": str(path),
         "papers": row["papers"],
-        "edges": row["edges"],
-        "dangling_references": row["references_total"] - row["edges"],
-        "self_citations_dropped": int(info.info.get("self_citations_dropped", 0)),
+        "edges": edges,
+        "dangling_references": dangling,
         "terms": row["terms"],
         "postings": row["postings"],
         "avgdl": info.avgdl,

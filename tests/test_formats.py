@@ -10,7 +10,7 @@ from conftest import write_jsonl
 
 from retrieval import ArxivMockClient, InputError, RetrievalClient, SemanticScholarMockClient, read_papers
 from retrieval.cli import main
-from retrieval.commands import build
+from retrieval.commands import build, stats
 from retrieval.corpus import Paper, merge_clients, merge_records
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -71,6 +71,8 @@ def test_s2_citations_lists_make_edges_and_keep_outside_citers(tmp_path):
     assert ("d4e5f6", "a1b2c3", 1, 1) in rows  # declared by both records
     assert ("outside1", "a1b2c3", 0, 1) in rows  # kept: counts as an edge when outside1 arrives
     assert summary.dangling_references == 1
+    info = stats(tmp_path / "x.db")  # stats counts edges as the build does: both ends must be papers
+    assert (info["edges"], info["dangling_references"]) == (summary.edges, 1)
 
 
 @pytest.mark.parametrize(

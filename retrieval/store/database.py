@@ -85,6 +85,20 @@ def read_snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.execute("COMMIT")
 
 
+EDGE_COUNTS_SQL = """\
+SELECT count(*) AS references_total,
+       sum(citing.id IS NOT NULL AND cited.id IS NOT NULL) AS edges
+FROM citations AS c
+LEFT JOIN papers AS citing ON citing.id = c.citing_id
+LEFT JOIN papers AS cited ON cited.id = c.cited_id"""
+
+
+def edge_counts(conn: sqlite3.Connection) -> tuple[int, int]:
+    """``(live edges, dangling references)``: citation rows with both ends in ``papers``, and the rest."""
+    total, edges = conn.execute(EDGE_COUNTS_SQL).fetchone()
+    return edges or 0, total - (edges or 0)
+
+
 @dataclass(frozen=True)
 class IndexStats:
     """The statistics a search needs, from ``index_info``."""

@@ -1,7 +1,7 @@
 """The index schema as SQLAlchemy 2 typed models. Tables are created only by the Alembic migrations.
 
 Words stay visible to a person with ``sqlite3``: ``doc_freq`` holds each term beside its id, and the view
-``term_counts`` shows ``term_freq`` with words instead of ids.
+``term_counts`` (created by migration 0001; views are not models) shows ``term_freq`` with words instead of ids.
 """
 
 from __future__ import annotations
@@ -114,16 +114,6 @@ class IndexInfo(Base):
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
-
-
-TERM_COUNTS_VIEW = """
-CREATE VIEW term_counts AS
-SELECT d.term AS term,
-       t.paper_id AS paper_id,
-       t.count AS count
-FROM term_freq AS t
-JOIN doc_freq AS d ON d.term_id = t.term_id
-"""
 
 
 # The audit trail of evidence runs: imported here so that Base.metadata (and Alembic) see its tables.

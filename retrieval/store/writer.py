@@ -24,7 +24,7 @@ from pathlib import Path
 from ..corpus.paper import Paper
 from ..errors import RetrievalError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION, tokenise
-from .database import HEAD_REVISION, check_index, connect, migrate
+from .database import HEAD_REVISION, check_index, connect, edge_counts, migrate
 
 K1 = 1.5
 B = 0.75
@@ -52,9 +52,6 @@ class WriteSummary:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-BuildSummary = WriteSummary
 
 
 @dataclass
@@ -102,13 +99,6 @@ WHERE (citing_id IN (SELECT value FROM json_each(:ids)) OR cited_id IN (SELECT v
   AND listed_by_citing = 0
   AND listed_by_cited = 0""",
 ]
-
-EDGE_COUNTS_SQL = """\
-SELECT count(*) AS references_total,
-       sum(citing.id IS NOT NULL AND cited.id IS NOT NULL) AS edges
-FROM citations AS c
-LEFT JOIN papers AS citing ON citing.id = c.citing_id
-LEFT JOIN papers AS cited ON cited.id = c.cited_id"""
 
 
 def _batches(items: Iterable[Paper], size: int) -> Iterator[list[Paper]]:
@@ -273,8 +263,7 @@ class IndexWriter:
         s = self.summary
         s.papers = self.n_papers
         if count_edges:
-            refs, edges = self.conn.execute(EDGE_COUNTS_SQL).fetchone()
-            s.edges, s.dangling_references = edges or 0, refs - (edges or 0)
+            s.edges, s.dangling_references = edge_counts(self.conn)
         s.terms = len(self.vocabulary)
         s.postings = self.conn.execute("SELECT sum(df) FROM doc_freq").fetchone()[0] or 0
 
