@@ -252,7 +252,7 @@ def test_a_query_paper_is_never_retrieved_and_its_edges_are_gone(citation_run):
         citing = conn.execute(f"SELECT count(*) FROM citations WHERE citing_id IN ({marks})", args).fetchone()[0]
         cited = conn.execute(f"SELECT count(*) FROM citations WHERE cited_id IN ({marks})", args).fetchone()[0]
         assert (citing, cited) == (0, 0)
-        assert conn.execute(f"SELECT count(*) FROM term_freq WHERE paper_id IN ({marks})", args).fetchone()[0] == 0
+        assert conn.execute(f"SELECT count(*) FROM term_counts WHERE paper_id IN ({marks})", args).fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM papers").fetchone()[0] == 36
         assert conn.execute("SELECT count(*) FROM citations WHERE cited_id = 'outside/0001'").fetchone()[0] == 0
     finally:

@@ -37,7 +37,7 @@ def test_upgrade_from_empty_gives_the_models_schema(tmp_path):
     assert "term_counts" in inspector.get_view_names()
     assert {ix["name"] for ix in inspector.get_indexes("citations")} == {"ix_citations_cited_citing"}
     pk = inspector.get_pk_constraint("term_freq")
-    assert pk["name"] == "pk_term_freq" and pk["constrained_columns"] == ["term_id", "paper_id"]
+    assert pk["name"] == "pk_term_freq" and pk["constrained_columns"] == ["term_id", "doc_id"]
 
 
 def test_downgrade_to_base_and_back(tmp_path):
@@ -95,3 +95,18 @@ def test_index_from_another_tokeniser_is_refused(tmp_path):
         conn.execute("UPDATE index_info SET value = '2' WHERE key = 'tokeniser_version'")
     with pytest.raises(SchemaVersionError, match="tokenised by .* v2"):
         RetrievalClient(db=db)
+
+
+def test_a_bulk_build_leaves_the_migrated_schema(tmp_path):
+    """The bulk build drops and recreates two indexes around its load: they must come back as migrated."""
+    built, migrated = tmp_path / "built.db", tmp_path / "migrated.db"
+    build(db=built)
+    migrate(migrated)
+    assert _diff(built) == []
+
+    def indexes(path):
+        with sqlite3.connect(path) as conn:
+            rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+            return {name: " ".join(sql.replace('"', "").split()) for name, sql in rows}
+
+    assert indexes(built) == indexes(migrated)

@@ -40,7 +40,7 @@ Progress = Callable[[str, int, int], None]
 
 #: Papers sharing at least one token with the query: the set the BM25 aggregation scores.
 MATCHING_SQL = """\
-SELECT count(DISTINCT tf.paper_id) AS matching
+SELECT count(DISTINCT tf.doc_id) AS matching
 FROM doc_freq AS d
 JOIN term_freq AS tf ON tf.term_id = d.term_id
 WHERE d.term IN (SELECT value FROM json_each(:query_terms))"""

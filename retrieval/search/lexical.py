@@ -1,22 +1,37 @@
-"""The lexical pass: Okapi BM25 as one SQL aggregation over ``term_freq``, ``doc_freq`` and ``doc_len``.
+"""The lexical pass: Okapi BM25 computed in SQL over ``term_freq``, ``doc_freq`` and ``doc_len``, exactly, with
+MaxScore-style pruning so that a query scores only the papers that can still reach its top k.
 
-Variant (Robertson/Sparck Jones idf with the +1 inside the log, as Lucene uses, so idf is never negative)::
+The variant is defined in ``retrieval.bm25`` (Lucene's idf, k1 = 1.5, b = 0.75, read from the index; a token
+repeated in the query counts each time). N and avgdl are read in the same transaction as the postings.
 
-    idf(t)     = ln(1 + (N - df + 0.5) / (df + 0.5))
-    tf_norm    = f * (k1 + 1) / (f + k1 * (1 - b + b * dl / avgdl))
-    score(d,q) = sum over the query's tokens of idf(t) * tf_norm(t, d)
+How a top-k query runs (three statements, all in one read transaction):
 
-with k1 = 1.5 and b = 0.75 read from the index, and N and avgdl read in the same transaction as the postings.
-A token repeated in the query counts each time (``qtf``).
-The SQL is returned by ``*_sql`` methods and run by the others, so ``retrieval search --sql`` shows exactly what
-runs. The query's tokens travel as one JSON parameter, which keeps the statement fixed and parameterised.
+1. ``TERMS_SQL`` looks up the query's terms: id, df, largest stored impact. Each term's upper bound is
+   ``UB(t) = qtf * idf(t) * max_impact(t) / 1000 * drift``, where ``drift = max(1, avgdl / impact_avgdl)``
+   keeps stored impacts bounds after adds (see ``retrieval.bm25.drift``).
+2. ``THRESHOLD_SQL`` scores exactly the ``seed_pool`` best-impact papers of the rarest term; the k-th best of
+   those scores, ``theta``, is a lower bound of the final k-th score.
+3. ``TOP_K_SQL`` ranks. Terms whose bounds add up to less than ``theta`` (the cheapest first) are
+   *non-essential*: a paper containing only those cannot reach the top k, so only the postings of the
+   *essential* terms are scanned. A paper's partial score over them must reach ``theta`` minus the non-essential
+   bounds, and each posting of term t must carry at least ``theta - sum of the other terms' bounds`` (for one
+   essential term this skips most of its postings by their impact alone). The survivors get the non-essential
+   terms' exact contributions by primary-key lookups, and the best k are returned, ties by paper id.
+
+Every paper left out provably scores below ``theta`` (bounds carry a relative slack of 1e-9 against rounding),
+so the result equals ``EXHAUSTIVE_SQL``, the plain aggregation over every posting of every query term, which
+``exhaustive=True`` runs and the tests compare against. The statements are returned by ``statements()`` and run
+by ``search()``, so ``retrieval search --sql`` shows exactly what runs.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
+from dataclasses import dataclass
 
+from ..bm25 import BOUND_SLACK, HEAD_IMPACT, IMPACT_SCALE, drift, idf
 from ..store.database import read_snapshot, read_stats
 from ..text import tokenise
 
@@ -34,42 +49,230 @@ weighted_terms AS (
     JOIN doc_freq AS d ON d.term = q.term
 )"""
 
-_SCORE = """\
-sum(w.weight * tf.count * (:k1 + 1.0)
-    / (tf.count + :k1 * (1.0 - :b + :b * dl.length / :avgdl))) AS score"""
+_TF_NORM = "tf.count * (:k1 + 1.0) / (tf.count + :k1 * (1.0 - :b + :b * tf.length / :avgdl))"
+
+TERMS_SQL = """\
+SELECT d.term,
+       d.term_id,
+       d.df,
+       d.max_impact
+FROM doc_freq AS d
+WHERE d.term IN (SELECT value FROM json_each(:query_terms))"""
+
+#: How many of the rarest query terms give the papers that set the first threshold.
+SEED_TERMS = 4
+
+
+def _seed_slot(slot: int) -> str:
+    # Either branch is empty when its parameter is -1: a rare term is read whole, a common one from its head.
+    return f"""\
+    SELECT doc_id FROM (
+        SELECT doc_id
+        FROM term_freq
+        WHERE term_id = :scan_{slot}
+        ORDER BY impact DESC, doc_id
+        LIMIT :seed_pool
+    )
+    UNION
+    SELECT doc_id FROM (
+        SELECT doc_id
+        FROM term_freq INDEXED BY ix_term_freq_head
+        WHERE term_id = :head_{slot}
+          AND impact >= {HEAD_IMPACT}
+        ORDER BY impact DESC
+        LIMIT :seed_pool
+    )"""
+
+
+_SEEDS = "\n    UNION\n".join(_seed_slot(slot) for slot in range(1, SEED_TERMS + 1))
+
+THRESHOLD_SQL = f"""\
+{_WEIGHTED_TERMS},
+seeds AS (
+{_SEEDS}
+),
+seed_scores AS (
+    SELECT s.doc_id,
+           (
+               SELECT sum(w.weight * (
+                   SELECT {_TF_NORM}
+                   FROM term_freq AS tf
+                   WHERE tf.term_id = w.term_id
+                     AND tf.doc_id = s.doc_id
+               ))
+               FROM weighted_terms AS w
+           ) AS score
+    FROM seeds AS s
+)
+SELECT score
+FROM seed_scores
+ORDER BY score DESC
+LIMIT 1 OFFSET :k - 1"""
 
 TOP_K_SQL = f"""\
-{_WEIGHTED_TERMS}
-SELECT tf.paper_id,
-       {_SCORE}
-FROM weighted_terms AS w
-JOIN term_freq AS tf ON tf.term_id = w.term_id
-JOIN doc_len AS dl ON dl.paper_id = tf.paper_id
-GROUP BY tf.paper_id
-ORDER BY score DESC, tf.paper_id
+{_WEIGHTED_TERMS},
+plan AS (
+    SELECT w.term_id,
+           w.weight,
+           j.value ->> 1 AS min_impact
+    FROM json_each(:plan) AS j
+    JOIN weighted_terms AS w ON w.term_id = j.value ->> 0
+),
+seen AS (
+    SELECT tf.doc_id,
+           p.weight * {_TF_NORM} AS part
+    FROM plan AS p
+    CROSS JOIN term_freq AS tf ON tf.term_id = p.term_id AND tf.impact >= p.min_impact
+    WHERE p.min_impact < {HEAD_IMPACT}
+    UNION ALL
+    SELECT tf.doc_id,
+           p.weight * {_TF_NORM} AS part
+    FROM plan AS p
+    CROSS JOIN term_freq AS tf INDEXED BY ix_term_freq_head
+        ON tf.term_id = p.term_id AND tf.impact >= {HEAD_IMPACT} AND tf.impact >= p.min_impact
+    WHERE p.min_impact >= {HEAD_IMPACT}
+),
+candidates AS (
+    SELECT doc_id,
+           sum(part) AS partial
+    FROM seen
+    GROUP BY doc_id
+    HAVING partial >= :min_partial
+)
+SELECT dl.paper_id,
+       c.partial + coalesce((
+           SELECT sum(p.weight * (
+               SELECT {_TF_NORM}
+               FROM term_freq AS tf
+               WHERE tf.term_id = p.term_id
+                 AND tf.doc_id = c.doc_id
+                 AND tf.impact < p.min_impact
+           ))
+           FROM plan AS p
+           WHERE p.min_impact > 0
+       ), 0.0) AS score
+FROM candidates AS c
+CROSS JOIN doc_len AS dl ON dl.doc_id = c.doc_id
+ORDER BY score DESC, dl.paper_id
+LIMIT :k"""
+
+EXHAUSTIVE_SQL = f"""\
+{_WEIGHTED_TERMS},
+scores AS (
+    SELECT tf.doc_id,
+           sum(w.weight * {_TF_NORM}) AS score
+    FROM weighted_terms AS w
+    CROSS JOIN term_freq AS tf ON tf.term_id = w.term_id
+    GROUP BY tf.doc_id
+)
+SELECT dl.paper_id,
+       s.score
+FROM scores AS s
+CROSS JOIN doc_len AS dl ON dl.doc_id = s.doc_id
+ORDER BY s.score DESC, dl.paper_id
 LIMIT :k"""
 
 SCORES_FOR_SQL = f"""\
-{_WEIGHTED_TERMS},
-candidates AS (
-    SELECT value AS paper_id
-    FROM json_each(:paper_ids)
-)
-SELECT tf.paper_id,
-       {_SCORE}
-FROM weighted_terms AS w
-JOIN term_freq AS tf ON tf.term_id = w.term_id
-JOIN candidates AS c ON c.paper_id = tf.paper_id
-JOIN doc_len AS dl ON dl.paper_id = tf.paper_id
-GROUP BY tf.paper_id
-ORDER BY tf.paper_id"""
+{_WEIGHTED_TERMS}
+SELECT dl.paper_id,
+       (
+           SELECT sum(w.weight * (
+               SELECT {_TF_NORM}
+               FROM term_freq AS tf
+               WHERE tf.term_id = w.term_id
+                 AND tf.doc_id = dl.doc_id
+           ))
+           FROM weighted_terms AS w
+       ) AS score
+FROM json_each(:paper_ids) AS j
+JOIN doc_len AS dl ON dl.paper_id = j.value
+WHERE score IS NOT NULL
+ORDER BY dl.paper_id"""
+
+#: Best-impact papers of each seed term scored to set the first threshold (at least k).
+SEED_POOL = 16
+#: A seed term with at most this many postings is read whole for its best impacts; a commoner one from its head.
+SCAN_SEED_MAX_DF = 4096
+#: The share of a term's postings assumed to be in its head, to weigh reading the head against the whole list.
+HEAD_SHARE = 0.2
+#: ``min_impact`` of a term whose postings are only looked up, never read (above any impact).
+NEVER = 1 << 30
+
+
+@dataclass(frozen=True)
+class QueryTerm:
+    """A query term as the pruning sees it: its weight (qtf * idf) and how much one posting can contribute."""
+
+    term_id: int
+    df: int
+    weight: float
+    max_impact: int
+    factor: float  # drift * (1 + slack) / IMPACT_SCALE: a posting contributes at most weight * impact * factor
+
+    def below(self, min_impact: int) -> float:
+        """The most a posting with impact below ``min_impact`` can contribute (0 when none is below)."""
+        return self.weight * self.factor * max(0, min(min_impact - 1, self.max_impact))
+
+    def cost(self, min_impact: int) -> float:
+        """A rough count of the postings read when reading those with impact >= ``min_impact``."""
+        if min_impact > self.max_impact:
+            return 0.0
+        return self.df * HEAD_SHARE if min_impact >= HEAD_IMPACT else float(self.df)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a pruned top-k query decided: the threshold theta and, per term, the smallest impact read (0: the
+    whole list; ``HEAD_IMPACT`` or more: its head, through the partial index; ``NEVER``: looked up only)."""
+
+    theta: float
+    min_impacts: dict[int, int]
+    min_partial: float
+
+    def to_dict(self) -> dict:
+        return {"theta": self.theta, "min_impacts": self.min_impacts, "min_partial": self.min_partial}
+
+
+def choose_min_impacts(terms: list[QueryTerm], theta: float) -> dict[int, int]:
+    """Per term, the smallest impact to read, so that a paper none of whose read postings is found scores below
+    ``theta``: the sum over terms of ``below(min_impact)`` must stay under theta.
+
+    Greedy, from reading nothing: each step takes the cheapest reduction of that sum per posting read (a
+    term's head, or its whole list), until the sum is below theta; with theta = 0 every list is read whole.
+    """
+    chosen = {t.term_id: NEVER for t in terms}
+    if theta <= 0:
+        return dict.fromkeys(chosen, 0)
+    total = sum(t.below(NEVER) for t in terms)
+    while total >= theta:
+        best = None
+        for t in terms:
+            now = chosen[t.term_id]
+            for option in (HEAD_IMPACT, 0):
+                if option >= now:
+                    continue
+                gain = t.below(now) - t.below(option)
+                if gain <= 0:
+                    continue
+                price = max(1.0, t.cost(option) - t.cost(now))
+                key = (gain / price, -t.term_id, -option)
+                if best is None or key > best[0]:
+                    best = (key, t, option, gain)
+        if best is None:
+            break
+        _, t, option, gain = best
+        chosen[t.term_id] = option
+        total -= gain
+    return chosen
 
 
 class BM25Index:
-    """Okapi BM25 (k1=1.5, b=0.75, idf = ln(1 + (N - df + 0.5)/(df + 0.5))) over an index file."""
+    """Okapi BM25 (k1=1.5, b=0.75, idf = ln(1 + (N - df + 0.5)/(df + 0.5))) over an index file: the exact top k,
+    pruned by the stored impacts (see the module's docstring)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, seed_pool: int = SEED_POOL) -> None:
         self._conn = conn
+        self.seed_pool = seed_pool
 
     def _params(self, terms: list[str]) -> dict:
         stats = read_stats(self._conn)
@@ -81,21 +284,83 @@ class BM25Index:
             "b": stats.b,
         }
 
+    def _terms(self, params: dict, terms: list[str]) -> list[QueryTerm]:
+        qtf = Counter(terms)
+        info = read_stats(self._conn).info
+        impact_avgdl = float(info.get("impact_avgdl") or params["avgdl"])
+        factor = drift(params["avgdl"], impact_avgdl) * (1.0 + BOUND_SLACK) / IMPACT_SCALE
+        return [
+            QueryTerm(term_id, df, qtf[term] * idf(params["n_papers"], df), max_impact, factor)
+            for term, term_id, df, max_impact in self._conn.execute(TERMS_SQL, {"query_terms": params["query_terms"]})
+        ]
+
+    def _seeds(self, qterms: list[QueryTerm], top_k: int) -> dict:
+        """Parameters of ``THRESHOLD_SQL``: the rarest terms, each read whole or from its head (-1: unused)."""
+        rarest = sorted(qterms, key=lambda t: (t.df, t.term_id))[:SEED_TERMS]
+        slots = {}
+        for i in range(1, SEED_TERMS + 1):
+            t = rarest[i - 1] if i <= len(rarest) else None
+            whole = t is not None and t.df <= SCAN_SEED_MAX_DF
+            slots[f"scan_{i}"] = t.term_id if whole else -1
+            slots[f"head_{i}"] = t.term_id if t is not None and not whole else -1
+        return {**slots, "seed_pool": max(self.seed_pool, top_k)}
+
+    def plan(self, query: str, top_k: int) -> tuple[dict, Plan | None]:
+        """The parameters of ``TOP_K_SQL`` for ``query``'s top ``top_k`` and the plan behind them (runs
+        ``TERMS_SQL`` and ``THRESHOLD_SQL``; the plan is None when no query term is in the index)."""
+        terms = tokenise(query)
+        params = {**self._params(terms), "k": top_k}
+        qterms = self._terms(params, terms)
+        if not qterms or top_k <= 0:
+            return params, None
+        row = self._conn.execute(THRESHOLD_SQL, {**params, **self._seeds(qterms, top_k)}).fetchone()
+        theta = row[0] * (1.0 - BOUND_SLACK) if row else 0.0
+        min_impacts = choose_min_impacts(qterms, theta)
+        unread = sum(t.below(min_impacts[t.term_id]) for t in qterms)
+        plan = Plan(theta, min_impacts, theta - unread if theta > 0 else float("-inf"))
+        params["plan"] = json.dumps(sorted(min_impacts.items()))
+        params["min_partial"] = plan.min_partial
+        return params, plan
+
+    def statements(self, query: str, top_k: int = 10) -> list[tuple[str, str, dict]]:
+        """``(name, statement, parameters)`` of each statement a top-k search runs, in order."""
+        params, plan = self.plan(query, top_k)
+        if plan is None:
+            return [("lexical: terms", TERMS_SQL, {"query_terms": params["query_terms"]})]
+        return [
+            ("lexical: terms", TERMS_SQL, {"query_terms": params["query_terms"]}),
+            (
+                "lexical: threshold",
+                THRESHOLD_SQL,
+                {**params, **self._seeds(self._terms(params, tokenise(query)), top_k)},
+            ),
+            ("lexical: top-k", TOP_K_SQL, params),
+        ]
+
     def search_sql(self, query: str, top_k: int = 10) -> tuple[str, dict]:
-        """The statement and parameters that rank the top ``top_k`` papers for ``query``."""
-        return TOP_K_SQL, {**self._params(tokenise(query)), "k": top_k}
+        """The ranking statement and its parameters for ``query`` (after the planning statements ran)."""
+        with read_snapshot(self._conn):
+            params, _ = self.plan(query, top_k)
+        return TOP_K_SQL, params
+
+    def search(self, query: str, top_k: int = 10, exhaustive: bool = False) -> list[tuple[str, float]]:
+        """The top ``top_k`` ``(paper id, score)`` pairs, best first, ties by id; empty for a query with no token.
+
+        ``exhaustive`` scores every posting of the query's terms instead of pruning (same result, slower)."""
+        terms = tokenise(query)
+        if not terms or top_k <= 0:
+            return []
+        with read_snapshot(self._conn) as conn:
+            if exhaustive:
+                return [(r[0], r[1]) for r in conn.execute(EXHAUSTIVE_SQL, {**self._params(terms), "k": top_k})]
+            params, plan = self.plan(query, top_k)
+            if plan is None:
+                return []
+            return [(row[0], row[1]) for row in conn.execute(TOP_K_SQL, params)]
 
     def scores_sql(self, query: str, paper_ids: list[str]) -> tuple[str, dict]:
         """The statement and parameters that score the given papers (those sharing no term are absent)."""
         return SCORES_FOR_SQL, {**self._params(tokenise(query)), "paper_ids": json.dumps(paper_ids)}
-
-    def search(self, query: str, top_k: int = 10) -> list[tuple[str, float]]:
-        """The top ``top_k`` ``(paper id, score)`` pairs, best first, ties by id; empty for a query with no token."""
-        if not tokenise(query):
-            return []
-        with read_snapshot(self._conn) as conn:
-            sql, params = self.search_sql(query, top_k)
-            return [(row[0], row[1]) for row in conn.execute(sql, params)]
 
     def scores(self, query: str, paper_ids: list[str]) -> dict[str, float]:
         """BM25 score of each paper in ``paper_ids`` for ``query`` (0.0 for one that shares no term with it)."""

@@ -219,7 +219,7 @@ class RetrievalClient:
         """``(name, statement, parameters)`` of each query a search runs, in order (seed ids as placeholders)."""
         cfg = config or self.config
         depth = max(cfg.top_k_lexical, cfg.lexical_depth) if cfg.ranking == "evidence" else cfg.top_k_lexical
-        statements = [("lexical top-k", *self.lexical.search_sql(query, depth))]
+        statements = self.lexical.statements(query, depth)
         if cfg.expand != "never":
             stats = self.stats
             terms = json.dumps(tokenise(query))

@@ -18,7 +18,7 @@ from ..errors import IndexNotFoundError, NotAnIndexError, SchemaVersionError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
 

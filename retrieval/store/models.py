@@ -1,13 +1,15 @@
 """The index schema as SQLAlchemy 2 typed models. Tables are created only by the Alembic migrations.
 
 Words stay visible to a person with ``sqlite3``: ``doc_freq`` holds each term beside its id, and the view
-``term_counts`` (created by migration 0001; views are not models) shows ``term_freq`` with words instead of ids.
+``term_counts`` (created by the migrations; views are not models) shows ``term_freq`` with words and paper ids.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, ForeignKey, Index, Integer, MetaData, String, Text, false, true
+from sqlalchemy import Boolean, ForeignKey, Index, Integer, MetaData, String, Text, false, text, true
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from ..bm25 import HEAD_IMPACT
 
 # Deterministic constraint names, so migrations (and batch mode on SQLite) can refer to them.
 NAMING_CONVENTION = {
@@ -76,33 +78,57 @@ class FieldSource(Base):
 
 
 class DocFreq(Base):
-    """The vocabulary: each term, its integer id, and the number of papers containing it."""
+    """The vocabulary: each term, its integer id, the number of papers containing it, and the largest
+    ``impact`` of its postings (an upper bound: a remove may leave it above the true maximum)."""
 
     __tablename__ = "doc_freq"
 
     term_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     term: Mapped[str] = mapped_column(Text, unique=True)
     df: Mapped[int] = mapped_column(Integer)
+    max_impact: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
 class TermFreq(Base):
-    """How often a term occurs in a paper's title and abstract (one row per term and paper)."""
+    """How often a term occurs in a paper's title and abstract (one row per term and paper), clustered by term
+    so that a term's postings are one range, in ``doc_id`` order.
+
+    ``length`` repeats the paper's length from ``doc_len``, so that scoring a posting needs no other row.
+    ``impact`` is ``ceil(1000 * count * (k1 + 1) / (count + k1 * (1 - b + b * length / impact_avgdl)))``: an
+    upper bound of the posting's BM25 term-frequency factor at the average length ``impact_avgdl`` recorded
+    in ``index_info`` when it was written. Scores never use it; a query uses it to skip papers that provably
+    cannot reach its top k (see ``retrieval.search.lexical``). The partial index ``ix_term_freq_head`` holds
+    the postings with impact >= ``HEAD_IMPACT`` (1250), read best first."""
 
     __tablename__ = "term_freq"
-    __table_args__ = {"sqlite_with_rowid": False}
+    __table_args__ = (
+        Index(
+            "ix_term_freq_head",
+            "term_id",
+            "impact",
+            "count",
+            "length",
+            sqlite_where=text(f"impact >= {HEAD_IMPACT}"),
+        ),
+        {"sqlite_with_rowid": False},
+    )
 
     term_id: Mapped[int] = mapped_column(Integer, ForeignKey("doc_freq.term_id"), primary_key=True)
-    paper_id: Mapped[str] = mapped_column(Text, ForeignKey("papers.id"), primary_key=True)
+    doc_id: Mapped[int] = mapped_column(Integer, ForeignKey("doc_len.doc_id"), primary_key=True)
     count: Mapped[int] = mapped_column(Integer)
+    length: Mapped[int] = mapped_column(Integer)
+    impact: Mapped[int] = mapped_column(Integer)
 
 
 class DocLen(Base):
-    """A paper's length in tokens (title and abstract)."""
+    """A paper's integer document id (what postings refer to) and its length in tokens (title and abstract).
+
+    ``doc_id`` is the rowid, so the length and paper id of a posting are one B-tree lookup away."""
 
     __tablename__ = "doc_len"
-    __table_args__ = {"sqlite_with_rowid": False}  # one B-tree lookup per posting in the BM25 join
 
-    paper_id: Mapped[str] = mapped_column(Text, ForeignKey("papers.id"), primary_key=True)
+    doc_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    paper_id: Mapped[str] = mapped_column(Text, ForeignKey("papers.id"), unique=True)
     length: Mapped[int] = mapped_column(Integer)
 
 

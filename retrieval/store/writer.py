@@ -21,13 +21,13 @@ from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
 
+from ..bm25 import K1, B, impact
 from ..corpus.paper import Paper
 from ..errors import RetrievalError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION, tokenise
+from .bulk import BulkLoader
 from .database import HEAD_REVISION, check_index, connect, edge_counts, migrate
 
-K1 = 1.5
-B = 0.75
 _BATCH = 2000
 # Seconds a writer waits for another writer's lock before it gives up.
 _BUSY_TIMEOUT_MS = 30_000
@@ -49,6 +49,7 @@ class WriteSummary:
     terms: int = 0
     postings: int = 0
     seconds: float = 0.0
+    stages: dict[str, float] = field(default_factory=dict)  # seconds per stage of a bulk build
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -66,6 +67,7 @@ class _Batch:
     term_freq: list[tuple] = field(default_factory=list)
     doc_len: list[tuple] = field(default_factory=list)
     df_delta: Counter = field(default_factory=Counter)
+    max_impact: dict = field(default_factory=dict)
     new_terms: list[tuple] = field(default_factory=list)
 
 
@@ -81,10 +83,11 @@ UPSERT_CITED_BY = """\
 INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
 VALUES (?, ?, 0, 1)
 ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_cited = 1"""
-INSERT_TERM = "INSERT INTO doc_freq (term_id, term, df) VALUES (?, ?, 0)"
+INSERT_TERM = "INSERT INTO doc_freq (term_id, term, df, max_impact) VALUES (?, ?, 0, 0)"
 ADD_DF = "UPDATE doc_freq SET df = df + ? WHERE term_id = ?"
-INSERT_TERM_FREQ = "INSERT INTO term_freq (term_id, paper_id, count) VALUES (?, ?, ?)"
-INSERT_DOC_LEN = "INSERT INTO doc_len (paper_id, length) VALUES (?, ?)"
+ADD_DF_IMPACT = "UPDATE doc_freq SET df = df + ?, max_impact = max(max_impact, ?) WHERE term_id = ?"
+INSERT_TERM_FREQ = "INSERT INTO term_freq (term_id, doc_id, count, length, impact) VALUES (?, ?, ?, ?, ?)"
+INSERT_DOC_LEN = "INSERT INTO doc_len (doc_id, paper_id, length) VALUES (?, ?, ?)"
 
 REMOVE_STATEMENTS = [
     "DELETE FROM doc_len WHERE paper_id IN (SELECT value FROM json_each(:ids))",
@@ -109,16 +112,22 @@ def _batches(items: Iterable[Paper], size: int) -> Iterator[list[Paper]]:
 
 class IndexWriter:
     """Adds and removes papers on a connection inside the caller's transaction, keeping ``doc_freq``,
-    ``term_freq``, ``doc_len`` and the corpus statistics (N, total tokens, years) exact."""
+    ``term_freq``, ``doc_len`` and the corpus statistics (N, total tokens, years) exact.
+
+    New postings get impacts at the average length the index's impacts were written at (``impact_avgdl``),
+    so every stored impact relates to one average and the query's drift factor keeps them bounds; ``max_impact``
+    only grows (a remove may leave it above the true maximum, which is still a bound)."""
 
     def __init__(self, conn: sqlite3.Connection, summary: WriteSummary) -> None:
         self.conn = conn
         self.summary = summary
         self.vocabulary: dict[str, int] = dict(conn.execute("SELECT term, term_id FROM doc_freq"))
         self.next_term_id = max(self.vocabulary.values(), default=0) + 1
+        self.next_doc_id = (conn.execute("SELECT max(doc_id) FROM doc_len").fetchone()[0] or 0) + 1
         info = dict(conn.execute("SELECT key, value FROM index_info"))
         self.n_papers = int(info.get("n_papers", 0))
         self.total_tokens = int(info.get("total_tokens", 0))
+        self.impact_avgdl = float(info.get("impact_avgdl") or 0.0)
 
     # -- adding -------------------------------------------------------------------------------------------
     def add(
@@ -162,6 +171,10 @@ class IndexWriter:
             batch.references.extend((paper.id, ref) for ref in self._clean(paper.id, paper.references))
             batch.cited_by.extend((citer, paper.id) for citer in self._clean(paper.id, paper.citations))
             tokens = tokenise(paper.text)
+            if not self.impact_avgdl:  # the first papers of an empty index: their own average
+                self.impact_avgdl = max(1.0, len(tokens))
+            doc_id = self.next_doc_id
+            self.next_doc_id += 1
             for term, count in Counter(tokens).items():
                 term_id = self.vocabulary.get(term)
                 if term_id is None:
@@ -169,8 +182,11 @@ class IndexWriter:
                     self.next_term_id += 1
                     batch.new_terms.append((term_id, term))
                 batch.df_delta[term_id] += 1
-                batch.term_freq.append((term_id, paper.id, count))
-            batch.doc_len.append((paper.id, len(tokens)))
+                weight = impact(count, len(tokens), self.impact_avgdl)
+                if weight > batch.max_impact.get(term_id, 0):
+                    batch.max_impact[term_id] = weight
+                batch.term_freq.append((term_id, doc_id, count, len(tokens), weight))
+            batch.doc_len.append((doc_id, paper.id, len(tokens)))
             self.total_tokens += len(tokens)
             self.n_papers += 1
         return batch
@@ -197,7 +213,10 @@ class IndexWriter:
         conn.executemany(UPSERT_REFERENCE, batch.references)
         conn.executemany(UPSERT_CITED_BY, batch.cited_by)
         conn.executemany(INSERT_TERM, batch.new_terms)
-        conn.executemany(ADD_DF, ((delta, term_id) for term_id, delta in batch.df_delta.items()))
+        conn.executemany(
+            ADD_DF_IMPACT,
+            ((delta, batch.max_impact[term_id], term_id) for term_id, delta in batch.df_delta.items()),
+        )
         conn.executemany(INSERT_TERM_FREQ, batch.term_freq)
         conn.executemany(INSERT_DOC_LEN, batch.doc_len)
 
@@ -206,25 +225,26 @@ class IndexWriter:
         """Remove the papers ``ids`` (all must be in the index) with their postings and what their records
         declared. Postings are found by re-tokenising the stored text, which is what was indexed."""
         rows = self.conn.execute(
-            "SELECT id, title, abstract FROM papers WHERE id IN (SELECT value FROM json_each(:ids))",
+            "SELECT p.id, p.title, p.abstract, l.doc_id FROM papers AS p JOIN doc_len AS l ON l.paper_id = p.id "
+            "WHERE p.id IN (SELECT value FROM json_each(:ids))",
             {"ids": json.dumps(ids)},
         ).fetchall()
         missing = sorted(set(ids) - {row[0] for row in rows})
         if missing:
             shown = ", ".join(repr(pid) for pid in missing[:5]) + (" ..." if len(missing) > 5 else "")
             raise RetrievalError(f"{len(missing)} paper(s) not in the index ({shown}): nothing was removed")
-        postings: list[tuple[int, str]] = []
+        postings: list[tuple[int, int]] = []
         df_delta: Counter[int] = Counter()
-        for pid, title, abstract in rows:
+        for _, title, abstract, doc_id in rows:
             tokens = tokenise(f"{title} {abstract}")
             for term in set(tokens):
                 term_id = self.vocabulary[term]
-                postings.append((term_id, pid))
+                postings.append((term_id, doc_id))
                 df_delta[term_id] += 1
             self.total_tokens -= len(tokens)
             self.n_papers -= 1
         conn = self.conn
-        conn.executemany("DELETE FROM term_freq WHERE term_id = ? AND paper_id = ?", postings)
+        conn.executemany("DELETE FROM term_freq WHERE term_id = ? AND doc_id = ?", postings)
         conn.executemany(ADD_DF, ((-delta, term_id) for term_id, delta in df_delta.items()))
         gone = conn.execute(
             "SELECT term_id, term FROM doc_freq WHERE df = 0 AND term_id IN (SELECT value FROM json_each(:t))",
@@ -249,6 +269,7 @@ class IndexWriter:
         lo, hi = self.conn.execute("SELECT min(year), max(year) FROM papers").fetchone()
         info = {
             "n_papers": self.n_papers,
+            "impact_avgdl": self.impact_avgdl,
             "total_tokens": self.total_tokens,
             "avgdl": self.total_tokens / self.n_papers,
             "min_year": "" if lo is None else lo,
@@ -274,10 +295,13 @@ def build_index(
     *,
     source: str = "",
     progress: Callable[[int], None] | None = None,
+    workers: int | None = None,
 ) -> WriteSummary:
     """Index ``papers`` into a new file at ``path`` (Okapi BM25 statistics with k1=1.5, b=0.75).
 
-    The papers are streamed once. Everything is written into a temporary file beside ``path``, which replaces
+    The papers are streamed once; ``workers`` processes tokenise them (default: up to two, one per core; 0 or
+    1 keeps everything in this process), and the postings are sorted in memory and loaded in key order
+    (``retrieval.store.bulk``). Everything is written into a temporary file beside ``path``, which replaces
     ``path`` only when the build has succeeded: an error (a bad record, a full disk, Ctrl-C) leaves any
     previous index as it was. References to papers outside the corpus are kept as dangling references;
     self-citations and repeated references are dropped and counted. The new file is in WAL mode, so readers
@@ -302,7 +326,8 @@ def build_index(
             conn.execute("PRAGMA synchronous = OFF")
             conn.execute("BEGIN")
             writer = IndexWriter(conn, summary)
-            writer.add(papers, progress=progress)
+            BulkLoader(writer, workers).load(papers, progress=progress)
+            mark = time.perf_counter()
             writer.finish(
                 {
                     "k1": K1,
@@ -316,8 +341,12 @@ def build_index(
                 },
                 count_edges=True,
             )
+            summary.stages["statistics"] = time.perf_counter() - mark
             conn.execute("COMMIT")
+            mark = time.perf_counter()
+            conn.execute("PRAGMA analysis_limit = 1000")  # planner statistics from a sample: seconds, not minutes
             conn.execute("ANALYZE")
+            summary.stages["analyze"] = time.perf_counter() - mark
             conn.execute("PRAGMA journal_mode = WAL")
         finally:
             conn.close()

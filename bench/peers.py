@@ -1,0 +1,413 @@
+"""The engines bench/scale.py measures, as workers: each build, query run and cold start is its own process.
+
+A worker is started by the harness as ``python bench/scale.py --worker ENGINE MODE --corpus FILE --index PATH
+--queries FILE [--limit N] [--reference FILE]`` and prints one JSON object on its last stdout line, with the
+process's peak RSS in it (see ``peak_rss_mib``), so every engine's memory figure is its own. An engine's module is
+imported inside its worker only: no process ever holds two engines.
+
+Engines: ``retrieval`` (ours), ``bm25s`` (float32, numpy backend, one thread), ``fts5`` (SQLite FTS5 ``bm25()``),
+``tantivy`` (tantivy-py, default writer threads), ``rank_bm25`` (BM25Okapi, in memory only: built and queried in
+one process). ``bm25s`` also has an ``exact`` mode: a float64 build that recomputes each query's top 10 under our
+tie rule, for the exactness check of ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ENGINES = ("retrieval", "bm25s", "fts5", "tantivy", "rank_bm25")
+K1, B = 1.5, 0.75
+TOP_K = 10
+
+# The same pattern as retrieval.text.tokenise (the harness checks they agree on every query): the peers' cold
+# starts use it so that they are not charged for importing our package.
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size so far, in MiB: ``VmHWM`` of /proc/self/status, the high-water mark
+    of this process image's own memory. (``ru_maxrss`` is kept across fork and exec on Linux, so a child spawned
+    by a 50 MiB harness would report at least 50 MiB; it is the fallback where /proc is missing.)"""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def path_bytes(path: Path) -> int:
+    """Size of a file (with its -wal and -shm companions) or of a directory tree."""
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists())
+
+
+def read_docs(corpus: Path) -> Iterator[tuple[str, str, str]]:
+    """``(id, title, abstract)`` of each record; the indexed text is ``title + " " + abstract``, as ours."""
+    with open(corpus, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                rec = json.loads(line)
+                yield rec["id"], rec.get("title") or "", rec.get("abstract") or ""
+
+
+def _fresh(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
+        if p.is_file():
+            p.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _timed_queries(search, queries: list[str]) -> tuple[list[float], list]:
+    """Warm with the first query, then time every query in order; returns the seconds and what each returned."""
+    search(queries[0])
+    seconds, results = [], []
+    for q in queries:
+        start = time.perf_counter()
+        result = search(q)
+        seconds.append(time.perf_counter() - start)
+        results.append(result)
+    return seconds, results
+
+
+def _tops(results: list[list[tuple[str, float]]]) -> list[list[list]]:
+    return [[[pid, float(score)] for pid, score in hits] for hits in results]
+
+
+def _top_by_rule(scores, ids: list[str], k: int = TOP_K) -> list[tuple[str, float]]:
+    """The ``k`` best positive scores of a full score vector, ties broken by paper id ascending (our rule)."""
+    import numpy as np
+
+    positive = int(np.count_nonzero(scores > 0))
+    if positive == 0:
+        return []
+    if positive <= k:
+        cand = np.flatnonzero(scores > 0)
+    else:
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        cand = np.flatnonzero(scores >= kth * (1 - 1e-9))
+    order = sorted(cand.tolist(), key=lambda i: (-float(scores[i]), ids[i]))
+    return [(ids[i], float(scores[i])) for i in order[:k]]
+
+
+# -- retrieval (ours) ---------------------------------------------------------------------------------------
+def retrieval_build(corpus: Path, index: Path) -> dict:
+    from retrieval.commands import build
+
+    _fresh(index)
+    start = time.perf_counter()
+    summary = build(db=index, source=corpus)
+    seconds = time.perf_counter() - start
+    return {"build_seconds": seconds, "api_seconds": summary.seconds, "papers": summary.papers,
+            "terms": summary.terms, "postings": summary.postings, "edges": summary.edges,
+            "build_rss_mib": peak_rss_mib(), "size_bytes": path_bytes(index),
+            "size_with_texts_bytes": path_bytes(index)}  # fmt: skip
+
+
+def retrieval_query(index: Path, queries: list[str]) -> dict:
+    from retrieval import RetrievalClient
+    from retrieval.search.lexical import BM25Index
+    from retrieval.store.database import connect
+
+    lexical = BM25Index(connect(index))
+    lex_seconds, lex_results = _timed_queries(lambda q: lexical.search(q, top_k=TOP_K), queries)
+    with RetrievalClient(db=index) as client:
+        full_seconds, _ = _timed_queries(lambda q: client.search(q, full=False, limit=TOP_K), queries)
+    return {"seconds": lex_seconds, "top": _tops(lex_results), "full_seconds": full_seconds,
+            "query_rss_mib": peak_rss_mib()}  # fmt: skip
+
+
+# -- bm25s ----------------------------------------------------------------------------------------------------
+def _bm25s_index(corpus: Path, dtype: str):
+    """A bm25s retriever over our tokeniser's tokens (ids mapped through one vocabulary, as bm25s does for
+    tokens; streaming keeps one token list in memory at a time), and the papers' ids."""
+    import bm25s
+
+    from retrieval.text import tokenise
+
+    vocab: dict[str, int] = {}
+    doc_ids: list[list[int]] = []
+    ids: list[str] = []
+    start = time.perf_counter()
+    for pid, title, abstract in read_docs(corpus):
+        ids.append(pid)
+        doc_ids.append([vocab.setdefault(t, len(vocab)) for t in tokenise(f"{title} {abstract}")])
+    tokenise_seconds = time.perf_counter() - start
+    retriever = bm25s.BM25(k1=K1, b=B, method="lucene", dtype=dtype)
+    retriever.index((doc_ids, vocab), show_progress=False)
+    del doc_ids
+    return retriever, ids, tokenise_seconds
+
+
+def bm25s_build(corpus: Path, index: Path) -> dict:
+    _fresh(index)
+    with_corpus = index.with_name(index.name + "-with-corpus")
+    _fresh(with_corpus)
+    start = time.perf_counter()
+    retriever, ids, tokenise_seconds = _bm25s_index(corpus, "float32")
+    retriever.save(index, show_progress=False)
+    seconds = time.perf_counter() - start
+    rss = peak_rss_mib()
+    (index.parent / f"{index.name}.ids.json").write_text(json.dumps(ids))  # id of each row, outside save()'s dir
+    docs = ({"id": pid, "title": t, "abstract": a} for pid, t, a in read_docs(corpus))
+    retriever.save(with_corpus, corpus=docs, show_progress=False)
+    return {"build_seconds": seconds, "tokenise_seconds": tokenise_seconds, "papers": len(ids),
+            "build_rss_mib": rss, "size_bytes": path_bytes(index),
+            "size_with_texts_bytes": path_bytes(with_corpus)}  # fmt: skip
+
+
+def bm25s_query(index: Path, queries: list[str]) -> dict:
+    import bm25s
+
+    from retrieval.text import tokenise
+
+    retriever = bm25s.BM25.load(index)
+    ids = json.loads((index.parent / f"{index.name}.ids.json").read_text())
+
+    def search(q: str) -> list[tuple[str, float]]:
+        docs, scores = retriever.retrieve([tokenise(q)], k=TOP_K, show_progress=False, n_threads=0)
+        return [(ids[d], s * (K1 + 1)) for d, s in zip(docs[0].tolist(), scores[0].tolist(), strict=False) if s > 0]
+
+    seconds, results = _timed_queries(search, queries)
+    return {"seconds": seconds, "top": _tops(results), "query_rss_mib": peak_rss_mib()}
+
+
+def bm25s_exact(corpus: Path, queries: list[str], reference: Path) -> dict:
+    """Float64 bm25s: each query's full score vector times (k1 + 1), its top 10 under our tie rule, and the
+    score it gives each paper of our top 10."""
+    from retrieval.text import tokenise
+
+    retriever, ids, _ = _bm25s_index(corpus, "float64")
+    row = {pid: i for i, pid in enumerate(ids)}
+    ours = json.loads(reference.read_text())
+    out = []
+    for q, our_top in zip(queries, ours, strict=False):
+        tokens = [t for t in tokenise(q) if t in retriever.vocab_dict]
+        if not tokens:
+            out.append({"top": [], "at_ours": {}})
+            continue
+        scores = retriever.get_scores(tokens) * (K1 + 1)
+        at_ours = {pid: float(scores[row[pid]]) if pid in row else None for pid, _ in our_top}
+        out.append({"top": [[pid, s] for pid, s in _top_by_rule(scores, ids)], "at_ours": at_ours})
+    return {"queries": out, "rss_mib": peak_rss_mib()}
+
+
+# -- SQLite FTS5 ---------------------------------------------------------------------------------------------
+FTS5_SCHEMA = "CREATE VIRTUAL TABLE docs USING fts5(pid UNINDEXED, body, tokenize = 'unicode61 remove_diacritics 0')"
+FTS5_QUERY = "SELECT pid, rank FROM docs WHERE docs MATCH ? ORDER BY rank LIMIT 10"
+
+
+def fts5_match(tokens: list[str]) -> str:
+    """Our tokens as an OR of quoted terms (a repeated token repeats its phrase, as ours counts it twice)."""
+    return " OR ".join(f'"{t}"' for t in tokens)
+
+
+def fts5_build(corpus: Path, index: Path) -> dict:
+    import sqlite3
+
+    _fresh(index)
+    start = time.perf_counter()
+    conn = sqlite3.connect(index)
+    conn.execute(FTS5_SCHEMA)
+    with conn:
+        conn.executemany(
+            "INSERT INTO docs(pid, body) VALUES (?, ?)", ((p, f"{t} {a}") for p, t, a in read_docs(corpus))
+        )
+    with conn:
+        conn.execute("INSERT INTO docs(docs) VALUES ('optimize')")
+    conn.close()
+    seconds = time.perf_counter() - start
+    return {"build_seconds": seconds, "build_rss_mib": peak_rss_mib(), "size_bytes": path_bytes(index),
+            "size_with_texts_bytes": path_bytes(index)}  # fmt: skip
+
+
+def fts5_query(index: Path, queries: list[str]) -> dict:
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
+
+    def search(q: str) -> list[tuple[str, float]]:
+        tokens = _TOKEN.findall(q.lower())
+        return [(pid, -rank) for pid, rank in conn.execute(FTS5_QUERY, (fts5_match(tokens),))]
+
+    seconds, results = _timed_queries(search, queries)
+    return {"seconds": seconds, "top": _tops(results), "query_rss_mib": peak_rss_mib()}
+
+
+# -- tantivy -------------------------------------------------------------------------------------------------
+def tantivy_build(corpus: Path, index: Path) -> dict:
+    import tantivy
+
+    _fresh(index)
+    index.mkdir(parents=True)
+    start = time.perf_counter()
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("pid", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("body", stored=True)  # the default tokenizer; stored, as our file holds the texts
+    idx = tantivy.Index(builder.build(), path=str(index))
+    writer = idx.writer()  # default heap and threads (0: tantivy picks, here both cores)
+    for pid, title, abstract in read_docs(corpus):
+        writer.add_document(tantivy.Document(pid=pid, body=f"{title} {abstract}"))
+    writer.commit()
+    writer.wait_merging_threads()
+    idx.reload()
+    seconds = time.perf_counter() - start
+    return {"build_seconds": seconds, "build_rss_mib": peak_rss_mib(), "size_bytes": path_bytes(index),
+            "size_with_texts_bytes": path_bytes(index), "segments": len(list(index.glob("*.idx")))}  # fmt: skip
+
+
+def tantivy_query(index: Path, queries: list[str]) -> dict:
+    import tantivy
+
+    idx = tantivy.Index.open(str(index))
+    schema, searcher = idx.schema, idx.searcher()
+
+    def search(q: str) -> list[tuple[str, float]]:
+        terms = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "body", t)) for t in _TOKEN.findall(q.lower())]
+        hits = searcher.search(tantivy.Query.boolean_query(terms), TOP_K, count=False).hits
+        return [(searcher.doc(addr)["pid"][0], score) for score, addr in hits]
+
+    seconds, results = _timed_queries(search, queries)
+    return {"seconds": seconds, "top": _tops(results), "query_rss_mib": peak_rss_mib()}
+
+
+# -- rank_bm25 (in memory only) ------------------------------------------------------------------------------
+def rank_bm25_run(corpus: Path, queries: list[str]) -> dict:
+    """Build and query in one process: rank_bm25 has no index format. Tokens are interned (one string object
+    per distinct term) to spare its per-document dicts; the corpus is streamed into its constructor."""
+    import numpy as np
+    from rank_bm25 import BM25Okapi
+
+    from retrieval.text import tokenise
+
+    ids: list[str] = []
+
+    def docs() -> Iterator[list[str]]:
+        for pid, title, abstract in read_docs(corpus):
+            ids.append(pid)
+            yield [sys.intern(t) for t in tokenise(f"{title} {abstract}")]
+
+    start = time.perf_counter()
+    bm25 = BM25Okapi(docs(), k1=K1, b=B)
+    build_seconds = time.perf_counter() - start
+    build_rss = peak_rss_mib()
+
+    def search(q: str) -> list[tuple[str, float]]:
+        scores = bm25.get_scores(tokenise(q))
+        top = np.argpartition(-scores, TOP_K)[:TOP_K] if len(scores) > TOP_K else np.arange(len(scores))
+        hits = sorted(((ids[i], float(scores[i])) for i in top.tolist()), key=lambda h: (-h[1], h[0]))
+        return [h for h in hits if h[1] > 0]
+
+    seconds, results = _timed_queries(search, queries)
+    return {"build_seconds": build_seconds, "build_rss_mib": build_rss, "papers": len(ids), "seconds": seconds,
+            "top": _tops(results), "query_rss_mib": peak_rss_mib()}  # fmt: skip
+
+
+# -- cold start: a fresh interpreter, timed from just before its spawn to its first answer ------------------
+# argv: t0 (the parent's perf_counter just before the spawn; CLOCK_MONOTONIC is system-wide on Linux), index, query
+_COLD_HEAD = "import sys, time\nt_in = time.perf_counter()\n"
+_COLD_TAIL = """
+t_out = time.perf_counter()
+import json, resource
+hwm = [int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")]
+maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"spawn_to_answer": t_out - float(sys.argv[1]), "in_process": t_out - t_in, "hits": len(hits),
+                  "rss_mib": hwm[0] / 1024, "ru_maxrss_mib": maxrss}))
+"""
+COLD_CODE = {
+    "retrieval": """
+from pathlib import Path
+from retrieval.search.lexical import BM25Index
+from retrieval.store.database import connect
+hits = BM25Index(connect(Path(sys.argv[2]))).search(sys.argv[3], top_k=10)
+""",
+    "retrieval-full": """
+from retrieval import RetrievalClient
+hits = RetrievalClient(db=sys.argv[2]).search(sys.argv[3], full=False, limit=10).ranked
+""",
+    "bm25s": """
+import json, re
+from pathlib import Path
+import bm25s
+retriever = bm25s.BM25.load(sys.argv[2])
+ids = json.loads((Path(sys.argv[2]).parent / (Path(sys.argv[2]).name + ".ids.json")).read_text())
+docs, scores = retriever.retrieve([re.findall(r"[^\\W_]+", sys.argv[3].lower())], k=10, show_progress=False)
+hits = [ids[d] for d in docs[0].tolist()]
+""",
+    "fts5": """
+import re, sqlite3
+conn = sqlite3.connect("file:" + sys.argv[2] + "?mode=ro", uri=True)
+match = " OR ".join('"' + t + '"' for t in re.findall(r"[^\\W_]+", sys.argv[3].lower()))
+hits = conn.execute("SELECT pid, rank FROM docs WHERE docs MATCH ? ORDER BY rank LIMIT 10", (match,)).fetchall()
+""",
+    "tantivy": """
+import re
+import tantivy
+index = tantivy.Index.open(sys.argv[2])
+searcher = index.searcher()
+query = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(index.schema, "body", t))
+                                     for t in re.findall(r"[^\\W_]+", sys.argv[3].lower())])
+hits = [searcher.doc(a)["pid"][0] for _, a in searcher.search(query, 10, count=False).hits]
+""",
+    "python": "\nhits = []\n",  # the interpreter alone: the floor under every cold figure
+}
+
+
+def cold_code(engine: str) -> str:
+    return _COLD_HEAD + COLD_CODE[engine] + _COLD_TAIL
+
+
+# -- the worker's entry point --------------------------------------------------------------------------------
+def worker_main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="scale.py --worker")
+    parser.add_argument("engine", choices=ENGINES)
+    parser.add_argument("mode", choices=("build", "query", "run", "exact"))
+    parser.add_argument("--corpus", type=Path)
+    parser.add_argument("--index", type=Path)
+    parser.add_argument("--queries", type=Path)
+    parser.add_argument("--limit", type=int, default=None, help="time only the first N queries")
+    parser.add_argument("--reference", type=Path, help="our top-10 lists (exact mode)")
+    parser.add_argument("--mem-cap-gb", type=float, default=None, help="address-space cap (RLIMIT_AS)")
+    args = parser.parse_args(argv)
+    if args.mem_cap_gb:
+        cap = int(args.mem_cap_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    queries = []
+    if args.queries:
+        queries = [q["text"] for q in json.loads(args.queries.read_text())["queries"]][: args.limit]
+    fn = {
+        ("retrieval", "build"): lambda: retrieval_build(args.corpus, args.index),
+        ("retrieval", "query"): lambda: retrieval_query(args.index, queries),
+        ("bm25s", "build"): lambda: bm25s_build(args.corpus, args.index),
+        ("bm25s", "query"): lambda: bm25s_query(args.index, queries),
+        ("bm25s", "exact"): lambda: bm25s_exact(args.corpus, queries, args.reference),
+        ("fts5", "build"): lambda: fts5_build(args.corpus, args.index),
+        ("fts5", "query"): lambda: fts5_query(args.index, queries),
+        ("tantivy", "build"): lambda: tantivy_build(args.corpus, args.index),
+        ("tantivy", "query"): lambda: tantivy_query(args.index, queries),
+        ("rank_bm25", "run"): lambda: rank_bm25_run(args.corpus, queries),
+    }.get((args.engine, args.mode))
+    if fn is None:
+        sys.exit(f"no mode {args.mode!r} for engine {args.engine!r}")
+    try:
+        result = {"status": "ok", **fn()}
+    except MemoryError:
+        result = {"status": "failed", "reason": f"MemoryError (address space capped at {args.mem_cap_gb} GiB)",
+                  "rss_mib": peak_rss_mib()}  # fmt: skip
+    result.setdefault("pid", os.getpid())
+    sys.stdout.write("\n" + json.dumps(result) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,62 @@
+"""The BM25 variant this index computes, in one place: the SQL of the lexical pass and the writer's impacts
+both follow these definitions.
+
+Okapi BM25 with Lucene's idf (the +1 inside the log keeps it positive)::
+
+    idf(t)     = ln(1 + (N - df + 0.5) / (df + 0.5))
+    tf_norm    = f * (k1 + 1) / (f + k1 * (1 - b + b * dl / avgdl))
+    score(d,q) = sum over the query's tokens of idf(t) * tf_norm(t, d)
+
+with k1 = 1.5 and b = 0.75 (recorded in the index). ``impact`` is ``ceil(IMPACT_SCALE * tf_norm)`` at the
+average length of the moment a posting was written: an integer upper bound used only to prune (never to score).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+K1 = 1.5
+B = 0.75
+#: Impacts are stored in thousandths of tf_norm (which lies in (0, k1 + 1)), so they fit in two bytes.
+IMPACT_SCALE = 1000
+#: Postings with at least this impact (tf_norm >= 1.25: in practice a term repeated in a paper, or a short paper)
+#: are a term's *head*, which a partial index reads best first. Fixed by the schema (migration 0004).
+HEAD_IMPACT = 1250
+# Relative slack on every bound, so that rounding in floating point never prunes a paper that ties.
+BOUND_SLACK = 1e-9
+
+
+def idf(n_papers: int, df: int) -> float:
+    """Lucene's BM25 idf: ``ln(1 + (N - df + 0.5) / (df + 0.5))``."""
+    return math.log(1.0 + (n_papers - df + 0.5) / (df + 0.5))
+
+
+def tf_norm(count: int, length: int, avgdl: float, k1: float = K1, b: float = B) -> float:
+    """The term-frequency factor ``f * (k1 + 1) / (f + k1 * (1 - b + b * dl / avgdl))``."""
+    return count * (k1 + 1.0) / (count + k1 * (1.0 - b + b * length / avgdl))
+
+
+def impact(count: int, length: int, avgdl: float, k1: float = K1, b: float = B) -> int:
+    """``ceil(IMPACT_SCALE * tf_norm)``: what ``term_freq.impact`` holds for a posting written at ``avgdl``."""
+    return math.ceil(IMPACT_SCALE * tf_norm(count, length, avgdl, k1, b))
+
+
+def impacts(counts: np.ndarray, lengths: np.ndarray, avgdl: float, k1: float = K1, b: float = B) -> np.ndarray:
+    """``impact`` for arrays of counts and document lengths (the bulk build's vectorised form)."""
+    counts = counts.astype(np.float64)
+    norm = counts * (k1 + 1.0) / (counts + k1 * (1.0 - b + b * lengths.astype(np.float64) / avgdl))
+    return np.ceil(IMPACT_SCALE * norm).astype(np.int64)
+
+
+def drift(avgdl_now: float, avgdl_impacts: float) -> float:
+    """How much larger tf_norm can be now than when impacts were written: ``max(1, avgdl_now / avgdl_impacts)``.
+
+    tf_norm grows with avgdl, and the ratio of its denominators at two averages is at most the ratio of the
+    averages, so ``tf_norm(now) <= drift * tf_norm(then) <= drift * impact / IMPACT_SCALE``: after papers are
+    added or removed the stored impacts are still bounds once multiplied by this factor.
+    """
+    if avgdl_impacts <= 0:
+        return 1.0
+    return max(1.0, avgdl_now / avgdl_impacts)

@@ -1,0 +1,189 @@
+"""The pruned top k is exact: equal to the exhaustive aggregation and to the plain-Python reference, before and
+after adds and removes move avgdl away from the average the impacts were written at; and the bulk build (in one
+process or with workers) writes what the row-by-row writer writes."""
+
+import math
+import random
+import sqlite3
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference import ReferenceBM25, close
+
+from retrieval import Paper, RetrievalClient, add_papers, build_index, remove_papers
+from retrieval.bm25 import HEAD_IMPACT, drift, impact, impacts, tf_norm
+from retrieval.search.lexical import NEVER, QueryTerm, choose_min_impacts
+from retrieval.store import bulk
+from retrieval.store.database import migrate
+from retrieval.store.writer import IndexWriter, WriteSummary
+
+# A Zipf-like vocabulary: a few words in most papers, many in few, so queries mix common and rare terms.
+VOCAB = [f"w{i}" for i in range(60)]
+WEIGHTS = [1.0 / (i + 1) for i in range(60)]
+
+
+def random_paper(rng: random.Random, pid: str, length: tuple[int, int] = (3, 40)) -> Paper:
+    words = rng.choices(VOCAB, weights=WEIGHTS, k=rng.randint(*length))
+    return Paper(pid, " ".join(words[:3]), " ".join(words[3:]), year=2000 + rng.randint(0, 20), source="t")
+
+
+def check_exact(db, papers: dict[str, Paper], queries: list[str], ks=(1, 3, 10, 25)) -> None:
+    ref = ReferenceBM25({pid: p.text for pid, p in papers.items()})
+    with RetrievalClient(db=db) as client:
+        for query in queries:
+            for k in ks:
+                pruned = client.lexical.search(query, k)
+                full = client.lexical.search(query, k, exhaustive=True)
+                expected = ref.top(query, k)
+                assert [p for p, _ in pruned] == [p for p, _ in expected] == [p for p, _ in full], (query, k)
+                for (_, a), (_, b), (_, c) in zip(pruned, expected, full, strict=True):
+                    assert close(a, b) and close(c, b), (query, k, a, b, c)
+
+
+def queries_for(rng: random.Random, n: int = 12) -> list[str]:
+    return [" ".join(rng.choices(VOCAB, k=rng.randint(1, 6))) for _ in range(n)]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 10_000))
+def test_pruned_top_k_equals_exhaustive_and_reference(tmp_path, seed):
+    rng = random.Random(seed)
+    papers = {f"p{i:03d}": random_paper(rng, f"p{i:03d}") for i in range(rng.randint(5, 120))}
+    db = tmp_path / f"i{seed}.db"
+    build_index(papers.values(), db)
+    check_exact(db, papers, queries_for(rng))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 10_000))
+def test_pruning_stays_exact_when_adds_and_removes_move_avgdl(tmp_path, seed):
+    rng = random.Random(seed)
+    papers = {f"p{i:03d}": random_paper(rng, f"p{i:03d}", (3, 12)) for i in range(60)}
+    db = tmp_path / f"d{seed}.db"
+    build_index(papers.values(), db)
+    # Much longer papers: avgdl grows, stored impacts understate tf_norm, and only the drift factor keeps
+    # them bounds; then removes shrink df and leave max_impact above the true maximum.
+    longer = {f"x{i:03d}": random_paper(rng, f"x{i:03d}", (40, 90)) for i in range(40)}
+    add_papers(longer.values(), db)
+    papers.update(longer)
+    with sqlite3.connect(db) as conn:
+        info = dict(conn.execute("SELECT key, value FROM index_info"))
+    assert drift(float(info["avgdl"]), float(info["impact_avgdl"])) > 1.5
+    check_exact(db, papers, queries_for(rng))
+    gone = rng.sample(sorted(papers), 30)
+    remove_papers(gone, db)
+    for pid in gone:
+        del papers[pid]
+    check_exact(db, papers, queries_for(rng))
+
+
+def test_a_common_term_is_read_from_its_head_and_the_answer_is_still_exact(tmp_path):
+    # "common" is in every paper, twice in a few: the plan reads its head through the partial index only.
+    papers = {}
+    for i in range(400):
+        words = ["common"] * (3 if i % 50 == 0 else 1) + ["filler"] * (20 + i % 7) + (["rare"] if i % 40 == 0 else [])
+        papers[f"p{i:03d}"] = Paper(f"p{i:03d}", "t", " ".join(words), source="t")
+    db = tmp_path / "h.db"
+    build_index(papers.values(), db)
+    with RetrievalClient(db=db) as client:
+        _, plan = client.lexical.plan("rare common", 5)
+        by_term = {client.lexical._conn.execute("SELECT term FROM doc_freq WHERE term_id = ?", (t,)).fetchone()[0]: m
+                   for t, m in plan.min_impacts.items()}  # fmt: skip
+    assert plan.theta > 0
+    assert by_term["rare"] == 0 and by_term["common"] >= HEAD_IMPACT
+    check_exact(db, papers, ["rare common", "common", "common rare rare", "filler common"])
+
+
+def test_choose_min_impacts_keeps_the_unread_bound_below_theta():
+    terms = [QueryTerm(1, 10, 8.0, 2000, 1e-3), QueryTerm(2, 5000, 1.0, 2400, 1e-3), QueryTerm(3, 900, 3.0, 1100, 1e-3)]
+    for theta in (0.0, 0.5, 3.0, 9.0, 20.0, 60.0):
+        chosen = choose_min_impacts(terms, theta)
+        unread = sum(t.below(chosen[t.term_id]) for t in terms)
+        assert theta == 0 and set(chosen.values()) == {0} or unread < theta
+    # With a high threshold the rare, heavy term is read whole and the common one not at all.
+    chosen = choose_min_impacts(terms, 9.0)
+    assert chosen[1] == 0 and chosen[2] in (HEAD_IMPACT, NEVER)
+
+
+@given(st.integers(1, 50), st.integers(1, 2000), st.floats(20, 400), st.floats(20, 400))
+def test_impacts_bound_tf_norm_under_any_later_average(count, length, then, now):
+    stored = impact(count, length, then)
+    assert tf_norm(count, length, then) <= stored / 1000
+    assert tf_norm(count, length, now) <= drift(now, then) * stored / 1000 * (1 + 1e-12)
+    assert impacts(np.array([count]), np.array([length]), then)[0] == stored
+
+
+def _tables(db):
+    with sqlite3.connect(db) as conn:
+        return {
+            table: conn.execute(sql).fetchall()
+            for table, sql in {
+                "term_counts": "SELECT term, paper_id, count, impact FROM term_counts ORDER BY term, paper_id",
+                "term_freq": "SELECT term_id, doc_id, count, length, impact FROM term_freq ORDER BY 1, 2",
+                "doc_freq": "SELECT term_id, term, df, max_impact FROM doc_freq ORDER BY term_id",
+                "doc_len": "SELECT doc_id, paper_id, length FROM doc_len ORDER BY doc_id",
+                "citations": "SELECT * FROM citations ORDER BY 1, 2",
+                "papers": "SELECT * FROM papers ORDER BY id",
+            }.items()
+        }
+
+
+def test_bulk_build_with_workers_writes_the_same_index(tmp_path, monkeypatch):
+    rng = random.Random(3)
+    papers = [random_paper(rng, f"p{i:04d}") for i in range(900)]
+    for p in papers:
+        p.references = [f"p{rng.randrange(900):04d}" for _ in range(3)] + ["elsewhere"]
+    one = build_index(papers, tmp_path / "one.db", workers=0)
+    monkeypatch.setattr(bulk, "CHUNK", 100)
+    monkeypatch.setattr(bulk, "PARALLEL_MIN_PAPERS", 200)
+    monkeypatch.setattr(bulk, "LOAD_ROWS", 1000)
+    two = build_index(papers, tmp_path / "two.db", workers=2)
+    assert _tables(tmp_path / "one.db") == _tables(tmp_path / "two.db")
+    assert (one.papers, one.postings, one.edges) == (two.papers, two.postings, two.edges)
+
+
+def test_postings_too_wide_to_pack_are_loaded_row_by_row(tmp_path):
+    db = tmp_path / "wide.db"
+    migrate(db)
+    conn = sqlite3.connect(db, isolation_level=None)
+    loader = bulk.BulkLoader(IndexWriter(conn, WriteSummary(path=str(db))), workers=0)
+    terms = np.array([1, 1, 2**40], dtype=np.int64)
+    docs = np.array([1, 2**30, 5], dtype=np.int64)
+    counts, lengths, weights = np.array([1, 2, 300]), np.array([10, 70000, 3]), np.array([900, 2499, 1])
+    loader._insert_postings(terms, docs, counts, lengths, weights)
+    rows = conn.execute("SELECT term_id, doc_id, count, length, impact FROM term_freq ORDER BY 1, 2").fetchall()
+    conn.close()
+    assert rows == [(1, 1, 1, 10, 900), (1, 2**30, 2, 70000, 2499), (2**40, 5, 300, 3, 1)]
+
+
+def test_stored_impacts_are_the_bm25_bound_of_each_posting(tmp_path):
+    rng = random.Random(11)
+    papers = [random_paper(rng, f"p{i:03d}") for i in range(80)]
+    db = tmp_path / "b.db"
+    build_index(papers, db)
+    with sqlite3.connect(db) as conn:
+        avgdl = float(conn.execute("SELECT value FROM index_info WHERE key = 'impact_avgdl'").fetchone()[0])
+        rows = conn.execute("SELECT count, length, impact FROM term_freq").fetchall()
+        maxima = conn.execute(
+            "SELECT d.max_impact, max(t.impact) FROM doc_freq AS d JOIN term_freq AS t USING (term_id) GROUP BY 1"
+        ).fetchall()
+    assert all(value == math.ceil(1000 * tf_norm(c, n, avgdl)) for c, n, value in rows)
+    assert all(stored == actual for stored, actual in maxima)
+
+
+def test_search_sql_shows_the_three_statements(tmp_path):
+    rng = random.Random(5)
+    papers = [random_paper(rng, f"p{i:03d}") for i in range(50)]
+    db = tmp_path / "s.db"
+    build_index(papers, db)
+    with RetrievalClient(db=db) as client:
+        names = [name for name, _, _ in client.lexical.statements("w1 w30", 10)]
+    assert names == ["lexical: terms", "lexical: threshold", "lexical: top-k"]
+
+
+@pytest.fixture(autouse=True)
+def _small_chunks_are_fine(monkeypatch):
+    # Builds here are small; keep them in one process unless a test asks for workers.
+    monkeypatch.setattr(bulk, "PARALLEL_MIN_PAPERS", 10**9)
