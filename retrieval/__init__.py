@@ -1,21 +1,69 @@
-"""retrieval: an embedded literature-retrieval index (BM25 in SQL plus a citation-graph walk) in one SQLite file."""
+"""retrieval: an embedded literature-retrieval index (BM25 in SQL plus a citation-graph walk) in one SQLite file.
 
-from .commands import add, build, remove, search, stats
-from .config import RetrievalConfig, resolve_db_path
-from .corpus import ArxivMockClient, Paper, SemanticScholarMockClient, build_corpus, read_jsonl, read_papers
-from .errors import (
-    ConfigError,
-    IndexNotFoundError,
-    InputError,
-    NotAnIndexError,
-    RetrievalError,
-    SchemaVersionError,
-)
-from .search import BM25Index, CitationGraph, RankedPaper, RetrievalClient, RetrievalResult, build_client
-from .store import WriteSummary, add_papers, build_index, remove_papers
-from .text import tokenise
+Names are imported on first use (PEP 562), so a process that only searches does not pay for the build's
+imports."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .commands import add, build, remove, search, stats
+    from .config import RetrievalConfig, resolve_db_path
+    from .corpus.jsonl import read_jsonl, read_papers
+    from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus
+    from .corpus.paper import Paper
+    from .errors import ConfigError, IndexNotFoundError, InputError, NotAnIndexError, RetrievalError, SchemaVersionError
+    from .search.graph import CitationGraph
+    from .search.lexical import BM25Index
+    from .search.merge import RankedPaper, RetrievalClient, RetrievalResult, build_client
+    from .store.writer import WriteSummary, add_papers, build_index, remove_papers
+    from .text import tokenise
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "ArxivMockClient": ".corpus.mock",
+    "BM25Index": ".search.lexical",
+    "CitationGraph": ".search.graph",
+    "ConfigError": ".errors",
+    "IndexNotFoundError": ".errors",
+    "InputError": ".errors",
+    "NotAnIndexError": ".errors",
+    "Paper": ".corpus.paper",
+    "RankedPaper": ".search.merge",
+    "RetrievalClient": ".search.merge",
+    "RetrievalConfig": ".config",
+    "RetrievalError": ".errors",
+    "RetrievalResult": ".search.merge",
+    "SchemaVersionError": ".errors",
+    "SemanticScholarMockClient": ".corpus.mock",
+    "WriteSummary": ".store.writer",
+    "add": ".commands",
+    "add_papers": ".store.writer",
+    "build": ".commands",
+    "build_client": ".search.merge",
+    "build_corpus": ".corpus.mock",
+    "build_index": ".store.writer",
+    "read_jsonl": ".corpus.jsonl",
+    "read_papers": ".corpus.jsonl",
+    "remove": ".commands",
+    "remove_papers": ".store.writer",
+    "resolve_db_path": ".config",
+    "search": ".commands",
+    "stats": ".commands",
+    "tokenise": ".text",
+}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_EXPORTS[name], __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ArxivMockClient",

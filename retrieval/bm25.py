@@ -14,8 +14,10 @@ average length of the moment a posting was written: an integer upper bound used 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported by the build only: a query process starts faster without it
+    import numpy as np
 
 K1 = 1.5
 B = 0.75
@@ -45,6 +47,8 @@ def impact(count: int, length: int, avgdl: float, k1: float = K1, b: float = B) 
 
 def impacts(counts: np.ndarray, lengths: np.ndarray, avgdl: float, k1: float = K1, b: float = B) -> np.ndarray:
     """``impact`` for arrays of counts and document lengths (the bulk build's vectorised form)."""
+    import numpy as np
+
     counts = counts.astype(np.float64)
     norm = counts * (k1 + 1.0) / (counts + k1 * (1.0 - b + b * lengths.astype(np.float64) / avgdl))
     return np.ceil(IMPACT_SCALE * norm).astype(np.int64)

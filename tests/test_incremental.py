@@ -59,6 +59,7 @@ def snapshot(db) -> dict:
             "doc_freq": rows("SELECT term, df FROM doc_freq"),
             "term_counts": rows("SELECT term, paper_id, count FROM term_counts"),
             "doc_len": rows("SELECT paper_id, length FROM doc_len"),
+            "cited_counts": rows("SELECT paper_id, cited_by FROM cited_counts"),
             "info": {k: info.get(k) for k in ("n_papers", "total_tokens", "avgdl", "min_year", "max_year")},
         }
 

@@ -8,8 +8,9 @@ Create Date: 2026-11-29 00:00:00
 and length; ``term_freq`` is keyed by ``(term_id, doc_id)`` and carries the paper's length (so scoring a posting
 needs no lookup) and ``impact``, an upper bound (in thousandths) of the posting's BM25 term-frequency factor at the
 average length recorded as ``impact_avgdl``; a partial index reads the postings with impact >= 1250 by impact;
-``doc_freq`` carries each term's largest impact. Scores are still computed exactly from ``count`` and ``length``:
-impacts only let a query skip papers that provably cannot reach its top k.
+``doc_freq`` carries each term's largest impact; ``cited_counts`` keeps each paper's in-degree. Scores are
+still computed exactly from ``count`` and ``length``: impacts only let a query skip papers that provably cannot
+reach its top k.
 """
 
 from __future__ import annotations
@@ -106,6 +107,16 @@ def upgrade() -> None:
         "coalesce((SELECT max(t.impact) FROM term_freq AS t WHERE t.term_id = doc_freq.term_id), 0)"
     )
     op.execute("INSERT INTO index_info (key, value) SELECT 'impact_avgdl', value FROM index_info WHERE key = 'avgdl'")
+    op.create_table(
+        "cited_counts",
+        sa.Column("paper_id", sa.Text(), nullable=False),
+        sa.Column("cited_by", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("paper_id", name=op.f("pk_cited_counts")),
+        sqlite_with_rowid=False,
+    )
+    op.execute(
+        "INSERT INTO cited_counts (paper_id, cited_by) SELECT cited_id, count(*) FROM citations GROUP BY cited_id"
+    )
     op.execute(TERM_COUNTS_VIEW)
     op.execute("UPDATE index_info SET value = '0004' WHERE key = 'schema_revision'")
 
@@ -114,6 +125,7 @@ def downgrade() -> None:
     op.execute("UPDATE index_info SET value = '0003' WHERE key = 'schema_revision'")
     op.execute("DELETE FROM index_info WHERE key = 'impact_avgdl'")
     op.execute("DROP VIEW IF EXISTS term_counts")
+    op.drop_table("cited_counts")
     with op.batch_alter_table("doc_freq") as batch:
         batch.drop_column("max_impact")
     op.drop_index("ix_term_freq_head", table_name="term_freq")

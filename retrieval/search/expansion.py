@@ -126,7 +126,7 @@ ranked AS (
            row_number() OVER (
                PARTITION BY e.source
                ORDER BY e.weight DESC,
-                        (SELECT count(*) FROM citations AS ic WHERE ic.cited_id = e.paper_id) DESC,
+                        coalesce((SELECT n.cited_by FROM cited_counts AS n WHERE n.paper_id = e.paper_id), 0) DESC,
                         e.paper_id
            ) AS position
     FROM edges AS e

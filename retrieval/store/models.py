@@ -66,6 +66,18 @@ class Citation(Base):
     listed_by_cited: Mapped[bool] = mapped_column(Boolean, server_default=false())
 
 
+class CitedCount(Base):
+    """How many citation rows name a paper as cited (whether or not the citing paper is in the corpus): the
+    in-degree that orders a hub's neighbours in the graph pass, kept by the writer rather than counted per query.
+    Ids outside the corpus are counted too, so a paper added later finds its count already right."""
+
+    __tablename__ = "cited_counts"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    paper_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    cited_by: Mapped[int] = mapped_column(Integer)
+
+
 class FieldSource(Base):
     """Which source supplied a field of a paper, where the record was merged from several sources."""
 

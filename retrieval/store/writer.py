@@ -25,7 +25,6 @@ from ..bm25 import K1, B, impact
 from ..corpus.paper import Paper
 from ..errors import RetrievalError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION, tokenise
-from .bulk import BulkLoader
 from .database import HEAD_REVISION, check_index, connect, edge_counts, migrate
 
 _BATCH = 2000
@@ -88,6 +87,16 @@ ADD_DF = "UPDATE doc_freq SET df = df + ? WHERE term_id = ?"
 ADD_DF_IMPACT = "UPDATE doc_freq SET df = df + ?, max_impact = max(max_impact, ?) WHERE term_id = ?"
 INSERT_TERM_FREQ = "INSERT INTO term_freq (term_id, doc_id, count, length, impact) VALUES (?, ?, ?, ?, ?)"
 INSERT_DOC_LEN = "INSERT INTO doc_len (doc_id, paper_id, length) VALUES (?, ?, ?)"
+
+# In-degrees of the given cited ids, recounted after their citation rows changed.
+RECOUNT_STATEMENTS = [
+    "DELETE FROM cited_counts WHERE paper_id IN (SELECT value FROM json_each(:ids))",
+    """INSERT INTO cited_counts (paper_id, cited_by)
+SELECT cited_id, count(*)
+FROM citations
+WHERE cited_id IN (SELECT value FROM json_each(:ids))
+GROUP BY cited_id""",
+]
 
 REMOVE_STATEMENTS = [
     "DELETE FROM doc_len WHERE paper_id IN (SELECT value FROM json_each(:ids))",
@@ -212,6 +221,7 @@ class IndexWriter:
         conn.executemany(INSERT_SOURCE, batch.sources)
         conn.executemany(UPSERT_REFERENCE, batch.references)
         conn.executemany(UPSERT_CITED_BY, batch.cited_by)
+        self._recount({cited for _, cited in batch.references} | {cited for _, cited in batch.cited_by})
         conn.executemany(INSERT_TERM, batch.new_terms)
         conn.executemany(
             ADD_DF_IMPACT,
@@ -254,9 +264,24 @@ class IndexWriter:
         for _, term in gone:
             del self.vocabulary[term]
         params = {"ids": json.dumps([row[0] for row in rows])}
+        touched = [
+            cited
+            for (cited,) in conn.execute(
+                "SELECT DISTINCT cited_id FROM citations WHERE citing_id IN (SELECT value FROM json_each(:ids)) "
+                "OR cited_id IN (SELECT value FROM json_each(:ids))",
+                params,
+            )
+        ]
         for statement in REMOVE_STATEMENTS:
             conn.execute(statement, params)
+        self._recount(touched)
         self.summary.removed += len(rows)
+
+    def _recount(self, cited_ids) -> None:
+        if cited_ids:
+            params = {"ids": json.dumps(sorted(cited_ids))}
+            for statement in RECOUNT_STATEMENTS:
+                self.conn.execute(statement, params)
 
     # -- statistics -----------------------------------------------------------------------------------------
     def finish(self, extra: dict | None = None, count_edges: bool = False) -> None:
@@ -325,6 +350,8 @@ def build_index(
             conn.execute("PRAGMA journal_mode = OFF")
             conn.execute("PRAGMA synchronous = OFF")
             conn.execute("BEGIN")
+            from .bulk import BulkLoader  # numpy and multiprocessing: loaded by a build only
+
             writer = IndexWriter(conn, summary)
             BulkLoader(writer, workers).load(papers, progress=progress)
             mark = time.perf_counter()
