@@ -187,3 +187,17 @@ def test_search_sql_shows_the_three_statements(tmp_path):
 def _small_chunks_are_fine(monkeypatch):
     # Builds here are small; keep them in one process unless a test asks for workers.
     monkeypatch.setattr(bulk, "PARALLEL_MIN_PAPERS", 10**9)
+
+
+def test_a_whole_abstract_as_the_query_runs_the_plain_aggregation_and_is_exact(tmp_path):
+    rng = random.Random(21)
+    papers = {f"p{i:03d}": random_paper(rng, f"p{i:03d}") for i in range(150)}
+    db = tmp_path / "long.db"
+    build_index(papers.values(), db)
+    query = " ".join(rng.sample(VOCAB, 40))
+    with RetrievalClient(db=db) as client:
+        _, plan = client.lexical.plan(query, 10)
+        names = [name for name, _, _ in client.lexical.statements(query, 10)]
+    assert not plan.pruned and not plan.thresholded
+    assert names == ["lexical: terms", "lexical: top-k (plain aggregation)"]
+    check_exact(db, papers, [query])

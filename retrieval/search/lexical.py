@@ -197,6 +197,10 @@ SCAN_SEED_MAX_DF = 4096
 HEAD_SHARE = 0.2
 #: ``min_impact`` of a term whose postings are only looked up, never read (above any impact).
 NEVER = 1 << 30
+#: Queries with more distinct indexed terms than this run the plain aggregation without planning.
+MAX_PRUNED_TERMS = 24
+#: A primary-key lookup of one unread term for one kept paper, in units of one posting read and grouped.
+LOOKUP_COST = 0.5
 
 
 @dataclass(frozen=True)
@@ -228,9 +232,20 @@ class Plan:
     theta: float
     min_impacts: dict[int, int]
     min_partial: float
+    pruned: bool = True  # False: the plain aggregation is expected to be cheaper, and runs instead
+    thresholded: bool = True  # False: too many terms to plan, THRESHOLD_SQL did not run
+
+    @property
+    def sql(self) -> str:
+        return TOP_K_SQL if self.pruned else EXHAUSTIVE_SQL
 
     def to_dict(self) -> dict:
-        return {"theta": self.theta, "min_impacts": self.min_impacts, "min_partial": self.min_partial}
+        return {
+            "theta": self.theta,
+            "min_impacts": self.min_impacts,
+            "min_partial": self.min_partial,
+            "pruned": self.pruned,
+        }
 
 
 def choose_min_impacts(terms: list[QueryTerm], theta: float) -> dict[int, int]:
@@ -313,11 +328,18 @@ class BM25Index:
         qterms = self._terms(params, terms)
         if not qterms or top_k <= 0:
             return params, None
+        if len(qterms) > MAX_PRUNED_TERMS:  # a whole abstract as the query: nearly every list is read anyway
+            return params, Plan(0.0, dict.fromkeys((t.term_id for t in qterms), 0), float("-inf"), False, False)
         row = self._conn.execute(THRESHOLD_SQL, {**params, **self._seeds(qterms, top_k)}).fetchone()
         theta = row[0] * (1.0 - BOUND_SLACK) if row else 0.0
         min_impacts = choose_min_impacts(qterms, theta)
         unread = sum(t.below(min_impacts[t.term_id]) for t in qterms)
-        plan = Plan(theta, min_impacts, theta - unread if theta > 0 else float("-inf"))
+        # Rough costs in postings handled: the pruned statement reads some lists and looks the other terms up
+        # for each paper it keeps; the plain aggregation reads every list once.
+        read = sum(t.cost(min_impacts[t.term_id]) for t in qterms)
+        looked_up = sum(1 for t in qterms if min_impacts[t.term_id] > 0)
+        pruned = read * (1.0 + LOOKUP_COST * looked_up) < sum(t.df for t in qterms)
+        plan = Plan(theta, min_impacts, theta - unread if theta > 0 else float("-inf"), pruned)
         params["plan"] = json.dumps(sorted(min_impacts.items()))
         params["min_partial"] = plan.min_partial
         return params, plan
@@ -327,21 +349,18 @@ class BM25Index:
         params, plan = self.plan(query, top_k)
         if plan is None:
             return [("lexical: terms", TERMS_SQL, {"query_terms": params["query_terms"]})]
-        return [
-            ("lexical: terms", TERMS_SQL, {"query_terms": params["query_terms"]}),
-            (
-                "lexical: threshold",
-                THRESHOLD_SQL,
-                {**params, **self._seeds(self._terms(params, tokenise(query)), top_k)},
-            ),
-            ("lexical: top-k", TOP_K_SQL, params),
-        ]
+        statements = [("lexical: terms", TERMS_SQL, {"query_terms": params["query_terms"]})]
+        if plan.thresholded:
+            seeds = self._seeds(self._terms(params, tokenise(query)), top_k)
+            statements.append(("lexical: threshold", THRESHOLD_SQL, {**params, **seeds}))
+        name = "lexical: top-k" if plan.pruned else "lexical: top-k (plain aggregation)"
+        return [*statements, (name, plan.sql, params)]
 
     def search_sql(self, query: str, top_k: int = 10) -> tuple[str, dict]:
         """The ranking statement and its parameters for ``query`` (after the planning statements ran)."""
         with read_snapshot(self._conn):
-            params, _ = self.plan(query, top_k)
-        return TOP_K_SQL, params
+            params, plan = self.plan(query, top_k)
+        return (plan.sql if plan else TOP_K_SQL), params
 
     def search(self, query: str, top_k: int = 10, exhaustive: bool = False) -> list[tuple[str, float]]:
         """The top ``top_k`` ``(paper id, score)`` pairs, best first, ties by id; empty for a query with no token.
@@ -356,7 +375,7 @@ class BM25Index:
             params, plan = self.plan(query, top_k)
             if plan is None:
                 return []
-            return [(row[0], row[1]) for row in conn.execute(TOP_K_SQL, params)]
+            return [(row[0], row[1]) for row in conn.execute(plan.sql, params)]
 
     def scores_sql(self, query: str, paper_ids: list[str]) -> tuple[str, dict]:
         """The statement and parameters that score the given papers (those sharing no term are absent)."""
