@@ -383,6 +383,18 @@ def source_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+def shown(path: Path, workdir: Path) -> str:
+    """``path`` as the results record it: inside the work directory by its name there, the shared data by its
+    place beside the repository, the work directory itself with the home folder as ``~``; never a machine's
+    absolute path."""
+    path = Path(path).resolve()
+    for base, label in ((Path(workdir).resolve(), "<workdir>"), (REPO.parent.resolve(), "..")):
+        if path == base or base in path.parents:
+            return f"{label}/{path.relative_to(base)}" if path != base else label
+    home = Path.home().resolve()
+    return f"~/{path.relative_to(home)}" if home in path.parents else path.name
+
+
 def machine() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -464,7 +476,8 @@ def main() -> None:
     result: dict = {"settings": {"sizes": sizes, "hepth": args.hepth, "peers": args.peers, "queries": args.queries,
                                  "query_seed": args.query_seed, "corpus_seed": args.seed, "quick": args.quick,
                                  "cold_runs": args.cold_runs, "rank_bm25_query_cap": args.slow_queries,
-                                 "k1": peers.K1, "b": peers.B, "top_k": peers.TOP_K, "workdir": str(args.workdir),
+                                 "k1": peers.K1, "b": peers.B, "top_k": peers.TOP_K,
+                                 "workdir": shown(args.workdir, REPO),
                                  "command": " ".join(["python bench/scale.py", *sys.argv[1:]])},
                     "machine": machine(), "corpora": {}}  # fmt: skip
     jobs = [(f"synthetic-{n // 1000}K", n) for n in sizes]
@@ -531,8 +544,8 @@ def main() -> None:
                     raw[part] = r
             engines_raw[engine] = raw
         result["corpora"][label] = {
-            "corpus": str(corpus), "papers": stats["n_docs"], "terms": len(stats["df"]),
-            "tokens": stats["n_tokens"], "postings": stats["postings"], "query_file": str(qpath),
+            "corpus": shown(corpus, args.workdir), "papers": stats["n_docs"], "terms": len(stats["df"]),
+            "tokens": stats["n_tokens"], "postings": stats["postings"], "query_file": shown(qpath, args.workdir),
             "query_set": summary, "query_postings": postings, "figures": figs, "engines": engines_raw,
             "cold_python": run["cold_python"], "exactness": run.get("exactness"), "notes": notes,
             "seconds": time.perf_counter() - t,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from . import commands
-from .cli_types import hops, positive_int, relations
+from .cli_types import hops, non_negative_int, positive_int, relations
 from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalConfig
 from .corpus.jsonl import FORMATS
 from .errors import RetrievalError
@@ -47,7 +47,9 @@ def _count_lines(path: str) -> int | None:
 def _cmd_build(args: argparse.Namespace) -> int:
     total = _count_lines(args.source) if args.source else 100
     progress = _progress_bar(total)
-    summary = commands.build(db=args.db, source=args.source, progress=progress, format=args.format)
+    summary = commands.build(
+        db=args.db, source=args.source, progress=progress, format=args.format, workers=args.workers
+    )
     if progress:
         sys.stderr.write("\n")
     print(
@@ -166,6 +168,11 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build", help="index a corpus into a SQLite file")
     p.add_argument("--from", dest="source", metavar="FILE", help="corpus file (default: the built-in demo corpus)")
     p.add_argument("--format", choices=FORMATS, help=format_help)
+    p.add_argument(
+        "--workers",
+        type=non_negative_int,
+        help="processes that tokenise during the build (default: one per core, at most 2; 0 = this process only)",
+    )
     p.add_argument("--db", help=db_help)
     p.set_defaults(func=_cmd_build)
 

@@ -22,6 +22,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    value = _number(text, int, "a whole number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
 def hops(text: str) -> int:
     value = _number(text, int, "0, 1 or 2")
     if value < 0:

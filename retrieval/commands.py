@@ -29,17 +29,20 @@ def build(
     source: str | os.PathLike[str] | None = None,
     progress: Callable[[int], None] | None = None,
     format: str | None = None,
+    workers: int | None = None,
 ) -> WriteSummary:
     """Build the index at ``db`` (resolved as everywhere) from the corpus file ``source`` (``format`` jsonl,
-    openalex or s2; detected when None), or from the built-in demo corpus when ``source`` is None. Replaces an
-    existing index only when the build succeeds."""
+    openalex or s2; detected when None), or from the built-in demo corpus when ``source`` is None, with
+    ``workers`` tokenising processes (see ``build_index``). Replaces an existing index only when the build
+    succeeds."""
     path = resolve_db_path(db)
     if source is None:
         corpus = build_corpus()
         papers = merge_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus))
-        return build_index(papers, path, source=BUILTIN, progress=progress)
+        return build_index(papers, path, source=BUILTIN, progress=progress, workers=workers)
     src = _corpus_file(source)
-    return build_index((p for _, p in read_papers(src, format)), path, source=src.name, progress=progress)
+    papers = (p for _, p in read_papers(src, format))
+    return build_index(papers, path, source=src.name, progress=progress, workers=workers)
 
 
 def add(

@@ -129,3 +129,13 @@ def test_hepth_builds_and_answers_from_a_new_process(tmp_path):
     found = _cli("search", "black hole entropy", "--db", "hepth.db", "--json", cwd=tmp_path)
     assert found.returncode == 0
     assert "entropy" in json.loads(found.stdout)["results"][0]["title"].lower()
+
+
+def test_build_takes_a_number_of_workers(tmp_path, capsys):
+    db = str(tmp_path / "w.db")
+    assert main(["build", "--workers", "0", "--db", db]) == 0
+    assert "built" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["build", "--workers", "-1", "--db", db])
+    assert exit_info.value.code == 2
+    assert "expected 0 or more, got -1" in capsys.readouterr().err

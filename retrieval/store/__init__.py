@@ -1,12 +1,12 @@
 """The index file: schema (models, migrations), opening and checking it, writing it.
 
-Names are imported on first use (PEP 562), so a process that only searches does not pay for the build's
-imports."""
+Names are imported on first use (``retrieval._lazy``)."""
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .database import HEAD_REVISION, IndexStats, check_index, connect, migrate
@@ -26,12 +26,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_EXPORTS[name], __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = [

@@ -1,0 +1,22 @@
+"""Names a package exports, imported on first use (PEP 562), so that a process that only searches does not pay
+for the imports of the build (numpy, multiprocessing) or of the evaluation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import import_module
+from typing import Any
+
+
+def lazy_exports(package: str, exports: dict[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``package`` that imports ``name`` from the module ``exports[name]``
+    (relative to the package) on first access and keeps it in ``namespace``."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in exports:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(import_module(exports[name], package), name)
+        namespace[name] = value
+        return value
+
+    return __getattr__
