@@ -58,7 +58,10 @@ def main() -> None:
         with sqlite3.connect(db) as a, sqlite3.connect(full) as b:
             same = all(
                 a.execute(sql).fetchall() == b.execute(sql).fetchall()
-                for sql in ("SELECT term, df FROM doc_freq ORDER BY term", "SELECT * FROM doc_len ORDER BY paper_id")
+                for sql in (
+                    "SELECT term, df FROM doc_freq ORDER BY term",
+                    "SELECT paper_id, length FROM doc_len ORDER BY paper_id",
+                )
             )
         t_remove = _timed(lambda: remove_papers([p.id for p in extra], db))
 

@@ -201,3 +201,19 @@ def test_a_whole_abstract_as_the_query_runs_the_plain_aggregation_and_is_exact(t
     assert not plan.pruned and not plan.thresholded
     assert names == ["lexical: terms", "lexical: top-k (plain aggregation)"]
     check_exact(db, papers, [query])
+
+
+def test_a_second_threshold_sample_keeps_the_answer_exact(tmp_path, monkeypatch):
+    from retrieval.search import lexical
+
+    monkeypatch.setattr(lexical, "REFINE_ABOVE", 0)  # every plan draws the second sample
+    rng = random.Random(8)
+    papers = {f"p{i:03d}": random_paper(rng, f"p{i:03d}") for i in range(200)}
+    db = tmp_path / "r.db"
+    build_index(papers.values(), db)
+    queries = queries_for(rng, 20)
+    check_exact(db, papers, queries)
+    with RetrievalClient(db=db) as client:
+        for query in queries:
+            client.lexical.search(query, 5)
+        assert client.lexical.refined > 0

@@ -199,6 +199,10 @@ HEAD_SHARE = 0.2
 NEVER = 1 << 30
 #: Queries with more distinct indexed terms than this run the plain aggregation without planning.
 MAX_PRUNED_TERMS = 24
+#: A plan expected to read more postings than this draws a second, larger threshold sample first.
+REFINE_ABOVE = 20_000
+#: Best-impact papers per term in that second sample.
+REFINE_POOL = 256
 #: A primary-key lookup of one unread term for one kept paper, in units of one posting read and grouped.
 LOOKUP_COST = 0.5
 
@@ -288,6 +292,7 @@ class BM25Index:
     def __init__(self, conn: sqlite3.Connection, seed_pool: int = SEED_POOL) -> None:
         self._conn = conn
         self.seed_pool = seed_pool
+        self.refined = 0  # how many plans a second threshold sample changed (for benchmarks)
 
     def _params(self, terms: list[str]) -> dict:
         stats = read_stats(self._conn)
@@ -309,16 +314,22 @@ class BM25Index:
             for term, term_id, df, max_impact in self._conn.execute(TERMS_SQL, {"query_terms": params["query_terms"]})
         ]
 
-    def _seeds(self, qterms: list[QueryTerm], top_k: int) -> dict:
-        """Parameters of ``THRESHOLD_SQL``: the rarest terms, each read whole or from its head (-1: unused)."""
-        rarest = sorted(qterms, key=lambda t: (t.df, t.term_id))[:SEED_TERMS]
+    def _threshold(self, params: dict, seeds: dict) -> float:
+        """The k-th best exact score among the seed papers (0 when there are fewer than k), less the slack."""
+        row = self._conn.execute(THRESHOLD_SQL, {**params, **seeds}).fetchone()
+        return row[0] * (1.0 - BOUND_SLACK) if row and row[0] is not None else 0.0
+
+    def _seeds(self, qterms: list[QueryTerm], top_k: int, pool: int | None = None, by_cost: bool = False) -> dict:
+        """Parameters of ``THRESHOLD_SQL``: the first ``SEED_TERMS`` terms (the rarest, or as given when
+        ``by_cost``), each read whole or from its head (-1: unused), and the pool per term."""
+        rarest = (qterms if by_cost else sorted(qterms, key=lambda t: (t.df, t.term_id)))[:SEED_TERMS]
         slots = {}
         for i in range(1, SEED_TERMS + 1):
             t = rarest[i - 1] if i <= len(rarest) else None
             whole = t is not None and t.df <= SCAN_SEED_MAX_DF
             slots[f"scan_{i}"] = t.term_id if whole else -1
             slots[f"head_{i}"] = t.term_id if t is not None and not whole else -1
-        return {**slots, "seed_pool": max(self.seed_pool, top_k)}
+        return {**slots, "seed_pool": max(pool or self.seed_pool, top_k)}
 
     def plan(self, query: str, top_k: int) -> tuple[dict, Plan | None]:
         """The parameters of ``TOP_K_SQL`` for ``query``'s top ``top_k`` and the plan behind them (runs
@@ -330,9 +341,17 @@ class BM25Index:
             return params, None
         if len(qterms) > MAX_PRUNED_TERMS:  # a whole abstract as the query: nearly every list is read anyway
             return params, Plan(0.0, dict.fromkeys((t.term_id for t in qterms), 0), float("-inf"), False, False)
-        row = self._conn.execute(THRESHOLD_SQL, {**params, **self._seeds(qterms, top_k)}).fetchone()
-        theta = row[0] * (1.0 - BOUND_SLACK) if row else 0.0
+        theta = self._threshold(params, self._seeds(qterms, top_k))
         min_impacts = choose_min_impacts(qterms, theta)
+        if sum(t.cost(min_impacts[t.term_id]) for t in qterms) > REFINE_ABOVE:
+            # An expensive plan: a second, larger sample from the heads of the terms it would read raises theta
+            # (each sample's k-th score is a lower bound of the true one), and often the plan becomes cheap.
+            costly = sorted(qterms, key=lambda t: (-t.cost(min_impacts[t.term_id]), t.term_id))
+            second = self._threshold(params, self._seeds(costly, top_k, REFINE_POOL, by_cost=True))
+            if second > theta:
+                theta = second
+                min_impacts = choose_min_impacts(qterms, theta)
+                self.refined += 1
         unread = sum(t.below(min_impacts[t.term_id]) for t in qterms)
         # Rough costs in postings handled: the pruned statement reads some lists and looks the other terms up
         # for each paper it keeps; the plain aggregation reads every list once.
