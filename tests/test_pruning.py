@@ -217,3 +217,5 @@ def test_a_second_threshold_sample_keeps_the_answer_exact(tmp_path, monkeypatch)
         for query in queries:
             client.lexical.search(query, 5)
         assert client.lexical.refined > 0
+        names = [name for name, _, _ in client.lexical.statements(queries[0], 5)]
+    assert "lexical: threshold, second sample" in names

@@ -4,19 +4,23 @@ MaxScore-style pruning so that a query scores only the papers that can still rea
 The variant is defined in ``retrieval.bm25`` (Lucene's idf, k1 = 1.5, b = 0.75, read from the index; a token
 repeated in the query counts each time). N and avgdl are read in the same transaction as the postings.
 
-How a top-k query runs (three statements, all in one read transaction):
+How a top-k query runs (all statements in one read transaction):
 
-1. ``TERMS_SQL`` looks up the query's terms: id, df, largest stored impact. Each term's upper bound is
-   ``UB(t) = qtf * idf(t) * max_impact(t) / 1000 * drift``, where ``drift = max(1, avgdl / impact_avgdl)``
-   keeps stored impacts bounds after adds (see ``retrieval.bm25.drift``).
-2. ``THRESHOLD_SQL`` scores exactly the ``seed_pool`` best-impact papers of the rarest term; the k-th best of
-   those scores, ``theta``, is a lower bound of the final k-th score.
-3. ``TOP_K_SQL`` ranks. Terms whose bounds add up to less than ``theta`` (the cheapest first) are
-   *non-essential*: a paper containing only those cannot reach the top k, so only the postings of the
-   *essential* terms are scanned. A paper's partial score over them must reach ``theta`` minus the non-essential
-   bounds, and each posting of term t must carry at least ``theta - sum of the other terms' bounds`` (for one
-   essential term this skips most of its postings by their impact alone). The survivors get the non-essential
-   terms' exact contributions by primary-key lookups, and the best k are returned, ties by paper id.
+1. ``TERMS_SQL`` looks up the query's terms: id, df, largest stored impact. A posting of term t contributes at
+   most ``weight(t) * impact / 1000 * drift``, with ``weight = qtf * idf`` and ``drift = max(1, avgdl /
+   impact_avgdl)``, which keeps stored impacts bounds after adds (see ``retrieval.bm25.drift``).
+2. ``THRESHOLD_SQL`` scores exactly the best-impact papers of the rarest terms (read whole when rare, from their
+   head otherwise); the k-th best of those scores, ``theta``, is a lower bound of the final k-th score. A plan
+   that would still read many postings first draws a second, larger sample from the heads of the terms it
+   would read (each sample's k-th score is a lower bound, so the larger one is kept).
+3. ``choose_min_impacts`` decides, per term, the smallest impact read: 0 (the whole list), ``HEAD_IMPACT``
+   (its head, through the partial index ``ix_term_freq_head``) or ``NEVER`` (looked up only), greedily by
+   bound removed per posting read, until a paper none of whose read postings was found provably scores
+   below theta.
+4. ``TOP_K_SQL`` groups the read postings by paper, keeps the papers whose partial score plus the unread
+   terms' bounds can reach theta, adds the unread terms' exact contributions by primary-key lookups, and
+   returns the best k, ties by paper id. Queries with more than ``MAX_PRUNED_TERMS`` distinct terms, or whose
+   plan is expected to cost more than reading everything, run ``EXHAUSTIVE_SQL`` instead.
 
 Every paper left out provably scores below ``theta`` (bounds carry a relative slack of 1e-9 against rounding),
 so the result equals ``EXHAUSTIVE_SQL``, the plain aggregation over every posting of every query term, which
@@ -238,6 +242,7 @@ class Plan:
     min_partial: float
     pruned: bool = True  # False: the plain aggregation is expected to be cheaper, and runs instead
     thresholded: bool = True  # False: too many terms to plan, THRESHOLD_SQL did not run
+    second_sample: dict | None = None  # the seeds of a second THRESHOLD_SQL, when the plan drew one
 
     @property
     def sql(self) -> str:
@@ -343,11 +348,13 @@ class BM25Index:
             return params, Plan(0.0, dict.fromkeys((t.term_id for t in qterms), 0), float("-inf"), False, False)
         theta = self._threshold(params, self._seeds(qterms, top_k))
         min_impacts = choose_min_impacts(qterms, theta)
+        second_sample = None
         if sum(t.cost(min_impacts[t.term_id]) for t in qterms) > REFINE_ABOVE:
             # An expensive plan: a second, larger sample from the heads of the terms it would read raises theta
             # (each sample's k-th score is a lower bound of the true one), and often the plan becomes cheap.
             costly = sorted(qterms, key=lambda t: (-t.cost(min_impacts[t.term_id]), t.term_id))
-            second = self._threshold(params, self._seeds(costly, top_k, REFINE_POOL, by_cost=True))
+            second_sample = self._seeds(costly, top_k, REFINE_POOL, by_cost=True)
+            second = self._threshold(params, second_sample)
             if second > theta:
                 theta = second
                 min_impacts = choose_min_impacts(qterms, theta)
@@ -358,7 +365,7 @@ class BM25Index:
         read = sum(t.cost(min_impacts[t.term_id]) for t in qterms)
         looked_up = sum(1 for t in qterms if min_impacts[t.term_id] > 0)
         pruned = read * (1.0 + LOOKUP_COST * looked_up) < sum(t.df for t in qterms)
-        plan = Plan(theta, min_impacts, theta - unread if theta > 0 else float("-inf"), pruned)
+        plan = Plan(theta, min_impacts, theta - unread if theta > 0 else float("-inf"), pruned, True, second_sample)
         params["plan"] = json.dumps(sorted(min_impacts.items()))
         params["min_partial"] = plan.min_partial
         return params, plan
@@ -372,6 +379,8 @@ class BM25Index:
         if plan.thresholded:
             seeds = self._seeds(self._terms(params, tokenise(query)), top_k)
             statements.append(("lexical: threshold", THRESHOLD_SQL, {**params, **seeds}))
+        if plan.second_sample:
+            statements.append(("lexical: threshold, second sample", THRESHOLD_SQL, {**params, **plan.second_sample}))
         name = "lexical: top-k" if plan.pruned else "lexical: top-k (plain aggregation)"
         return [*statements, (name, plan.sql, params)]
 
