@@ -28,6 +28,11 @@ IMPACT_SCALE = 1000
 HEAD_IMPACT = 1250
 # Relative slack on every bound, so that rounding in floating point never prunes a paper that ties.
 BOUND_SLACK = 1e-9
+#: The top k is ranked on scores rounded to this many decimal places (ties by paper id): a sum's value depends,
+#: by an ulp, on the order of its additions, which differs between query plans, and a tie must not.
+SCORE_DECIMALS = 10
+#: Absolute slack taken off a threshold, ten times the rounding above, so a pruned paper cannot round into a tie.
+TIE_SLACK = 1e-9
 
 
 def idf(n_papers: int, df: int) -> float:

@@ -57,7 +57,8 @@ class ReferenceBM25:
         return {pid: self.score(pid, query) for pid, counts in self.tf.items() if terms & counts.keys()}
 
     def top(self, query: str, k: int) -> list[tuple[str, float]]:
-        return sorted(self.scores(query).items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        """The k best, ranked on scores rounded to 10 decimal places (as the index reports them), ties by id."""
+        return sorted(self.scores(query).items(), key=lambda kv: (-round(kv[1], 10), kv[0]))[:k]
 
 
 def bfs(references: dict[str, list[str]], seeds: list[str], max_hops: int) -> dict[str, int]:

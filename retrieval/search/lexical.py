@@ -22,7 +22,10 @@ How a top-k query runs (all statements in one read transaction):
    returns the best k, ties by paper id. Queries with more than ``MAX_PRUNED_TERMS`` distinct terms, or whose
    plan is expected to cost more than reading everything, run ``EXHAUSTIVE_SQL`` instead.
 
-Every paper left out provably scores below ``theta`` (bounds carry a relative slack of 1e-9 against rounding),
+The top k is ranked on scores rounded to ``SCORE_DECIMALS`` (10) places, ties by paper id: two papers whose sums
+differ only by the order of their terms' additions (an ulp) tie, as they do mathematically.
+Every paper left out provably scores below ``theta`` (bounds carry a relative slack of 1e-9, and theta an absolute
+1e-9, far wider than that rounding),
 so the result equals ``EXHAUSTIVE_SQL``, the plain aggregation over every posting of every query term, which
 ``exhaustive=True`` runs and the tests compare against. The statements are returned by ``statements()`` and run
 by ``search()``, so ``retrieval search --sql`` shows exactly what runs.
@@ -35,7 +38,7 @@ import sqlite3
 from collections import Counter
 from dataclasses import dataclass
 
-from ..bm25 import BOUND_SLACK, HEAD_IMPACT, IMPACT_SCALE, drift, idf
+from ..bm25 import BOUND_SLACK, HEAD_IMPACT, IMPACT_SCALE, SCORE_DECIMALS, TIE_SLACK, drift, idf
 from ..store.database import read_snapshot, read_stats
 from ..text import tokenise
 
@@ -157,7 +160,7 @@ SELECT dl.paper_id,
        ), 0.0) AS score
 FROM candidates AS c
 CROSS JOIN doc_len AS dl ON dl.doc_id = c.doc_id
-ORDER BY score DESC, dl.paper_id
+ORDER BY round(score, {SCORE_DECIMALS}) DESC, dl.paper_id
 LIMIT :k"""
 
 EXHAUSTIVE_SQL = f"""\
@@ -173,7 +176,7 @@ SELECT dl.paper_id,
        s.score
 FROM scores AS s
 CROSS JOIN doc_len AS dl ON dl.doc_id = s.doc_id
-ORDER BY s.score DESC, dl.paper_id
+ORDER BY round(s.score, {SCORE_DECIMALS}) DESC, dl.paper_id
 LIMIT :k"""
 
 SCORES_FOR_SQL = f"""\
@@ -322,7 +325,7 @@ class BM25Index:
     def _threshold(self, params: dict, seeds: dict) -> float:
         """The k-th best exact score among the seed papers (0 when there are fewer than k), less the slack."""
         row = self._conn.execute(THRESHOLD_SQL, {**params, **seeds}).fetchone()
-        return row[0] * (1.0 - BOUND_SLACK) if row and row[0] is not None else 0.0
+        return max(0.0, row[0] * (1.0 - BOUND_SLACK) - TIE_SLACK) if row and row[0] is not None else 0.0
 
     def _seeds(self, qterms: list[QueryTerm], top_k: int, pool: int | None = None, by_cost: bool = False) -> dict:
         """Parameters of ``THRESHOLD_SQL``: the first ``SEED_TERMS`` terms (the rarest, or as given when
