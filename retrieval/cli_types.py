@@ -15,18 +15,19 @@ def _number(text: str, kind: type, expected: str):
         raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
 
 
-def positive_int(text: str) -> int:
+def _whole_number(text: str, least: int, expected: str) -> int:
     value = _number(text, int, "a whole number")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _whole_number(text, 1, "a number of at least 1")
 
 
 def non_negative_int(text: str) -> int:
-    value = _number(text, int, "a whole number")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
-    return value
+    return _whole_number(text, 0, "0 or more")
 
 
 def hops(text: str) -> int:

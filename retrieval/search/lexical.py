@@ -310,13 +310,12 @@ class BM25Index:
             "avgdl": stats.avgdl,
             "k1": stats.k1,
             "b": stats.b,
+            "impact_avgdl": float(stats.info.get("impact_avgdl") or stats.avgdl),
         }
 
     def _terms(self, params: dict, terms: list[str]) -> list[QueryTerm]:
         qtf = Counter(terms)
-        info = read_stats(self._conn).info
-        impact_avgdl = float(info.get("impact_avgdl") or params["avgdl"])
-        factor = drift(params["avgdl"], impact_avgdl) * (1.0 + BOUND_SLACK) / IMPACT_SCALE
+        factor = drift(params["avgdl"], params["impact_avgdl"]) * (1.0 + BOUND_SLACK) / IMPACT_SCALE
         return [
             QueryTerm(term_id, df, qtf[term] * idf(params["n_papers"], df), max_impact, factor)
             for term, term_id, df, max_impact in self._conn.execute(TERMS_SQL, {"query_terms": params["query_terms"]})

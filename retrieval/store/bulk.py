@@ -28,6 +28,7 @@ from ..bm25 import HEAD_IMPACT, impacts
 from ..corpus.paper import Paper
 from ..errors import RetrievalError
 from ..text import tokenise
+from .writer import INSERT_AUTHOR, INSERT_DOC_LEN, INSERT_PAPER, INSERT_SOURCE, add_paper_rows
 
 #: Papers handed to a worker at a time.
 CHUNK = 4000
@@ -36,11 +37,7 @@ LOAD_ROWS = 1_000_000
 #: Below this many papers the build stays in one process (starting workers costs more than it saves).
 PARALLEL_MIN_PAPERS = 2 * CHUNK
 
-INSERT_PAPER = "INSERT INTO papers (id, title, abstract, year, source) VALUES (?, ?, ?, ?, ?)"
-INSERT_AUTHOR = "INSERT INTO paper_authors (paper_id, position, name) VALUES (?, ?, ?)"
-INSERT_SOURCE = "INSERT INTO field_sources (paper_id, field, source) VALUES (?, ?, ?)"
-INSERT_DOC_LEN = "INSERT INTO doc_len (doc_id, paper_id, length) VALUES (?, ?, ?)"
-INSERT_TERM = "INSERT INTO doc_freq (term_id, term, df, max_impact) VALUES (?, ?, ?, ?)"
+INSERT_TERM_WITH_DF = "INSERT INTO doc_freq (term_id, term, df, max_impact) VALUES (?, ?, ?, ?)"
 # One statement per paper; an edge another record declared already only gets its flag set.
 INSERT_REFERENCES = """\
 INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
@@ -182,9 +179,7 @@ class BulkLoader:
             if paper.id in self.seen:
                 raise RetrievalError(f"paper {paper.id!r} appears twice in the input: each paper may appear once")
             self.seen.add(paper.id)
-            papers.append((paper.id, paper.title, paper.abstract or "", paper.year, paper.source))
-            authors.extend((paper.id, i, name) for i, name in enumerate(paper.authors))
-            sources.extend((paper.id, name, src) for name, src in sorted(paper.field_sources.items()))
+            add_paper_rows(paper, papers, authors, sources)
             if paper.references:
                 references.append({"paper_id": paper.id, "ids": json.dumps(writer._clean(paper.id, paper.references))})
             if paper.citations:
@@ -246,7 +241,8 @@ class BulkLoader:
         max_impact[terms[starts]] = np.maximum.reduceat(weights, starts)
         names = sorted(writer.vocabulary.items(), key=lambda item: item[1])
         self.conn.executemany(
-            INSERT_TERM, ((term_id, term, int(df[term_id]), int(max_impact[term_id])) for term, term_id in names)
+            INSERT_TERM_WITH_DF,
+            ((term_id, term, int(df[term_id]), int(max_impact[term_id])) for term, term_id in names),
         )
         stages["postings sorted"] = time.perf_counter() - mark
         mark = time.perf_counter()

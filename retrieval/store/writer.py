@@ -113,6 +113,13 @@ WHERE (citing_id IN (SELECT value FROM json_each(:ids)) OR cited_id IN (SELECT v
 ]
 
 
+def add_paper_rows(paper: Paper, papers: list, authors: list, sources: list) -> None:
+    """Append ``paper``'s rows for ``papers``, ``paper_authors`` and ``field_sources`` (shared with the bulk build)."""
+    papers.append((paper.id, paper.title, paper.abstract or "", paper.year, paper.source))
+    authors.extend((paper.id, i, name) for i, name in enumerate(paper.authors))
+    sources.extend((paper.id, name, src) for name, src in sorted(paper.field_sources.items()))
+
+
 def _batches(items: Iterable[Paper], size: int) -> Iterator[list[Paper]]:
     iterator = iter(items)
     while batch := list(islice(iterator, size)):
@@ -174,9 +181,7 @@ class IndexWriter:
     def _rows(self, chunk: list[Paper]) -> _Batch:
         batch = _Batch()
         for paper in chunk:
-            batch.papers.append((paper.id, paper.title, paper.abstract or "", paper.year, paper.source))
-            batch.authors.extend((paper.id, i, name) for i, name in enumerate(paper.authors))
-            batch.sources.extend((paper.id, name, src) for name, src in sorted(paper.field_sources.items()))
+            add_paper_rows(paper, batch.papers, batch.authors, batch.sources)
             batch.references.extend((paper.id, ref) for ref in self._clean(paper.id, paper.references))
             batch.cited_by.extend((citer, paper.id) for citer in self._clean(paper.id, paper.citations))
             tokens = tokenise(paper.text)
