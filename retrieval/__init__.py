@@ -9,16 +9,30 @@ from typing import TYPE_CHECKING
 from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .commands import add, build, remove, search, stats
+    from .commands import add, build, build_client, build_from_clients, remove, search, stats, upgrade
     from .config import RetrievalConfig, resolve_db_path
     from .corpus.jsonl import read_jsonl, read_papers
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus
     from .corpus.paper import Paper
-    from .errors import ConfigError, IndexNotFoundError, InputError, NotAnIndexError, RetrievalError, SchemaVersionError
+    from .errors import (
+        ConfigError,
+        IndexNotFoundError,
+        InputError,
+        NotAnIndexError,
+        RetrievalError,
+        SchemaVersionError,
+        StoreError,
+    )
+    from .search.blend import RankedPaper, RetrievalResult
+    from .search.client import RetrievalClient
     from .search.graph import CitationGraph
     from .search.lexical import BM25Index
-    from .search.merge import RankedPaper, RetrievalClient, RetrievalResult, build_client
-    from .store.writer import WriteSummary, add_papers, build_index, remove_papers
+    from .search.query import Query
+    from .store.build import build_index
+    from .store.executor import Statement, Trace
+    from .store.migrate import upgrade_index
+    from .store.rows import WriteSummary
+    from .store.writer import add_papers, remove_papers
     from .text import tokenise
 
 __version__ = "0.1.0"
@@ -32,20 +46,25 @@ _EXPORTS = {
     "InputError": ".errors",
     "NotAnIndexError": ".errors",
     "Paper": ".corpus.paper",
-    "RankedPaper": ".search.merge",
-    "RetrievalClient": ".search.merge",
+    "Query": ".search.query",
+    "RankedPaper": ".search.blend",
+    "RetrievalClient": ".search.client",
     "RetrievalConfig": ".config",
     "RetrievalError": ".errors",
-    "RetrievalResult": ".search.merge",
+    "RetrievalResult": ".search.blend",
     "SchemaVersionError": ".errors",
     "SemanticScholarMockClient": ".corpus.mock",
-    "WriteSummary": ".store.writer",
+    "Statement": ".store.executor",
+    "StoreError": ".errors",
+    "Trace": ".store.executor",
+    "WriteSummary": ".store.rows",
     "add": ".commands",
     "add_papers": ".store.writer",
     "build": ".commands",
-    "build_client": ".search.merge",
+    "build_client": ".commands",
     "build_corpus": ".corpus.mock",
-    "build_index": ".store.writer",
+    "build_from_clients": ".commands",
+    "build_index": ".store.build",
     "read_jsonl": ".corpus.jsonl",
     "read_papers": ".corpus.jsonl",
     "remove": ".commands",
@@ -54,6 +73,8 @@ _EXPORTS = {
     "search": ".commands",
     "stats": ".commands",
     "tokenise": ".text",
+    "upgrade": ".commands",
+    "upgrade_index": ".store.migrate",
 }
 
 
@@ -69,6 +90,7 @@ __all__ = [
     "InputError",
     "NotAnIndexError",
     "Paper",
+    "Query",
     "RankedPaper",
     "RetrievalClient",
     "RetrievalConfig",
@@ -76,12 +98,16 @@ __all__ = [
     "RetrievalResult",
     "SchemaVersionError",
     "SemanticScholarMockClient",
+    "Statement",
+    "StoreError",
+    "Trace",
     "WriteSummary",
     "add",
     "add_papers",
     "build",
     "build_client",
     "build_corpus",
+    "build_from_clients",
     "build_index",
     "read_jsonl",
     "read_papers",
@@ -91,4 +117,6 @@ __all__ = [
     "search",
     "stats",
     "tokenise",
+    "upgrade",
+    "upgrade_index",
 ]

@@ -1,5 +1,6 @@
-"""The BM25 variant this index computes, in one place: the SQL of the lexical pass and the writer's impacts
-both follow these definitions.
+"""The BM25 variant this index computes, in one place: idf is computed only here (the lexical pass passes each
+query term's weight to its SQL), tf_norm is here as Python and as the SQL text every scoring statement uses, and
+the writer's impacts follow the same definitions.
 
 Okapi BM25 with Lucene's idf (the +1 inside the log keeps it positive)::
 
@@ -43,6 +44,11 @@ def idf(n_papers: int, df: int) -> float:
 def tf_norm(count: int, length: int, avgdl: float, k1: float = K1, b: float = B) -> float:
     """The term-frequency factor ``f * (k1 + 1) / (f + k1 * (1 - b + b * dl / avgdl))``."""
     return count * (k1 + 1.0) / (count + k1 * (1.0 - b + b * length / avgdl))
+
+
+#: ``tf_norm`` as SQL over a posting ``tf`` (its ``count`` and its paper's ``length``) with the parameters ``:k1``,
+#: ``:b`` and ``:avgdl``: the one text every scoring statement uses (a test checks it against ``tf_norm``).
+TF_NORM_SQL = "tf.count * (:k1 + 1.0) / (tf.count + :k1 * (1.0 - :b + :b * tf.length / :avgdl))"
 
 
 def impact(count: int, length: int, avgdl: float, k1: float = K1, b: float = B) -> int:

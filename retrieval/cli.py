@@ -1,4 +1,8 @@
-"""Command-line interface: parsing and printing only; every command is a function of ``retrieval.commands``.
+"""Command-line interface: parsing and printing only; every command is a function of ``retrieval.commands``
+(``eval`` and ``explain``: of their packages).
+
+Each subcommand's module is imported only when that subcommand runs: ``retrieval search`` and ``retrieval
+--help`` import neither the evaluation, nor the evidence pipeline, nor NumPy, nor SQLAlchemy (a test checks).
 
 Exit codes: 0 success, 1 a runtime error (the message says what to do), 2 a usage error.
 """
@@ -10,14 +14,17 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from importlib import import_module
 
 from . import commands
 from .cli_types import hops, non_negative_int, positive_int, relations
 from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalConfig
-from .corpus.jsonl import FORMATS
 from .errors import RetrievalError
-from .eval.cli import add_eval_parser
-from .evidence.cli import add_explain_parser
+from .store.executor import Trace
+
+#: The input formats (``retrieval.corpus.jsonl.FORMATS``, which a test keeps equal), named here so that parsing
+#: a search does not import the readers.
+FORMATS = ("jsonl", "openalex", "s2")
 
 
 def _progress_bar(total: int | None) -> Callable[[int], None] | None:
@@ -79,11 +86,22 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_sql(statements) -> None:
-    for name, sql, params in statements:
-        print(f"-- {name}")
-        print(sql + ";")
-        print("-- parameters: " + json.dumps(params, ensure_ascii=False))
+def _cmd_upgrade(args: argparse.Namespace) -> int:
+    before, after = commands.upgrade(db=args.db)
+    if before == after:
+        print(f"{args.db or 'the index'} is at schema revision {after} already: nothing to do")
+    else:
+        print(f"upgraded {args.db or 'the index'} from schema revision {before} to {after}")
+    return 0
+
+
+def _print_trace(statements) -> None:
+    """Every statement that ran, in order, with its parameters (what ``--sql`` prints)."""
+    for number, statement in enumerate(statements, start=1):
+        print(f"-- {number}. {statement.name}")
+        print(statement.sql + ";")
+        if statement.params:
+            print("-- parameters: " + json.dumps(statement.params, ensure_ascii=False))
         print()
 
 
@@ -107,10 +125,11 @@ def _config(args: argparse.Namespace) -> RetrievalConfig:
 
 def _cmd_search(args: argparse.Namespace) -> int:
     config = _config(args)
-    if args.sql:
-        _print_sql(commands.search_sql(args.query, db=args.db, config=config))
+    trace = Trace() if args.sql else None
+    result = commands.search(args.query, db=args.db, config=config, limit=args.limit, tracer=trace)
+    if trace is not None:
+        _print_trace(trace.statements)
         return 0
-    result = commands.search(args.query, db=args.db, config=config, limit=args.limit)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
         return 0
@@ -130,7 +149,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             f"{r.graph_score:5.3f}  {r.recency_score:7.3f}  {how:<24} {title}"
         )
     gate = result.expansion.get("gate", {})
-    graph = "evidence" if config.ranking == "evidence" else "1/.6/.3 by hops"
+    graph = "evidence" if config.ranking == "expansion" else "1/.6/.3 by hops"
     print(
         f"\n{len(result.ranked)} of {m['hit_count']} hits shown; top {m['top_score']:.4f}, "
         f"average {m['avg_score']:.4f}, {m['wall_time_ms']:.1f} ms. "
@@ -156,7 +175,27 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def make_parser() -> argparse.ArgumentParser:
+#: Subcommands whose options live in their own package: name -> (help, module with ``add_arguments``).
+LAZY_COMMANDS = {
+    "eval": (
+        "measure recall, MAP, nDCG and MRR of every retrieval mode on a corpus and a query file",
+        "retrieval.eval.cli",
+    ),
+    "explain": (
+        "rank papers by the evidence graph of the query's seeds, and say why (the Crase method)",
+        "retrieval.evidence.cli",
+    ),
+}
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option (the main parser has none)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def make_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; of the lazily loaded subcommands only ``command``'s options are added (and its module
+    imported)."""
     parser = argparse.ArgumentParser(
         prog="retrieval",
         description="An embedded literature-retrieval index: BM25 in SQL plus a citation-graph walk.",
@@ -165,7 +204,7 @@ def make_parser() -> argparse.ArgumentParser:
     db_help = f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})"
 
     format_help = "input format: jsonl, openalex or s2 (default: detected from the first record)"
-    p = sub.add_parser("build", help="index a corpus into a SQLite file")
+    p = sub.add_parser("build", help="index a corpus into a new index file (replaced only when the build succeeds)")
     p.add_argument("--from", dest="source", metavar="FILE", help="corpus file (default: the built-in demo corpus)")
     p.add_argument("--format", choices=FORMATS, help=format_help)
     p.add_argument(
@@ -211,13 +250,20 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_stats)
 
-    add_eval_parser(sub)
-    add_explain_parser(sub)
+    p = sub.add_parser("upgrade", help="bring an index of an older schema revision to this version's, atomically")
+    p.add_argument("--db", help=db_help)
+    p.set_defaults(func=_cmd_upgrade)
+
+    for name, (summary, module) in LAZY_COMMANDS.items():
+        p = sub.add_parser(name, help=summary)
+        if name == command:
+            import_module(module).add_arguments(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = make_parser(_command_of(argv)).parse_args(argv)
     try:
         return args.func(args)
     except RetrievalError as exc:

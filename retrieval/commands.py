@@ -1,4 +1,6 @@
-"""The commands as library functions: ``build``, ``search``, ``stats``. The CLI only parses and prints."""
+"""The commands as library functions: ``build``, ``add``, ``remove``, ``upgrade``, ``search``, ``stats``. The CLI
+only parses and prints. Building an index from the lesson's two mock clients lives here too, so that
+``RetrievalClient`` only ever reads."""
 
 from __future__ import annotations
 
@@ -8,11 +10,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .config import RetrievalConfig, resolve_db_path
-from .corpus import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients, read_papers
-from .errors import IndexNotFoundError
-from .search.merge import RetrievalClient, RetrievalResult
+from .corpus.jsonl import read_papers
+from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients
+from .errors import InputError
+from .search.blend import RetrievalResult
+from .search.client import RetrievalClient
+from .store.build import build_index
 from .store.database import check_index, connect, edge_counts
-from .store.writer import WriteSummary, add_papers, build_index, remove_papers
+from .store.executor import Tracer
+from .store.migrate import upgrade_index
+from .store.rows import WriteSummary
+from .store.writer import add_papers, remove_papers
 
 BUILTIN = "built-in demo corpus"
 
@@ -20,7 +28,7 @@ BUILTIN = "built-in demo corpus"
 def _corpus_file(source: str | os.PathLike[str]) -> Path:
     src = Path(source)
     if not src.is_file():
-        raise IndexNotFoundError(f"no corpus file at {src}: give a file of papers (JSONL, OpenAlex or S2 lines)")
+        raise InputError(f"no corpus file at {src}: give a file of papers (JSONL, OpenAlex or S2 lines)")
     return src
 
 
@@ -64,21 +72,40 @@ def remove(ids: list[str], db: str | os.PathLike[str] | None = None) -> WriteSum
     return remove_papers(ids, resolve_db_path(db))
 
 
+def upgrade(db: str | os.PathLike[str] | None = None) -> tuple[str, str]:
+    """Upgrade the index at ``db`` to this version's schema revision; ``(before, after)``. Atomic: the old file
+    stays as it was if the upgrade fails."""
+    return upgrade_index(resolve_db_path(db))
+
+
 def search(
     query: str,
     db: str | os.PathLike[str] | None = None,
     config: RetrievalConfig | None = None,
     limit: int | None = 10,
+    tracer: Tracer | None = None,
 ) -> RetrievalResult:
-    """Search the index at ``db``; see ``RetrievalClient.search``."""
-    with RetrievalClient(config=config, db=db) as client:
+    """Search the index at ``db``; see ``RetrievalClient.search``. ``tracer`` sees every statement that runs."""
+    with RetrievalClient(db, config, tracer=tracer) as client:
         return client.search(query, limit=limit)
 
 
-def search_sql(query: str, db: str | os.PathLike[str] | None = None, config: RetrievalConfig | None = None):
-    """The statements a search for ``query`` runs, with their parameters."""
-    with RetrievalClient(config=config, db=db) as client:
-        return client.search_sql(query)
+def build_from_clients(
+    arxiv: ArxivMockClient, s2: SemanticScholarMockClient, db: str | os.PathLike[str] | None = None
+) -> Path:
+    """Build the index at ``db`` from the two mock clients' records merged by id (``merge_records``), unless
+    it exists already; returns its path. The lesson's ``RetrievalClient(arxiv, s2)`` is this, then a client."""
+    path = resolve_db_path(db)
+    if not path.exists():
+        build_index(merge_clients(arxiv, s2), path, source="mock clients")
+    return path
+
+
+def build_client(config: RetrievalConfig | None = None, db: str | os.PathLike[str] | None = None) -> RetrievalClient:
+    """A client over the built-in demo corpus, building its index at ``db`` on first use."""
+    corpus = build_corpus()
+    path = build_from_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus), db)
+    return RetrievalClient(path, config)
 
 
 STATS_SQL = """\

@@ -27,7 +27,8 @@ def resolve_db_path(db: str | os.PathLike[str] | None = None) -> Path:
     return Path(DEFAULT_DB)
 
 
-RANKINGS = ("evidence", "blend")
+#: How graph_score is computed: the expansion's evidence sum (the default) or the lesson's score by hop distance.
+RANKINGS = ("expansion", "hops")
 EXPAND_MODES = ("never", "always", "auto")
 RELATIONS = ("references", "citing", "cocitation", "coupling")
 
@@ -53,9 +54,9 @@ class RetrievalConfig:
     the paper's BM25 score over the best seed's, recency_score ramps linearly over the corpus's years, and
     graph_score depends on ``ranking``:
 
-    - ``"evidence"`` (the default): the evidence the policy-driven expansion gathered for the paper (see
+    - ``"expansion"`` (the default): the evidence the policy-driven expansion gathered for the paper (see
       ``retrieval.search.expansion``); candidates are the BM25 top ``lexical_depth`` plus what the expansion adds.
-    - ``"blend"``: the lesson's 1.0 / 0.6 / 0.3 at 0 / 1 / 2 hops from a seed, over the seeds and a recursive-CTE
+    - ``"hops"``: the lesson's 1.0 / 0.6 / 0.3 at 0 / 1 / 2 hops from a seed, over the seeds and a recursive-CTE
       walk of references and citing papers (``RetrievalConfig.lesson()`` gives the lesson's whole setting).
 
     Defaults were chosen on the development sets (docs/eval): seeds 20, one hop, references and citing papers,
@@ -68,7 +69,7 @@ class RetrievalConfig:
     w_bm25: float = 1.0
     w_graph: float = 0.5
     w_recency: float = 0.05
-    ranking: str = "evidence"
+    ranking: str = "expansion"
     lexical_depth: int = 100
     expand: str = "auto"
     gate_threshold: float = 0.3
@@ -89,7 +90,7 @@ class RetrievalConfig:
             "w_bm25": 0.5,
             "w_graph": 0.3,
             "w_recency": 0.2,
-            "ranking": "blend",
+            "ranking": "hops",
             "expand": "always",
             "max_neighbours": None,
             "hub_weighting": False,

@@ -1,33 +1,44 @@
-"""One small exception hierarchy: every error the library raises on purpose is a ``RetrievalError``."""
+"""One small exception hierarchy: every error the library raises on purpose is a ``RetrievalError``, and the
+CLI turns each into ``retrieval: error: <message>`` and exit code 1. Every message says what to do next."""
 
 from __future__ import annotations
 
 
 class RetrievalError(Exception):
-    """Base class of every error this package raises on purpose (the CLI exits 1 on these)."""
+    """Base class of every error this package raises on purpose."""
 
 
 class ConfigError(RetrievalError, ValueError):
-    """A setting is out of range or of the wrong type."""
+    """A setting or option is out of range, of the wrong type, unknown, or sets a limit the request exceeds."""
 
 
 class InputError(RetrievalError):
-    """A corpus record is malformed; the message names ``file:line`` and the reason."""
+    """A file, record or value handed to retrieval is missing or malformed; names ``file:line`` when it can."""
 
-    def __init__(self, source: str, line: int, reason: str) -> None:
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None) -> None:
         self.source = source
         self.line = line
-        self.reason = reason
-        super().__init__(f"{source}:{line}: {reason}")
+        super().__init__(message)
+
+    @classmethod
+    def at(cls, source: str, line: int, reason: str) -> InputError:
+        """The error for line ``line`` of the file ``source``: ``source:line: reason``."""
+        error = cls(f"{source}:{line}: {reason}", source=source, line=line)
+        error.reason = reason
+        return error
 
 
 class IndexNotFoundError(RetrievalError):
-    """The index file does not exist."""
+    """There is no index file where one was asked for."""
 
 
 class NotAnIndexError(RetrievalError):
-    """The file exists but is not a ``retrieval`` index (or not SQLite at all)."""
+    """The file exists but is not a complete ``retrieval`` index (not SQLite, another database, unfinished)."""
 
 
 class SchemaVersionError(RetrievalError):
-    """The index was written by another schema revision that this version cannot use."""
+    """The index was written by another schema revision or tokeniser: upgrade it or rebuild it."""
+
+
+class StoreError(RetrievalError):
+    """The index or an output file could not be read or written (locked, read-only, permissions, disk full)."""

@@ -1,11 +1,11 @@
 import sqlite3
 
 import pytest
-from conftest import paper, write_jsonl
 
 from retrieval import InputError, RetrievalClient, RetrievalError, build_index, read_jsonl
 from retrieval.commands import build, stats
 from retrieval.store.database import HEAD_REVISION
+from tests.helpers import paper, write_jsonl
 
 
 def _rows(db, sql, params=()):

@@ -1,13 +1,14 @@
 """The CLI end to end: through ``main(argv)`` and through new processes."""
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
-from conftest import paper, shared_corpus, write_jsonl
 
 from retrieval.cli import main
+from tests.helpers import paper, shared_corpus, write_jsonl
 
 
 def run(capsys, *argv):
@@ -63,14 +64,70 @@ def test_empty_query_exits_zero_with_zeroed_metrics(demo_db, capsys):
         assert (data["metrics"]["hit_count"], data["metrics"]["avg_score"], data["metrics"]["top_score"]) == (0, 0, 0)
 
 
-def test_sql_flag_prints_the_statements(demo_db, capsys):
-    code, out, _ = run(capsys, "search", "attention", "--db", str(demo_db), "--sql")
+def _printed_statements(out: str) -> list[tuple[str, str, dict]]:
+    """``(name, sql, params)`` of each statement ``--sql`` printed."""
+    parts = re.split(r"^-- \d+\. (.*)$", out, flags=re.M)[1:]
+    statements = []
+    for name, body in zip(parts[::2], parts[1::2], strict=True):
+        sql, _, rest = body.strip().partition(";")
+        match = re.search(r"^-- parameters: (.*)$", rest, flags=re.M)
+        statements.append((name, sql.strip(), json.loads(match.group(1)) if match else {}))
+    return statements
+
+
+def _as_executed(sql: str, params: dict) -> re.Pattern:
+    """What SQLite's trace shows for ``sql`` run with ``params``: each placeholder expanded to its literal
+    (a float to 15 significant digits, so any number matches there)."""
+    pieces = re.split(r"(:\w+)", sql)
+    pattern = ""
+    for i, piece in enumerate(pieces):
+        if i % 2 == 0:
+            pattern += re.escape(piece)
+            continue
+        value = params[piece[1:]]
+        if isinstance(value, float):
+            pattern += r"[-+0-9.eEInf]+"
+        elif isinstance(value, int):
+            pattern += re.escape(str(value))
+        else:
+            pattern += re.escape("'" + str(value).replace("'", "''") + "'")
+    return re.compile(pattern, re.S)
+
+
+@pytest.mark.parametrize("options", [["--expand", "always"], ["--lesson"], ["--expand", "always", "--hops", "2"]])
+def test_sql_flag_prints_exactly_the_statements_that_ran(demo_db, capsys, monkeypatch, options):
+    """Every statement SQLite executed during the search (its own trace, below our executor) is printed, in
+    order, with the parameters it ran with; and nothing else is."""
+    import retrieval.search.client as client_module
+
+    executed: list[str] = []
+    real_connect = client_module.connect
+
+    def traced_connect(path, readonly=True):
+        conn = real_connect(path, readonly)
+        conn.set_trace_callback(executed.append)
+        return conn
+
+    monkeypatch.setattr(client_module, "connect", traced_connect)
+    code, out, _ = run(capsys, "search", "attention", "--db", str(demo_db), "--sql", *options)
     assert code == 0
-    assert "FROM json_each(:query_terms)" in out and "LIMIT :k" in out
-    assert "-- expansion: references" in out and "-- expansion: citing" in out and "row_number() OVER" in out
-    assert '"query_terms": "[\\"attention\\"]"' in out
-    code, out, _ = run(capsys, "search", "attention", "--db", str(demo_db), "--sql", "--lesson")
-    assert "WITH RECURSIVE" in out and "-- expansion" not in out
+    printed = _printed_statements(out)
+    assert len(printed) == len(executed) > 8
+    for (name, sql, params), ran in zip(printed, executed, strict=True):
+        assert _as_executed(sql, params).fullmatch(ran), name
+    names = [name for name, _, _ in printed]
+    assert names[:3] == ["begin the read snapshot", "index statistics", "lexical: the query's terms"]
+    assert names[-1] == "end the read snapshot"
+    if "--lesson" in options:
+        assert "citation walk (recursive CTE)" in names and not any(n.startswith("expansion") for n in names)
+    else:
+        hops = 2 if "2" in options else 1
+        assert [n for n in names if n.startswith("expansion: ")] == [
+            step
+            for hop in range(1, hops + 1)
+            for step in (f"expansion: degrees of the hop-{hop} sources", f"expansion: references, hop {hop}",
+                         f"expansion: citing, hop {hop}")
+        ]  # fmt: skip
 
 
 def test_missing_index_exits_one_and_suggests_build(tmp_path, capsys):
@@ -132,10 +189,50 @@ def test_hepth_builds_and_answers_from_a_new_process(tmp_path):
 
 
 def test_build_takes_a_number_of_workers(tmp_path, capsys):
-    db = str(tmp_path / "w.db")
-    assert main(["build", "--workers", "0", "--db", db]) == 0
-    assert "built" in capsys.readouterr().out
+    summaries = {}
+    for workers in ("0", "2"):
+        db = str(tmp_path / f"w{workers}.db")
+        code, out, _ = run(capsys, "build", "--workers", workers, "--db", db)
+        assert code == 0
+        summaries[workers] = re.sub(r", [0-9.]+ s$", "", out.strip().removeprefix(f"built {db}: "))
+        code, out, _ = run(capsys, "stats", "--db", db, "--json")
+        summaries[workers] += f"; {json.loads(out)['postings']} postings"
+    assert summaries["0"] == summaries["2"]
+    assert summaries["0"].startswith("100 papers, 185 citation edges, 0 dangling references")
     with pytest.raises(SystemExit) as exit_info:
-        main(["build", "--workers", "-1", "--db", db])
+        main(["build", "--workers", "-1", "--db", str(tmp_path / "w.db")])
     assert exit_info.value.code == 2
     assert "expected 0 or more, got -1" in capsys.readouterr().err
+
+
+_IMPORTED = (
+    "import sys\n"
+    "from retrieval.cli import main\n"
+    "try:\n"
+    "    main(sys.argv[1:])\n"
+    "except SystemExit:\n"
+    "    pass\n"
+    "heavy = ('numpy', 'sqlalchemy', 'alembic', 'retrieval.eval', 'retrieval.evidence', 'retrieval.store.bulk')\n"
+    "print('IMPORTED', sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith(heavy)))\n"
+)
+
+
+@pytest.mark.parametrize("argv", [["search", "attention sparsity"], ["--help"], ["search", "--help"]])
+def test_search_and_help_import_no_heavy_module(demo_db, tmp_path, argv):
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTED, *argv, *(["--db", str(demo_db)] if argv[0] == "search" else [])],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "IMPORTED []"
+    if argv == ["search", "attention sparsity"]:
+        assert "Attention Sparsity study" in done.stdout
+
+
+def test_explain_and_eval_load_their_modules_when_they_run(capsys):
+    for command, option in (("explain", "--ranker"), ("eval", "--corpus")):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert option in capsys.readouterr().out

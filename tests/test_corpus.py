@@ -2,11 +2,11 @@ import gzip
 import json
 
 import pytest
-from conftest import paper, write_jsonl
 
 from retrieval import ArxivMockClient, InputError, SemanticScholarMockClient, build_corpus, read_jsonl
 from retrieval.corpus import merge_clients
 from retrieval.corpus.mock import TOPICS
+from tests.helpers import paper, write_jsonl
 
 
 def test_demo_corpus_shape():

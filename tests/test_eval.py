@@ -3,7 +3,6 @@ the cache, determinism, bad input, the subcommand, and one run on the real CACM 
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import random
@@ -12,16 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.errors import InputError, RetrievalError
-from retrieval.eval import MODES, BlendMode, EvalError, ProtocolError, QueryFileError, run_eval
-from retrieval.eval.cli import ProgressBar, add_eval_parser
+from retrieval.cli import main
+from retrieval.errors import ConfigError, InputError, RetrievalError
+from retrieval.eval import MODES, BlendMode, run_eval
+from retrieval.eval.cli import ProgressBar
 from retrieval.eval.metrics import CUTOFFS, effectiveness, library_measures, pooled_recall, rank_scores
+from tests.helpers import SHARED_DATA
 
 pytrec_eval = pytest.importorskip("pytrec_eval", reason="the eval extra (pytrec_eval) is not installed")
 pytest.importorskip("ir_measures", reason="the eval extra (ir-measures) is not installed")
 pytest.importorskip("matplotlib", reason="the eval extra (matplotlib) is not installed")
 
-SHARED_DATA = Path(__file__).parents[1].parent / "shared" / "data"
 
 # -- a small corpus of citation-recommendation queries ------------------------------------------------------
 
@@ -312,7 +312,7 @@ def test_judged_queries_remove_nothing(tmp_path):
     report = run_eval(corpus, qfile, tmp_path / "out", cache_dir=tmp_path / "cache", modes=["bm25"])
     assert report.protocol["kind"] == "judged" and report.protocol["query_papers_removed"] == 0
     assert report.protocol["index_papers"] == len(records)
-    with pytest.raises(ProtocolError, match="--protocol judged"):
+    with pytest.raises(InputError, match="--protocol judged"):
         run_eval(corpus, qfile, tmp_path / "out2", cache_dir=tmp_path / "cache", protocol="citation")
 
 
@@ -321,7 +321,7 @@ def test_mixed_query_file_is_refused(citation_files, tmp_path):
     lines = queries.read_text().splitlines() + [json.dumps({"qid": "q9", "query": "plasma", "relevant": ["t0p01"]})]
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ProtocolError, match="--protocol citation"):
+    with pytest.raises(InputError, match="--protocol citation"):
         run_eval(corpus, mixed, tmp_path / "out", cache_dir=tmp_path / "cache")
 
 
@@ -387,7 +387,7 @@ def test_empty_query_file_is_refused(citation_files, tmp_path):
     corpus, _ = citation_files
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n  \n")
-    with pytest.raises(QueryFileError, match="holds no queries"):
+    with pytest.raises(InputError, match="holds no queries"):
         run_eval(corpus, empty, tmp_path / "out", cache_dir=tmp_path / "cache")
 
 
@@ -432,17 +432,17 @@ def test_queries_without_relevant_papers_are_skipped_and_counted(citation_files,
 def test_a_query_file_for_another_corpus_is_refused(citation_files, tmp_path):
     corpus, _ = citation_files
     other = write_jsonl(tmp_path / "other.jsonl", [{"qid": "x1", "query": "plasma", "relevant": ["elsewhere/1"]}])
-    with pytest.raises(QueryFileError, match="belongs to this corpus"):
+    with pytest.raises(InputError, match="belongs to this corpus"):
         run_eval(corpus, other, tmp_path / "out", cache_dir=tmp_path / "cache")
 
 
 def test_bad_arguments(citation_files, tmp_path):
     corpus, queries = citation_files
-    with pytest.raises(EvalError, match="unknown mode"):
+    with pytest.raises(ConfigError, match="unknown mode"):
         run_eval(corpus, queries, tmp_path / "out", modes=["bm25", "magic"], cache_dir=tmp_path / "cache")
-    with pytest.raises(EvalError, match="no corpus file"):
+    with pytest.raises(InputError, match="no corpus file"):
         run_eval(tmp_path / "nope.jsonl", queries, tmp_path / "out", cache_dir=tmp_path / "cache")
-    with pytest.raises(QueryFileError, match="no query file"):
+    with pytest.raises(InputError, match="no query file"):
         run_eval(corpus, tmp_path / "nope.jsonl", tmp_path / "out", cache_dir=tmp_path / "cache")
     with pytest.raises(RetrievalError):
         run_eval(corpus, queries, tmp_path / "out", cache_dir=tmp_path / "cache", protocol="sometimes")
@@ -451,18 +451,11 @@ def test_bad_arguments(citation_files, tmp_path):
 # -- the subcommand -------------------------------------------------------------------------------------------
 
 
-def eval_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="retrieval")
-    add_eval_parser(parser.add_subparsers(dest="command", required=True))
-    return parser
-
-
 def test_eval_subcommand(citation_files, tmp_path, capsys):
     corpus, queries = citation_files
     argv = ["eval", "--corpus", str(corpus), "--queries", str(queries), "--out", str(tmp_path / "out")]
     argv += ["--cache-dir", str(tmp_path / "cache"), "--runs-dir", str(tmp_path / "runs"), "--modes", "bm25,blend-1hop"]
-    args = eval_parser().parse_args(argv)
-    assert args.func(args) == 0
+    assert main(argv) == 0
     out = capsys.readouterr().out
     assert "4 queries evaluated" in out and "blend-1hop" in out and "blend-2hop" not in out
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["run.blend-1hop.trec", "run.bm25.trec"]
@@ -488,7 +481,7 @@ def test_eval_subcommand_rejects_bad_options(capsys):
     base = ["eval", "--corpus", "c", "--queries", "q", "--out", "o"]
     for extra in (["--modes", "bm25,magic"], ["--limit-queries", "0"], ["--protocol", "maybe"]):
         with pytest.raises(SystemExit) as info:
-            eval_parser().parse_args(base + extra)
+            main(base + extra)
         assert info.value.code == 2
     assert "choose from bm25" in capsys.readouterr().err
 

@@ -7,7 +7,6 @@ against the documented blend; then pruning, the robustness ablations, the saved 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import random
@@ -22,14 +21,13 @@ from alembic.migration import MigrationContext
 from sqlalchemy import MetaData, Table, create_engine
 
 from retrieval import RetrievalClient
+from retrieval.cli import main
 from retrieval.corpus.paper import Paper
-from retrieval.errors import ConfigError
-from retrieval.eval.modes import LexicalPass
+from retrieval.errors import ConfigError, InputError
+from retrieval.eval.evidence_modes import evidence_modes
+from retrieval.eval.records import LexicalPass
 from retrieval.evidence import (
     EvidenceConfig,
-    GraphTooLargeError,
-    PlanFileError,
-    ScorerError,
     collect_subqueries,
     explain,
     personalised_pagerank,
@@ -38,13 +36,11 @@ from retrieval.evidence import (
     to_dot,
     write_graphml,
 )
-from retrieval.evidence.cli import add_explain_parser
 from retrieval.evidence.config import age
 from retrieval.evidence.graph import build_graph
-from retrieval.evidence.modes import evidence_modes
 from retrieval.evidence.support import TfidfCosineScorer, claims_of
-from retrieval.store import audit
-from retrieval.store.writer import build_index
+from retrieval.store import models
+from retrieval.store.build import build_index
 from retrieval.text import tokenise
 
 # -- a small corpus of four topics ------------------------------------------------------------------------------
@@ -194,9 +190,9 @@ def test_plan_files_json_text_and_planner(tmp_path):
     )
     assert subs == ["quark plasma", "jets", "lattice jets", "thermal hadrons", "quark plasma viscosity"]
     (tmp_path / "bad.json").write_text('{"subqueries": [1, 2]}')
-    with pytest.raises(PlanFileError, match="JSON list of strings"):
+    with pytest.raises(InputError, match="JSON list of strings"):
         read_plan(tmp_path / "bad.json")
-    with pytest.raises(PlanFileError, match="no plan file"):
+    with pytest.raises(InputError, match="no plan file"):
         read_plan(tmp_path / "missing.txt")
 
 
@@ -249,7 +245,8 @@ def test_graph_matches_plain_python(tmp_path, seed):
     with RetrievalClient(db=tmp_path / "g.db") as c:
         for _ in range(8):
             seeds = rng.sample(ids, rng.randint(1, 4)) + ["not-a-paper"]
-            graph = build_graph(c._conn, seeds, EvidenceConfig(max_nodes=None))
+            with c.snapshot() as snap:
+                graph = build_graph(snap, seeds, EvidenceConfig(max_nodes=None))
             nodes, edges = plain_graph(papers, seeds)
             assert set(graph.nodes) == nodes and graph.nodes == sorted(nodes)
             assert set(graph.edges) == edges and len(graph.edges) == len(edges)
@@ -275,9 +272,9 @@ def test_size_is_reported_and_the_cap_trims_or_refuses(client, corpus):
     kept = [pid for pid in trimmed.nodes if trimmed.nodes[pid].seed is None]
     assert min(links[pid] for pid in kept) >= max(links[pid] for pid in links if pid not in trimmed.nodes)
     assert any("trimmed" in w for w in trimmed.health.warnings)
-    with pytest.raises(GraphTooLargeError, match="above the cap"):
+    with pytest.raises(ConfigError, match="above the cap"):
         explain(client, QUERY, config=EvidenceConfig(max_nodes=cap, cap_policy="refuse"))
-    with pytest.raises(GraphTooLargeError, match="seeds alone"):
+    with pytest.raises(ConfigError, match="seeds alone"):
         explain(client, QUERY, config=EvidenceConfig(max_nodes=len(run.seeds) - 1))
 
 
@@ -319,13 +316,14 @@ def test_a_scorer_that_breaks_its_contract_is_refused(client):
         def support(self, hypotheses, premises):
             return [[2.0] * len(premises) for _ in hypotheses]
 
-    with pytest.raises(ScorerError, match="outside"):
+    with pytest.raises(InputError, match="outside"):
         explain(client, QUERY, scorer=Wrong())
 
 
 def test_tfidf_scorer_is_the_cosine_of_index_idf_vectors(client):
     n = client.stats.n_papers
-    df = dict(client._conn.execute("SELECT term, df FROM doc_freq"))
+    with sqlite3.connect(client.path) as conn:
+        df = dict(conn.execute("SELECT term, df FROM doc_freq"))
 
     def unit_vector(text):
         v = {
@@ -336,8 +334,9 @@ def test_tfidf_scorer_is_the_cosine_of_index_idf_vectors(client):
         return {t: x / norm for t, x in v.items()}
 
     claims = ["Quark gluon plasma.", "The plasma of quark matter.", "Brane flux."]
-    scorer = TfidfCosineScorer(client._conn, n)
-    scorer.prepare(claims)
+    with client.snapshot() as snap:
+        scorer = TfidfCosineScorer(snap)
+        scorer.prepare(claims)
     a, b = unit_vector(claims[0]), unit_vector(claims[1])
     m = scorer.support(claims[:1], claims[1:])
     assert m[0][0] == pytest.approx(sum(a[t] * b.get(t, 0) for t in a), rel=1e-12)
@@ -525,7 +524,7 @@ def test_save_stores_the_run_queryable_with_sqlite3(writable_db):
 
 def test_audit_migration_matches_the_models(writable_db):
     ours = MetaData()
-    for table in (audit.EvidenceRunRow, audit.EvidenceRunNodeRow, audit.EvidenceRunEdgeRow):
+    for table in (models.EvidenceRunRow, models.EvidenceRunNodeRow, models.EvidenceRunEdgeRow):
         table.__table__.to_metadata(ours)
     engine = create_engine(f"sqlite:///{writable_db}")
     with engine.connect() as conn:
@@ -576,10 +575,7 @@ def test_dot_export_lists_every_paper_and_edge(client):
 
 
 def _cli(argv):
-    parser = argparse.ArgumentParser(prog="retrieval")
-    add_explain_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return main(argv)
 
 
 def test_cli_prints_json_and_text_and_saves(writable_db, tmp_path, capsys):
@@ -594,8 +590,8 @@ def test_cli_prints_json_and_text_and_saves(writable_db, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "|V| =" in text and "saved as run 1" in text and "reference year 1999 (query-year)" in text
     assert (tmp_path / "g.dot").read_text().startswith("digraph")
-    with pytest.raises(ConfigError, match="query-year"):
-        _cli(["explain", QUERY, "--db", str(writable_db), "--recency", "corpus", "--query-year", "1999"])
+    assert _cli(["explain", QUERY, "--db", str(writable_db), "--recency", "corpus", "--query-year", "1999"]) == 1
+    assert "--query-year applies to --recency query-year" in capsys.readouterr().err
 
 
 def test_eval_modes_answer_with_backfill_and_distances(client):

@@ -3,12 +3,13 @@
 import math
 
 import pytest
-from conftest import paper, write_jsonl
-from reference import relation_weights
 
 from retrieval import ConfigError, RetrievalClient, RetrievalConfig
 from retrieval.commands import build
-from retrieval.search import expansion
+from retrieval.search import expansion, lexical
+from retrieval.search.query import Query
+from tests.helpers import paper, write_jsonl
+from tests.reference import relation_weights
 
 # A small graph, hand-built: the seed "s" cites a, b and the hub "h"; c and d cite s; d and c also cite x;
 # e cites a; f cites a and b; eight papers h1..h8 cite the hub; "z" cites a paper outside the corpus.
@@ -42,15 +43,16 @@ def graph_db(tmp_path_factory):
     return tmp / "g.db"
 
 
-def _neighbours(conn, relation, source="s", cap=None, fanout=100):
+def _neighbours(client, relation, source="s", cap=None, fanout=100):
     params = {"sources": f'["{source}"]', "fanout": fanout, "max_neighbours": -1 if cap is None else cap}
-    return [(p, w) for _, p, w in conn.execute(expansion.relation_sql(relation), params)]
+    with client.snapshot() as snap:
+        return [(p, w) for _, p, w in snap.rows("test", expansion.relation_sql(relation), params)]
 
 
 @pytest.mark.parametrize("relation", ["references", "citing", "cocitation", "coupling"])
 def test_each_relation_matches_hand_checked_answers_and_the_reference(graph_db, relation):
     with RetrievalClient(db=graph_db) as client:
-        got = dict(_neighbours(client._conn, relation))
+        got = dict(_neighbours(client, relation))
     assert got == HAND_CHECKED[relation]
     assert got == relation_weights(REFS, "s", relation)
 
@@ -58,15 +60,15 @@ def test_each_relation_matches_hand_checked_answers_and_the_reference(graph_db, 
 @pytest.mark.parametrize("relation", ["cocitation", "coupling"])
 def test_fanout_bounds_the_intermediate_papers(graph_db, relation):
     with RetrievalClient(db=graph_db) as client:
-        got = dict(_neighbours(client._conn, relation, fanout=1))
+        got = dict(_neighbours(client, relation, fanout=1))
     assert got == relation_weights(REFS, "s", relation, fanout=1)
     assert len(got) < len(HAND_CHECKED[relation])
 
 
 def test_per_node_cap_keeps_the_strongest_then_most_cited_then_by_id(graph_db):
     with RetrievalClient(db=graph_db) as client:
-        capped = _neighbours(client._conn, "coupling", cap=3)
-        refs = _neighbours(client._conn, "references", cap=2)
+        capped = _neighbours(client, "coupling", cap=3)
+        refs = _neighbours(client, "references", cap=2)
     assert capped[0] == ("f", 2)  # the heaviest first
     assert len(capped) == 3 and capped[1:] == [("d", 1), ("e", 1)]  # equal weight and citations: by id
     # h is cited 9 times; a (by s, e, f) and b (by s, d, f) 3 times each, so the tie goes to the id: a
@@ -77,15 +79,16 @@ def test_evidence_is_strength_times_weight_over_log_degree(graph_db):
     cfg = RetrievalConfig(expand="always", max_neighbours=None, max_candidates=None)
     with RetrievalClient(db=graph_db) as client:
         seeds = [("s", 2.0)]
-        gate = expansion.decide(client._conn, ["seed"], seeds, cfg, client.stats)
-        grown = expansion.expand(client._conn, seeds, cfg, gate)
+        with client.snapshot() as snap:
+            gate = expansion.decide(lexical.weigh(snap, Query.parse("seed")), seeds, cfg)
+            grown = expansion.expand(snap, seeds, cfg, gate)
     degree_s = 3 + 2  # cites a, b, h; cited by c, d
     assert grown.evidence["a"] == pytest.approx(1.0 / math.log(math.e + degree_s))
     assert grown.distance == {"a": 1, "b": 1, "h": 1, "c": 1, "d": 1}
     assert grown.reaches["c"][0].source == "s" and grown.reaches["c"][0].relation == "citing"
     assert grown.to_dict()["new_per_relation"] == {"citing": 2, "references": 3}
-    with RetrievalClient(db=graph_db) as client:
-        plain = expansion.expand(client._conn, seeds, RetrievalConfig(expand="always", hub_weighting=False), gate)
+    with RetrievalClient(db=graph_db) as client, client.snapshot() as snap:
+        plain = expansion.expand(snap, seeds, RetrievalConfig(expand="always", hub_weighting=False), gate)
     assert plain.evidence["a"] == pytest.approx(1.0)
 
 

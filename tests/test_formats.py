@@ -6,12 +6,19 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import write_jsonl
 
-from retrieval import ArxivMockClient, InputError, RetrievalClient, SemanticScholarMockClient, read_papers
+from retrieval import (
+    ArxivMockClient,
+    InputError,
+    RetrievalClient,
+    SemanticScholarMockClient,
+    build_from_clients,
+    read_papers,
+)
 from retrieval.cli import main
 from retrieval.commands import build, stats
 from retrieval.corpus import Paper, merge_clients, merge_records
+from tests.helpers import write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -129,7 +136,8 @@ def test_mock_clients_merge_by_rule_when_they_disagree(tmp_path):
         "title": "arxiv", "abstract": "s2", "authors": "arxiv", "year": "s2", "references": "s2", "citations": "s2",
     }  # fmt: skip
     assert p2.source == "s2" and p2.field_sources["title"] == "s2"
-    with RetrievalClient(ArxivMockClient(arxiv_view), SemanticScholarMockClient(s2_view), db=tmp_path / "m.db") as c:
+    db = build_from_clients(ArxivMockClient(arxiv_view), SemanticScholarMockClient(s2_view), db=tmp_path / "m.db")
+    with RetrievalClient(db=db) as c:
         assert c.paper("p1").title == "Title from arXiv"
     with sqlite3.connect(tmp_path / "m.db") as conn:
         who = dict(conn.execute("SELECT field, source FROM field_sources WHERE paper_id = 'p1'"))

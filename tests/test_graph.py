@@ -3,11 +3,11 @@
 import random
 
 import pytest
-from conftest import paper, write_jsonl
-from reference import bfs
 
 from retrieval import ConfigError, RetrievalClient, RetrievalConfig, build_corpus, read_jsonl
 from retrieval.commands import build
+from tests.helpers import paper, write_jsonl
+from tests.reference import bfs
 
 
 @pytest.mark.parametrize("hops", [0, 1, 2])

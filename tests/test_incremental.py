@@ -9,13 +9,14 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference import close
 
-from retrieval import Paper, RetrievalClient, RetrievalError, add_papers, build_index, remove_papers
+from retrieval import Paper, RetrievalClient, RetrievalError, SchemaVersionError, add_papers, build_index, remove_papers
 from retrieval.bm25 import impact
 from retrieval.cli import main
 from retrieval.commands import build
-from retrieval.store.database import HEAD_REVISION, migrate
+from retrieval.store.database import HEAD_REVISION
+from retrieval.store.migrate import migrate
+from tests.reference import close
 
 WORDS = ["graph", "walk", "sparse", "attention", "retrieval", "rank", "low", "adapter", "block", "routing"]
 WORDS += ["entropy", "black", "hole"]
@@ -168,7 +169,7 @@ def test_cli_add_and_remove(tmp_path, capsys):
     assert main(["remove", "nope", "--db", db]) == 1
 
 
-def test_an_index_at_revision_0001_is_upgraded_on_open(tmp_path):
+def test_an_index_at_revision_0001_is_refused_on_read_and_upgraded_on_request(tmp_path, capsys):
     db = tmp_path / "old.db"
     migrate(db, "0001")
     with sqlite3.connect(db) as conn:
@@ -181,6 +182,14 @@ def test_an_index_at_revision_0001_is_upgraded_on_open(tmp_path):
         info = {"n_papers": 2, "total_tokens": 3, "avgdl": 1.5, "min_year": 2001, "max_year": 2002, "k1": 1.5}
         info |= {"b": 0.75, "tokeniser": "unicode-alnum-lower", "tokeniser_version": "1", "schema_revision": "0001"}
         conn.executemany("INSERT INTO index_info VALUES (?, ?)", [(k, str(v)) for k, v in info.items()])
+    before = db.read_bytes()
+    with pytest.raises(SchemaVersionError, match=r"revision '0001'.*`retrieval upgrade --db .*old\.db`"):
+        RetrievalClient(db=db)
+    assert main(["search", "graph", "--db", str(db)]) == 1
+    assert "retrieval upgrade" in capsys.readouterr().err
+    assert db.read_bytes() == before  # a read never writes
+    assert main(["upgrade", "--db", str(db)]) == 0
+    assert "from schema revision 0001 to 0004" in capsys.readouterr().out
     with RetrievalClient(db=db) as client:
         assert [p for p, _ in client.lexical.search("graph", 5)] == ["a"]
         assert client.graph.expand(["a"], 1) == {"a": 0, "b": 1}

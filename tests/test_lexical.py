@@ -4,13 +4,13 @@ import json
 import random
 
 import pytest
-from conftest import paper, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import ReferenceBM25, close, tokens
 
-from retrieval import RetrievalClient, build_corpus, read_jsonl
+from retrieval import RetrievalClient, Trace, build_corpus, read_jsonl
 from retrieval.commands import build
+from tests.helpers import paper, write_jsonl
+from tests.reference import ReferenceBM25, close, tokens
 
 
 def _check_against_reference(client: RetrievalClient, ref: ReferenceBM25, query: str, k: int) -> None:
@@ -90,9 +90,14 @@ def test_query_with_no_known_token_or_no_token(demo_db):
 def test_sql_is_parameterised(demo_db):
     hostile = "x'); DROP TABLE papers; --"
     with RetrievalClient(db=demo_db) as client:
-        sql, params = client.lexical.search_sql(hostile, 5)
-        assert hostile not in sql and "drop" in params["query_terms"]
         assert client.lexical.search(hostile, 5) == []
+        assert client.paper("p001") is not None
+    trace = Trace()
+    with RetrievalClient(db=demo_db, tracer=trace) as client:
+        client.search(hostile)
+    assert trace.statements and all(hostile not in s.sql and "drop" not in s.sql.lower() for s in trace.statements)
+    assert '"drop"' in trace.statements[2].params["terms"]
+    with RetrievalClient(db=demo_db) as client:
         assert client.paper("p001") is not None
 
 

@@ -1,10 +1,8 @@
 """The merged ranking: the lesson's five behaviours, the blend recomputed from its parts, and invariants."""
 
 import pytest
-from conftest import paper, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import ReferenceBM25, bfs, close
 
 from retrieval import (
     ArxivMockClient,
@@ -13,8 +11,11 @@ from retrieval import (
     SemanticScholarMockClient,
     build_client,
     build_corpus,
+    build_from_clients,
 )
 from retrieval.commands import build
+from tests.helpers import paper, write_jsonl
+from tests.reference import ReferenceBM25, bfs, close
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,11 @@ def test_limit_keeps_metrics_of_the_whole_list(client):
 def test_client_builds_from_the_mock_clients_once_then_reopens(tmp_path):
     corpus = build_corpus()
     db = tmp_path / "lesson.db"
-    with RetrievalClient(ArxivMockClient(corpus), SemanticScholarMockClient(corpus), db=db) as c:
+    assert build_from_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus), db=db) == db
+    built = db.stat().st_mtime_ns
+    assert build_from_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus), db=db) == db
+    assert db.stat().st_mtime_ns == built  # the second call opens what the first built
+    with RetrievalClient(db=db) as c:
         first = c.search("attention sparsity").to_dict()
     with RetrievalClient(db=db) as c:  # a later session, without the clients
         assert c.search("attention sparsity").to_dict()["results"] == first["results"]

@@ -3,14 +3,14 @@
 import sqlite3
 
 import pytest
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
 
 from retrieval import IndexNotFoundError, NotAnIndexError, RetrievalClient, SchemaVersionError
 from retrieval.commands import build, stats
-from retrieval.store.database import HEAD_REVISION, alembic_config, head_revision, migrate
+from retrieval.store.database import HEAD_REVISION, KNOWN_REVISIONS
+from retrieval.store.migrate import downgrade, head_revision, migrate, script_revisions
 from retrieval.store.models import Base
 
 TABLES = {"papers", "paper_authors", "citations", "doc_freq", "term_freq", "doc_len", "index_info"}
@@ -24,8 +24,9 @@ def _diff(path):
     return diff
 
 
-def test_head_revision_constant_matches_the_scripts():
+def test_revision_constants_match_the_scripts():
     assert head_revision() == HEAD_REVISION
+    assert script_revisions() == list(KNOWN_REVISIONS) and KNOWN_REVISIONS[-1] == HEAD_REVISION
 
 
 def test_upgrade_from_empty_gives_the_models_schema(tmp_path):
@@ -42,18 +43,17 @@ def test_upgrade_from_empty_gives_the_models_schema(tmp_path):
 
 def test_downgrade_to_base_and_back(tmp_path):
     db = tmp_path / "m.db"
-    cfg = alembic_config(db)
-    command.upgrade(cfg, "head")
-    command.downgrade(cfg, "base")
+    migrate(db)
+    downgrade(db, "base")
     with sqlite3.connect(db) as conn:
         left = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
     assert left == {"alembic_version"}
-    command.upgrade(cfg, "head")
+    migrate(db)
     assert _diff(db) == []
 
 
 def test_offline_mode_emits_sql(tmp_path, capsys):
-    command.upgrade(alembic_config(tmp_path / "m.db"), "head", sql=True)
+    migrate(tmp_path / "m.db", sql=True)
     out = capsys.readouterr().out
     assert "CREATE TABLE papers" in out and "CREATE VIEW term_counts" in out
     assert not (tmp_path / "m.db").exists()

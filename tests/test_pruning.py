@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference import ReferenceBM25, close
 
-from retrieval import Paper, RetrievalClient, add_papers, build_index, remove_papers
+from retrieval import Paper, RetrievalClient, Trace, add_papers, build_index, remove_papers
 from retrieval.bm25 import HEAD_IMPACT, drift, impact, impacts, tf_norm
-from retrieval.search.lexical import NEVER, QueryTerm, choose_min_impacts
+from retrieval.search.lexical import NEVER, below, choose_min_impacts
+from retrieval.search.query import QueryTerm
 from retrieval.store import bulk
-from retrieval.store.database import migrate
-from retrieval.store.writer import IndexWriter, WriteSummary
+from retrieval.store.migrate import migrate
+from tests.reference import ReferenceBM25, close
 
 # A Zipf-like vocabulary: a few words in most papers, many in few, so queries mix common and rare terms.
 VOCAB = [f"w{i}" for i in range(60)]
@@ -88,20 +88,25 @@ def test_a_common_term_is_read_from_its_head_and_the_answer_is_still_exact(tmp_p
     db = tmp_path / "h.db"
     build_index(papers.values(), db)
     with RetrievalClient(db=db) as client:
-        _, plan = client.lexical.plan("rare common", 5)
-        by_term = {client.lexical._conn.execute("SELECT term FROM doc_freq WHERE term_id = ?", (t,)).fetchone()[0]: m
-                   for t, m in plan.min_impacts.items()}  # fmt: skip
-    assert plan.theta > 0
+        plan = client.lexical.plan("rare common", 5)
+    with sqlite3.connect(db) as conn:
+        terms = dict(conn.execute("SELECT term_id, term FROM doc_freq"))
+    by_term = {terms[t]: m for t, m in plan.min_impacts.items()}
+    assert plan.threshold > 0
     assert by_term["rare"] == 0 and by_term["common"] >= HEAD_IMPACT
     check_exact(db, papers, ["rare common", "common", "common rare rare", "filler common"])
 
 
-def test_choose_min_impacts_keeps_the_unread_bound_below_theta():
-    terms = [QueryTerm(1, 10, 8.0, 2000, 1e-3), QueryTerm(2, 5000, 1.0, 2400, 1e-3), QueryTerm(3, 900, 3.0, 1100, 1e-3)]
-    for theta in (0.0, 0.5, 3.0, 9.0, 20.0, 60.0):
-        chosen = choose_min_impacts(terms, theta)
-        unread = sum(t.below(chosen[t.term_id]) for t in terms)
-        assert theta == 0 and set(chosen.values()) == {0} or unread < theta
+def test_choose_min_impacts_keeps_the_unread_bound_below_the_threshold():
+    terms = [
+        QueryTerm("a", 1, 10, 1, 8.0, 2000, 1e-3),
+        QueryTerm("b", 2, 5000, 1, 1.0, 2400, 1e-3),
+        QueryTerm("c", 3, 900, 1, 3.0, 1100, 1e-3),
+    ]
+    for threshold in (0.0, 0.5, 3.0, 9.0, 20.0, 60.0):
+        chosen = choose_min_impacts(terms, threshold)
+        unread = sum(below(t, chosen[t.term_id]) for t in terms)
+        assert threshold == 0 and set(chosen.values()) == {0} or unread < threshold
     # With a high threshold the rare, heavy term is read whole and the common one not at all.
     chosen = choose_min_impacts(terms, 9.0)
     assert chosen[1] == 0 and chosen[2] in (HEAD_IMPACT, NEVER)
@@ -148,7 +153,7 @@ def test_postings_too_wide_to_pack_are_loaded_row_by_row(tmp_path):
     db = tmp_path / "wide.db"
     migrate(db)
     conn = sqlite3.connect(db, isolation_level=None)
-    loader = bulk.BulkLoader(IndexWriter(conn, WriteSummary(path=str(db))), workers=0)
+    loader = bulk.BulkLoader(conn, workers=0)
     terms = np.array([1, 1, 2**40], dtype=np.int64)
     docs = np.array([1, 2**30, 5], dtype=np.int64)
     counts, lengths, weights = np.array([1, 2, 300]), np.array([10, 70000, 3]), np.array([900, 2499, 1])
@@ -173,14 +178,27 @@ def test_stored_impacts_are_the_bm25_bound_of_each_posting(tmp_path):
     assert all(stored == actual for stored, actual in maxima)
 
 
-def test_search_sql_shows_the_three_statements(tmp_path):
+def lexical_statements(db, query: str, k: int) -> list[str]:
+    """The names of the statements a lexical top-k search ran, in order (from the client's tracer)."""
+    trace = Trace()
+    with RetrievalClient(db, tracer=trace) as client:
+        client.lexical.search(query, k)
+    return [s.name for s in trace.statements]
+
+
+def test_a_pruned_search_runs_terms_threshold_and_top_k(tmp_path):
     rng = random.Random(5)
     papers = [random_paper(rng, f"p{i:03d}") for i in range(50)]
     db = tmp_path / "s.db"
     build_index(papers, db)
-    with RetrievalClient(db=db) as client:
-        names = [name for name, _, _ in client.lexical.statements("w1 w30", 10)]
-    assert names == ["lexical: terms", "lexical: threshold", "lexical: top-k"]
+    assert lexical_statements(db, "w1 w30", 10) == [
+        "begin the read snapshot",
+        "index statistics",
+        "lexical: the query's terms",
+        "lexical: threshold",
+        "lexical: top-k",
+        "end the read snapshot",
+    ]
 
 
 @pytest.fixture(autouse=True)
@@ -196,10 +214,10 @@ def test_a_whole_abstract_as_the_query_runs_the_plain_aggregation_and_is_exact(t
     build_index(papers.values(), db)
     query = " ".join(rng.sample(VOCAB, 40))
     with RetrievalClient(db=db) as client:
-        _, plan = client.lexical.plan(query, 10)
-        names = [name for name, _, _ in client.lexical.statements(query, 10)]
-    assert not plan.pruned and not plan.thresholded
-    assert names == ["lexical: terms", "lexical: top-k (plain aggregation)"]
+        plan = client.lexical.plan(query, 10)
+    assert not plan.pruned
+    names = lexical_statements(db, query, 10)
+    assert names[2:-1] == ["lexical: the query's terms", "lexical: top-k (plain aggregation)"]
     check_exact(db, papers, [query])
 
 
@@ -217,5 +235,4 @@ def test_a_second_threshold_sample_keeps_the_answer_exact(tmp_path, monkeypatch)
         for query in queries:
             client.lexical.search(query, 5)
         assert client.lexical.refined > 0
-        names = [name for name, _, _ in client.lexical.statements(queries[0], 5)]
-    assert "lexical: threshold, second sample" in names
+    assert "lexical: threshold, second sample" in lexical_statements(db, queries[0], 5)

@@ -1,8 +1,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
-from reference import tokens
 
 from retrieval.text import sentences, tokenise
+from tests.reference import tokens
 
 
 def test_lowercases_and_splits_on_non_alphanumerics():

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from .paper import Paper
 
 FORMATS = ("jsonl", "openalex", "s2")
@@ -42,13 +42,13 @@ def _string_list(value: object, field: str, where: Where) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InputError(*where, f"'{field}' must be a list of strings, got {json.dumps(value)[:80]}")
+        raise InputError.at(*where, f"'{field}' must be a list of strings, got {json.dumps(value)[:80]}")
     return value
 
 
 def _year(value: object, pid: str, field: str, where: Where) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise InputError(*where, f"paper {pid!r}: '{field}' must be an integer or null, got {json.dumps(value)}")
+        raise InputError.at(*where, f"paper {pid!r}: '{field}' must be an integer or null, got {json.dumps(value)}")
     return value
 
 
@@ -56,13 +56,13 @@ def _text(value: object, pid: str, field: str, where: Where) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise InputError(*where, f"paper {pid!r}: '{field}' must be a string or null")
+        raise InputError.at(*where, f"paper {pid!r}: '{field}' must be a string or null")
     return value
 
 
 def _id(value: object, field: str, where: Where) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise InputError(*where, f"missing '{field}' (a non-empty string)")
+        raise InputError.at(*where, f"missing '{field}' (a non-empty string)")
     return value
 
 
@@ -71,7 +71,7 @@ def parse_jsonl(record: dict, where: Where, source: str) -> Paper:
     pid = _id(record.get("id"), "id", where)
     title = record.get("title")
     if not isinstance(title, str):  # an empty title is allowed: real corpora have a few (CACM does)
-        raise InputError(*where, f"paper {pid!r} has no 'title' (a string; add the field, empty if unknown)")
+        raise InputError.at(*where, f"paper {pid!r} has no 'title' (a string; add the field, empty if unknown)")
     return Paper(
         id=pid,
         title=title,
@@ -92,11 +92,11 @@ def rebuild_abstract(inverted: object, pid: str, where: Where) -> str:
     if inverted is None:
         return ""
     if not isinstance(inverted, dict):
-        raise InputError(*where, f"work {pid!r}: 'abstract_inverted_index' must be an object or null")
+        raise InputError.at(*where, f"work {pid!r}: 'abstract_inverted_index' must be an object or null")
     placed: dict[int, str] = {}
     for word, positions in inverted.items():
         if not isinstance(positions, list) or not all(type(i) is int for i in positions):
-            raise InputError(*where, f"work {pid!r}: positions of {word!r} in the abstract must be integers")
+            raise InputError.at(*where, f"work {pid!r}: positions of {word!r} in the abstract must be integers")
         for position in positions:
             placed[position] = word
     return " ".join(placed[i] for i in sorted(placed))
@@ -131,11 +131,11 @@ def _paper_ids(value: object, field: str, pid: str, where: Where) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise InputError(*where, f"paper {pid!r}: '{field}' must be a list of objects")
+        raise InputError.at(*where, f"paper {pid!r}: '{field}' must be a list of objects")
     out = []
     for entry in value:
         if not isinstance(entry, dict):
-            raise InputError(*where, f"paper {pid!r}: each entry of '{field}' must be an object with a paperId")
+            raise InputError.at(*where, f"paper {pid!r}: each entry of '{field}' must be an object with a paperId")
         other = entry.get("paperId")
         if isinstance(other, str) and other:  # None: a reference Semantic Scholar could not resolve
             out.append(other)
@@ -194,15 +194,15 @@ def json_lines(path: Path, expected: str = "") -> Iterator[tuple[Where, dict]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise InputError(*where, f"not UTF-8 text ({exc.reason})") from None
+                raise InputError.at(*where, f"not UTF-8 text ({exc.reason})") from None
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise InputError(*where, f"invalid JSON ({exc.msg} at column {exc.colno}){hint}") from None
+                raise InputError.at(*where, f"invalid JSON ({exc.msg} at column {exc.colno}){hint}") from None
             if not isinstance(record, dict):
-                raise InputError(*where, f"expected a JSON object{hint}, got {type(record).__name__}")
+                raise InputError.at(*where, f"expected a JSON object{hint}, got {type(record).__name__}")
             yield where, record
 
 
@@ -211,7 +211,7 @@ def read_papers(path: str | os.PathLike[str], format: str | None = None) -> Iter
     None). Blank lines are skipped. Raises ``InputError`` with ``file:line`` on the first bad record."""
     path = Path(path)
     if format is not None and format not in PARSERS:
-        raise InputError(str(path), 0, f"unknown format {format!r}: use one of {', '.join(FORMATS)}")
+        raise ConfigError(f"unknown format {format!r}: use one of {', '.join(FORMATS)}")
     source = path.name
     parser = PARSERS.get(format) if format else None
     seen: set[str] = set()
@@ -219,7 +219,7 @@ def read_papers(path: str | os.PathLike[str], format: str | None = None) -> Iter
         if parser is None:
             detected = detect_format(record)
             if detected is None:
-                raise InputError(
+                raise InputError.at(
                     *where,
                     "cannot tell the format from this record (no 'id' or 'paperId'): give --format "
                     + "|".join(FORMATS),
@@ -227,7 +227,7 @@ def read_papers(path: str | os.PathLike[str], format: str | None = None) -> Iter
             parser = PARSERS[detected]
         paper = parser(record, where, source)
         if paper.id in seen:
-            raise InputError(*where, f"duplicate id {paper.id!r}: each paper may appear once")
+            raise InputError.at(*where, f"duplicate id {paper.id!r}: each paper may appear once")
         seen.add(paper.id)
         yield where[1], paper
 

@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..bm25 import K1, B
 from ..corpus.paper import Paper
-from ..errors import RetrievalError
+from ..errors import RetrievalError, StoreError
+from ..store.build import build_index
 from ..store.database import HEAD_REVISION, check_index
-from ..store.writer import K1, B, build_index
 from ..text import TOKENISER_NAME, TOKENISER_VERSION
-from .errors import EvalError
 
 #: Bump when the protocol changes what goes into an evaluation index.
 EVAL_INDEX_FORMAT = "1"
@@ -105,7 +105,7 @@ def ensure_index(
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise EvalError(f"cannot create the cache directory {cache_dir} ({exc}): choose another --cache-dir") from None
+        raise StoreError(f"cannot create the cache directory {cache_dir} ({exc}): choose another --cache-dir") from None
     build_index(papers(), path, source=source, progress=progress)
     sidecar = path.with_suffix(".json")
     tmp = sidecar.with_name(f".{sidecar.name}.tmp")

@@ -1,7 +1,7 @@
 """The ``retrieval eval`` subcommand: parsing and printing only; the work is ``retrieval.eval.run_eval``.
 
-Register it on the main parser's subparsers with ``add_eval_parser(sub)``. Errors are ``RetrievalError``
-subclasses, which the main CLI prints before exiting 1.
+The main CLI imports this module only when ``retrieval eval`` runs, and calls ``add_arguments`` on the
+subcommand's parser. Errors are ``RetrievalError`` subclasses, which the main CLI prints before exiting 1.
 """
 
 from __future__ import annotations
@@ -101,17 +101,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add the ``eval`` subcommand to ``subparsers`` and return its parser."""
-    p = subparsers.add_parser(
-        "eval",
-        help="measure recall, MAP, nDCG and MRR of every retrieval mode on a corpus and a query file",
-        description=(
-            "Evaluate the retrieval modes on a corpus and a query file. When qids are corpus papers (citation "
-            "recommendation) every query paper is removed from the index searched. Writes report.md, "
-            "report.json, recall_at_k.png and one TREC run file per mode."
-        ),
-    )
+DESCRIPTION = (
+    "Evaluate the retrieval modes on a corpus and a query file. When qids are corpus papers (citation "
+    "recommendation) every query paper is removed from the index searched. Writes report.md, "
+    "report.json, recall_at_k.png and one TREC run file per mode."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``retrieval eval`` on its parser ``p``."""
+    p.description = DESCRIPTION
     p.add_argument("--corpus", required=True, metavar="FILE", help="corpus of papers, one JSON record a line")
     p.add_argument("--queries", required=True, metavar="FILE", help='JSONL queries {"qid", "query", "relevant"}')
     p.add_argument("--out", required=True, metavar="DIR", help="directory for report.md, report.json and the plot")
@@ -140,4 +139,3 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
         help="citation: remove query papers; judged: remove nothing; auto (default): decide from the files",
     )
     p.set_defaults(func=_cmd_eval)
-    return p

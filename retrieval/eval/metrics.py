@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .errors import EvalError
+from ..errors import RetrievalError
 
 CUTOFFS = (5, 10, 20, 50, 100)
 NDCG_CUTOFF = 10
@@ -37,7 +37,7 @@ def _library():
         import ir_measures
         import pytrec_eval  # noqa: F401  (the provider ir-measures is asked to use)
     except ImportError:  # pragma: no cover - depends on the environment
-        raise EvalError(
+        raise RetrievalError(
             "the evaluation needs ir-measures and pytrec_eval: install them with `pip install 'retrieval[eval]'`"
         ) from None
     return ir_measures

@@ -18,36 +18,13 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ..config import RetrievalConfig
-from ..evidence.modes import evidence_modes
-from ..search.merge import RetrievalClient
-from .errors import EvalError
+from ..errors import ConfigError
+from ..search.client import RetrievalClient
+from .evidence_modes import evidence_modes
+from .records import LexicalPass, ModeOutput
 
 #: The deepest cutoff of the metrics, and so the length of every ranking and of the shared BM25 list.
 LEXICAL_DEPTH = 100
-
-
-@dataclass(frozen=True)
-class LexicalPass:
-    """The shared part of a query's evaluation: its text, BM25 list and number of matching papers."""
-
-    text: str
-    bm25: list[tuple[str, float]]
-    matching: int
-    year: int | None = None  # the query paper's year, where the query is a paper
-
-
-@dataclass
-class ModeOutput:
-    """A mode's answer to one query: the ranking (at most ``depth`` ids), its candidate count, and, for a graph
-    mode, the hop distance of every candidate (``None`` for a mode that does not walk the graph)."""
-
-    ranking: list[str]
-    candidates: int
-    distances: dict[str, int] | None = None
-    graph_added: int | None = None
-    gate_fired: bool | None = None
-    #: a mode's own deterministic costs for this query (the evidence modes: |V|, |E|, scorer calls, status)
-    costs: dict | None = None
 
 
 class Mode(Protocol):
@@ -144,7 +121,7 @@ def select_modes(names: list[str] | None) -> list[Mode]:
     wanted = [name.strip() for name in names if name.strip()]
     unknown = [name for name in wanted if name not in MODES]
     if unknown:
-        raise EvalError(f"unknown mode(s) {', '.join(unknown)}: choose from {', '.join(MODES)}")
+        raise ConfigError(f"unknown mode(s) {', '.join(unknown)}: choose from {', '.join(MODES)}")
     if not wanted:
-        raise EvalError(f"no mode selected: choose one or more of {', '.join(MODES)}")
+        raise ConfigError(f"no mode selected: choose one or more of {', '.join(MODES)}")
     return [mode for name, mode in MODES.items() if name in wanted]

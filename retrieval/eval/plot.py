@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .errors import EvalError
+from ..errors import RetrievalError
 
 
 def require_matplotlib() -> None:
@@ -22,7 +22,9 @@ def _matplotlib():
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:  # pragma: no cover - depends on the environment
-        raise EvalError("the recall plot needs matplotlib: install it with `pip install 'retrieval[eval]'`") from None
+        raise RetrievalError(
+            "the recall plot needs matplotlib: install it with `pip install 'retrieval[eval]'`"
+        ) from None
     return Figure, FigureCanvasAgg
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from ..corpus.jsonl import read_papers
 from ..corpus.paper import Paper
+from ..errors import ConfigError, InputError
 from ..text import tokenise
-from .errors import EvalError, ProtocolError, QueryFileError
 from .queries import Query
 
 AUTO = "auto"
@@ -77,7 +77,7 @@ def scan_corpus(path: Path, qids: set[str]) -> CorpusScan:
             (citing, cited) for citing, cited in declared if citing != cited and (citing in qids or cited in qids)
         )
     if not ids:
-        raise EvalError(f"the corpus {path} holds no papers: give a JSONL file of papers with --corpus")
+        raise InputError(f"the corpus {path} holds no papers: give a JSONL file of papers with --corpus")
     return CorpusScan(
         n_papers=len(ids), ids=frozenset(ids), qid_titles=titles, qid_years=years, qid_edges=frozenset(edges)
     )
@@ -95,14 +95,14 @@ def is_paper_query(query: Query, scan: CorpusScan) -> bool:
 def decide_protocol(requested: str, queries: list[Query], scan: CorpusScan, source: str) -> str:
     """``citation`` or ``judged`` for ``requested`` in ``PROTOCOLS`` (see the module docstring for ``auto``)."""
     if requested not in PROTOCOLS:
-        raise ProtocolError(f"unknown protocol {requested!r}: choose one of {', '.join(PROTOCOLS)}")
+        raise ConfigError(f"unknown protocol {requested!r}: choose one of {', '.join(PROTOCOLS)}")
     if requested == JUDGED:
         return JUDGED
     if requested == CITATION:
         missing = [q for q in queries if q.qid not in scan.ids]
         if missing:
             first = ", ".join(f"{source}:{q.line} ({q.qid!r})" for q in missing[:3])
-            raise ProtocolError(
+            raise InputError(
                 f"--protocol citation needs every qid to be a paper of the corpus, but {len(missing)} are not "
                 f"(first: {first}): check that the query file belongs to this corpus, or use --protocol judged"
             )
@@ -113,7 +113,7 @@ def decide_protocol(requested: str, queries: list[Query], scan: CorpusScan, sour
     if not paper_queries:
         return JUDGED
     other = next(q for q in queries if not is_paper_query(q, scan))
-    raise ProtocolError(
+    raise InputError(
         f"{source}: {len(paper_queries)} of {len(queries)} queries are corpus papers (qid is a paper id and the "
         f"text starts with its title) and the others are not (e.g. line {other.line}, qid {other.qid!r}): "
         "say which protocol applies with --protocol citation (remove every query paper) or --protocol judged"
@@ -232,7 +232,7 @@ def apply_protocol(queries: list[Query], scan: CorpusScan, kind: str, source: st
             if not_in_corpus
             else "give queries with at least one relevant paper that is not itself a query"
         )
-        raise QueryFileError(f"{source}: none of its {len(queries)} queries has a relevant paper left: {hint}")
+        raise InputError(f"{source}: none of its {len(queries)} queries has a relevant paper left: {hint}")
     selected = evaluable[:limit] if limit is not None else evaluable
     return EvalSet(
         kind=kind,

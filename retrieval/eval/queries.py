@@ -1,7 +1,7 @@
 """Reader for query files: one JSON object per line, ``{"qid": str, "query": str, "relevant": [paper ids]}``.
 
 Every malformed line raises ``InputError`` naming ``file:line``; a file without any query raises
-``QueryFileError``. Relevant ids are kept as written here (order and repeats included); checking them against
+``InputError``. Relevant ids are kept as written here (order and repeats included); checking them against
 the corpus is the protocol's job.
 """
 
@@ -12,7 +12,6 @@ from pathlib import Path
 
 from ..corpus.jsonl import json_lines
 from ..errors import InputError
-from .errors import QueryFileError
 
 QUERY_FORMAT = '{"qid": str, "query": str, "relevant": [paper ids]}'
 
@@ -30,33 +29,33 @@ class Query:
 def _parse(record: dict, where: tuple[str, int]) -> Query:
     qid = record.get("qid")
     if not isinstance(qid, str) or not qid.strip():
-        raise InputError(*where, "missing 'qid' (a non-empty string)")
+        raise InputError.at(*where, "missing 'qid' (a non-empty string)")
     text = record.get("query")
     if not isinstance(text, str):
-        raise InputError(*where, f"query {qid!r} has no 'query' (a string)")
+        raise InputError.at(*where, f"query {qid!r} has no 'query' (a string)")
     relevant = record.get("relevant")
     if not isinstance(relevant, list) or not all(isinstance(r, str) for r in relevant):
-        raise InputError(*where, f"query {qid!r}: 'relevant' must be a list of paper ids (strings)")
+        raise InputError.at(*where, f"query {qid!r}: 'relevant' must be a list of paper ids (strings)")
     return Query(qid=qid, text=text, relevant=tuple(relevant), line=where[1])
 
 
 def read_queries(path: str | Path) -> list[Query]:
     """Every query of the file, in file order; blank lines are skipped.
 
-    Raises ``QueryFileError`` when the file is missing or holds no query, and ``InputError`` (``file:line``)
+    Raises ``InputError`` when the file is missing or holds no query, and ``InputError`` (``file:line``)
     for a malformed line or a repeated qid.
     """
     path = Path(path)
     if not path.is_file():
-        raise QueryFileError(f"no query file at {path}: give a JSONL file of {QUERY_FORMAT} lines with --queries")
+        raise InputError(f"no query file at {path}: give a JSONL file of {QUERY_FORMAT} lines with --queries")
     queries: list[Query] = []
     first_line: dict[str, int] = {}
     for where, record in json_lines(path, QUERY_FORMAT):
         query = _parse(record, where)
         if query.qid in first_line:
-            raise InputError(*where, f"qid {query.qid!r} repeats line {first_line[query.qid]}: each qid once")
+            raise InputError.at(*where, f"qid {query.qid!r} repeats line {first_line[query.qid]}: each qid once")
         first_line[query.qid] = where[1]
         queries.append(query)
     if not queries:
-        raise QueryFileError(f"{path} holds no queries: expected one {QUERY_FORMAT} object per line")
+        raise InputError(f"{path} holds no queries: expected one {QUERY_FORMAT} object per line")
     return queries

@@ -7,6 +7,30 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class LexicalPass:
+    """The shared part of a query's evaluation: its text, BM25 list and number of matching papers."""
+
+    text: str
+    bm25: list[tuple[str, float]]
+    matching: int
+    year: int | None = None  # the query paper's year, where the query is a paper
+
+
+@dataclass
+class ModeOutput:
+    """A mode's answer to one query: the ranking (at most ``depth`` ids), its candidate count, and, for a graph
+    mode, the hop distance of every candidate (``None`` for a mode that does not walk the graph)."""
+
+    ranking: list[str]
+    candidates: int
+    distances: dict[str, int] | None = None
+    graph_added: int | None = None
+    gate_fired: bool | None = None
+    #: a mode's own deterministic costs for this query (the evidence modes: |V|, |E|, scorer calls, status)
+    costs: dict | None = None
+
+
+@dataclass(frozen=True)
 class ModeAnswer:
     """One mode's answer to one query."""
 

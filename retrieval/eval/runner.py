@@ -20,11 +20,11 @@ from pathlib import Path
 
 from .. import __version__
 from ..config import RetrievalConfig
-from ..search.merge import RetrievalClient
+from ..errors import ConfigError, InputError, StoreError
+from ..search.client import RetrievalClient
 from ..store.database import connect
 from ..text import tokenise
 from .cache import CachedIndex, cache_key, ensure_index, file_sha256, index_identity, resolve_cache_dir
-from .errors import EvalError
 from .graphrag import by_hop, by_seed_quality
 from .metrics import CUTOFFS, Effectiveness, effectiveness, latency_summary, require_library
 from .modes import LEXICAL_DEPTH, LexicalPass, Mode, select_modes
@@ -86,9 +86,9 @@ class Prepared:
 def prepare(corpus: Path, queries: Path, protocol: str, limit_queries: int | None) -> Prepared:
     """Read and check both files and apply the protocol; nothing is built yet."""
     if limit_queries is not None and limit_queries < 1:
-        raise EvalError(f"--limit-queries must be at least 1, got {limit_queries}")
+        raise ConfigError(f"--limit-queries must be at least 1, got {limit_queries}")
     if not corpus.is_file():
-        raise EvalError(f"no corpus file at {corpus}: give a JSONL file of papers with --corpus")
+        raise InputError(f"no corpus file at {corpus}: give a JSONL file of papers with --corpus")
     query_list = read_queries(queries)
     scan = scan_corpus(corpus, {q.qid for q in query_list})
     kind = decide_protocol(protocol, query_list, scan, str(queries))
@@ -243,7 +243,7 @@ def _make_dirs(*directories: Path) -> None:
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise EvalError(f"cannot create {directory} ({exc}): choose another --out / --runs-dir") from None
+            raise StoreError(f"cannot create {directory} ({exc}): choose another --out / --runs-dir") from None
 
 
 def run_eval(

@@ -14,11 +14,6 @@ import importlib
 
 _EXPORTS = {
     "EvidenceConfig": "config",
-    "AuditStoreError": "errors",
-    "EvidenceError": "errors",
-    "GraphTooLargeError": "errors",
-    "PlanFileError": "errors",
-    "ScorerError": "errors",
     "to_dot": "export",
     "to_graphml": "export",
     "write_dot": "export",

@@ -1,7 +1,7 @@
 """The ``retrieval explain`` subcommand: parsing and printing only; the work is ``retrieval.evidence.explain``.
 
-Register it on the main parser's subparsers with ``add_explain_parser(sub)``. Errors are ``RetrievalError``
-subclasses, which the main CLI prints before exiting 1.
+The main CLI imports this module only when ``retrieval explain`` runs, and calls ``add_arguments`` on the
+subcommand's parser. Errors are ``RetrievalError`` subclasses, which the main CLI prints before exiting 1.
 """
 
 from __future__ import annotations
@@ -25,18 +25,17 @@ LINKS_SHOWN = 4
 DEFAULTS = EvidenceConfig()
 
 
-def add_explain_parser(subparsers) -> argparse.ArgumentParser:
-    """Add ``explain`` to the main parser's subparsers; returns its parser."""
-    p = subparsers.add_parser(
-        "explain",
-        help="rank papers by the evidence graph of the query's seeds, and say why (the Crase method)",
-        description=(
-            "Seeds from the query and its sub-queries (BM25 and recency), their 1.5-hop citation graph, edges "
-            "weighted and pruned by how well the cited paper supports the citing one, and a recency-aware "
-            "personalised PageRank or SALSA over what remains. Prints, per returned paper, the seeds and edges "
-            "that brought it in, and the pruned edges with the reason."
-        ),
-    )
+DESCRIPTION = (
+    "Seeds from the query and its sub-queries (BM25 and recency), their 1.5-hop citation graph, edges "
+    "weighted and pruned by how well the cited paper supports the citing one, and a recency-aware "
+    "personalised PageRank or SALSA over what remains. Prints, per returned paper, the seeds and edges "
+    "that brought it in, and the pruned edges with the reason."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``retrieval explain`` on its parser ``p``."""
+    p.description = DESCRIPTION
     p.add_argument("query", help="free-text query (it is always sub-query 0)")
     p.add_argument("--db", help=f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})")
     p.add_argument("--subquery", action="append", default=[], metavar="TEXT", help="a sub-query (repeatable)")
@@ -69,7 +68,6 @@ def add_explain_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--dot", metavar="FILE", help="write the run's graph as Graphviz DOT")
     p.add_argument("--json", action="store_true", help="print the whole run as one JSON object")
     p.set_defaults(func=_cmd_explain)
-    return p
 
 
 def config_from_args(args: argparse.Namespace) -> EvidenceConfig:

@@ -9,7 +9,7 @@
 Each node records the seeds that brought it in and how (``reference`` of a seed, ``citing`` a seed, or
 ``seed``). The size (|V|, |E|) is known before any edge is scored.
 
-**Cap.** With ``max_nodes`` set and |V| above it, ``cap_policy="refuse"`` raises ``GraphTooLargeError`` (nothing is
+**Cap.** With ``max_nodes`` set and |V| above it, ``cap_policy="refuse"`` raises ``ConfigError`` (nothing is
 scored), and ``"trim"`` keeps the seeds and then the non-seed papers linked to the most seeds, ties by the newest
 year (papers without a year last), then id, up to ``max_nodes`` papers; E is then the edges among the papers kept.
 Both sizes, found and kept, are reported. Seeds are never trimmed: a cap below the number of seeds is refused.
@@ -18,11 +18,11 @@ Both sizes, found and kept, are reported. Seeds are never trimmed: a cap below t
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 
+from ..errors import ConfigError
+from ..store.executor import Snapshot
 from .config import EvidenceConfig
-from .errors import GraphTooLargeError
 
 # CROSS JOIN fixes SQLite's join order: out from the few seeds along the citation indexes. With a plain JOIN the
 # planner may start from ``papers`` and scan all of them, since it cannot know how few seeds there are.
@@ -99,29 +99,21 @@ class EvidenceGraph:
         return len(self.nodes), len(self.edges)
 
 
-def graph_sql(seed_ids: list[str]) -> list[tuple[str, str, dict]]:
-    """``(name, statement, parameters)`` of the statements that build the graph (node ids as a placeholder)."""
-    return [
-        ("evidence nodes", NODES_SQL, {"seed_ids": json.dumps(seed_ids)}),
-        ("evidence edges", EDGES_SQL, {"node_ids": "<node ids>"}),
-    ]
-
-
-def build_graph(conn: sqlite3.Connection, seed_ids: list[str], config: EvidenceConfig) -> EvidenceGraph:
-    """V and E around ``seed_ids`` (see the module docstring); raises ``GraphTooLargeError`` on a refused cap."""
-    rows = conn.execute(NODES_SQL, {"seed_ids": json.dumps(seed_ids)}).fetchall()
+def build_graph(snap: Snapshot, seed_ids: list[str], config: EvidenceConfig) -> EvidenceGraph:
+    """V and E around ``seed_ids`` (see the module docstring); raises ``ConfigError`` on a refused cap."""
+    rows = snap.rows("evidence: nodes", NODES_SQL, {"seed_ids": json.dumps(seed_ids)})
     kept, trimmed = rows, []
     cap = config.max_nodes
     if cap is not None and len(rows) > cap:
         n_seeds = sum(1 for row in rows if row[1])
         if n_seeds > cap:  # trimming never drops a seed: the graph could not be the seeds' neighbourhood
-            raise GraphTooLargeError(
+            raise ConfigError(
                 f"the {n_seeds} seeds alone exceed the cap of {cap:,} papers: raise max_nodes (--max-nodes) "
                 "above the number of seeds, or take fewer seeds per sub-query (--seeds)"
             )
         if config.cap_policy == "refuse":
-            found_edges = _count_edges(conn, [row[0] for row in rows])
-            raise GraphTooLargeError(
+            found_edges = _count_edges(snap, [row[0] for row in rows])
+            raise ConfigError(
                 f"the evidence graph has {len(rows):,} papers and {found_edges:,} edges, above the cap of "
                 f"{cap:,} papers: narrow the query or its sub-queries, take fewer seeds, raise max_nodes "
                 "(--max-nodes), or let the cap trim the graph (--cap trim)"
@@ -129,8 +121,8 @@ def build_graph(conn: sqlite3.Connection, seed_ids: list[str], config: EvidenceC
         kept, trimmed = rows[:cap], [row[0] for row in rows[cap:]]
     seeds = [row[0] for row in kept if row[1]]
     nodes = sorted(row[0] for row in kept)
-    edges = [tuple(row) for row in conn.execute(EDGES_SQL, {"node_ids": json.dumps(nodes)})]
-    found_edges = _count_edges(conn, [row[0] for row in rows]) if trimmed else len(edges)
+    edges = [tuple(row) for row in snap.run("evidence: edges", EDGES_SQL, {"node_ids": json.dumps(nodes)})]
+    found_edges = _count_edges(snap, [row[0] for row in rows]) if trimmed else len(edges)
     return EvidenceGraph(
         seeds=sorted(seeds),
         nodes=nodes,
@@ -143,5 +135,5 @@ def build_graph(conn: sqlite3.Connection, seed_ids: list[str], config: EvidenceC
     )
 
 
-def _count_edges(conn: sqlite3.Connection, node_ids: list[str]) -> int:
-    return conn.execute(EDGE_COUNT_SQL, {"node_ids": json.dumps(node_ids)}).fetchone()[0]
+def _count_edges(snap: Snapshot, node_ids: list[str]) -> int:
+    return snap.one("evidence: edges before trimming", EDGE_COUNT_SQL, {"node_ids": json.dumps(node_ids)})[0]

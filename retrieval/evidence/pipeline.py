@@ -16,10 +16,10 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 
-from ..search.merge import RetrievalClient
-from ..store.database import read_snapshot, read_stats
+from ..errors import RetrievalError
+from ..search.client import RetrievalClient
+from ..search.query import Query
 from .config import EvidenceConfig, age
-from .errors import ScorerError
 from .graph import EvidenceGraph, build_graph
 from .plan import Planner, collect_subqueries
 from .rank import RANKERS
@@ -51,18 +51,17 @@ def explain(
     cfg = config or EvidenceConfig()
     clock = _Clock()
     texts = collect_subqueries(query, subqueries, plan, planner)
-    with read_snapshot(client._conn) as conn:
-        stats = read_stats(conn)
+    queries = [Query.parse(text) for text in texts]
+    with client.snapshot() as snap:
+        stats = snap.stats
         reference_year = cfg.reference_year(stats.max_year)
         if seeds is not None:
-            seed_list = given_seeds(conn, client.lexical, texts, list(seeds))
+            seed_list = given_seeds(snap, queries, list(seeds))
         else:
-            seed_list = select_seeds(
-                conn, client.lexical, texts, cfg, reference_year, stats.min_year, first_hits=lexical
-            )
+            seed_list = select_seeds(snap, queries, cfg, reference_year, stats.min_year, first_hits=lexical)
         clock.lap("seeds")
 
-        graph = build_graph(conn, [seed.paper_id for seed in seed_list], cfg)
+        graph = build_graph(snap, [seed.paper_id for seed in seed_list], cfg)
         papers = client.papers(graph.nodes, full=False)
         claims = {pid: claims_of(p.title, p.abstract, cfg.max_claims) for pid, p in papers.items()}
         size = GraphSize(
@@ -78,11 +77,11 @@ def explain(
         )
         clock.lap("graph")
 
-        counting = CountingScorer(scorer or TfidfCosineScorer(conn, stats.n_papers))
+        counting = CountingScorer(scorer or TfidfCosineScorer(snap))
         counting.prepare(sorted({claim for paper_claims in claims.values() for claim in paper_claims}))
     support = score_edges(graph.edges, claims, counting, cfg.theta)
     if counting.calls != size.scorer_bound:
-        raise ScorerError(
+        raise RetrievalError(
             f"the scorer was called {counting.calls:,} times, not the announced {size.scorer_bound:,}: "
             "this is a bug in the evidence pipeline, please report it"
         )

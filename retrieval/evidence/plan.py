@@ -23,8 +23,8 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from ..errors import InputError
 from ..text import tokenise
-from .errors import PlanFileError
 
 Planner = Callable[[str], list[str]]
 
@@ -37,9 +37,9 @@ def read_plan(path: str | os.PathLike[str]) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise PlanFileError(f"no plan file at {path}: give a file of sub-queries ({PLAN_FORMAT})") from None
+        raise InputError(f"no plan file at {path}: give a file of sub-queries ({PLAN_FORMAT})") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise PlanFileError(f"cannot read the plan file {path} ({exc}): give a UTF-8 text file") from None
+        raise InputError(f"cannot read the plan file {path} ({exc}): give a UTF-8 text file") from None
     stripped = text.lstrip()
     if stripped[:1] in ("[", "{"):
         return _from_json(path, stripped)
@@ -50,10 +50,10 @@ def _from_json(path: Path, text: str) -> list[str]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise PlanFileError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg}); a plan file is {PLAN_FORMAT}") from None
+        raise InputError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg}); a plan file is {PLAN_FORMAT}") from None
     items = data.get("subqueries") if isinstance(data, dict) else data
     if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
-        raise PlanFileError(f"{path}: expected {PLAN_FORMAT}")
+        raise InputError(f"{path}: expected {PLAN_FORMAT}")
     return [item.strip() for item in items if item.strip()]
 
 
@@ -70,7 +70,7 @@ def collect_subqueries(
     if planner is not None:
         proposed = planner(query)
         if not isinstance(proposed, list) or not all(isinstance(item, str) for item in proposed):
-            raise PlanFileError(f"the planner must return a list of strings, got {type(proposed).__name__}")
+            raise InputError(f"the planner must return a list of strings, got {type(proposed).__name__}")
         candidates.extend(proposed)
     out: list[str] = [query]
     seen = {tuple(tokenise(query))}

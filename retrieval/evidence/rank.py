@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import EvidenceError
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -60,20 +60,20 @@ class _Arrays:
         position = {pid: i for i, pid in enumerate(self.ids)}
         missing = sorted({end for u, v, _ in edges for end in (u, v)} - position.keys())
         if missing:
-            raise EvidenceError(f"edges name papers that are not nodes of the graph: {', '.join(missing[:5])}")
+            raise ConfigError(f"edges name papers that are not nodes of the graph: {', '.join(missing[:5])}")
         self.n = len(self.ids)
         self.src = np.array([position[u] for u, _, _ in edges], dtype=np.int64)
         self.dst = np.array([position[v] for _, v, _ in edges], dtype=np.int64)
         self.w = np.array([w for _, _, w in edges], dtype=np.float64)
         if self.w.size and (self.w.min() < 0 or not np.isfinite(self.w).all()):
-            raise EvidenceError("edge weights must be finite and non-negative")
+            raise ConfigError("edge weights must be finite and non-negative")
         p = np.zeros(self.n)
         for pid, mass in teleport.items():
             if pid in position and mass > 0:
                 p[position[pid]] += mass
         total = p.sum()
         if total <= 0:
-            raise EvidenceError("the teleport vector has no mass on a node of the graph: give at least one seed")
+            raise ConfigError("the teleport vector has no mass on a node of the graph: give at least one seed")
         self.p = p / total
 
     def totals(self, index: np.ndarray) -> np.ndarray:
@@ -88,7 +88,7 @@ def _iterate(arrays: _Arrays, step, dangling: np.ndarray, alpha: float, toleranc
         x = nxt
         if change < tolerance:
             return WalkResult(dict(zip(arrays.ids, x.tolist(), strict=True)), iteration)
-    raise EvidenceError(
+    raise ConfigError(
         f"the walk did not converge to {tolerance:g} in {max_iterations} iterations: "
         "raise max_iterations or the tolerance"
     )

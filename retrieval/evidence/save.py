@@ -22,8 +22,8 @@ import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..errors import StoreError
 from ..store.database import check_index, connect
-from .errors import AuditStoreError
 from .records import EdgeRecord, EvidenceRun, NodeRecord
 
 #: How long a save waits for another writer (an ``add`` in progress) before giving up.
@@ -69,15 +69,15 @@ WHERE type = 'table'
 def save_run(path: str | os.PathLike[str], run: EvidenceRun) -> int:
     """Store ``run`` in the index at ``path`` and return its id in ``evidence_runs``."""
     path = Path(path)
-    check_index(path)  # upgrades an index of an older known revision, so the audit tables exist
+    check_index(path)  # the head revision, so the audit tables exist (an older index is refused: upgrade it)
     conn = connect(path, readonly=False)
     try:
         conn.isolation_level = None
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if conn.execute(AUDIT_TABLES_SQL).fetchone()[0] != 3:
-            raise AuditStoreError(
-                f"{path} has no evidence_runs tables: this version of retrieval lacks schema revision 0003; "
-                "upgrade retrieval (its migrations create them on the next open), or run without --save"
+            raise StoreError(
+                f"{path} has no evidence_runs tables: the file is damaged: "
+                "rebuild it with `retrieval build`, or run without --save"
             )
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -86,10 +86,11 @@ def save_run(path: str | os.PathLike[str], run: EvidenceRun) -> int:
             conn.executemany(INSERT_EDGE_SQL, (_edge_row(run_id, edge) for edge in run.edges.values()))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back already (a full disk): keep the real cause
+                conn.execute("ROLLBACK")
             raise
     except sqlite3.OperationalError as exc:
-        raise AuditStoreError(f"cannot save the run in {path} ({exc}): check that the file is writable") from None
+        raise StoreError(f"cannot save the run in {path} ({exc}): check that the file is writable") from None
     finally:
         conn.close()
     return run_id

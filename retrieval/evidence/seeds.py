@@ -22,10 +22,11 @@ its pool; a seed given by hand (``explicit``) is scored against every sub-query,
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 
-from ..search.lexical import BM25Index
+from ..search import lexical
+from ..search.query import Query
+from ..store.executor import Snapshot
 from .config import EvidenceConfig, age
 
 YEARS_SQL = """\
@@ -82,11 +83,11 @@ class Seed:
         }
 
 
-def read_years(conn: sqlite3.Connection, paper_ids: list[str]) -> dict[str, int | None]:
+def read_years(snap: Snapshot, paper_ids: list[str]) -> dict[str, int | None]:
     """``paper id -> year`` for the ids that are papers of the index (others are left out)."""
     if not paper_ids:
         return {}
-    return dict(conn.execute(YEARS_SQL, {"paper_ids": json.dumps(paper_ids)}).fetchall())
+    return dict(snap.rows("evidence: seed years", YEARS_SQL, {"paper_ids": json.dumps(paper_ids)}))
 
 
 def pick_for_subquery(
@@ -116,9 +117,8 @@ def pick_for_subquery(
 
 
 def select_seeds(
-    conn: sqlite3.Connection,
-    lexical: BM25Index,
-    subqueries: list[str],
+    snap: Snapshot,
+    subqueries: list[Query],
     config: EvidenceConfig,
     reference_year: int | None,
     earliest_year: int | None,
@@ -127,12 +127,13 @@ def select_seeds(
     """The union of every sub-query's picks. ``first_hits`` may carry sub-query 0's BM25 list when the caller
     already has it at least ``seed_pool`` deep (an evaluation shares one list between modes)."""
     lists = []
-    for index, text in enumerate(subqueries):
+    for index, query in enumerate(subqueries):
         if index == 0 and first_hits is not None:
             lists.append(list(first_hits[: config.seed_pool]))
         else:
-            lists.append(lexical.search(text, config.seed_pool))
-    years = read_years(conn, sorted({pid for hits in lists for pid, _ in hits}))
+            hits, _ = lexical.top_papers(snap, lexical.weigh(snap, query), config.seed_pool)
+            lists.append(hits)
+    years = read_years(snap, sorted({pid for hits in lists for pid, _ in hits}))
     picked: dict[str, list[SeedHit]] = {}
     for index, hits in enumerate(lists):
         for pid, hit in pick_for_subquery(index, hits, years, config, reference_year, earliest_year):
@@ -140,19 +141,18 @@ def select_seeds(
     return [Seed(pid, years.get(pid), tuple(hits), max(hit.bm25_norm for hit in hits)) for pid, hits in picked.items()]
 
 
-def given_seeds(
-    conn: sqlite3.Connection, lexical: BM25Index, subqueries: list[str], paper_ids: list[str]
-) -> list[Seed]:
+def given_seeds(snap: Snapshot, subqueries: list[Query], paper_ids: list[str]) -> list[Seed]:
     """Seeds given by hand (an ablation, or a caller with its own retriever), with their relevance to the
     sub-queries measured as for lexical seeds. Ids that are not papers of the index are left out."""
     ids = list(dict.fromkeys(paper_ids))
-    years = read_years(conn, ids)
+    years = read_years(snap, ids)
     present = [pid for pid in ids if pid in years]
     relevance = dict.fromkeys(present, 0.0)
-    for text in subqueries:
-        top = lexical.search(text, 1)
+    for query in subqueries:
+        wq = lexical.weigh(snap, query)
+        top, _ = lexical.top_papers(snap, wq, 1)
         if not top or top[0][1] <= 0:
             continue
-        for pid, score in lexical.scores(text, present).items():
+        for pid, score in lexical.scores_for(snap, wq, present).items():
             relevance[pid] = max(relevance[pid], score / top[0][1])
     return [Seed(pid, years[pid], (), relevance[pid], explicit=True) for pid in present]

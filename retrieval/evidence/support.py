@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from ..bm25 import idf as bm25_idf
+from ..errors import InputError
+from ..store.executor import Snapshot
 from ..text import sentences, tokenise
-from .errors import ScorerError
 
 DOC_FREQ_SQL = """\
 SELECT d.term,
@@ -68,9 +69,9 @@ class TfidfCosineScorer:
 
     name = "tfidf-cosine"
 
-    def __init__(self, conn: sqlite3.Connection, n_papers: int) -> None:
-        self._conn = conn
-        self._n = n_papers
+    def __init__(self, snap: Snapshot) -> None:
+        self._snap = snap
+        self._n = snap.stats.n_papers
         self._idf: dict[str, float] = {}
         self._vectors: dict[str, dict[str, float]] = {}
 
@@ -79,14 +80,18 @@ class TfidfCosineScorer:
         tokens = {text: tokenise(text) for text in claims if text not in self._vectors}
         missing = sorted({t for toks in tokens.values() for t in toks} - self._idf.keys())
         if missing:
-            df = dict(self._conn.execute(DOC_FREQ_SQL, {"terms": json.dumps(missing)}).fetchall())
+            df = dict(
+                self._snap.rows(
+                    "evidence: document frequencies of the claims", DOC_FREQ_SQL, {"terms": json.dumps(missing)}
+                )
+            )
             for term in missing:
                 self._idf[term] = self._idf_of(df.get(term, 0))
         for text, toks in tokens.items():
             self._vectors[text] = self._vector(toks)
 
     def _idf_of(self, df: int) -> float:
-        return math.log(1.0 + (self._n - df + 0.5) / (df + 0.5))
+        return bm25_idf(self._n, df)
 
     def _vector(self, tokens: list[str]) -> dict[str, float]:
         weights = {}
@@ -133,12 +138,12 @@ class CountingScorer:
         self.calls += len(hypotheses) * len(premises)
         matrix = [list(row) for row in self.scorer.support(hypotheses, premises)]
         if len(matrix) != len(hypotheses) or any(len(row) != len(premises) for row in matrix):
-            raise ScorerError(
+            raise InputError(
                 f"the scorer {self.name!r} returned a matrix of the wrong shape for {len(hypotheses)} x "
                 f"{len(premises)} claims: return one row per hypothesis and one column per premise"
             )
         if any(not (0.0 <= value <= 1.0) for row in matrix for value in row):
-            raise ScorerError(f"the scorer {self.name!r} returned a support outside [0, 1]: rescale its scores")
+            raise InputError(f"the scorer {self.name!r} returned a support outside [0, 1]: rescale its scores")
         return matrix
 
 

@@ -1,4 +1,4 @@
-"""Searching an index: the lexical pass, the graph pass, and the merge.
+"""Searching an index: the client (read-only), the query, the lexical pass, the graph pass and the blend.
 
 Names are imported on first use (``retrieval._lazy``)."""
 
@@ -9,17 +9,19 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .blend import RankedPaper, RetrievalResult
+    from .client import RetrievalClient
     from .graph import CitationGraph
     from .lexical import BM25Index
-    from .merge import RankedPaper, RetrievalClient, RetrievalResult, build_client
+    from .query import Query
 
 _EXPORTS = {
     "BM25Index": ".lexical",
     "CitationGraph": ".graph",
-    "RankedPaper": ".merge",
-    "RetrievalClient": ".merge",
-    "RetrievalResult": ".merge",
-    "build_client": ".merge",
+    "Query": ".query",
+    "RankedPaper": ".blend",
+    "RetrievalClient": ".client",
+    "RetrievalResult": ".blend",
 }
 
 
@@ -29,8 +31,8 @@ __getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 __all__ = [
     "BM25Index",
     "CitationGraph",
+    "Query",
     "RankedPaper",
     "RetrievalClient",
     "RetrievalResult",
-    "build_client",
 ]

@@ -30,28 +30,17 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ..config import RetrievalConfig
-from ..store.database import read_snapshot
+from ..store.executor import Snapshot
+from .query import WeightedQuery
 
 #: Multiplier of each relation's weight in the evidence sum (direct citations count fully).
 RELATION_WEIGHTS = {"references": 1.0, "citing": 1.0, "cocitation": 0.25, "coupling": 0.25}
 #: A hop-2 source passes on this share of its own evidence.
 HOP_DECAY = 0.5
-
-QUERY_MASS_SQL = """\
-WITH query_terms AS (
-    SELECT value AS term,
-           count(*) AS qtf
-    FROM json_each(:query_terms)
-    GROUP BY value
-)
-SELECT coalesce(sum(q.qtf * ln(1.0 + (:n_papers - d.df + 0.5) / (d.df + 0.5)) * (:k1 + 1.0)), 0.0)
-FROM query_terms AS q
-JOIN doc_freq AS d ON d.term = q.term"""
 
 _SOURCES = """\
 WITH sources AS (
@@ -209,16 +198,14 @@ class Expansion:
         }
 
 
-def decide(
-    conn: sqlite3.Connection, query_terms: list[str], seeds: list[tuple[str, float]], cfg: RetrievalConfig, stats
-) -> Gate:
-    """The gate: whether this query's seeds are thin enough to expand (see the module's docstring)."""
+def decide(wq: WeightedQuery, seeds: list[tuple[str, float]], cfg: RetrievalConfig) -> Gate:
+    """The gate: whether this query's seeds are thin enough to expand (see the module's docstring). Reads
+    nothing: the query's attainable score comes with its weights."""
     common = {"threshold": cfg.gate_threshold, "min_survivors": cfg.gate_min_survivors, "mode": cfg.expand}
     if cfg.expand == "never" or cfg.max_hops == 0 or not seeds:
         why = "no seeds" if not seeds else ("max_hops is 0" if cfg.max_hops == 0 else "expansion is off")
         return Gate(fired=False, survivors=0, reason=why, **common)
-    params = {"query_terms": json.dumps(query_terms), "n_papers": stats.n_papers, "k1": stats.k1}
-    mass = conn.execute(QUERY_MASS_SQL, params).fetchone()[0] or 0.0
+    mass = wq.attainable
     survivors = sum(1 for _, score in seeds if mass > 0 and score / mass >= cfg.gate_threshold)
     if cfg.expand == "always":
         return Gate(fired=True, survivors=survivors, reason="expansion is always on", **common)
@@ -231,7 +218,7 @@ def decide(
 
 
 def expand(
-    conn: sqlite3.Connection,
+    snap: Snapshot,
     seeds: list[tuple[str, float]],
     cfg: RetrievalConfig,
     gate: Gate,
@@ -243,39 +230,40 @@ def expand(
     top = seeds[0][1] if seeds and seeds[0][1] > 0 else 1.0
     seed_ids = {pid for pid, _ in seeds}
     strength = {pid: score / top for pid, score in seeds}
-    with read_snapshot(conn):
-        for hop in range(1, cfg.max_hops + 1):
-            if not strength:
-                break
-            sources = sorted(strength)
-            degrees = dict(conn.execute(DEGREE_SQL, {"sources": json.dumps(sources)}))
-            params = {
-                "sources": json.dumps(sources),
-                "fanout": cfg.fanout,
-                "max_neighbours": -1 if cfg.max_neighbours is None else cfg.max_neighbours,
-            }
-            gained: dict[str, float] = defaultdict(float)
-            for relation in cfg.relations:
-                for source, paper_id, weight in conn.execute(relation_sql(relation), params):
-                    out.edges_per_relation[relation] += 1
-                    if paper_id in seed_ids and hop > 1:
-                        continue
-                    hub = 1.0 / math.log(math.e + degrees.get(source, 0)) if cfg.hub_weighting else 1.0
-                    contribution = strength[source] * weight * RELATION_WEIGHTS[relation] * hub
-                    gained[paper_id] += contribution
-                    out.reaches[paper_id].append(Reach(source, relation, hop, contribution))
-                    if paper_id not in out.distance and paper_id not in seed_ids:
-                        out.distance[paper_id] = hop
-                        out.new_per_hop[hop] += 1
-                        out.new_per_relation[relation] += 1
-            for paper_id, value in gained.items():
-                out.evidence[paper_id] = out.evidence.get(paper_id, 0.0) + value
-            # The papers first reached at this hop are the next hop's sources.
-            strength = {
-                pid: HOP_DECAY * value
-                for pid, value in gained.items()
-                if pid not in seed_ids and out.distance[pid] == hop
-            }
+    for hop in range(1, cfg.max_hops + 1):
+        if not strength:
+            break
+        sources = sorted(strength)
+        degrees = dict(
+            snap.rows(f"expansion: degrees of the hop-{hop} sources", DEGREE_SQL, {"sources": json.dumps(sources)})
+        )
+        params = {
+            "sources": json.dumps(sources),
+            "fanout": cfg.fanout,
+            "max_neighbours": -1 if cfg.max_neighbours is None else cfg.max_neighbours,
+        }
+        gained: dict[str, float] = defaultdict(float)
+        for relation in cfg.relations:
+            for source, paper_id, weight in snap.run(
+                f"expansion: {relation}, hop {hop}", relation_sql(relation), params
+            ):
+                out.edges_per_relation[relation] += 1
+                if paper_id in seed_ids and hop > 1:
+                    continue
+                hub = 1.0 / math.log(math.e + degrees.get(source, 0)) if cfg.hub_weighting else 1.0
+                contribution = strength[source] * weight * RELATION_WEIGHTS[relation] * hub
+                gained[paper_id] += contribution
+                out.reaches[paper_id].append(Reach(source, relation, hop, contribution))
+                if paper_id not in out.distance and paper_id not in seed_ids:
+                    out.distance[paper_id] = hop
+                    out.new_per_hop[hop] += 1
+                    out.new_per_relation[relation] += 1
+        for paper_id, value in gained.items():
+            out.evidence[paper_id] = out.evidence.get(paper_id, 0.0) + value
+        # The papers first reached at this hop are the next hop's sources.
+        strength = {
+            pid: HOP_DECAY * value for pid, value in gained.items() if pid not in seed_ids and out.distance[pid] == hop
+        }
     if cfg.max_candidates is not None:
         added = [pid for pid in out.evidence if pid not in seed_ids]
         if len(added) > cfg.max_candidates:

@@ -9,11 +9,10 @@ walk never passes through one.
 from __future__ import annotations
 
 import json
-import sqlite3
 
 from ..config import MAX_HOPS
 from ..errors import ConfigError
-from ..store.database import read_snapshot
+from ..store.executor import Executor, Snapshot
 
 WALK_SQL = """\
 WITH RECURSIVE
@@ -52,23 +51,25 @@ def clamp_hops(max_hops: int) -> int:
     return min(max_hops, MAX_HOPS)
 
 
+def walk(snap: Snapshot, seeds: list[str], max_hops: int = MAX_HOPS) -> dict[str, int]:
+    """Map every paper within ``max_hops`` of a seed (seeds included, at 0) to its minimum distance.
+
+    Seeds that are not papers of the index are ignored. Ordered by distance, then id.
+    """
+    if not seeds:
+        return {}
+    params = {"seed_ids": json.dumps(list(seeds)), "max_hops": clamp_hops(max_hops)}
+    return dict(snap.rows("citation walk (recursive CTE)", WALK_SQL, params))
+
+
 class CitationGraph:
-    """The directed citation graph of an index file, walked in SQL."""
+    """The directed citation graph of an index, walked in SQL (each call reads one snapshot)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def expand_sql(self, seeds: list[str], max_hops: int = MAX_HOPS) -> tuple[str, dict]:
-        """The statement and parameters of the walk from ``seeds``."""
-        return WALK_SQL, {"seed_ids": json.dumps(list(seeds)), "max_hops": clamp_hops(max_hops)}
+    def __init__(self, executor: Executor) -> None:
+        self._executor = executor
 
     def expand(self, seeds: list[str], max_hops: int = MAX_HOPS) -> dict[str, int]:
-        """Map every paper within ``max_hops`` of a seed (seeds included, at 0) to its minimum distance.
-
-        Seeds that are not papers of the index are ignored. Ordered by distance, then id.
-        """
-        sql, params = self.expand_sql(seeds, max_hops)
-        if not seeds:
-            return {}
-        with read_snapshot(self._conn) as conn:
-            return {row[0]: row[1] for row in conn.execute(sql, params)}
+        """``walk`` from ``seeds``: every paper within ``max_hops`` and its minimum distance."""
+        clamp_hops(max_hops)
+        with self._executor.snapshot() as snap:
+            return walk(snap, seeds, max_hops)

@@ -16,19 +16,29 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sqlite3
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 from itertools import islice
 
 import numpy as np
 
 from ..bm25 import HEAD_IMPACT, impacts
 from ..corpus.paper import Paper
-from ..errors import RetrievalError
 from ..text import tokenise
-from .writer import INSERT_AUTHOR, INSERT_DOC_LEN, INSERT_PAPER, INSERT_SOURCE, add_paper_rows
+from .rows import (
+    INSERT_AUTHOR,
+    INSERT_DOC_LEN,
+    INSERT_PAPER,
+    INSERT_SOURCE,
+    CorpusCounts,
+    ReferenceCleaner,
+    UniqueIds,
+    add_paper_rows,
+)
 
 #: Papers handed to a worker at a time.
 CHUNK = 4000
@@ -120,25 +130,43 @@ def default_workers() -> int:
     return min(2, os.cpu_count() or 1)
 
 
-class BulkLoader:
-    """Loads ``papers`` into an empty index through ``writer`` (an ``IndexWriter``): its vocabulary, counters
-    and summary end as the incremental writer's would."""
+@dataclass
+class BulkResult:
+    """What a bulk load wrote, for the statistics and the summary: the corpus counts, the papers and terms,
+    the references dropped, and the seconds per stage."""
 
-    def __init__(self, writer, workers: int | None = None) -> None:
-        self.writer = writer
-        self.conn = writer.conn
+    counts: CorpusCounts
+    papers: int
+    terms: int
+    cleaner: ReferenceCleaner
+    stages: dict[str, float]
+
+
+class BulkLoader:
+    """Loads papers into the empty index on ``conn`` (inside the caller's transaction) and returns what it wrote;
+    the tables end as the incremental writer would leave them."""
+
+    def __init__(self, conn: sqlite3.Connection, workers: int | None = None) -> None:
+        self.conn = conn
         self.workers = default_workers() if workers is None else workers
         self.pool: ProcessPoolExecutor | None = None
-        self.seen: set[str] = set()
+        self.unique = UniqueIds()
+        self.cleaner = ReferenceCleaner()
+        self.stages: dict[str, float] = {}
+        self.vocabulary: dict[str, int] = {}
+        self.next_term_id = 1
+        self.n_papers = 0
+        self.total_tokens = 0
         self.term_parts: list[np.ndarray] = []
         self.count_parts: list[np.ndarray] = []
         self.doc_parts: list[np.ndarray] = []
         self.length_parts: list[np.ndarray] = []
 
     # -- papers, in chunks ----------------------------------------------------------------------------------
-    def load(self, papers: Iterable[Paper], progress: Callable[[int], None] | None = None) -> None:
+    def load(self, papers: Iterable[Paper], progress: Callable[[int], None] | None = None) -> BulkResult:
+        """Write every paper, its citations and postings, the vocabulary and the in-degrees."""
         self.conn.execute(f"DROP INDEX IF EXISTS {CITATIONS_INDEX}")
-        stages = self.writer.summary.stages
+        stages = self.stages
         mark = time.perf_counter()
         pending: deque[tuple[Future | tuple, list[str], int]] = deque()
         iterator = iter(papers)
@@ -162,7 +190,7 @@ class BulkLoader:
                 if progress:
                     progress(done)
             stages["papers and tokens"] = time.perf_counter() - mark
-            self._load_postings()
+            impact_avgdl = self._load_postings()
         finally:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
@@ -170,40 +198,37 @@ class BulkLoader:
         self.conn.execute(f"CREATE INDEX {CITATIONS_INDEX} ON citations (cited_id, citing_id)")
         self.conn.execute(COUNT_CITED)
         stages["citations index"] = time.perf_counter() - mark
+        counts = CorpusCounts(self.n_papers, self.total_tokens, impact_avgdl)
+        return BulkResult(counts, done, len(self.vocabulary), self.cleaner, stages)
 
     def _write_papers(self, chunk: list[Paper]) -> list[str]:
-        writer = self.writer
-        summary = writer.summary
+        clean = self.cleaner.clean
         papers, authors, sources, references, cited_by = [], [], [], [], []
         for paper in chunk:
-            if paper.id in self.seen:
-                raise RetrievalError(f"paper {paper.id!r} appears twice in the input: each paper may appear once")
-            self.seen.add(paper.id)
+            self.unique.add(paper.id)
             add_paper_rows(paper, papers, authors, sources)
             if paper.references:
-                references.append({"paper_id": paper.id, "ids": json.dumps(writer._clean(paper.id, paper.references))})
+                references.append({"paper_id": paper.id, "ids": json.dumps(clean(paper.id, paper.references))})
             if paper.citations:
-                cited_by.append({"paper_id": paper.id, "ids": json.dumps(writer._clean(paper.id, paper.citations))})
+                cited_by.append({"paper_id": paper.id, "ids": json.dumps(clean(paper.id, paper.citations))})
         conn = self.conn
         conn.executemany(INSERT_PAPER, papers)
         conn.executemany(INSERT_AUTHOR, authors)
         conn.executemany(INSERT_SOURCE, sources)
         conn.executemany(INSERT_REFERENCES, references)
         conn.executemany(INSERT_CITED_BY, cited_by)
-        summary.added += len(chunk)
         return [paper.id for paper in chunk]
 
     def _collect(self, job, ids: list[str], first_doc: int) -> int:
         """Map a tokenised chunk's local terms to the index's term ids and keep its postings."""
         vocabulary, local_terms, counts, distinct, lengths = job.result() if isinstance(job, Future) else job
-        writer = self.writer
-        known = writer.vocabulary
+        known = self.vocabulary
         mapping = np.empty(len(vocabulary), dtype=np.int32)
         for local, term in enumerate(vocabulary):
             term_id = known.get(term)
             if term_id is None:
-                term_id = known[term] = writer.next_term_id
-                writer.next_term_id += 1
+                term_id = known[term] = self.next_term_id
+                self.next_term_id += 1
             mapping[local] = term_id
         doc_ids = np.arange(first_doc, first_doc + len(ids), dtype=np.int64)
         self.term_parts.append(mapping[local_terms])
@@ -211,35 +236,35 @@ class BulkLoader:
         self.doc_parts.append(np.repeat(doc_ids.astype(np.int32), distinct))
         self.length_parts.append(lengths)
         self.conn.executemany(INSERT_DOC_LEN, zip(doc_ids.tolist(), ids, lengths.tolist(), strict=True))
-        writer.n_papers += len(ids)
-        writer.total_tokens += int(lengths.sum())
+        self.n_papers += len(ids)
+        self.total_tokens += int(lengths.sum())
         return len(ids)
 
     # -- postings, at the end ---------------------------------------------------------------------------------
-    def _load_postings(self) -> None:
-        writer = self.writer
-        if writer.n_papers == 0:
-            return
-        stages = writer.summary.stages
+    def _load_postings(self) -> float:
+        """Sort and load every posting; returns the average length the impacts were written at."""
+        if self.n_papers == 0:
+            return 0.0
+        stages = self.stages
         mark = time.perf_counter()
         terms = np.concatenate(self.term_parts)
         counts = np.concatenate(self.count_parts)
         docs = np.concatenate(self.doc_parts)
         lengths = np.concatenate([np.zeros(1, dtype=np.int64), *self.length_parts])  # indexed by doc_id
         self.term_parts = self.count_parts = self.doc_parts = self.length_parts = []
-        writer.impact_avgdl = max(writer.total_tokens / writer.n_papers, 1e-9)
+        impact_avgdl = max(self.total_tokens / self.n_papers, 1e-9)
         # Documents were numbered in input order, so a stable sort by term keeps each term's documents sorted.
         order = np.argsort(terms, kind="stable")
         terms, docs, counts = terms[order], docs[order], counts[order]
         del order
         lengths = lengths[docs]
-        weights = impacts(counts, lengths, writer.impact_avgdl)
-        n_terms = writer.next_term_id
+        weights = impacts(counts, lengths, impact_avgdl)
+        n_terms = self.next_term_id
         df = np.bincount(terms, minlength=n_terms)
         starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
         max_impact = np.zeros(n_terms, dtype=np.int64)
         max_impact[terms[starts]] = np.maximum.reduceat(weights, starts)
-        names = sorted(writer.vocabulary.items(), key=lambda item: item[1])
+        names = sorted(self.vocabulary.items(), key=lambda item: item[1])
         self.conn.executemany(
             INSERT_TERM_WITH_DF,
             ((term_id, term, int(df[term_id]), int(max_impact[term_id])) for term, term_id in names),
@@ -252,6 +277,7 @@ class BulkLoader:
         mark = time.perf_counter()
         self.conn.execute(HEAD_INDEX_SQL)
         stages["head index"] = time.perf_counter() - mark
+        return impact_avgdl
 
     def _insert_postings(self, terms, docs, counts, lengths, weights) -> None:
         columns = (terms, docs, counts, lengths, weights)

@@ -1,15 +1,15 @@
-"""Opening an index file: migrations in-process, revision and tokeniser checks, the index's statistics.
+"""Opening an index file for reading: the revision and tokeniser checks, and the index's statistics.
 
-The read path uses the standard library's ``sqlite3`` only; Alembic (and with it SQLAlchemy) is imported when a
-file has to be migrated, which keeps a fresh process's first query fast.
+Opening never writes: an index of an older schema revision is refused with the command that upgrades it
+(``retrieval upgrade``, ``retrieval.store.migrate.upgrade_index``). The read path uses the standard library's
+``sqlite3`` only; Alembic and SQLAlchemy are imported by the writers, which keeps a fresh process's first
+query fast.
 """
 
 from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -19,47 +19,19 @@ from ..text import TOKENISER_NAME, TOKENISER_VERSION
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
 HEAD_REVISION = "0004"
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
-
-
-def alembic_config(path: Path):
-    """An Alembic configuration aimed at the index file ``path``, independent of the working directory."""
-    from alembic.config import Config
-
-    if not (MIGRATIONS_DIR / "env.py").exists():
-        raise SchemaVersionError(
-            f"the schema migrations are missing (looked in {MIGRATIONS_DIR}): "
-            "install retrieval from its source tree with `pip install -e .`"
-        )
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    cfg.set_main_option("sqlalchemy.url", f"sqlite:///{path}")
-    cfg.attributes["configure_logging"] = False
-    return cfg
-
-
-def head_revision() -> str:
-    """The head of the migration scripts (tests check it equals ``HEAD_REVISION``)."""
-    from alembic.script import ScriptDirectory
-
-    return ScriptDirectory.from_config(alembic_config(Path("unused.db"))).get_current_head()
-
-
-def migrate(path: Path, revision: str = "head") -> None:
-    """Bring the file at ``path`` (created if absent) to ``revision`` with Alembic, in this process."""
-    from alembic import command
-
-    command.upgrade(alembic_config(path), revision)
+#: Every revision of the migration scripts, oldest first (a test checks them against the scripts).
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004")
 
 
 def _uri(path: Path) -> str:
     """A ``file:`` URI for ``path`` (``urllib.request.pathname2url`` on POSIX, without importing urllib.request,
-    which costs a query process tens of milliseconds)."""
+    which costs a query process tens of milliseconds). ``quote`` escapes ``?``, ``#`` and ``%`` too, so any
+    name the filesystem allows stays a file name."""
     return "file:" + quote(str(Path(path).resolve()))
 
 
 def _register_functions(dbapi_conn: sqlite3.Connection) -> None:
-    # Natural log for the idf: SQLite has ln() only when built with its math functions.
+    # Natural log (migration 0004's impacts): SQLite has ln() only when built with its math functions.
     try:
         dbapi_conn.execute("SELECT ln(1.0)")
     except sqlite3.OperationalError:
@@ -69,26 +41,12 @@ def _register_functions(dbapi_conn: sqlite3.Connection) -> None:
 def connect(path: Path, readonly: bool = True) -> sqlite3.Connection:
     """A connection to the index file, read-only (``mode=ro``) unless asked otherwise.
 
-    Queries use named parameters (``:name``) with a dict, so the SQL text is what ``--sql`` prints.
+    Statements use named parameters (``:name``) with a dict, so the SQL text is what ``--sql`` prints.
     """
     uri = _uri(path) + ("?mode=ro" if readonly else "")
     conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     _register_functions(conn)
     return conn
-
-
-@contextmanager
-def read_snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """Run the enclosed statements in one read transaction, so they all see the same state of the file even
-    while another process adds papers (WAL mode). Nested use joins the outer transaction."""
-    if conn.in_transaction:
-        yield conn
-        return
-    conn.execute("BEGIN")
-    try:
-        yield conn
-    finally:
-        conn.execute("COMMIT")
 
 
 EDGE_COUNTS_SQL = """\
@@ -97,6 +55,11 @@ SELECT count(*) AS references_total,
 FROM citations AS c
 LEFT JOIN papers AS citing ON citing.id = c.citing_id
 LEFT JOIN papers AS cited ON cited.id = c.cited_id"""
+
+INDEX_INFO_SQL = """\
+SELECT key,
+       value
+FROM index_info"""
 
 
 def edge_counts(conn: sqlite3.Connection) -> tuple[int, int]:
@@ -107,7 +70,7 @@ def edge_counts(conn: sqlite3.Connection) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class IndexStats:
-    """The statistics a search needs, from ``index_info``."""
+    """The statistics a search needs, from ``index_info``, read once per snapshot."""
 
     n_papers: int
     total_tokens: int
@@ -115,6 +78,7 @@ class IndexStats:
     max_year: int | None
     k1: float
     b: float
+    impact_avgdl: float
     tokeniser: str
     tokeniser_version: str
     info: dict[str, str]
@@ -128,22 +92,20 @@ class IndexStats:
         def _year(key: str) -> int | None:
             return int(info[key]) if info.get(key) not in (None, "") else None
 
+        n_papers, total_tokens = int(info["n_papers"]), int(info["total_tokens"])
+        avgdl = total_tokens / n_papers if n_papers else 0.0
         return cls(
-            n_papers=int(info["n_papers"]),
-            total_tokens=int(info["total_tokens"]),
+            n_papers=n_papers,
+            total_tokens=total_tokens,
             min_year=_year("min_year"),
             max_year=_year("max_year"),
             k1=float(info["k1"]),
             b=float(info["b"]),
+            impact_avgdl=float(info.get("impact_avgdl") or avgdl),
             tokeniser=info["tokeniser"],
             tokeniser_version=info["tokeniser_version"],
             info=info,
         )
-
-
-def read_stats(conn: sqlite3.Connection) -> IndexStats:
-    """The index's statistics as this connection's current transaction sees them."""
-    return IndexStats.from_info(dict(conn.execute("SELECT key, value FROM index_info")))
 
 
 def _read_revision_and_info(path: Path) -> tuple[str, dict[str, str]]:
@@ -159,7 +121,7 @@ def _read_revision_and_info(path: Path) -> tuple[str, dict[str, str]]:
                 "choose another --db, or build one with `retrieval build --db PATH`"
             )
         row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        info = dict(conn.execute("SELECT key, value FROM index_info"))
+        info = dict(conn.execute(INDEX_INFO_SQL))
     except sqlite3.DatabaseError as exc:
         raise NotAnIndexError(
             f"{path} is not a retrieval index ({exc}): choose another --db, or build one there with "
@@ -172,28 +134,38 @@ def _read_revision_and_info(path: Path) -> tuple[str, dict[str, str]]:
     return row[0], info
 
 
-def check_index(path: Path) -> IndexStats:
-    """Check that ``path`` is a complete index this version can read, upgrading an older known schema.
+def index_revision(path: Path) -> str:
+    """The schema revision of the index file at ``path`` (``IndexNotFoundError`` when there is none)."""
+    _require_file(path)
+    return _read_revision_and_info(path)[0]
 
-    Raises ``IndexNotFoundError``, ``NotAnIndexError`` or ``SchemaVersionError`` with what to do next.
-    """
+
+def _require_file(path: Path) -> None:
     if not path.exists():
         raise IndexNotFoundError(
             f"no index at {path}: build one with `retrieval build --db {path}` "
             f"(or point --db / $RETRIEVAL_DB at an existing index)"
         )
+
+
+def check_index(path: Path) -> IndexStats:
+    """Check that ``path`` is a complete index this version can read, without changing it.
+
+    Raises ``IndexNotFoundError``, ``NotAnIndexError`` or ``SchemaVersionError`` (an older revision names
+    ``retrieval upgrade``; an unknown one says to upgrade the package or rebuild).
+    """
+    _require_file(path)
     revision, info = _read_revision_and_info(path)
     if revision != HEAD_REVISION:
-        from alembic.script import ScriptDirectory
-
-        known = {script.revision for script in ScriptDirectory.from_config(alembic_config(path)).walk_revisions()}
-        if revision not in known:
+        if revision in KNOWN_REVISIONS:
             raise SchemaVersionError(
-                f"{path} has schema revision {revision!r}, which this version of retrieval does not know "
-                f"(it writes {HEAD_REVISION!r}): upgrade retrieval, or rebuild the index with `retrieval build`"
+                f"{path} has schema revision {revision!r}, older than this version's {HEAD_REVISION!r}: "
+                f"upgrade it once with `retrieval upgrade --db {path}` (the old file stays intact if that fails)"
             )
-        migrate(path)  # an older revision this version knows: upgrade the file in place
-        revision, info = _read_revision_and_info(path)
+        raise SchemaVersionError(
+            f"{path} has schema revision {revision!r}, which this version of retrieval does not know "
+            f"(it writes {HEAD_REVISION!r}): upgrade retrieval, or rebuild the index with `retrieval build`"
+        )
     if "n_papers" not in info:
         raise NotAnIndexError(f"{path} is an unfinished index (no statistics): rebuild it with `retrieval build`")
     if (info.get("tokeniser"), info.get("tokeniser_version")) != (TOKENISER_NAME, TOKENISER_VERSION):

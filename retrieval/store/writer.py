@@ -1,10 +1,9 @@
-"""Writing an index: a full build into a new file, or papers added to and removed from an existing one.
+"""Changing an index in place: papers added to and removed from an existing file, one transaction each.
 
-Both go through ``IndexWriter``, which keeps every statistic exact as it goes: after any sequence of adds and
-removes the tables and the BM25 scores equal those of a full rebuild from the same final corpus (only the
-surrogate ``term_id`` numbers may differ). A build writes a temporary file beside the target and renames it over
-the target when it has succeeded; an add or a remove is one transaction. Either way, a failure (a bad record, a
-full disk, Ctrl-C) leaves the index as it was.
+``IndexWriter`` keeps every statistic exact as it goes: after any sequence of adds and removes the tables and the
+BM25 scores equal those of a full rebuild from the same final corpus (only the surrogate ``term_id`` numbers may
+differ). A failure (a bad record, a full disk, Ctrl-C) rolls the transaction back and leaves the index as it was.
+The full build is ``retrieval.store.build``.
 """
 
 from __future__ import annotations
@@ -12,46 +11,35 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
-from ..bm25 import K1, B, impact
+from ..bm25 import impact
 from ..corpus.paper import Paper
-from ..errors import RetrievalError
-from ..text import TOKENISER_NAME, TOKENISER_VERSION, tokenise
-from .database import HEAD_REVISION, check_index, connect, edge_counts, migrate
+from ..errors import InputError
+from ..text import tokenise
+from .database import KNOWN_REVISIONS, check_index, connect, index_revision
+from .migrate import upgrade_index
+from .rows import (
+    INSERT_AUTHOR,
+    INSERT_DOC_LEN,
+    INSERT_PAPER,
+    INSERT_SOURCE,
+    CorpusCounts,
+    ReferenceCleaner,
+    UniqueIds,
+    WriteSummary,
+    add_paper_rows,
+    write_statistics,
+)
 
 _BATCH = 2000
 # Seconds a writer waits for another writer's lock before it gives up.
 _BUSY_TIMEOUT_MS = 30_000
-
-
-@dataclass
-class WriteSummary:
-    """What one build, add or remove did: the closing summary the CLI prints."""
-
-    path: str
-    papers: int = 0  # papers in the index afterwards
-    added: int = 0
-    replaced: int = 0
-    removed: int = 0
-    edges: int | None = None  # live citation edges afterwards (both ends are papers); counted by a build
-    dangling_references: int | None = None  # citation rows with an end outside the corpus; counted by a build
-    self_citations_dropped: int = 0
-    duplicate_references_dropped: int = 0
-    terms: int = 0
-    postings: int = 0
-    seconds: float = 0.0
-    stages: dict[str, float] = field(default_factory=dict)  # seconds per stage of a bulk build
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass
@@ -70,9 +58,6 @@ class _Batch:
     new_terms: list[tuple] = field(default_factory=list)
 
 
-INSERT_PAPER = "INSERT INTO papers (id, title, abstract, year, source) VALUES (?, ?, ?, ?, ?)"
-INSERT_AUTHOR = "INSERT INTO paper_authors (paper_id, position, name) VALUES (?, ?, ?)"
-INSERT_SOURCE = "INSERT INTO field_sources (paper_id, field, source) VALUES (?, ?, ?)"
 # An edge may already be there, declared by the other paper's record: then only the flag is set.
 UPSERT_REFERENCE = """\
 INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
@@ -86,7 +71,6 @@ INSERT_TERM = "INSERT INTO doc_freq (term_id, term, df, max_impact) VALUES (?, ?
 ADD_DF = "UPDATE doc_freq SET df = df + ? WHERE term_id = ?"
 ADD_DF_IMPACT = "UPDATE doc_freq SET df = df + ?, max_impact = max(max_impact, ?) WHERE term_id = ?"
 INSERT_TERM_FREQ = "INSERT INTO term_freq (term_id, doc_id, count, length, impact) VALUES (?, ?, ?, ?, ?)"
-INSERT_DOC_LEN = "INSERT INTO doc_len (doc_id, paper_id, length) VALUES (?, ?, ?)"
 
 # In-degrees of the given cited ids, recounted after their citation rows changed.
 RECOUNT_STATEMENTS = [
@@ -113,13 +97,6 @@ WHERE (citing_id IN (SELECT value FROM json_each(:ids)) OR cited_id IN (SELECT v
 ]
 
 
-def add_paper_rows(paper: Paper, papers: list, authors: list, sources: list) -> None:
-    """Append ``paper``'s rows for ``papers``, ``paper_authors`` and ``field_sources`` (shared with the bulk build)."""
-    papers.append((paper.id, paper.title, paper.abstract or "", paper.year, paper.source))
-    authors.extend((paper.id, i, name) for i, name in enumerate(paper.authors))
-    sources.extend((paper.id, name, src) for name, src in sorted(paper.field_sources.items()))
-
-
 def _batches(items: Iterable[Paper], size: int) -> Iterator[list[Paper]]:
     iterator = iter(items)
     while batch := list(islice(iterator, size)):
@@ -137,6 +114,7 @@ class IndexWriter:
     def __init__(self, conn: sqlite3.Connection, summary: WriteSummary) -> None:
         self.conn = conn
         self.summary = summary
+        self.cleaner = ReferenceCleaner()
         self.vocabulary: dict[str, int] = dict(conn.execute("SELECT term, term_id FROM doc_freq"))
         self.next_term_id = max(self.vocabulary.values(), default=0) + 1
         self.next_doc_id = (conn.execute("SELECT max(doc_id) FROM doc_len").fetchone()[0] or 0) + 1
@@ -150,18 +128,16 @@ class IndexWriter:
         self, papers: Iterable[Paper], replace: bool = False, progress: Callable[[int], None] | None = None
     ) -> None:
         """Add ``papers``; an id already in the index is an error unless ``replace``, which swaps the record."""
-        seen: set[str] = set()
+        unique = UniqueIds()
         done = 0
         for chunk in _batches(papers, _BATCH):
             ids = [p.id for p in chunk]
             for pid in ids:
-                if pid in seen:
-                    raise RetrievalError(f"paper {pid!r} appears twice in the input: each paper may appear once")
-                seen.add(pid)
+                unique.add(pid)
             existing = self._existing(ids)
             if existing and not replace:
                 shown = ", ".join(repr(pid) for pid in existing[:5]) + (" ..." if len(existing) > 5 else "")
-                raise RetrievalError(
+                raise InputError(
                     f"{len(existing)} paper(s) already in the index ({shown}): pass --replace to overwrite them, "
                     "or remove them first with `retrieval remove`"
                 )
@@ -182,8 +158,8 @@ class IndexWriter:
         batch = _Batch()
         for paper in chunk:
             add_paper_rows(paper, batch.papers, batch.authors, batch.sources)
-            batch.references.extend((paper.id, ref) for ref in self._clean(paper.id, paper.references))
-            batch.cited_by.extend((citer, paper.id) for citer in self._clean(paper.id, paper.citations))
+            batch.references.extend((paper.id, ref) for ref in self.cleaner.clean(paper.id, paper.references))
+            batch.cited_by.extend((citer, paper.id) for citer in self.cleaner.clean(paper.id, paper.citations))
             tokens = tokenise(paper.text)
             if not self.impact_avgdl:  # the first papers of an empty index: their own average
                 self.impact_avgdl = max(1.0, len(tokens))
@@ -204,20 +180,6 @@ class IndexWriter:
             self.total_tokens += len(tokens)
             self.n_papers += 1
         return batch
-
-    def _clean(self, pid: str, ids: list[str]) -> list[str]:
-        """``ids`` without ``pid`` itself and without repeats, both counted in the summary."""
-        out: list[str] = []
-        seen: set[str] = set()
-        for other in ids:
-            if other == pid:
-                self.summary.self_citations_dropped += 1
-            elif other in seen:
-                self.summary.duplicate_references_dropped += 1
-            else:
-                seen.add(other)
-                out.append(other)
-        return out
 
     def _flush(self, batch: _Batch) -> None:
         conn = self.conn
@@ -247,7 +209,7 @@ class IndexWriter:
         missing = sorted(set(ids) - {row[0] for row in rows})
         if missing:
             shown = ", ".join(repr(pid) for pid in missing[:5]) + (" ..." if len(missing) > 5 else "")
-            raise RetrievalError(f"{len(missing)} paper(s) not in the index ({shown}): nothing was removed")
+            raise InputError(f"{len(missing)} paper(s) not in the index ({shown}): nothing was removed")
         postings: list[tuple[int, int]] = []
         df_delta: Counter[int] = Counter()
         for _, title, abstract, doc_id in rows:
@@ -289,110 +251,18 @@ class IndexWriter:
                 self.conn.execute(statement, params)
 
     # -- statistics -----------------------------------------------------------------------------------------
-    def finish(self, extra: dict | None = None, count_edges: bool = False) -> None:
-        """Write N, total tokens, avgdl and the year range to ``index_info``, and fill in the summary.
-
-        ``count_edges`` also counts live and dangling edges, a scan of ``citations`` that a build can afford and
-        an add, whose cost should follow its size, leaves to ``retrieval stats``."""
-        if self.n_papers == 0:
-            raise RetrievalError("the index would hold no papers: nothing to index (check the input)")
-        lo, hi = self.conn.execute("SELECT min(year), max(year) FROM papers").fetchone()
-        info = {
-            "n_papers": self.n_papers,
-            "impact_avgdl": self.impact_avgdl,
-            "total_tokens": self.total_tokens,
-            "avgdl": self.total_tokens / self.n_papers,
-            "min_year": "" if lo is None else lo,
-            "max_year": "" if hi is None else hi,
-            "updated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            **(extra or {}),
-        }
-        self.conn.executemany(
-            "INSERT INTO index_info (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            ((key, repr(value) if isinstance(value, float) else str(value)) for key, value in info.items()),
-        )
-        s = self.summary
-        s.papers = self.n_papers
-        if count_edges:
-            s.edges, s.dangling_references = edge_counts(self.conn)
-        s.terms = len(self.vocabulary)
-        s.postings = self.conn.execute("SELECT sum(df) FROM doc_freq").fetchone()[0] or 0
-
-
-def build_index(
-    papers: Iterable[Paper],
-    path: str | os.PathLike[str],
-    *,
-    source: str = "",
-    progress: Callable[[int], None] | None = None,
-    workers: int | None = None,
-) -> WriteSummary:
-    """Index ``papers`` into a new file at ``path`` (Okapi BM25 statistics with k1=1.5, b=0.75).
-
-    The papers are streamed once; ``workers`` processes tokenise them (default: up to two, one per core; 0 or
-    1 keeps everything in this process), and the postings are sorted in memory and loaded in key order
-    (``retrieval.store.bulk``). Everything is written into a temporary file beside ``path``, which replaces
-    ``path`` only when the build has succeeded: an error (a bad record, a full disk, Ctrl-C) leaves any
-    previous index as it was. References to papers outside the corpus are kept as dangling references;
-    self-citations and repeated references are dropped and counted. The new file is in WAL mode, so readers
-    keep answering while a later ``add`` writes.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".building", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; an index is as readable as any new file
-    summary = WriteSummary(path=str(target))
-    try:
-        migrate(tmp)
-        conn = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            # The temporary file is thrown away on failure, so the build needs no journal of its own.
-            conn.execute("PRAGMA journal_mode = OFF")
-            conn.execute("PRAGMA synchronous = OFF")
-            conn.execute("BEGIN")
-            from .bulk import BulkLoader  # numpy and multiprocessing: loaded by a build only
-
-            writer = IndexWriter(conn, summary)
-            BulkLoader(writer, workers).load(papers, progress=progress)
-            mark = time.perf_counter()
-            writer.finish(
-                {
-                    "k1": K1,
-                    "b": B,
-                    "tokeniser": TOKENISER_NAME,
-                    "tokeniser_version": TOKENISER_VERSION,
-                    "schema_revision": HEAD_REVISION,
-                    "source": source,
-                    "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    "build_seconds": round(time.perf_counter() - started, 3),
-                },
-                count_edges=True,
-            )
-            summary.stages["statistics"] = time.perf_counter() - mark
-            conn.execute("COMMIT")
-            mark = time.perf_counter()
-            conn.execute("PRAGMA analysis_limit = 1000")  # planner statistics from a sample: seconds, not minutes
-            conn.execute("ANALYZE")
-            summary.stages["analyze"] = time.perf_counter() - mark
-            conn.execute("PRAGMA journal_mode = WAL")
-        finally:
-            conn.close()
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    summary.seconds = time.perf_counter() - started
-    return summary
+    def finish(self) -> None:
+        """Write the corpus statistics and fill in the summary (see ``rows.write_statistics``)."""
+        self.cleaner.count_into(self.summary)
+        counts = CorpusCounts(self.n_papers, self.total_tokens, self.impact_avgdl)
+        write_statistics(self.conn, counts, self.summary)
 
 
 def _update(path: str | os.PathLike[str], change: Callable[[IndexWriter], None]) -> WriteSummary:
     """Run ``change`` on the index at ``path`` in one write transaction; on any error nothing is changed."""
     target = Path(path)
+    if index_revision(target) in KNOWN_REVISIONS[:-1]:
+        upgrade_index(target)  # a writer may upgrade what it writes to (atomically, before it writes)
     check_index(target)
     started = time.perf_counter()
     summary = WriteSummary(path=str(target))
@@ -408,7 +278,8 @@ def _update(path: str | os.PathLike[str], change: Callable[[IndexWriter], None])
             writer.finish()
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back already (a full disk): keep the real cause
+                conn.execute("ROLLBACK")
             raise
     finally:
         conn.close()
@@ -439,5 +310,5 @@ def remove_papers(ids: Iterable[str], path: str | os.PathLike[str]) -> WriteSumm
     """
     wanted = list(dict.fromkeys(ids))
     if not wanted:
-        raise RetrievalError("no paper ids given: name the papers to remove")
+        raise InputError("no paper ids given: name the papers to remove")
     return _update(path, lambda writer: writer.remove(wanted))

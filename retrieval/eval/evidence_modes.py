@@ -1,5 +1,5 @@
-"""Evaluation modes for ``retrieval eval``: the evidence pipeline behind the ``Mode`` protocol of
-``retrieval.eval.modes``.
+"""The evidence pipeline (``retrieval.evidence``) as evaluation modes, behind the ``Mode`` protocol of
+``retrieval.eval.modes``. The evaluation imports the evidence package, never the reverse.
 
 Each mode runs ``explain`` on the query with the shared BM25 list as sub-query 0's pool (no extra lexical pass),
 and answers with:
@@ -24,17 +24,14 @@ run's health): ``cost_summary()`` gives the means for a report.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from ..config import RetrievalConfig
 from ..errors import ConfigError
-from ..search.merge import RetrievalClient
-from .config import EvidenceConfig
-from .pipeline import explain
-from .records import EvidenceRun
-
-if TYPE_CHECKING:  # imported at run time inside ``run``, so that ``retrieval.eval.modes`` can import this module
-    from ..eval.modes import LexicalPass, ModeOutput
+from ..evidence.config import EvidenceConfig
+from ..evidence.pipeline import explain
+from ..evidence.records import EvidenceRun
+from ..search.client import RetrievalClient
+from .records import LexicalPass, ModeOutput
 
 
 @dataclass
@@ -68,8 +65,6 @@ class EvidenceMode:
         return cfg, fallback
 
     def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
-        from ..eval.modes import ModeOutput
-
         cfg, fallback = self.config_for(query, depth)
         run = explain(client, query.text, config=cfg, lexical=query.bm25)
         ranking = backfilled(run, query.bm25, depth, self.backfill)

@@ -1,0 +1,94 @@
+"""One executor for every statement a read runs, and the read snapshot it runs them in.
+
+A tracer given to the executor (sqlite-utils' ``Database(tracer=...)`` is the model) sees each statement, with
+its name and parameters, just before it runs, so a trace of a search is complete by construction: it is what
+``retrieval search --sql`` prints.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .database import INDEX_INFO_SQL, IndexStats
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement as it ran: a name saying what it is for, the SQL text and its parameters."""
+
+    name: str
+    sql: str
+    params: Mapping[str, object]
+
+
+Tracer = Callable[[Statement], None]
+
+
+@dataclass
+class Trace:
+    """A tracer that keeps every statement, in order."""
+
+    statements: list[Statement] = field(default_factory=list)
+
+    def __call__(self, statement: Statement) -> None:
+        self.statements.append(statement)
+
+
+class Executor:
+    """Runs named, parameterised statements on one connection, telling the tracer of each."""
+
+    def __init__(self, conn: sqlite3.Connection, tracer: Tracer | None = None) -> None:
+        self.conn = conn
+        self.tracer = tracer
+        self._snapshot: Snapshot | None = None
+
+    def run(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> sqlite3.Cursor:
+        """Run ``sql`` with ``params`` (named placeholders) and return its cursor."""
+        params = {} if params is None else params
+        if self.tracer is not None:
+            self.tracer(Statement(name, sql, dict(params)))
+        return self.conn.execute(sql, params)
+
+    def rows(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
+        return self.run(name, sql, params).fetchall()
+
+    def one(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> tuple | None:
+        return self.run(name, sql, params).fetchone()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Snapshot]:
+        """One read transaction and the statistics as it sees them (read once). Every statement inside sees
+        the same state of the file, even while another process adds papers (WAL mode); nested use joins the
+        outer snapshot."""
+        if self._snapshot is not None:
+            yield self._snapshot
+            return
+        self.run("begin the read snapshot", "BEGIN")
+        try:
+            stats = IndexStats.from_info(dict(self.rows("index statistics", INDEX_INFO_SQL)))
+            self._snapshot = Snapshot(self, stats)
+            yield self._snapshot
+        finally:
+            self._snapshot = None
+            if self.conn.in_transaction:  # an error inside may already have ended it
+                self.run("end the read snapshot", "COMMIT")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A read transaction: the executor to run statements with and the index's statistics as of its start."""
+
+    executor: Executor
+    stats: IndexStats
+
+    def run(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> sqlite3.Cursor:
+        return self.executor.run(name, sql, params)
+
+    def rows(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
+        return self.executor.rows(name, sql, params)
+
+    def one(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> tuple | None:
+        return self.executor.one(name, sql, params)

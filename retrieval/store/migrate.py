@@ -1,0 +1,139 @@
+"""The schema migrations, run in-process: where they are in the installed package, applying them to a new file,
+and ``upgrade_index``, which brings an index of an older revision to the head without touching the original
+until the upgraded copy is complete.
+
+The scripts live in the repository's top-level ``migrations/`` folder, which the package ships as
+``retrieval.migrations``; their location is resolved from the installed package, so an installed wheel finds them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from importlib import resources
+from pathlib import Path
+
+from ..errors import SchemaVersionError
+from .database import HEAD_REVISION, KNOWN_REVISIONS, _uri, check_index, index_revision
+from .files import swap_in, temp_beside
+
+
+def migrations_dir() -> Path:
+    """The folder of the migration scripts inside the installed package."""
+    try:
+        folder = Path(str(resources.files("retrieval.migrations")))
+    except ModuleNotFoundError:
+        folder = None
+    if folder is None or not (folder / "env.py").is_file():
+        raise SchemaVersionError(
+            "the schema migrations are missing from this installation of retrieval (retrieval.migrations): "
+            "reinstall the package (`pip install --force-reinstall retrieval`)"
+        )
+    return folder
+
+
+def alembic_config():
+    """An Alembic configuration for the packaged scripts. The target is handed over as a connection
+    (``migrate``), never as a URL in the configuration, so a path with ``%`` or ``?`` in it stays a path."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.attributes["configure_logging"] = False
+    return cfg
+
+
+def head_revision() -> str:
+    """The head of the migration scripts (tests check it equals ``HEAD_REVISION``)."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def script_revisions() -> list[str]:
+    """Every revision of the scripts, oldest first (tests check it equals ``KNOWN_REVISIONS``)."""
+    from alembic.script import ScriptDirectory
+
+    return [
+        script.revision for script in reversed(list(ScriptDirectory.from_config(alembic_config()).walk_revisions()))
+    ]
+
+
+def migrate(path: Path, revision: str = "head", sql: bool = False) -> None:
+    """Bring the file at ``path`` (created if absent) to ``revision`` with Alembic, in this process; with
+    ``sql``, print the SQL instead (offline mode, nothing is opened)."""
+    from alembic import command
+    from sqlalchemy import create_engine, event, pool
+    from sqlalchemy.engine import URL
+
+    cfg = alembic_config()
+    url = URL.create("sqlite", database=str(path))
+    if sql:
+        cfg.set_main_option("sqlalchemy.url", url.render_as_string().replace("%", "%%"))
+        command.upgrade(cfg, revision, sql=True)
+        return
+    engine = create_engine(url, poolclass=pool.NullPool)
+    event.listen(engine, "connect", lambda dbapi_conn, _: _ensure_ln(dbapi_conn))
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+    finally:
+        engine.dispose()
+
+
+def downgrade(path: Path, revision: str) -> None:
+    """Take the file at ``path`` down to ``revision`` (for tests of the migrations)."""
+    from alembic import command
+    from sqlalchemy import create_engine, pool
+    from sqlalchemy.engine import URL
+
+    cfg = alembic_config()
+    engine = create_engine(URL.create("sqlite", database=str(path)), poolclass=pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, revision)
+    finally:
+        engine.dispose()
+
+
+def _ensure_ln(dbapi_conn) -> None:
+    from .database import _register_functions
+
+    _register_functions(dbapi_conn)
+
+
+def upgrade_index(path: Path) -> tuple[str, str]:
+    """Upgrade the index at ``path`` to ``HEAD_REVISION``; returns ``(revision before, revision after)``.
+
+    The index is copied with SQLite's backup API (a consistent copy, whatever its WAL holds), the copy is
+    migrated, and it replaces the original in one rename. If anything fails the original is untouched.
+    """
+    path = Path(path)
+    before = index_revision(path)
+    if before == HEAD_REVISION:
+        check_index(path)
+        return before, before
+    if before not in KNOWN_REVISIONS:
+        check_index(path)  # raises the unknown-revision error
+    tmp = temp_beside(path, ".upgrading")
+    try:
+        source = sqlite3.connect(f"{_uri(path)}?mode=ro", uri=True)
+        copy = sqlite3.connect(tmp)
+        try:
+            source.backup(copy)
+        finally:
+            source.close()
+            copy.close()
+        migrate(tmp)
+        conn = sqlite3.connect(tmp)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+        finally:
+            conn.close()
+        check_index(tmp)
+        swap_in(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return before, HEAD_REVISION

@@ -1,0 +1,129 @@
+"""What both writers (the bulk build and the incremental writer) put into an index: the rows of a paper, its
+cleaned reference lists, the corpus statistics, and the summary a write returns."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+from ..corpus.paper import Paper
+from ..errors import InputError
+from .database import edge_counts
+
+INSERT_PAPER = "INSERT INTO papers (id, title, abstract, year, source) VALUES (?, ?, ?, ?, ?)"
+INSERT_AUTHOR = "INSERT INTO paper_authors (paper_id, position, name) VALUES (?, ?, ?)"
+INSERT_SOURCE = "INSERT INTO field_sources (paper_id, field, source) VALUES (?, ?, ?)"
+INSERT_DOC_LEN = "INSERT INTO doc_len (doc_id, paper_id, length) VALUES (?, ?, ?)"
+UPSERT_INFO = "INSERT INTO index_info (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+
+
+@dataclass
+class WriteSummary:
+    """What one build, add or remove did: the closing summary the CLI prints."""
+
+    path: str
+    papers: int = 0  # papers in the index afterwards
+    added: int = 0
+    replaced: int = 0
+    removed: int = 0
+    edges: int | None = None  # live citation edges afterwards (both ends are papers); counted by a build
+    dangling_references: int | None = None  # citation rows with an end outside the corpus; counted by a build
+    self_citations_dropped: int = 0
+    duplicate_references_dropped: int = 0
+    terms: int = 0
+    postings: int = 0
+    seconds: float = 0.0
+    stages: dict[str, float] = field(default_factory=dict)  # seconds per stage of a bulk build
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ReferenceCleaner:
+    """Drops a paper's citations of itself and repeated ids from its reference lists, counting both."""
+
+    self_citations: int = 0
+    duplicates: int = 0
+
+    def clean(self, pid: str, ids: Iterable[str]) -> list[str]:
+        """``ids`` without ``pid`` itself and without repeats, in their first order."""
+        out: list[str] = []
+        seen: set[str] = set()
+        for other in ids:
+            if other == pid:
+                self.self_citations += 1
+            elif other in seen:
+                self.duplicates += 1
+            else:
+                seen.add(other)
+                out.append(other)
+        return out
+
+    def count_into(self, summary: WriteSummary) -> None:
+        summary.self_citations_dropped += self.self_citations
+        summary.duplicate_references_dropped += self.duplicates
+
+
+class UniqueIds:
+    """Refuses a paper id seen before in the same input (the readers report file:line; this guards the API)."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def add(self, pid: str) -> None:
+        if pid in self.seen:
+            raise InputError(f"paper {pid!r} appears twice in the input: each paper may appear once")
+        self.seen.add(pid)
+
+
+def add_paper_rows(paper: Paper, papers: list, authors: list, sources: list) -> None:
+    """Append ``paper``'s rows for ``papers``, ``paper_authors`` and ``field_sources``."""
+    papers.append((paper.id, paper.title, paper.abstract or "", paper.year, paper.source))
+    authors.extend((paper.id, i, name) for i, name in enumerate(paper.authors))
+    sources.extend((paper.id, name, src) for name, src in sorted(paper.field_sources.items()))
+
+
+@dataclass(frozen=True)
+class CorpusCounts:
+    """The corpus statistics a write leaves behind: N, total tokens, the average the impacts were written at."""
+
+    n_papers: int
+    total_tokens: int
+    impact_avgdl: float
+
+
+def write_statistics(
+    conn: sqlite3.Connection,
+    counts: CorpusCounts,
+    summary: WriteSummary,
+    extra: dict | None = None,
+    count_edges: bool = False,
+) -> None:
+    """Write N, total tokens, avgdl and the year range to ``index_info``, and fill in ``summary``.
+
+    ``count_edges`` also counts live and dangling edges, a scan of ``citations`` that a build can afford and
+    an add, whose cost should follow its size, leaves to ``retrieval stats``."""
+    if counts.n_papers == 0:
+        raise InputError("the index would hold no papers: nothing to index (check the input)")
+    lo, hi = conn.execute("SELECT min(year), max(year) FROM papers").fetchone()
+    info = {
+        "n_papers": counts.n_papers,
+        "impact_avgdl": counts.impact_avgdl,
+        "total_tokens": counts.total_tokens,
+        "avgdl": counts.total_tokens / counts.n_papers,
+        "min_year": "" if lo is None else lo,
+        "max_year": "" if hi is None else hi,
+        "updated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **(extra or {}),
+    }
+    conn.executemany(
+        UPSERT_INFO, ((key, repr(value) if isinstance(value, float) else str(value)) for key, value in info.items())
+    )
+    summary.papers = counts.n_papers
+    if count_edges:
+        summary.edges, summary.dangling_references = edge_counts(conn)
+    summary.terms, postings = conn.execute("SELECT count(*), sum(df) FROM doc_freq").fetchone()
+    summary.postings = postings or 0

@@ -1,0 +1,1 @@
+"""The test suite (a package, so that test modules import their shared helpers as ``tests.helpers``)."""

@@ -1,0 +1,36 @@
+"""Helpers the tests share: corpus records, JSONL files, and the shared real corpora."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def shared_corpus(name: str) -> Path:
+    path = SHARED_DATA / name / "papers.jsonl"
+    if not path.exists():
+        pytest.skip(f"the shared corpus {name} is not here ({path}); it lives in ../shared/data beside the repo")
+    return path
+
+
+def write_jsonl(path: Path, records: list) -> Path:
+    """One record per line; a ``str`` record is written as it is (for malformed lines)."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write((record if isinstance(record, str) else json.dumps(record)) + "\n")
+    return path
+
+
+def paper(pid: str, title: str = "", abstract: str = "", year=2000, references=(), authors=()) -> dict:
+    return {
+        "id": pid,
+        "title": title or f"paper {pid}",
+        "abstract": abstract,
+        "year": year,
+        "authors": list(authors),
+        "references": list(references),
+    }
