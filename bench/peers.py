@@ -120,12 +120,9 @@ def retrieval_build(corpus: Path, index: Path) -> dict:
 
 def retrieval_query(index: Path, queries: list[str]) -> dict:
     from retrieval import RetrievalClient
-    from retrieval.search.lexical import BM25Index
-    from retrieval.store.database import connect
 
-    lexical = BM25Index(connect(index))
-    lex_seconds, lex_results = _timed_queries(lambda q: lexical.search(q, top_k=TOP_K), queries)
     with RetrievalClient(db=index) as client:
+        lex_seconds, lex_results = _timed_queries(lambda q: client.lexical.search(q, top_k=TOP_K), queries)
         full_seconds, _ = _timed_queries(lambda q: client.search(q, full=False, limit=TOP_K), queries)
     return {"seconds": lex_seconds, "top": _tops(lex_results), "full_seconds": full_seconds,
             "query_rss_mib": peak_rss_mib()}  # fmt: skip
@@ -330,10 +327,8 @@ print(json.dumps({"spawn_to_answer": t_out - float(sys.argv[1]), "in_process": t
 """
 COLD_CODE = {
     "retrieval": """
-from pathlib import Path
-from retrieval.search.lexical import BM25Index
-from retrieval.store.database import connect
-hits = BM25Index(connect(Path(sys.argv[2]))).search(sys.argv[3], top_k=10)
+from retrieval import RetrievalClient
+hits = RetrievalClient(db=sys.argv[2]).lexical.search(sys.argv[3], top_k=10)
 """,
     "retrieval-full": """
 from retrieval import RetrievalClient

@@ -4,10 +4,9 @@ Names are imported on first use (``retrieval._lazy``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ._lazy import lazy_exports
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a query process starts faster)
 if TYPE_CHECKING:
     from .commands import add, build, build_client, build_from_clients, remove, search, stats, upgrade
     from .config import RetrievalConfig, resolve_db_path

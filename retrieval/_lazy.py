@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
-from typing import Any
 
 
-def lazy_exports(package: str, exports: dict[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
+def lazy_exports(package: str, exports: dict[str, str], namespace: dict[str, object]) -> Callable[[str], object]:
     """A module ``__getattr__`` for ``package`` that imports ``name`` from the module ``exports[name]``
     (relative to the package) on first access and keeps it in ``namespace``."""
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> object:
         if name not in exports:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(import_module(exports[name], package), name)

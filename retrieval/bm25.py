@@ -15,8 +15,8 @@ average length of the moment a posting was written: an integer upper bound used 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a query process starts faster)
 if TYPE_CHECKING:  # numpy is imported by the build only: a query process starts faster without it
     import numpy as np
 

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from importlib import import_module
 
-from . import commands
 from .cli_types import hops, non_negative_int, positive_int, relations
 from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalConfig
 from .errors import RetrievalError
@@ -52,6 +51,8 @@ def _count_lines(path: str) -> int | None:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
+    from . import commands  # loaded when a command runs, not for --help
+
     total = _count_lines(args.source) if args.source else 100
     progress = _progress_bar(total)
     summary = commands.build(
@@ -69,6 +70,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_add(args: argparse.Namespace) -> int:
+    from . import commands  # loaded when a command runs, not for --help
+
     progress = _progress_bar(_count_lines(args.source))
     summary = commands.add(args.source, db=args.db, replace=args.replace, progress=progress, format=args.format)
     if progress:
@@ -81,12 +84,16 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
+    from . import commands  # loaded when a command runs, not for --help
+
     summary = commands.remove(args.ids, db=args.db)
     print(f"removed {summary.removed:,} papers from {summary.path}; {summary.papers:,} papers now")
     return 0
 
 
 def _cmd_upgrade(args: argparse.Namespace) -> int:
+    from . import commands  # loaded when a command runs, not for --help
+
     before, after = commands.upgrade(db=args.db)
     if before == after:
         print(f"{args.db or 'the index'} is at schema revision {after} already: nothing to do")
@@ -124,6 +131,8 @@ def _config(args: argparse.Namespace) -> RetrievalConfig:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
+    from . import commands  # loaded when a command runs, not for --help
+
     config = _config(args)
     trace = Trace() if args.sql else None
     result = commands.search(args.query, db=args.db, config=config, limit=args.limit, tracer=trace)
@@ -162,6 +171,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
+    from . import commands  # loaded when a command runs, not for --help
+
     info = commands.stats(db=args.db)
     if args.json:
         print(json.dumps(info, indent=2))

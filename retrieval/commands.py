@@ -10,17 +10,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .config import RetrievalConfig, resolve_db_path
-from .corpus.jsonl import read_papers
-from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients
 from .errors import InputError
-from .search.blend import RetrievalResult
 from .search.client import RetrievalClient
-from .store.build import build_index
 from .store.database import check_index, connect, edge_counts
-from .store.executor import Tracer
-from .store.migrate import upgrade_index
-from .store.rows import WriteSummary
-from .store.writer import add_papers, remove_papers
+
+# The writers, the readers and the demo corpus are imported by the commands that use them, so that a process
+# that only searches does not pay for their imports (bench/cli_start.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .corpus.mock import ArxivMockClient, SemanticScholarMockClient
+    from .search.blend import RetrievalResult
+    from .store.executor import Tracer
+    from .store.rows import WriteSummary
 
 BUILTIN = "built-in demo corpus"
 
@@ -43,6 +44,10 @@ def build(
     openalex or s2; detected when None), or from the built-in demo corpus when ``source`` is None, with
     ``workers`` tokenising processes (see ``build_index``). Replaces an existing index only when the build
     succeeds."""
+    from .corpus.jsonl import read_papers
+    from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients
+    from .store.build import build_index
+
     path = resolve_db_path(db)
     if source is None:
         corpus = build_corpus()
@@ -62,6 +67,9 @@ def add(
 ) -> WriteSummary:
     """Add the papers of ``source`` to the index at ``db`` in one transaction; an id already there is an error
     unless ``replace``. Statistics stay exact: the index equals a rebuild from the new corpus."""
+    from .corpus.jsonl import read_papers
+    from .store.writer import add_papers
+
     path = resolve_db_path(db)
     src = _corpus_file(source)
     return add_papers((p for _, p in read_papers(src, format)), path, replace=replace, progress=progress)
@@ -69,12 +77,16 @@ def add(
 
 def remove(ids: list[str], db: str | os.PathLike[str] | None = None) -> WriteSummary:
     """Remove the papers ``ids`` and their edges from the index at ``db`` in one transaction."""
+    from .store.writer import remove_papers
+
     return remove_papers(ids, resolve_db_path(db))
 
 
 def upgrade(db: str | os.PathLike[str] | None = None) -> tuple[str, str]:
     """Upgrade the index at ``db`` to this version's schema revision; ``(before, after)``. Atomic: the old file
     stays as it was if the upgrade fails."""
+    from .store.migrate import upgrade_index
+
     return upgrade_index(resolve_db_path(db))
 
 
@@ -95,6 +107,9 @@ def build_from_clients(
 ) -> Path:
     """Build the index at ``db`` from the two mock clients' records merged by id (``merge_records``), unless
     it exists already; returns its path. The lesson's ``RetrievalClient(arxiv, s2)`` is this, then a client."""
+    from .corpus.mock import merge_clients
+    from .store.build import build_index
+
     path = resolve_db_path(db)
     if not path.exists():
         build_index(merge_clients(arxiv, s2), path, source="mock clients")
@@ -103,6 +118,8 @@ def build_from_clients(
 
 def build_client(config: RetrievalConfig | None = None, db: str | os.PathLike[str] | None = None) -> RetrievalClient:
     """A client over the built-in demo corpus, building its index at ``db`` on first use."""
+    from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus
+
     corpus = build_corpus()
     path = build_from_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus), db)
     return RetrievalClient(path, config)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ConfigError
+from .validate import check_choice, check_int, check_number
 
 DB_ENV_VAR = "RETRIEVAL_DB"
 DEFAULT_DB = "retrieval.db"
@@ -31,19 +32,6 @@ def resolve_db_path(db: str | os.PathLike[str] | None = None) -> Path:
 RANKINGS = ("expansion", "hops")
 EXPAND_MODES = ("never", "always", "auto")
 RELATIONS = ("references", "citing", "cocitation", "coupling")
-
-
-def _check_int(name: str, value: object, minimum: int, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        extra = " or None" if allow_none else ""
-        raise ConfigError(f"{name} must be an integer >= {minimum}{extra}, got {value!r}")
-
-
-def _check_number(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != value:
-        raise ConfigError(f"{name} must be a non-negative number, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -99,7 +87,7 @@ class RetrievalConfig:
         return cls(**{**settings, **overrides})
 
     def __post_init__(self) -> None:
-        _check_int("top_k_lexical", self.top_k_lexical, 1)
+        check_int("top_k_lexical", self.top_k_lexical, 1)
         if isinstance(self.max_hops, bool) or not isinstance(self.max_hops, int):
             raise ConfigError(f"max_hops must be an integer, got {self.max_hops!r}")
         if self.max_hops < 0:
@@ -107,16 +95,14 @@ class RetrievalConfig:
         if self.max_hops > MAX_HOPS:
             object.__setattr__(self, "max_hops", MAX_HOPS)
         for name in ("w_bm25", "w_graph", "w_recency", "gate_threshold"):
-            _check_number(name, getattr(self, name))
-        if self.ranking not in RANKINGS:
-            raise ConfigError(f"ranking must be one of {', '.join(RANKINGS)}, got {self.ranking!r}")
-        if self.expand not in EXPAND_MODES:
-            raise ConfigError(f"expand must be one of {', '.join(EXPAND_MODES)}, got {self.expand!r}")
-        _check_int("lexical_depth", self.lexical_depth, 1)
-        _check_int("gate_min_survivors", self.gate_min_survivors, 1)
-        _check_int("max_neighbours", self.max_neighbours, 1, allow_none=True)
-        _check_int("max_candidates", self.max_candidates, 0, allow_none=True)
-        _check_int("fanout", self.fanout, 1)
+            check_number(name, getattr(self, name))
+        check_choice("ranking", self.ranking, RANKINGS)
+        check_choice("expand", self.expand, EXPAND_MODES)
+        check_int("lexical_depth", self.lexical_depth, 1)
+        check_int("gate_min_survivors", self.gate_min_survivors, 1)
+        check_int("max_neighbours", self.max_neighbours, 1, allow_none=True)
+        check_int("max_candidates", self.max_candidates, 0, allow_none=True)
+        check_int("fanout", self.fanout, 1)
         relations = tuple(self.relations) if not isinstance(self.relations, str) else (self.relations,)
         unknown = [r for r in relations if r not in RELATIONS]
         if unknown or not relations:

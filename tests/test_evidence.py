@@ -39,6 +39,7 @@ from retrieval.evidence import (
 from retrieval.evidence.config import age
 from retrieval.evidence.graph import build_graph
 from retrieval.evidence.support import TfidfCosineScorer, claims_of
+from retrieval.search.query import Query
 from retrieval.store import models
 from retrieval.store.build import build_index
 from retrieval.text import tokenise
@@ -599,7 +600,7 @@ def test_eval_modes_answer_with_backfill_and_distances(client):
     assert len(modes) == 8
     assert {"evidence-ppr", "evidence-salsa", "evidence-ppr-noprune-qyear", "evidence-salsa-qyear"} <= set(modes)
     bm25 = client.lexical.search(QUERY, 100)
-    query = LexicalPass(QUERY, bm25, len(bm25))
+    query = LexicalPass(Query.parse(QUERY), bm25, len(bm25))
     run = explain(client, QUERY, config=EvidenceConfig(theta=0.2, top_k=60), lexical=bm25)
     mode = replace(modes["evidence-ppr"], settings=EvidenceConfig(theta=0.2))
     out = mode.run(client, query, None, 60)

@@ -5,15 +5,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..search.query import Query
+
 
 @dataclass(frozen=True)
 class LexicalPass:
-    """The shared part of a query's evaluation: its text, BM25 list and number of matching papers."""
+    """The shared part of a query's evaluation: the query (tokenised once), its BM25 list and number of
+    matching papers."""
 
-    text: str
+    query: Query
     bm25: list[tuple[str, float]]
     matching: int
     year: int | None = None  # the query paper's year, where the query is a paper
+
+    @property
+    def text(self) -> str:
+        return self.query.text
 
 
 @dataclass

@@ -8,9 +8,7 @@ find or build the evaluation index; for each query run the shared BM25 pass once
 
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -22,8 +20,7 @@ from .. import __version__
 from ..config import RetrievalConfig
 from ..errors import ConfigError, InputError, StoreError
 from ..search.client import RetrievalClient
-from ..store.database import connect
-from ..text import tokenise
+from ..search.query import Query
 from .cache import CachedIndex, cache_key, ensure_index, file_sha256, index_identity, resolve_cache_dir
 from .graphrag import by_hop, by_seed_quality
 from .metrics import CUTOFFS, Effectiveness, effectiveness, latency_summary, require_library
@@ -43,7 +40,7 @@ MATCHING_SQL = """\
 SELECT count(DISTINCT tf.doc_id) AS matching
 FROM doc_freq AS d
 JOIN term_freq AS tf ON tf.term_id = d.term_id
-WHERE d.term IN (SELECT value FROM json_each(:query_terms))"""
+WHERE d.term IN (SELECT value FROM json_each(:terms))"""
 
 REPORT_MD, REPORT_JSON, PLOT_PNG = "report.md", "report.json", "recall_at_k.png"
 
@@ -118,7 +115,6 @@ def open_index(prepared: Prepared, cache_dir: Path, progress: Progress | None) -
 
 def evaluate(
     client: RetrievalClient,
-    matching_conn: sqlite3.Connection,
     evalset: EvalSet,
     modes: list[Mode],
     config: RetrievalConfig,
@@ -131,11 +127,12 @@ def evaluate(
     total = len(evalset.queries)
     for done, query in enumerate(evalset.queries, start=1):
         started = time.perf_counter()
-        bm25 = client.lexical.search(query.text, depth)
+        parsed = Query.parse(query.text)
+        bm25 = client.lexical.search(parsed, depth)
         lexical_seconds = time.perf_counter() - started
-        terms = json.dumps(sorted(set(tokenise(query.text))))
-        matching = matching_conn.execute(MATCHING_SQL, {"query_terms": terms}).fetchone()[0]
-        shared = LexicalPass(query.text, bm25, matching, query.year)
+        with client.snapshot() as snap:
+            matching = snap.one("eval: papers matching the query", MATCHING_SQL, {"terms": parsed.distinct_json})[0]
+        shared = LexicalPass(parsed, bm25, matching, query.year)
         ids = [pid for pid, _ in bm25]
         seeds = ids[: config.top_k_lexical]
         run = QueryRun(query.qid, query.relevant, ids[:LEXICAL_DEPTH], seeds, matching, lexical_seconds)
@@ -281,11 +278,7 @@ def run_eval(
     cached = open_index(prepared, resolve_cache_dir(cache_dir), progress)
     queries_started = time.perf_counter()
     with RetrievalClient(config=config, db=cached.path) as client:
-        matching_conn = connect(cached.path, readonly=True)
-        try:
-            runs = evaluate(client, matching_conn, prepared.evalset, selected, config, progress)
-        finally:
-            matching_conn.close()
+        runs = evaluate(client, prepared.evalset, selected, config, progress)
     queries_seconds = time.perf_counter() - queries_started
 
     report, effect = assemble(prepared, runs, selected, config, protocol)

@@ -29,6 +29,7 @@ import datetime
 from dataclasses import asdict, dataclass
 
 from ..errors import ConfigError
+from ..validate import check_choice, check_int, check_number
 
 RANKERS = ("ppr", "salsa")
 RECENCY = ("corpus", "query-year")
@@ -62,29 +63,29 @@ class EvidenceConfig:
 
     def __post_init__(self) -> None:
         for name in ("seeds_per_subquery", "seed_pool", "max_claims", "max_iterations", "top_k"):
-            _check_int(name, getattr(self, name), minimum=1)
+            check_int(name, getattr(self, name), minimum=1)
         if self.max_nodes is not None:
-            _check_int("max_nodes", self.max_nodes, minimum=1)
+            check_int("max_nodes", self.max_nodes, minimum=1)
         if self.query_year is not None:
-            _check_int("query_year", self.query_year, minimum=0)
+            check_int("query_year", self.query_year, minimum=0)
         for name, lo, hi in (
             ("seed_recency_weight", 0.0, 1.0),
             ("theta", 0.0, 1.0),
             ("tau", 0.0, 1.0),
             ("off_topic_ratio", 0.0, 1.0),
         ):
-            _check_number(name, getattr(self, name), lo, hi)
-        _check_number("beta", self.beta, 0.0, None)
-        _check_number("alpha", self.alpha, 0.0, 1.0)
+            check_number(name, getattr(self, name), lo, hi)
+        check_number("beta", self.beta, 0.0, None)
+        check_number("alpha", self.alpha, 0.0, 1.0)
         if not 0.0 < self.alpha < 1.0:
             raise ConfigError(f"alpha (the teleport probability) must lie strictly between 0 and 1, got {self.alpha}")
-        _check_number("tolerance", self.tolerance, 0.0, None)
+        check_number("tolerance", self.tolerance, 0.0, None)
         if self.tolerance <= 0.0:
             raise ConfigError(f"tolerance must be positive, got {self.tolerance}")
-        _check_choice("ranker", self.ranker, RANKERS)
-        _check_choice("recency", self.recency, RECENCY)
-        _check_choice("cap_policy", self.cap_policy, CAP_POLICIES)
-        _check_choice("teleport", self.teleport, TELEPORTS)
+        check_choice("ranker", self.ranker, RANKERS)
+        check_choice("recency", self.recency, RECENCY)
+        check_choice("cap_policy", self.cap_policy, CAP_POLICIES)
+        check_choice("teleport", self.teleport, TELEPORTS)
         if not isinstance(self.prune, bool):
             raise ConfigError(f"prune must be True or False, got {self.prune!r}")
 
@@ -112,23 +113,3 @@ def age(year: int | None, reference_year: int | None, earliest_year: int | None)
     if year is None:
         year = earliest_year if earliest_year is not None else reference_year
     return max(1, reference_year - year + 1)
-
-
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
-
-
-def _check_number(name: str, value: object, lo: float, hi: float | None) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    if value < lo or (hi is not None and value > hi):
-        bounds = f"between {lo:g} and {hi:g}" if hi is not None else f"at least {lo:g}"
-        raise ConfigError(f"{name} must be {bounds}, got {value}")
-
-
-def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")

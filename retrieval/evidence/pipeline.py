@@ -22,7 +22,7 @@ from ..search.query import Query
 from .config import EvidenceConfig, age
 from .graph import EvidenceGraph, build_graph
 from .plan import Planner, collect_subqueries
-from .rank import RANKERS
+from .rank import WALKS
 from .records import STATUSES, EdgeRecord, EvidenceRun, GraphSize, Health, NodeRecord
 from .seeds import Seed, given_seeds, select_seeds
 from .support import CountingScorer, EdgeSupport, SupportScorer, TfidfCosineScorer, claims_of, score_edges, scorer_bound
@@ -89,7 +89,7 @@ def explain(
 
     seeds_by_id = {seed.paper_id: seed for seed in seed_list}
     nodes, edges = _prune(graph, papers, support, seeds_by_id, cfg, reference_year, stats.min_year)
-    ranker = RANKERS[cfg.ranker]
+    ranker = WALKS[cfg.ranker]
     kept_nodes = [pid for pid, node in nodes.items() if node.kept]
     weighted = [(e.citing, e.cited, e.weight) for e in edges.values() if e.kept]
     teleport = {seed.paper_id: teleport_mass(seed, cfg.teleport) for seed in seed_list}

@@ -167,4 +167,5 @@ def salsa_chain(nodes: Sequence[str], edges: Sequence[tuple[str, str, float]]) -
     return chain
 
 
-RANKERS = {"ppr": personalised_pagerank, "salsa": personalised_salsa}
+#: The walks by name (``EvidenceConfig.ranker`` takes one of ``config.RANKERS``, the same names; a test checks).
+WALKS = {"ppr": personalised_pagerank, "salsa": personalised_salsa}

@@ -11,8 +11,6 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from ..config import GRAPH_SCORES, RetrievalConfig, resolve_db_path
 from ..corpus.paper import Paper
@@ -95,11 +93,10 @@ class RetrievalClient:
         self.lexical = BM25Index(self._executor)
         self.graph = CitationGraph(self._executor)
 
-    @contextmanager
-    def snapshot(self) -> Iterator[Snapshot]:
-        """One read transaction with the statistics as it sees them; nested calls join it."""
-        with self._executor.snapshot() as snap:
-            yield snap
+    def snapshot(self):
+        """``with client.snapshot() as snap``: one read transaction with the statistics as it sees them
+        (``retrieval.store.executor.Snapshot``); nested calls join it."""
+        return self._executor.snapshot()
 
     @property
     def stats(self) -> IndexStats:

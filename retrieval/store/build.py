@@ -13,7 +13,7 @@ from ..bm25 import K1, B
 from ..corpus.paper import Paper
 from ..text import TOKENISER_NAME, TOKENISER_VERSION
 from .database import HEAD_REVISION
-from .files import swap_in, temp_beside
+from .files import discard, swap_in, temp_beside
 from .migrate import migrate
 from .rows import WriteSummary, write_statistics
 
@@ -77,7 +77,7 @@ def build_index(
             conn.close()
         swap_in(tmp, target)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        discard(tmp)
         raise
     summary.seconds = time.perf_counter() - started
     return summary

@@ -8,8 +8,7 @@ its name and parameters, just before it runs, so a trace of a search is complete
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .database import INDEX_INFO_SQL, IndexStats
@@ -58,23 +57,44 @@ class Executor:
     def one(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> tuple | None:
         return self.run(name, sql, params).fetchone()
 
-    @contextmanager
-    def snapshot(self) -> Iterator[Snapshot]:
-        """One read transaction and the statistics as it sees them (read once). Every statement inside sees
-        the same state of the file, even while another process adds papers (WAL mode); nested use joins the
-        outer snapshot."""
-        if self._snapshot is not None:
-            yield self._snapshot
-            return
-        self.run("begin the read snapshot", "BEGIN")
+    def snapshot(self) -> _SnapshotScope:
+        """``with executor.snapshot() as snap``: one read transaction and the statistics as it sees them (read
+        once). Every statement inside sees the same state of the file, even while another process adds papers
+        (WAL mode); nested use joins the outer snapshot."""
+        return _SnapshotScope(self)
+
+
+class _SnapshotScope:
+    """The context manager of ``Executor.snapshot`` (a class rather than ``contextlib``, whose import a query
+    process would pay for)."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self.outer = False
+
+    def __enter__(self) -> Snapshot:
+        executor = self.executor
+        if executor._snapshot is not None:
+            self.outer = True
+            return executor._snapshot
+        executor.run("begin the read snapshot", "BEGIN")
         try:
-            stats = IndexStats.from_info(dict(self.rows("index statistics", INDEX_INFO_SQL)))
-            self._snapshot = Snapshot(self, stats)
-            yield self._snapshot
-        finally:
-            self._snapshot = None
-            if self.conn.in_transaction:  # an error inside may already have ended it
-                self.run("end the read snapshot", "COMMIT")
+            stats = IndexStats.from_info(dict(executor.rows("index statistics", INDEX_INFO_SQL)))
+        except BaseException:
+            self._end()
+            raise
+        executor._snapshot = Snapshot(executor, stats)
+        return executor._snapshot
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.outer:
+            self._end()
+
+    def _end(self) -> None:
+        executor = self.executor
+        executor._snapshot = None
+        if executor.conn.in_transaction:  # an error inside may already have ended it
+            executor.run("end the read snapshot", "COMMIT")
 
 
 @dataclass(frozen=True)

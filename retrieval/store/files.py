@@ -23,3 +23,9 @@ def temp_beside(target: Path, suffix: str) -> Path:
 def swap_in(new: Path, target: Path) -> None:
     """Put the finished file ``new`` in place of ``target`` in one rename."""
     os.replace(new, target)
+
+
+def discard(path: Path) -> None:
+    """Remove an unfinished file and whatever SQLite kept beside it (``-journal``, ``-wal``, ``-shm``)."""
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)

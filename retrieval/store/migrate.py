@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import SchemaVersionError
 from .database import HEAD_REVISION, KNOWN_REVISIONS, _uri, check_index, index_revision
-from .files import swap_in, temp_beside
+from .files import discard, swap_in, temp_beside
 
 
 def migrations_dir() -> Path:
@@ -134,6 +134,6 @@ def upgrade_index(path: Path) -> tuple[str, str]:
         check_index(tmp)
         swap_in(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        discard(tmp)
         raise
     return before, HEAD_REVISION

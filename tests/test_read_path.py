@@ -1,0 +1,88 @@
+"""The read path: a query is tokenised once and read in one snapshot with one set of statistics; every
+statement goes through the executor; reading never writes; upgrading is explicit and atomic."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import retrieval.search.query as query_module
+from retrieval import RetrievalClient, RetrievalConfig, SchemaVersionError, Trace, upgrade_index
+from retrieval.bm25 import TF_NORM_SQL, tf_norm
+from retrieval.commands import build
+from retrieval.store import migrate as migrate_module
+from retrieval.store.database import HEAD_REVISION, index_revision
+
+
+@pytest.mark.parametrize("config", [RetrievalConfig(expand="always", max_hops=2), RetrievalConfig.lesson()])
+def test_a_search_tokenises_once_and_reads_the_statistics_once(demo_db, monkeypatch, config):
+    calls = []
+    real = query_module.tokenise
+    monkeypatch.setattr(query_module, "tokenise", lambda text: calls.append(text) or real(text))
+    trace = Trace()
+    with RetrievalClient(demo_db, config, tracer=trace) as client:
+        result = client.search("attention sparsity routing")
+    assert calls == ["attention sparsity routing"]
+    names = [s.name for s in trace.statements]
+    assert names.count("index statistics") == 1 and names.count("lexical: the query's terms") == 1
+    assert names[0] == "begin the read snapshot" and names[-1] == "end the read snapshot"
+    assert names.count("begin the read snapshot") == 1  # one snapshot for the whole search
+    assert result.ranked and result.expansion["gate"]["fired"]
+
+
+def test_returned_papers_are_the_candidates_completed_not_built_again(demo_db):
+    with RetrievalClient(demo_db) as client:
+        result = client.search("attention sparsity", limit=3)
+        full = client.papers([r.paper.id for r in result.ranked])
+    for entry in result.ranked:
+        assert entry.paper == full[entry.paper.id]  # abstract, authors, references and citing papers filled in
+
+
+@given(st.integers(1, 60), st.integers(1, 5000), st.floats(1.0, 500.0), st.floats(0.0, 3.0), st.floats(0.0, 1.0))
+def test_the_sql_tf_norm_is_the_python_one(count, length, avgdl, k1, b):
+    with sqlite3.connect(":memory:") as conn:
+        sql = f"SELECT {TF_NORM_SQL} FROM (SELECT :count AS count, :length AS length) AS tf"
+        value = conn.execute(sql, {"count": count, "length": length, "avgdl": avgdl, "k1": k1, "b": b}).fetchone()[0]
+    assert value == pytest.approx(tf_norm(count, length, avgdl, k1, b), rel=1e-12)
+
+
+def _old_index(tmp_path):
+    db = tmp_path / "old.db"
+    build(db=db)
+    migrate_module.downgrade(db, "0003")
+    assert index_revision(db) == "0003"
+    return db
+
+
+def test_an_older_index_is_refused_on_read_without_being_written(tmp_path):
+    db = _old_index(tmp_path)
+    before = db.read_bytes()
+    db.chmod(0o444)  # a user who may only read: the refusal needs no write either
+    try:
+        with pytest.raises(SchemaVersionError, match=r"`retrieval upgrade --db .*old\.db`"):
+            RetrievalClient(db)
+    finally:
+        db.chmod(0o644)
+    assert db.read_bytes() == before
+
+
+def test_a_failed_upgrade_leaves_the_old_index_as_it_was(tmp_path, monkeypatch):
+    db = _old_index(tmp_path)
+    before = db.read_bytes()
+
+    def interrupted(path, revision="head", sql=False):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(migrate_module, "migrate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        upgrade_index(db)
+    assert db.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("old.db")] == []  # no temporary file left
+    monkeypatch.undo()
+    assert upgrade_index(db) == ("0003", HEAD_REVISION)
+    assert upgrade_index(db) == (HEAD_REVISION, HEAD_REVISION)  # nothing to do the second time
+    with RetrievalClient(db) as client:
+        assert client.search("attention sparsity").ranked
