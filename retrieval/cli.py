@@ -13,7 +13,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from importlib import import_module
 
 from .cli_types import hops, non_negative_int, positive_int, relations
@@ -127,7 +126,7 @@ def _config(args: argparse.Namespace) -> RetrievalConfig:
     changes = {key: value for key, value in given.items() if value is not None}
     if args.no_hub_weighting:
         changes["hub_weighting"] = False
-    return replace(base, **changes)
+    return base.replace(**changes)
 
 
 def _cmd_search(args: argparse.Namespace) -> int:

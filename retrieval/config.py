@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from .errors import ConfigError
@@ -34,8 +34,27 @@ EXPAND_MODES = ("never", "always", "auto")
 RELATIONS = ("references", "citing", "cocitation", "coupling")
 
 
-@dataclass(frozen=True)
-class RetrievalConfig:
+#: The fields of ``RetrievalConfig`` and their defaults, in order.
+_FIELDS = {
+    "top_k_lexical": 20,
+    "max_hops": 1,
+    "w_bm25": 1.0,
+    "w_graph": 0.5,
+    "w_recency": 0.05,
+    "ranking": "expansion",
+    "lexical_depth": 100,
+    "expand": "auto",
+    "gate_threshold": 0.3,
+    "gate_min_survivors": 3,
+    "relations": ("references", "citing"),
+    "max_neighbours": 30,
+    "hub_weighting": True,
+    "max_candidates": 1000,
+    "fanout": 100,
+}
+
+
+class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list(_FIELDS.values()))):
     """How a search is run and its results ranked.
 
     ``final_score = w_bm25 * bm25_norm + w_graph * graph_score + w_recency * recency_score``, where bm25_norm is
@@ -52,21 +71,12 @@ class RetrievalConfig:
     that expands unless 3 seeds each match 30% of the query's attainable BM25. ``max_hops`` above 2 is clamped.
     """
 
-    top_k_lexical: int = 20
-    max_hops: int = 1
-    w_bm25: float = 1.0
-    w_graph: float = 0.5
-    w_recency: float = 0.05
-    ranking: str = "expansion"
-    lexical_depth: int = 100
-    expand: str = "auto"
-    gate_threshold: float = 0.3
-    gate_min_survivors: int = 3
-    relations: tuple[str, ...] = ("references", "citing")
-    max_neighbours: int | None = 30
-    hub_weighting: bool = True
-    max_candidates: int | None = 1000
-    fanout: int = 100
+    __slots__ = ()
+
+    def __new__(cls, *args, **kwargs) -> RetrievalConfig:
+        self = super().__new__(cls, *args, **kwargs)
+        changes = self._checked()
+        return super().__new__(cls, **{**self._asdict(), **changes}) if changes else self
 
     @classmethod
     def lesson(cls, **overrides) -> RetrievalConfig:
@@ -86,14 +96,23 @@ class RetrievalConfig:
         }
         return cls(**{**settings, **overrides})
 
-    def __post_init__(self) -> None:
+    def replace(self, **changes) -> RetrievalConfig:
+        """A copy with ``changes`` applied, checked like a new configuration."""
+        return type(self)(**{**self._asdict(), **changes})
+
+    def to_dict(self) -> dict:
+        return dict(self._asdict())
+
+    def _checked(self) -> dict:
+        """Check every field; return the normalised values (clamped hops, de-duplicated relations) that differ."""
+        changes = {}
         check_int("top_k_lexical", self.top_k_lexical, 1)
         if isinstance(self.max_hops, bool) or not isinstance(self.max_hops, int):
             raise ConfigError(f"max_hops must be an integer, got {self.max_hops!r}")
         if self.max_hops < 0:
             raise ConfigError(f"max_hops must be 0, 1 or 2 (larger values are clamped to 2), got {self.max_hops}")
         if self.max_hops > MAX_HOPS:
-            object.__setattr__(self, "max_hops", MAX_HOPS)
+            changes["max_hops"] = MAX_HOPS
         for name in ("w_bm25", "w_graph", "w_recency", "gate_threshold"):
             check_number(name, getattr(self, name))
         check_choice("ranking", self.ranking, RANKINGS)
@@ -107,4 +126,6 @@ class RetrievalConfig:
         unknown = [r for r in relations if r not in RELATIONS]
         if unknown or not relations:
             raise ConfigError(f"relations must be some of {', '.join(RELATIONS)}, got {list(relations)!r}")
-        object.__setattr__(self, "relations", tuple(dict.fromkeys(relations)))
+        if tuple(dict.fromkeys(relations)) != self.relations:
+            changes["relations"] = tuple(dict.fromkeys(relations))
+        return changes

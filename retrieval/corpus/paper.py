@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ..text import sentences
 
 
-@dataclass
 class Paper:
     """One paper: what the index stores, and what a search returns.
 
@@ -15,18 +12,47 @@ class Paper:
     ``citations`` are the ids of papers that cite it (in results: corpus papers; in input: what a source such as
     Semantic Scholar lists). ``source`` says who supplied the record: ``"arxiv"`` or ``"s2"`` for the mock
     clients, the input file's name for a build, ``"merged"`` in results. ``field_sources`` names, for a record
-    merged from several sources, the source of each field.
+    merged from several sources, the source of each field (not part of equality).
+
+    A plain class with slots rather than a dataclass: a query process does not import ``dataclasses``
+    (and ``inspect`` with it), which is a third of a fresh search's start (bench/cli_start.py).
     """
 
-    id: str
-    title: str
-    abstract: str = ""
-    year: int | None = None
-    authors: list[str] = field(default_factory=list)
-    references: list[str] = field(default_factory=list)
-    citations: list[str] = field(default_factory=list)
-    source: str = "merged"
-    field_sources: dict[str, str] = field(default_factory=dict, compare=False)
+    __slots__ = ("id", "title", "abstract", "year", "authors", "references", "citations", "source", "field_sources")
+    _COMPARED = __slots__[:-1]
+
+    def __init__(
+        self,
+        id: str,
+        title: str,
+        abstract: str = "",
+        year: int | None = None,
+        authors: list[str] | None = None,
+        references: list[str] | None = None,
+        citations: list[str] | None = None,
+        source: str = "merged",
+        field_sources: dict[str, str] | None = None,
+    ) -> None:
+        self.id = id
+        self.title = title
+        self.abstract = abstract
+        self.year = year
+        self.authors = [] if authors is None else authors
+        self.references = [] if references is None else references
+        self.citations = [] if citations is None else citations
+        self.source = source
+        self.field_sources = {} if field_sources is None else field_sources
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Paper:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self._COMPARED)
+
+    __hash__ = None  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._COMPARED)
+        return f"Paper({shown})"
 
     @property
     def text(self) -> str:

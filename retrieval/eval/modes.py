@@ -14,7 +14,7 @@ their seeds, exactly the seeds ``RetrievalClient.search`` would pick.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..config import RetrievalConfig
@@ -68,7 +68,7 @@ class BlendMode:
 
     def settings(self, config: RetrievalConfig) -> RetrievalConfig:
         base = RetrievalConfig.lesson() if self.lesson else RetrievalConfig()
-        return replace(base, max_hops=self.hops, **dict(self.overrides))
+        return base.replace(max_hops=self.hops, **dict(self.overrides))
 
     def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
         cfg = self.settings(config)

@@ -12,7 +12,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -193,7 +193,7 @@ def assemble(
             "modes": [m.name for m in modes],
             "cutoffs": list(CUTOFFS),
             "ranking_depth": LEXICAL_DEPTH,
-            **{k: v for k, v in asdict(config).items() if k != "max_hops"},
+            **{k: v for k, v in config.to_dict().items() if k != "max_hops"},
             "protocol_requested": protocol,
             "limit_queries": evalset.limit,
             "retrieval_version": __version__,

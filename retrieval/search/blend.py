@@ -17,7 +17,6 @@ pure function of the numbers the passes computed; it reads nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from ..config import RetrievalConfig
 from ..corpus.paper import Paper
@@ -33,18 +32,35 @@ def recency(year: int | None, min_year: int | None, max_year: int | None) -> flo
     return min(1.0, max(0.0, (year - min_year) / (max_year - min_year)))
 
 
-@dataclass
 class RankedPaper:
     """One entry of a result, with every number that explains its place."""
 
-    paper: Paper
-    bm25_score: float
-    graph_distance: int | None
-    recency_score: float
-    final_score: float
-    bm25_norm: float = 0.0
-    graph_score: float = 0.0
-    reached: list[Reach] = field(default_factory=list)
+    __slots__ = (
+        "paper", "bm25_score", "graph_distance", "recency_score", "final_score", "bm25_norm", "graph_score", "reached"
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        paper: Paper,
+        bm25_score: float,
+        graph_distance: int | None,
+        recency_score: float,
+        final_score: float,
+        bm25_norm: float = 0.0,
+        graph_score: float = 0.0,
+        reached: list[Reach] | None = None,
+    ) -> None:
+        self.paper = paper
+        self.bm25_score = bm25_score
+        self.graph_distance = graph_distance
+        self.recency_score = recency_score
+        self.final_score = final_score
+        self.bm25_norm = bm25_norm
+        self.graph_score = graph_score
+        self.reached = [] if reached is None else reached
+
+    def __repr__(self) -> str:
+        return f"RankedPaper({self.paper.id!r}, final_score={self.final_score!r})"
 
     def to_dict(self) -> dict:
         return {
@@ -79,18 +95,32 @@ class RankedPaper:
         )
 
 
-@dataclass
 class RetrievalResult:
-    """A ranked list and the query's metrics (hit count, average and top final score, wall time)."""
+    """A ranked list and the query's metrics (hit count, average and top final score, wall time), with the
+    configuration it was ranked under and the expansion's report."""
 
-    query: str
-    ranked: list[RankedPaper]
-    hit_count: int
-    average_score: float
-    top_score: float
-    wall_time_ms: float
-    config: RetrievalConfig = field(default_factory=RetrievalConfig)
-    expansion: dict = field(default_factory=dict)
+    def __init__(
+        self,
+        query: str,
+        ranked: list[RankedPaper],
+        hit_count: int,
+        average_score: float,
+        top_score: float,
+        wall_time_ms: float,
+        config: RetrievalConfig | None = None,
+        expansion: dict | None = None,
+    ) -> None:
+        self.query = query
+        self.ranked = ranked
+        self.hit_count = hit_count
+        self.average_score = average_score
+        self.top_score = top_score
+        self.wall_time_ms = wall_time_ms
+        self.config = RetrievalConfig() if config is None else config
+        self.expansion = {} if expansion is None else expansion
+
+    def __repr__(self) -> str:
+        return f"RetrievalResult({self.query!r}, {len(self.ranked)} of {self.hit_count} ranked)"
 
     @property
     def metrics(self) -> dict:

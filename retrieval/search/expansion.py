@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections import Counter, defaultdict, namedtuple
 
 from ..config import RetrievalConfig
 from ..store.executor import Snapshot
@@ -138,54 +137,37 @@ def relation_sql(relation: str) -> str:
     return f"{_SOURCES},\n{_RELATION_EDGES[relation]},\n{_CAPPED}"
 
 
-@dataclass(frozen=True)
-class Gate:
+class Gate(namedtuple("Gate", "mode fired survivors threshold min_survivors reason")):
     """The expansion decision for one query, and why."""
 
-    mode: str
-    fired: bool
-    survivors: int
-    threshold: float
-    min_survivors: int
-    reason: str
+    __slots__ = ()
 
     def to_dict(self) -> dict:
-        return {
-            "mode": self.mode,
-            "fired": self.fired,
-            "survivors": self.survivors,
-            "threshold": self.threshold,
-            "min_survivors": self.min_survivors,
-            "reason": self.reason,
-        }
+        return dict(self._asdict())
 
 
-@dataclass(frozen=True)
-class Reach:
+class Reach(namedtuple("Reach", "source relation hop contribution")):
     """One way a paper was reached: from ``source`` (a seed at hop 1), along ``relation``, at ``hop``."""
 
-    source: str
-    relation: str
-    hop: int
-    contribution: float
+    __slots__ = ()
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "relation": self.relation, "hop": self.hop, "contribution": self.contribution}
+        return dict(self._asdict())
 
 
-@dataclass
 class Expansion:
     """What the expansion added: each paper's evidence, minimum hop and reaches, and the counts per hop and
     per relation (edges followed, and papers first reached)."""
 
-    gate: Gate
-    evidence: dict[str, float] = field(default_factory=dict)
-    distance: dict[str, int] = field(default_factory=dict)
-    reaches: dict[str, list[Reach]] = field(default_factory=lambda: defaultdict(list))
-    new_per_hop: Counter = field(default_factory=Counter)
-    new_per_relation: Counter = field(default_factory=Counter)
-    edges_per_relation: Counter = field(default_factory=Counter)
-    capped: int = 0
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+        self.evidence: dict[str, float] = {}
+        self.distance: dict[str, int] = {}
+        self.reaches: dict[str, list[Reach]] = defaultdict(list)
+        self.new_per_hop: Counter = Counter()
+        self.new_per_relation: Counter = Counter()
+        self.edges_per_relation: Counter = Counter()
+        self.capped = 0
 
     def to_dict(self) -> dict:
         return {

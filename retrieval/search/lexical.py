@@ -36,7 +36,7 @@ through the snapshot's executor, so ``retrieval search --sql`` prints what ran.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections import namedtuple
 
 from ..bm25 import BOUND_SLACK, HEAD_IMPACT, IMPACT_SCALE, SCORE_DECIMALS, TF_NORM_SQL, TIE_SLACK, drift, idf
 from ..store.executor import Executor, Snapshot
@@ -216,16 +216,13 @@ def cost(term: QueryTerm, min_impact: int) -> float:
     return term.df * HEAD_SHARE if min_impact >= HEAD_IMPACT else float(term.df)
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(namedtuple("Plan", "threshold min_impacts min_partial pruned refined", defaults=(True, False))):
     """What a pruned top-k query decided: the threshold and, per term, the smallest impact read (0: the whole
-    list; ``HEAD_IMPACT`` or more: its head, through the partial index; ``NEVER``: looked up only)."""
+    list; ``HEAD_IMPACT`` or more: its head, through the partial index; ``NEVER``: looked up only). ``pruned``
+    False: the plain aggregation is expected to be cheaper, and runs instead; ``refined``: a second threshold
+    sample raised the threshold."""
 
-    threshold: float
-    min_impacts: dict[int, int]
-    min_partial: float
-    pruned: bool = True  # False: the plain aggregation is expected to be cheaper, and runs instead
-    refined: bool = False  # True: a second threshold sample raised the threshold
+    __slots__ = ()
 
     def to_dict(self) -> dict:
         return {

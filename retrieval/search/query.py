@@ -8,20 +8,23 @@ The lexical pass, the gate, the expansion and the blend all take these objects, 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections import Counter, namedtuple
 
 from ..store.database import IndexStats
 from ..text import tokenise
 
 
-@dataclass(frozen=True)
 class Query:
-    """A query's text and its tokens, in order (a token repeated in the query counts each time)."""
+    """A query's text and its tokens, in order (a token repeated in the query counts each time); ``qtf`` counts
+    each distinct token, ``distinct_json`` is the sorted distinct tokens as the term look-up's parameter."""
 
-    text: str
-    tokens: tuple[str, ...] = field(repr=False)
+    __slots__ = ("text", "tokens", "qtf", "distinct_json")
+
+    def __init__(self, text: str, tokens: tuple[str, ...]) -> None:
+        self.text = text
+        self.tokens = tokens
+        self.qtf = Counter(tokens)
+        self.distinct_json = json.dumps(sorted(self.qtf), ensure_ascii=False)
 
     @classmethod
     def parse(cls, text: str | Query) -> Query:
@@ -30,52 +33,45 @@ class Query:
             return text
         return cls(text, tuple(tokenise(text)))
 
-    @cached_property
-    def qtf(self) -> Counter[str]:
-        """How many times each distinct token occurs in the query."""
-        return Counter(self.tokens)
-
-    @cached_property
-    def distinct_json(self) -> str:
-        """The distinct tokens as a JSON array, sorted: the parameter of the term look-up."""
-        return json.dumps(sorted(self.qtf), ensure_ascii=False)
-
     def __bool__(self) -> bool:
         return bool(self.tokens)
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Query) and (self.text, self.tokens) == (other.text, other.tokens)
 
-@dataclass(frozen=True)
-class QueryTerm:
-    """A query term in the index: its weight (qtf * idf) and how much one posting can contribute."""
+    def __hash__(self) -> int:
+        return hash((self.text, self.tokens))
 
-    term: str
-    term_id: int
-    df: int
-    qtf: int
-    weight: float
-    max_impact: int
-    factor: float  # drift * (1 + slack) / IMPACT_SCALE: a posting contributes at most weight * impact * factor
+    def __repr__(self) -> str:
+        return f"Query({self.text!r})"
 
 
-@dataclass(frozen=True)
+class QueryTerm(namedtuple("QueryTerm", "term term_id df qtf weight max_impact factor")):
+    """A query term in the index: its weight (qtf * idf) and how much one posting can contribute (a posting
+    contributes at most ``weight * impact * factor``, ``factor = drift * (1 + slack) / IMPACT_SCALE``)."""
+
+    __slots__ = ()
+
+
 class WeightedQuery:
-    """A ``Query`` against one snapshot: the terms the index has, in term-id order, and its statistics."""
+    """A ``Query`` against one snapshot: the terms the index has, in term-id order, and its statistics.
 
-    query: Query
-    terms: tuple[QueryTerm, ...]
-    stats: IndexStats
+    ``weights_json`` (``[[term_id, weight], ...]``) is the parameter every scoring statement reads the weights
+    from; ``attainable``, the score of a paper that saturated every query token's term-frequency factor (sum of
+    ``weight * (k1 + 1)``), is the gate's yardstick, comparable across queries of any length."""
+
+    __slots__ = ("query", "terms", "stats", "weights_json", "attainable")
+
+    def __init__(self, query: Query, terms: tuple[QueryTerm, ...], stats: IndexStats) -> None:
+        self.query = query
+        self.terms = terms
+        self.stats = stats
+        self.weights_json = json.dumps([[t.term_id, t.weight] for t in terms])
+        self.attainable = sum(t.weight * (stats.k1 + 1.0) for t in terms)
 
     @property
     def text(self) -> str:
         return self.query.text
 
-    @cached_property
-    def weights_json(self) -> str:
-        """``[[term_id, weight], ...]``: the parameter every scoring statement reads the weights from."""
-        return json.dumps([[t.term_id, t.weight] for t in self.terms])
-
-    @cached_property
-    def attainable(self) -> float:
-        """The score of a paper that saturated every query token's term-frequency factor:
-        sum of ``weight * (k1 + 1)``; the gate's yardstick, comparable across queries of any length."""
-        return sum(t.weight * (self.stats.k1 + 1.0) for t in self.terms)
+    def __repr__(self) -> str:
+        return f"WeightedQuery({self.query.text!r}, {len(self.terms)} terms)"

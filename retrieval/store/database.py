@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from ..errors import IndexNotFoundError, NotAnIndexError, SchemaVersionError
@@ -73,20 +73,17 @@ def edge_counts(conn: sqlite3.Connection) -> tuple[int, int]:
     return edges or 0, total - (edges or 0)
 
 
-@dataclass(frozen=True)
-class IndexStats:
-    """The statistics a search needs, from ``index_info``, read once per snapshot."""
+_STATS_FIELDS = "n_papers total_tokens min_year max_year k1 b impact_avgdl tokeniser tokeniser_version info"
 
-    n_papers: int
-    total_tokens: int
-    min_year: int | None
-    max_year: int | None
-    k1: float
-    b: float
-    impact_avgdl: float
-    tokeniser: str
-    tokeniser_version: str
-    info: dict[str, str]
+
+class IndexStats(namedtuple("IndexStats", _STATS_FIELDS)):
+    """The statistics a search needs, from ``index_info``, read once per snapshot: N, total tokens, the year
+    range, k1, b, the average length the impacts were written at, the tokeniser, and every ``info`` value.
+
+    The query path's records are named tuples and slotted classes, not dataclasses: a query process does not
+    import ``dataclasses`` (and ``inspect`` with it), a third of a fresh search's start (bench/cli_start.py)."""
+
+    __slots__ = ()
 
     @property
     def avgdl(self) -> float:

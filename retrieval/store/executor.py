@@ -8,29 +8,26 @@ its name and parameters, just before it runs, so a trace of a search is complete
 from __future__ import annotations
 
 import sqlite3
+from collections import namedtuple
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
 from .database import INDEX_INFO_SQL, IndexStats
 
 
-@dataclass(frozen=True)
-class Statement:
+class Statement(namedtuple("Statement", "name sql params")):
     """One statement as it ran: a name saying what it is for, the SQL text and its parameters."""
 
-    name: str
-    sql: str
-    params: Mapping[str, object]
+    __slots__ = ()
 
 
 Tracer = Callable[[Statement], None]
 
 
-@dataclass
 class Trace:
     """A tracer that keeps every statement, in order."""
 
-    statements: list[Statement] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.statements: list[Statement] = []
 
     def __call__(self, statement: Statement) -> None:
         self.statements.append(statement)
@@ -97,12 +94,14 @@ class _SnapshotScope:
             executor.run("end the read snapshot", "COMMIT")
 
 
-@dataclass(frozen=True)
 class Snapshot:
     """A read transaction: the executor to run statements with and the index's statistics as of its start."""
 
-    executor: Executor
-    stats: IndexStats
+    __slots__ = ("executor", "stats")
+
+    def __init__(self, executor: Executor, stats: IndexStats) -> None:
+        self.executor = executor
+        self.stats = stats
 
     def run(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> sqlite3.Cursor:
         return self.executor.run(name, sql, params)
