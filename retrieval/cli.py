@@ -18,7 +18,6 @@ from importlib import import_module
 from .cli_types import hops, non_negative_int, positive_int, relations
 from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalConfig
 from .errors import RetrievalError
-from .store.executor import Trace
 
 #: The input formats (``retrieval.corpus.jsonl.FORMATS``, which a test keeps equal), named here so that parsing
 #: a search does not import the readers.
@@ -131,6 +130,7 @@ def _config(args: argparse.Namespace) -> RetrievalConfig:
 
 def _cmd_search(args: argparse.Namespace) -> int:
     from . import commands  # loaded when a command runs, not for --help
+    from .store.executor import Trace
 
     config = _config(args)
     trace = Trace() if args.sql else None
@@ -185,8 +185,76 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-#: Subcommands whose options live in their own package: name -> (help, module with ``add_arguments``).
-LAZY_COMMANDS = {
+DB_HELP = f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})"
+FORMAT_HELP = "input format: jsonl, openalex or s2 (default: detected from the first record)"
+
+
+def _build_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--from", dest="source", metavar="FILE", help="corpus file (default: the built-in demo corpus)")
+    p.add_argument("--format", choices=FORMATS, help=FORMAT_HELP)
+    p.add_argument(
+        "--workers",
+        type=non_negative_int,
+        help="processes that tokenise during the build (default: one per core, at most 2; 0 = this process only)",
+    )
+    p.add_argument("--db", help=DB_HELP)
+    p.set_defaults(func=_cmd_build)
+
+
+def _add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", metavar="FILE", help="papers to add (JSONL, OpenAlex or S2 lines; plain or gzip)")
+    p.add_argument("--format", choices=FORMATS, help=FORMAT_HELP)
+    p.add_argument("--replace", action="store_true", help="overwrite papers whose id is already in the index")
+    p.add_argument("--db", help=DB_HELP)
+    p.set_defaults(func=_cmd_add)
+
+
+def _remove_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ids", nargs="+", metavar="ID", help="paper ids")
+    p.add_argument("--db", help=DB_HELP)
+    p.set_defaults(func=_cmd_remove)
+
+
+def _search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", help="free-text query")
+    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--limit", type=positive_int, default=10, help="results to show (default 10)")
+    p.add_argument("--top-k-lexical", type=positive_int, help="BM25 seeds (default 20; the lesson's 10)")
+    p.add_argument("--hops", type=hops, help="citation hops from the seeds, 0-2 (default 1; the lesson's 2)")
+    p.add_argument("--lesson", action="store_true", help="the lesson's blend: 10 seeds, 2 hops, 0.5/0.3/0.2")
+    p.add_argument("--expand", choices=EXPAND_MODES, help="graph expansion: never, always, auto (default)")
+    p.add_argument("--relations", type=relations, help=f"comma-separated, of {','.join(RELATIONS)}")
+    p.add_argument("--gate-threshold", type=float, help="match a seed needs to survive the gate (default 0.3)")
+    p.add_argument("--gate-survivors", type=positive_int, help="expand when fewer seeds survive (default 3)")
+    p.add_argument("--max-neighbours", type=positive_int, help="per paper and relation (default 30)")
+    p.add_argument("--max-candidates", type=positive_int, help="papers the graph may add (default 1000)")
+    p.add_argument("--no-hub-weighting", action="store_true", help="no 1/ln(e + degree) down-weighting")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--sql", action="store_true", help="print every statement the search ran, with its parameters")
+    p.set_defaults(func=_cmd_search)
+
+
+def _stats_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_stats)
+
+
+def _upgrade_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help=DB_HELP)
+    p.set_defaults(func=_cmd_upgrade)
+
+
+#: Every subcommand: name -> (one-line help, what adds its options: a function here, or the module of another
+#: package whose ``add_arguments`` does). Only the invoked subcommand's options are added, and only its module
+#: imported, so ``retrieval --help`` and ``retrieval search`` pay for nothing else.
+COMMANDS = {
+    "build": ("index a corpus into a new index file (replaced only when the build succeeds)", _build_args),
+    "add": ("add papers to an index, statistics kept exact", _add_args),
+    "remove": ("remove papers and their edges from an index", _remove_args),
+    "search": ("search the index", _search_args),
+    "stats": ("what the index holds", _stats_args),
+    "upgrade": ("bring an index of an older schema revision to this version's, atomically", _upgrade_args),
     "eval": (
         "measure recall, MAP, nDCG and MRR of every retrieval mode on a corpus and a query file",
         "retrieval.eval.cli",
@@ -204,70 +272,18 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 
 def make_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; of the lazily loaded subcommands only ``command``'s options are added (and its module
-    imported)."""
+    """The parser, with the options of ``command`` only (the other subcommands are listed with their help)."""
     parser = argparse.ArgumentParser(
         prog="retrieval",
         description="An embedded literature-retrieval index: BM25 in SQL plus a citation-graph walk.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    db_help = f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})"
-
-    format_help = "input format: jsonl, openalex or s2 (default: detected from the first record)"
-    p = sub.add_parser("build", help="index a corpus into a new index file (replaced only when the build succeeds)")
-    p.add_argument("--from", dest="source", metavar="FILE", help="corpus file (default: the built-in demo corpus)")
-    p.add_argument("--format", choices=FORMATS, help=format_help)
-    p.add_argument(
-        "--workers",
-        type=non_negative_int,
-        help="processes that tokenise during the build (default: one per core, at most 2; 0 = this process only)",
-    )
-    p.add_argument("--db", help=db_help)
-    p.set_defaults(func=_cmd_build)
-
-    p = sub.add_parser("add", help="add papers to an index, statistics kept exact")
-    p.add_argument("source", metavar="FILE", help="papers to add (JSONL, OpenAlex or S2 lines; plain or gzip)")
-    p.add_argument("--format", choices=FORMATS, help=format_help)
-    p.add_argument("--replace", action="store_true", help="overwrite papers whose id is already in the index")
-    p.add_argument("--db", help=db_help)
-    p.set_defaults(func=_cmd_add)
-
-    p = sub.add_parser("remove", help="remove papers and their edges from an index")
-    p.add_argument("ids", nargs="+", metavar="ID", help="paper ids")
-    p.add_argument("--db", help=db_help)
-    p.set_defaults(func=_cmd_remove)
-
-    p = sub.add_parser("search", help="search the index")
-    p.add_argument("query", help="free-text query")
-    p.add_argument("--db", help=db_help)
-    p.add_argument("--limit", type=positive_int, default=10, help="results to show (default 10)")
-    p.add_argument("--top-k-lexical", type=positive_int, help="BM25 seeds (default 20; the lesson's 10)")
-    p.add_argument("--hops", type=hops, help="citation hops from the seeds, 0-2 (default 1; the lesson's 2)")
-    p.add_argument("--lesson", action="store_true", help="the lesson's blend: 10 seeds, 2 hops, 0.5/0.3/0.2")
-    p.add_argument("--expand", choices=EXPAND_MODES, help="graph expansion: never, always, auto (default)")
-    p.add_argument("--relations", type=relations, help=f"comma-separated, of {','.join(RELATIONS)}")
-    p.add_argument("--gate-threshold", type=float, help="match a seed needs to survive the gate (default 0.3)")
-    p.add_argument("--gate-survivors", type=positive_int, help="expand when fewer seeds survive (default 3)")
-    p.add_argument("--max-neighbours", type=positive_int, help="per paper and relation (default 30)")
-    p.add_argument("--max-candidates", type=positive_int, help="papers the graph may add (default 1000)")
-    p.add_argument("--no-hub-weighting", action="store_true", help="no 1/ln(e + degree) down-weighting")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--sql", action="store_true", help="print the SQL the search runs, with its parameters")
-    p.set_defaults(func=_cmd_search)
-
-    p = sub.add_parser("stats", help="what the index holds")
-    p.add_argument("--db", help=db_help)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=_cmd_stats)
-
-    p = sub.add_parser("upgrade", help="bring an index of an older schema revision to this version's, atomically")
-    p.add_argument("--db", help=db_help)
-    p.set_defaults(func=_cmd_upgrade)
-
-    for name, (summary, module) in LAZY_COMMANDS.items():
+    # A known command gets its own parser only (each costs a few gettext look-ups on disk); the main help and
+    # an unknown command's usage error list them all.
+    for name, (summary, adder) in COMMANDS.items() if command not in COMMANDS else [(command, COMMANDS[command])]:
         p = sub.add_parser(name, help=summary)
         if name == command:
-            import_module(module).add_arguments(p)
+            (import_module(adder).add_arguments if isinstance(adder, str) else adder)(p)
     return parser
 
 

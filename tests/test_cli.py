@@ -116,7 +116,14 @@ def test_sql_flag_prints_exactly_the_statements_that_ran(demo_db, capsys, monkey
     for (name, sql, params), ran in zip(printed, executed, strict=True):
         assert _as_executed(sql, params).fullmatch(ran), name
     names = [name for name, _, _ in printed]
-    assert names[:3] == ["begin the read snapshot", "index statistics", "lexical: the query's terms"]
+    assert names[:6] == [
+        "open: the tables",
+        "open: the schema revision",
+        "open: the statistics",
+        "begin the read snapshot",
+        "index statistics",
+        "lexical: the query's terms",
+    ]
     assert names[-1] == "end the read snapshot"
     if "--lesson" in options:
         assert "citation walk (recursive CTE)" in names and not any(n.startswith("expansion") for n in names)

@@ -96,7 +96,8 @@ def test_sql_is_parameterised(demo_db):
     with RetrievalClient(db=demo_db, tracer=trace) as client:
         client.search(hostile)
     assert trace.statements and all(hostile not in s.sql and "drop" not in s.sql.lower() for s in trace.statements)
-    assert '"drop"' in trace.statements[2].params["terms"]
+    terms = next(s for s in trace.statements if s.name == "lexical: the query's terms")
+    assert '"drop"' in terms.params["terms"]
     with RetrievalClient(db=demo_db) as client:
         assert client.paper("p001") is not None
 

@@ -183,7 +183,7 @@ def lexical_statements(db, query: str, k: int) -> list[str]:
     trace = Trace()
     with RetrievalClient(db, tracer=trace) as client:
         client.lexical.search(query, k)
-    return [s.name for s in trace.statements]
+    return [s.name for s in trace.statements if not s.name.startswith("open: ")]
 
 
 def test_a_pruned_search_runs_terms_threshold_and_top_k(tmp_path):

@@ -88,8 +88,14 @@ class RetrievalClient:
     ) -> None:
         self.path = resolve_db_path(db)
         self.config = config or RetrievalConfig()
-        check_index(self.path)
+        if not self.path.exists():
+            check_index(self.path)  # the message that says how to build one
         self._executor = Executor(connect(self.path, readonly=True), tracer)
+        try:
+            check_index(self.path, self._executor.rows)
+        except BaseException:
+            self.close()
+            raise
         self.lexical = BM25Index(self._executor)
         self.graph = CitationGraph(self._executor)
 

@@ -13,7 +13,7 @@ from ..bm25 import K1, B
 from ..corpus.paper import Paper
 from ..text import TOKENISER_NAME, TOKENISER_VERSION
 from .database import HEAD_REVISION
-from .files import discard, swap_in, temp_beside
+from .files import TempIndex, check_replaceable, swap_in
 from .migrate import migrate
 from .rows import WriteSummary, write_statistics
 
@@ -38,7 +38,9 @@ def build_index(
     """
     target = Path(path)
     started = time.perf_counter()
-    tmp = temp_beside(target, ".building")
+    expected = check_replaceable(target)
+    temp = TempIndex(target, ".building")
+    tmp = temp.path
     summary = WriteSummary(path=str(target))
     try:
         migrate(tmp)
@@ -75,9 +77,11 @@ def build_index(
             conn.execute("PRAGMA journal_mode = WAL")
         finally:
             conn.close()
-        swap_in(tmp, target)
+        swap_in(tmp, target, expected)
     except BaseException:
-        discard(tmp)
+        temp.discard()
         raise
+    finally:
+        temp.close()
     summary.seconds = time.perf_counter() - started
     return summary

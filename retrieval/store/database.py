@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections import namedtuple
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import IndexNotFoundError, NotAnIndexError, SchemaVersionError
@@ -110,30 +111,41 @@ class IndexStats(namedtuple("IndexStats", _STATS_FIELDS)):
         )
 
 
-def _read_revision_and_info(path: Path) -> tuple[str, dict[str, str]]:
+TABLES_SQL = "SELECT name FROM sqlite_master WHERE type = 'table'"
+REVISION_SQL = "SELECT version_num FROM alembic_version"
+
+#: ``rows(name, sql)``: run a named statement and return its rows (an executor's, so that a trace shows it).
+Rows = Callable[[str, str], list]
+
+
+def _read_revision_and_info(path: Path, rows: Rows | None = None) -> tuple[str, dict[str, str]]:
+    conn = None
     try:
-        conn = sqlite3.connect(f"{_uri(path)}?mode=ro", uri=True)
+        if rows is None:
+            conn = sqlite3.connect(f"{_uri(path)}?mode=ro", uri=True)
+            rows = lambda name, sql: conn.execute(sql).fetchall()  # noqa: E731
     except sqlite3.Error as exc:  # pragma: no cover - unreadable file
         raise NotAnIndexError(f"{path} cannot be opened as SQLite ({exc})") from None
     try:
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = {row[0] for row in rows("open: the tables", TABLES_SQL)}
         if not {"alembic_version", "index_info", "papers"} <= tables:
             raise NotAnIndexError(
                 f"{path} is a SQLite file but not a retrieval index (no index_info/papers tables): "
                 "choose another --db, or build one with `retrieval build --db PATH`"
             )
-        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        info = dict(conn.execute(INDEX_INFO_SQL))
+        revision = rows("open: the schema revision", REVISION_SQL)
+        info = dict(rows("open: the statistics", INDEX_INFO_SQL))
     except sqlite3.DatabaseError as exc:
         raise NotAnIndexError(
             f"{path} is not a retrieval index ({exc}): choose another --db, or build one there with "
             "`retrieval build --db PATH`"
         ) from None
     finally:
-        conn.close()
-    if row is None:
+        if conn is not None:
+            conn.close()
+    if not revision:
         raise NotAnIndexError(f"{path} has no schema revision: rebuild it with `retrieval build --db {path}`")
-    return row[0], info
+    return revision[0][0], info
 
 
 def index_revision(path: Path) -> str:
@@ -150,14 +162,15 @@ def _require_file(path: Path) -> None:
         )
 
 
-def check_index(path: Path) -> IndexStats:
-    """Check that ``path`` is a complete index this version can read, without changing it.
+def check_index(path: Path, rows: Rows | None = None) -> IndexStats:
+    """Check that ``path`` is a complete index this version can read, without changing it (through ``rows``,
+    an executor's, when the caller has a connection open on it; else on a connection of its own).
 
     Raises ``IndexNotFoundError``, ``NotAnIndexError`` or ``SchemaVersionError`` (an older revision names
     ``retrieval upgrade``; an unknown one says to upgrade the package or rebuild).
     """
     _require_file(path)
-    revision, info = _read_revision_and_info(path)
+    revision, info = _read_revision_and_info(path, rows)
     if revision != HEAD_REVISION:
         if revision in KNOWN_REVISIONS:
             raise SchemaVersionError(

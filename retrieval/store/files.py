@@ -1,31 +1,239 @@
-"""Whole-file replacement of an index: a new file is written beside the target and swapped in only once it is
-complete, so a failure leaves the previous index as it was. Builds and upgrades both go through here."""
+"""Whole-file work on an index: the writers' lock, temporary files, and swapping a finished index in.
+
+**Why not a rename.** An index in WAL mode is three files: ``NAME``, ``NAME-wal`` and ``NAME-shm``. Renaming a
+new file over ``NAME`` leaves the old ``-wal`` and ``-shm`` beside it, and the next process to open ``NAME``, or
+a reader that still has the old file open and checkpoints when it closes, writes the old WAL's pages into the
+new file, which is then malformed. So a finished index is copied *into* the existing one with SQLite's backup
+API, under SQLite's own write lock: the copy is one write transaction in the target's WAL, readers see the old
+index or the new one and never a mix, and a kill mid-copy leaves the old index as it was. Only where there is no
+index yet is the new file renamed into place (stale ``-wal`` / ``-shm`` files of a deleted index removed
+first). The copy keeps the target's inode, so its permissions, owner and any symlink to it stay as they were.
+
+**The writers' lock.** Builds, adds, removes, upgrades and saved evidence runs take an exclusive ``flock`` on
+the index file for as long as they write (readers never take it). ``flock`` locks are independent of the POSIX
+record locks SQLite uses, so the two never interfere; the kernel drops a lock when its process dies, however it
+dies. A build records what the index held when it started and swaps in only if nothing else wrote meanwhile, so
+an ``add`` racing a rebuild is refused with a message, never silently lost.
+
+**Temporary files.** A build or an upgrade writes ``.NAME.XXXX.building`` (or ``.upgrading``) beside the target
+and holds a ``flock`` on it while it lives. A later build removes such files whose lock it can take: their
+writer is gone (killed, or the machine went down), and nobody else's files match the pattern.
+"""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import sqlite3
 import tempfile
+import time
 from pathlib import Path
 
+from ..errors import StoreError
+from .database import _uri
 
-def temp_beside(target: Path, suffix: str) -> Path:
-    """A new empty file in ``target``'s directory (same filesystem, so the swap is a rename), named
-    ``.NAME.XXXX<suffix>``, readable as any new file is (``mkstemp`` alone makes it private)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(name, 0o666 & ~umask)
-    return Path(name)
+#: Seconds a writer waits for another writer to finish before it gives up with a message.
+LOCK_TIMEOUT = 120.0
+#: Temporary files of a build and of an upgrade.
+TEMP_SUFFIXES = (".building", ".upgrading")
+#: Files SQLite keeps beside a database.
+SIDE_SUFFIXES = ("-journal", "-wal", "-shm")
+
+# Every schema revision has these tables: an add changes the papers' rowids, a remove the statistics.
+FINGERPRINT_SQL = """\
+SELECT (SELECT group_concat(key || '=' || value, ';') FROM (SELECT key, value FROM index_info ORDER BY key)),
+       (SELECT max(rowid) FROM papers),
+       (SELECT count(*) FROM papers)"""
 
 
-def swap_in(new: Path, target: Path) -> None:
-    """Put the finished file ``new`` in place of ``target`` in one rename."""
-    os.replace(new, target)
+def _try_flock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+
+
+class WriterLock:
+    """``with WriterLock(path):`` holds the writers' lock on the index file ``path`` (see the module)."""
+
+    def __init__(self, path: Path, timeout: float = LOCK_TIMEOUT) -> None:
+        self.path = Path(path)
+        self.timeout = timeout
+        self.fd: int | None = None
+
+    def __enter__(self) -> WriterLock:
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY)
+        except OSError as exc:
+            raise StoreError(f"cannot open {self.path} to write to it ({exc.strerror}): {_advice(exc)}") from None
+        deadline = time.monotonic() + self.timeout
+        while not _try_flock(self.fd):
+            if time.monotonic() >= deadline:
+                os.close(self.fd)
+                self.fd = None
+                raise StoreError(
+                    f"another process has been writing to {self.path} for {self.timeout:.0f} s (a build, add, "
+                    "remove or upgrade): nothing was changed; try again when it has finished"
+                )
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+
+class TempIndex:
+    """A new empty file beside ``target`` (same filesystem), ``.NAME.XXXX<suffix>``, readable as any new file is
+    (``mkstemp`` alone makes it private), and locked for as long as this object lives."""
+
+    def __init__(self, target: Path, suffix: str) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self.fd = fd
+        self.path = Path(name)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(name, 0o666 & ~umask)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def discard(self) -> None:
+        """Remove the file and whatever SQLite kept beside it."""
+        discard(self.path)
+        self.close()
 
 
 def discard(path: Path) -> None:
     """Remove an unfinished file and whatever SQLite kept beside it (``-journal``, ``-wal``, ``-shm``)."""
-    for suffix in ("", "-journal", "-wal", "-shm"):
+    for suffix in ("", *SIDE_SUFFIXES):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def remove_stale_temporaries(target: Path) -> list[Path]:
+    """Remove the temporary files of builds and upgrades of ``target`` whose writer is gone; returns them."""
+    removed = []
+    for suffix in TEMP_SUFFIXES:
+        for path in sorted(target.parent.glob(f".{target.name}.*{suffix}")):
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                if _try_flock(fd):  # its writer would hold the lock: it is gone
+                    discard(path)
+                    removed.append(path)
+            finally:
+                os.close(fd)
+    return removed
+
+
+def is_sqlite(path: Path) -> bool:
+    """Whether ``path`` starts with SQLite's file header."""
+    with open(path, "rb") as handle:
+        return handle.read(16) == b"SQLite format 3\x00"
+
+
+def fingerprint(conn: sqlite3.Connection) -> tuple:
+    """What changes whenever papers are added to or removed from an index, in any schema revision."""
+    return tuple(conn.execute(FINGERPRINT_SQL).fetchone())
+
+
+def read_fingerprint(path: Path) -> tuple | None:
+    """``fingerprint`` of the index at ``path``; None where there is no readable index. (A writer's connection,
+    not a read-only one: its close removes the ``-wal`` and ``-shm`` files, which a read-only one leaves.)"""
+    try:
+        conn = sqlite3.connect(_uri(path), uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        return fingerprint(conn)
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+
+
+def check_replaceable(target: Path) -> tuple | None:
+    """Before a build over ``target``: remove stale temporaries, refuse a file that is not an index (a build would
+    destroy it), and return the index's fingerprint (None when there is none yet or it is damaged)."""
+    remove_stale_temporaries(target)
+    if not target.exists() or target.stat().st_size == 0:
+        return None
+    try:
+        sqlite = is_sqlite(target)
+    except OSError as exc:
+        raise StoreError(f"cannot read {target} ({exc.strerror}): {_advice(exc)}") from None
+    if sqlite:
+        try:
+            conn = sqlite3.connect(_uri(target), uri=True)
+            try:
+                tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError:
+            return None  # a damaged index: the build replaces it
+        if {"papers", "index_info"} <= tables:
+            return read_fingerprint(target)
+    raise StoreError(
+        f"{target} exists and is not a retrieval index: a build would overwrite it; choose another --db, or "
+        "remove that file first"
+    )
+
+
+def swap_in(new: Path, target: Path, expected: tuple | None = None) -> None:
+    """Put the finished index ``new`` in place of ``target`` (see the module docstring); ``new`` is removed.
+
+    ``expected`` is the target's fingerprint when the caller started: if another writer changed the target
+    since, nothing is swapped in and ``StoreError`` says so.
+    """
+    if not os.path.lexists(target) or (target.exists() and target.stat().st_size == 0):
+        for suffix in SIDE_SUFFIXES:  # an old index's leftovers would be replayed into the new file
+            Path(f"{target}{suffix}").unlink(missing_ok=True)
+        os.replace(new, target)
+        return
+    real = target.resolve()
+    with WriterLock(real):
+        dest = sqlite3.connect(_uri(real), uri=True, isolation_level=None)
+        try:
+            dest.execute(f"PRAGMA busy_timeout = {int(LOCK_TIMEOUT * 1000)}")
+            try:
+                now = fingerprint(dest)
+            except sqlite3.DatabaseError:  # a damaged file, which nothing can be reading: replace it whole
+                dest.close()
+                for suffix in SIDE_SUFFIXES:
+                    Path(f"{real}{suffix}").unlink(missing_ok=True)
+                os.replace(new, real)
+                return
+            if expected is not None and now != expected:
+                raise StoreError(
+                    f"{target} was changed by another process (an add, remove or saved run) while this ran: the "
+                    "new index was not swapped in and nothing was lost; run the command again"
+                )
+            source = sqlite3.connect(f"{_uri(new)}?mode=ro", uri=True)
+            try:
+                source.backup(dest)  # one write transaction on the target: readers see old or new, never a mix
+            finally:
+                source.close()
+            dest.execute("PRAGMA busy_timeout = 0")
+            dest.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # best effort: a reader may hold the WAL for now
+        finally:
+            dest.close()
+    discard(new)
+
+
+def _advice(exc: OSError) -> str:
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "check that you may write to the file and its folder (a permissions or read-only problem)"
+    if exc.errno == errno.ENOSPC:
+        return "free some disk space and try again"
+    return "check the path and try again"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import SchemaVersionError
 from .database import HEAD_REVISION, KNOWN_REVISIONS, _uri, check_index, index_revision
-from .files import discard, swap_in, temp_beside
+from .files import TempIndex, read_fingerprint, remove_stale_temporaries, swap_in
 
 
 def migrations_dir() -> Path:
@@ -116,7 +116,10 @@ def upgrade_index(path: Path) -> tuple[str, str]:
         return before, before
     if before not in KNOWN_REVISIONS:
         check_index(path)  # raises the unknown-revision error
-    tmp = temp_beside(path, ".upgrading")
+    remove_stale_temporaries(path)
+    expected = read_fingerprint(path)
+    temp = TempIndex(path, ".upgrading")
+    tmp = temp.path
     try:
         source = sqlite3.connect(f"{_uri(path)}?mode=ro", uri=True)
         copy = sqlite3.connect(tmp)
@@ -132,8 +135,10 @@ def upgrade_index(path: Path) -> tuple[str, str]:
         finally:
             conn.close()
         check_index(tmp)
-        swap_in(tmp, path)
+        swap_in(tmp, path, expected)
     except BaseException:
-        discard(tmp)
+        temp.discard()
         raise
+    finally:
+        temp.close()
     return before, HEAD_REVISION
