@@ -90,7 +90,7 @@ class RetrievalClient:
         self.config = config or RetrievalConfig()
         if not self.path.exists():
             check_index(self.path)  # the message that says how to build one
-        self._executor = Executor(connect(self.path, readonly=True), tracer)
+        self._executor = Executor(connect(self.path, readonly=True), tracer, self.path)
         try:
             check_index(self.path, self._executor.rows)
         except BaseException:

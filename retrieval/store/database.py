@@ -8,13 +8,14 @@ query fast.
 
 from __future__ import annotations
 
+import errno
 import math
 import sqlite3
 from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import IndexNotFoundError, NotAnIndexError, SchemaVersionError
+from ..errors import IndexNotFoundError, NotAnIndexError, RetrievalError, SchemaVersionError, StoreError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
@@ -47,12 +48,62 @@ def _register_functions(dbapi_conn: sqlite3.Connection) -> None:
 def connect(path: Path, readonly: bool = True) -> sqlite3.Connection:
     """A connection to the index file, read-only (``mode=ro``) unless asked otherwise.
 
-    Statements use named parameters (``:name``) with a dict, so the SQL text is what ``--sql`` prints.
+    A reader of an index in a folder or on a medium it may not write to cannot create the ``-shm`` file that
+    WAL mode shares between processes; it then opens the file as immutable (no locks, no ``-shm``), which is
+    right for a read-only copy: nothing can write to it. Statements use named parameters (``:name``) with a
+    dict, so the SQL text is what ``--sql`` prints.
     """
-    uri = _uri(path) + ("?mode=ro" if readonly else "")
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    try:
+        conn = sqlite3.connect(_uri(path) + ("?mode=ro" if readonly else ""), uri=True, check_same_thread=False)
+        if readonly:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opening is lazy: try it now
+    except sqlite3.OperationalError as exc:
+        if not readonly or not _cannot_share(exc):
+            raise store_error(exc, path, "open") from None
+        conn = sqlite3.connect(_uri(path) + "?mode=ro&immutable=1", uri=True, check_same_thread=False)
     _register_functions(conn)
     return conn
+
+
+def _cannot_share(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
+
+
+def store_error(exc: BaseException, path: Path | str, doing: str) -> RetrievalError:
+    """The message for an environment failure ``exc`` while ``doing`` (a verb: "open", "read", "write to")
+    the index at ``path``: what happened, where, and what to do. The CLI prints it; nothing is a traceback."""
+    text = str(exc).lower()
+    if isinstance(exc, OSError) and not isinstance(exc, sqlite3.Error):
+        reason = exc.strerror or str(exc)
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return StoreError(
+                f"cannot {doing} {path} ({reason}): a permissions or read-only problem; check that you may "
+                f"{'write to' if doing != 'read' else 'read'} the file and its folder"
+            )
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return StoreError(f"the disk is full: cannot {doing} {path} ({reason}); free some space and try again")
+        return StoreError(f"cannot {doing} {path} ({reason}): check the path and try again")
+    if "locked" in text or "busy" in text:
+        return StoreError(
+            f"{path} is locked by another process ({exc}): nothing was changed; try again when it has finished"
+        )
+    if "full" in text:
+        return StoreError(f"the disk is full: cannot {doing} {path} ({exc}); nothing was changed, free some space")
+    if "readonly" in text or "read-only" in text or "permission" in text:
+        return StoreError(
+            f"cannot {doing} {path}: it is read-only ({exc}); a permissions problem: check that you may write to "
+            "the file and its folder"
+        )
+    if "unable to open" in text:
+        return StoreError(
+            f"cannot {doing} {path} ({exc}): check that the file and its folder exist and that you may read them"
+        )
+    if "malformed" in text or "not a database" in text or "corrupt" in text:
+        return NotAnIndexError(f"{path} is damaged ({exc}): rebuild it with `retrieval build --db {path}`")
+    if "disk i/o" in text:
+        return StoreError(f"a disk error: cannot {doing} {path} ({exc}); check the disk (full, removed, read-only?)")
+    return StoreError(f"cannot {doing} {path} ({exc})")
 
 
 EDGE_COUNTS_SQL = """\

@@ -11,7 +11,7 @@ import sqlite3
 from collections import namedtuple
 from collections.abc import Callable, Mapping
 
-from .database import INDEX_INFO_SQL, IndexStats
+from .database import INDEX_INFO_SQL, IndexStats, store_error
 
 
 class Statement(namedtuple("Statement", "name sql params")):
@@ -36,23 +36,36 @@ class Trace:
 class Executor:
     """Runs named, parameterised statements on one connection, telling the tracer of each."""
 
-    def __init__(self, conn: sqlite3.Connection, tracer: Tracer | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, tracer: Tracer | None = None, path: object = "the index") -> None:
         self.conn = conn
         self.tracer = tracer
+        self.path = path  # for messages
         self._snapshot: Snapshot | None = None
 
     def run(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> sqlite3.Cursor:
-        """Run ``sql`` with ``params`` (named placeholders) and return its cursor."""
+        """Run ``sql`` with ``params`` (named placeholders) and return its cursor. An environment failure
+        (locked, damaged, unreadable) becomes a ``RetrievalError`` that names the file and what to do."""
         params = {} if params is None else params
         if self.tracer is not None:
             self.tracer(Statement(name, sql, dict(params)))
-        return self.conn.execute(sql, params)
+        try:
+            return self.conn.execute(sql, params)
+        except sqlite3.DatabaseError as exc:
+            raise store_error(exc, self.path, "read") from None
 
     def rows(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
-        return self.run(name, sql, params).fetchall()
+        cursor = self.run(name, sql, params)
+        try:
+            return cursor.fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise store_error(exc, self.path, "read") from None
 
     def one(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> tuple | None:
-        return self.run(name, sql, params).fetchone()
+        cursor = self.run(name, sql, params)
+        try:
+            return cursor.fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise store_error(exc, self.path, "read") from None
 
     def snapshot(self) -> _SnapshotScope:
         """``with executor.snapshot() as snap``: one read transaction and the statistics as it sees them (read
