@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
@@ -287,19 +288,44 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM cleans up as Ctrl-C does: temporary files removed, transactions rolled back
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = make_parser(_command_of(argv)).parse_args(argv)
     try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread (main() called from a program's worker thread): leave signals alone
+        previous = None
+    try:
         return args.func(args)
     except RetrievalError as exc:
-        print(f"retrieval: error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 1
     except KeyboardInterrupt:
-        print("retrieval: interrupted; nothing was changed", file=sys.stderr)
+        _error("interrupted; nothing was changed", prefix="retrieval: ")
         return 130
     except BrokenPipeError:  # e.g. `retrieval search ... | head`
         return 0
+    except Exception as exc:  # the last net: an environment failure a layer below did not name
+        if not isinstance(exc, OSError) and type(exc).__module__ != "sqlite3":
+            raise
+        _error(f"{exc} (an environment failure: check the files named, the disk and the permissions)")
+        return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _error(message: str, prefix: str = "retrieval: error: ") -> None:
+    """Print ``message`` on stderr, whatever the terminal's encoding can show."""
+    text = prefix + message
+    try:
+        print(text, file=sys.stderr)
+    except UnicodeEncodeError:
+        print(text.encode("ascii", "backslashreplace").decode("ascii"), file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
@@ -32,10 +33,46 @@ _OPENALEX_PREFIX = "https://openalex.org/"
 Where = tuple[str, int]
 
 
+#: Years a record may give (a year outside them is a typo or a unit mix-up, such as a timestamp).
+YEARS = (1000, 2100)
+
+
 def _open(path: Path) -> IO[bytes]:
-    with open(path, "rb") as probe:
-        magic = probe.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+    try:
+        with open(path, "rb") as probe:
+            magic = probe.read(2)
+        return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot read {path} ({exc.strerror or exc}): check the path and its permissions") from None
+
+
+def _lines(handle: IO[bytes], path: Path) -> Iterator[tuple[int, bytes]]:
+    """The file's lines, numbered; a truncated or damaged gzip stream and read errors become ``InputError``."""
+    lineno = 0
+    try:
+        for lineno, raw in enumerate(handle, start=1):  # noqa: B007 - lineno names the line after the last one read
+            yield lineno, raw
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError.at(
+            str(path), lineno + 1, f"the gzip file is truncated or damaged ({exc}): recompress or download it again"
+        ) from None
+    except OSError as exc:
+        raise InputError.at(str(path), lineno + 1, f"cannot read on ({exc.strerror or exc})") from None
+
+
+def _check_unicode(paper: Paper, where: Where) -> None:
+    """Every text of ``paper`` can be stored as UTF-8 (a lone surrogate, which ``"\\ud800"`` decodes to, cannot)."""
+    fields = {"id": [paper.id], "title": [paper.title], "abstract": [paper.abstract], "authors": paper.authors,
+              "references": paper.references, "citations": paper.citations}  # fmt: skip
+    for field, values in fields.items():
+        for value in values:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = paper.id.encode("utf-8", "backslashreplace").decode("utf-8")
+                raise InputError.at(
+                    *where, f"paper {shown!r}: '{field}' holds a lone surrogate (not valid Unicode text)"
+                ) from None
 
 
 def _string_list(value: object, field: str, where: Where) -> list[str]:
@@ -49,6 +86,11 @@ def _string_list(value: object, field: str, where: Where) -> list[str]:
 def _year(value: object, pid: str, field: str, where: Where) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise InputError.at(*where, f"paper {pid!r}: '{field}' must be an integer or null, got {json.dumps(value)}")
+    if value is not None and not YEARS[0] <= value <= YEARS[1]:
+        shown = str(value) if len(str(value)) <= 12 else str(value)[:12] + "..."
+        raise InputError.at(
+            *where, f"paper {pid!r}: '{field}' {shown} is not a year between {YEARS[0]} and {YEARS[1]} (or null)"
+        )
     return value
 
 
@@ -63,6 +105,8 @@ def _text(value: object, pid: str, field: str, where: Where) -> str:
 def _id(value: object, field: str, where: Where) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InputError.at(*where, f"missing '{field}' (a non-empty string)")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InputError.at(*where, f"'{field}' {value!r} holds a control character (NUL, tab, newline, ...)")
     return value
 
 
@@ -189,10 +233,10 @@ def json_lines(path: Path, expected: str = "") -> Iterator[tuple[Where, dict]]:
     """
     hint = f"; expected {expected}" if expected else ""
     with _open(path) as handle:
-        for lineno, raw in enumerate(handle, start=1):
+        for lineno, raw in _lines(handle, path):
             where = (str(path), lineno)
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")  # a byte-order mark is accepted
             except UnicodeDecodeError as exc:
                 raise InputError.at(*where, f"not UTF-8 text ({exc.reason})") from None
             if not line.strip():
@@ -201,6 +245,8 @@ def json_lines(path: Path, expected: str = "") -> Iterator[tuple[Where, dict]]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError.at(*where, f"invalid JSON ({exc.msg} at column {exc.colno}){hint}") from None
+            except RecursionError:
+                raise InputError.at(*where, f"the JSON is nested too deeply to read{hint}") from None
             if not isinstance(record, dict):
                 raise InputError.at(*where, f"expected a JSON object{hint}, got {type(record).__name__}")
             yield where, record
@@ -226,6 +272,7 @@ def read_papers(path: str | os.PathLike[str], format: str | None = None) -> Iter
                 )
             parser = PARSERS[detected]
         paper = parser(record, where, source)
+        _check_unicode(paper, where)
         if paper.id in seen:
             raise InputError.at(*where, f"duplicate id {paper.id!r}: each paper may appear once")
         seen.add(paper.id)

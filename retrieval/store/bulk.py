@@ -16,7 +16,9 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import sqlite3
+import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
@@ -125,6 +127,25 @@ def _context():
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _worker_init(parent: int) -> None:
+    """In each worker: die with the build (Linux sends SIGKILL when the parent dies, however it dies), and
+    leave Ctrl-C to the build, which shuts the pool down and reports once (no traceback per worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+            pass
+    if os.getppid() != parent:  # the build died before the request above took effect
+        os._exit(1)
+
+
 def default_workers() -> int:
     """Worker processes for tokenising: one per core, at most two beside the writing process's own work."""
     return min(2, os.cpu_count() or 1)
@@ -177,7 +198,9 @@ class BulkLoader:
                 ids = self._write_papers(chunk)
                 texts = [paper.text for paper in chunk]
                 if self.pool is None and self.workers > 1 and next_doc > PARALLEL_MIN_PAPERS - CHUNK:
-                    self.pool = ProcessPoolExecutor(self.workers, mp_context=_context())
+                    self.pool = ProcessPoolExecutor(
+                        self.workers, mp_context=_context(), initializer=_worker_init, initargs=(os.getpid(),)
+                    )
                 job = self.pool.submit(tokenise_chunk, texts) if self.pool else tokenise_chunk(texts)
                 pending.append((job, ids, next_doc))
                 next_doc += len(chunk)
