@@ -16,9 +16,10 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
-from .cli_types import hops, non_negative_int, positive_int, relations
+from .cli_types import bounded, hops, query, relations, unit
 from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalConfig
 from .errors import RetrievalError
+from .validate import LIMITS
 
 #: The input formats (``retrieval.corpus.jsonl.FORMATS``, which a test keeps equal), named here so that parsing
 #: a search does not import the readers.
@@ -144,7 +145,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         return 0
     m = result.metrics
     if not result.ranked:
-        print(f"no results for {args.query!r} ({m['wall_time_ms']:.1f} ms)")
+        print(f"no results for {args.query.text!r} ({m['wall_time_ms']:.1f} ms)")
         return 0
     print(
         f"{'#':>3}  {'id':<16} {'year':>4}  {'final':>6}  {'bm25':>7}  {'graph':>5}  {'recency':>7}  {'how':<24} title"
@@ -195,7 +196,7 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=FORMATS, help=FORMAT_HELP)
     p.add_argument(
         "--workers",
-        type=non_negative_int,
+        type=bounded("workers", 0),
         help="processes that tokenise during the build (default: one per core, at most 2; 0 = this process only)",
     )
     p.add_argument("--db", help=DB_HELP)
@@ -217,18 +218,38 @@ def _remove_args(p: argparse.ArgumentParser) -> None:
 
 
 def _search_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query", help="free-text query")
+    p.add_argument(
+        "query",
+        type=query,
+        help=f"free-text query (at most {LIMITS['query_chars']:,} characters, {LIMITS['query_terms']:,} distinct terms)",
+    )
     p.add_argument("--db", help=DB_HELP)
-    p.add_argument("--limit", type=positive_int, default=10, help="results to show (default 10)")
-    p.add_argument("--top-k-lexical", type=positive_int, help="BM25 seeds (default 20; the lesson's 10)")
+    p.add_argument(
+        "--limit", type=bounded("limit"), default=10, help=f"results to show (default 10, at most {LIMITS['limit']:,})"
+    )
+    p.add_argument(
+        "--top-k-lexical",
+        type=bounded("top_k_lexical"),
+        help=f"BM25 seeds (default 20, at most {LIMITS['top_k_lexical']:,})",
+    )
     p.add_argument("--hops", type=hops, help="citation hops from the seeds, 0-2 (default 1; the lesson's 2)")
     p.add_argument("--lesson", action="store_true", help="the lesson's blend: 10 seeds, 2 hops, 0.5/0.3/0.2")
     p.add_argument("--expand", choices=EXPAND_MODES, help="graph expansion: never, always, auto (default)")
     p.add_argument("--relations", type=relations, help=f"comma-separated, of {','.join(RELATIONS)}")
-    p.add_argument("--gate-threshold", type=float, help="match a seed needs to survive the gate (default 0.3)")
-    p.add_argument("--gate-survivors", type=positive_int, help="expand when fewer seeds survive (default 3)")
-    p.add_argument("--max-neighbours", type=positive_int, help="per paper and relation (default 30)")
-    p.add_argument("--max-candidates", type=positive_int, help="papers the graph may add (default 1000)")
+    p.add_argument("--gate-threshold", type=unit, help="match a seed needs to survive the gate, 0-1 (default 0.3)")
+    p.add_argument(
+        "--gate-survivors", type=bounded("gate_min_survivors"), help="expand when fewer seeds survive (default 3)"
+    )
+    p.add_argument(
+        "--max-neighbours",
+        type=bounded("max_neighbours"),
+        help=f"per paper and relation (default 30, at most {LIMITS['max_neighbours']:,})",
+    )
+    p.add_argument(
+        "--max-candidates",
+        type=bounded("max_candidates"),
+        help=f"papers the graph may add (default 1000, at most {LIMITS['max_candidates']:,})",
+    )
     p.add_argument("--no-hub-weighting", action="store_true", help="no 1/ln(e + degree) down-weighting")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--sql", action="store_true", help="print every statement the search ran, with its parameters")

@@ -7,7 +7,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from .errors import ConfigError
-from .validate import check_choice, check_int, check_number
+from .validate import LIMITS, check_choice, check_int, check_number
 
 DB_ENV_VAR = "RETRIEVAL_DB"
 DEFAULT_DB = "retrieval.db"
@@ -106,7 +106,7 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
     def _checked(self) -> dict:
         """Check every field; return the normalised values (clamped hops, de-duplicated relations) that differ."""
         changes = {}
-        check_int("top_k_lexical", self.top_k_lexical, 1)
+        check_int("top_k_lexical", self.top_k_lexical, 1, LIMITS["top_k_lexical"])
         if isinstance(self.max_hops, bool) or not isinstance(self.max_hops, int):
             raise ConfigError(f"max_hops must be an integer, got {self.max_hops!r}")
         if self.max_hops < 0:
@@ -117,11 +117,11 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
             check_number(name, getattr(self, name))
         check_choice("ranking", self.ranking, RANKINGS)
         check_choice("expand", self.expand, EXPAND_MODES)
-        check_int("lexical_depth", self.lexical_depth, 1)
-        check_int("gate_min_survivors", self.gate_min_survivors, 1)
-        check_int("max_neighbours", self.max_neighbours, 1, allow_none=True)
-        check_int("max_candidates", self.max_candidates, 0, allow_none=True)
-        check_int("fanout", self.fanout, 1)
+        check_int("lexical_depth", self.lexical_depth, 1, LIMITS["lexical_depth"])
+        check_int("gate_min_survivors", self.gate_min_survivors, 1, LIMITS["gate_min_survivors"])
+        check_int("max_neighbours", self.max_neighbours, 1, LIMITS["max_neighbours"], allow_none=True)
+        check_int("max_candidates", self.max_candidates, 0, LIMITS["max_candidates"], allow_none=True)
+        check_int("fanout", self.fanout, 1, LIMITS["fanout"])
         relations = tuple(self.relations) if not isinstance(self.relations, str) else (self.relations,)
         unknown = [r for r in relations if r not in RELATIONS]
         if unknown or not relations:

@@ -18,6 +18,20 @@ _TOKEN = re.compile(r"[^\W_]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
+def clean(text: str) -> str:
+    """``text`` with what cannot be UTF-8 (lone surrogates: bytes that were not UTF-8 on a command line, or
+    ``"\\ud800"`` from JSON) replaced by U+FFFD, so it can be stored, printed and bound as a parameter."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
 def tokenise(text: str) -> list[str]:
     """Lowercase ``text``, then return its maximal runs of alphanumeric characters (``str.isalnum``).
 

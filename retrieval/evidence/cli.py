@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from ..cli_types import non_negative, positive_int, unit
+from ..cli_types import bounded, non_negative, query, unit, year
 from ..config import DB_ENV_VAR, DEFAULT_DB
 from ..errors import ConfigError
 from .config import CAP_POLICIES, RANKERS, RECENCY, EvidenceConfig
@@ -36,7 +36,7 @@ DESCRIPTION = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``retrieval explain`` on its parser ``p``."""
     p.description = DESCRIPTION
-    p.add_argument("query", help="free-text query (it is always sub-query 0)")
+    p.add_argument("query", type=query, help="free-text query (it is always sub-query 0)")
     p.add_argument("--db", help=f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})")
     p.add_argument("--subquery", action="append", default=[], metavar="TEXT", help="a sub-query (repeatable)")
     p.add_argument(
@@ -51,16 +51,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=RECENCY,
         help="count ages from the corpus's latest year (default) or the query's year (--query-year, else this year)",
     )
-    p.add_argument("--query-year", type=int, metavar="YEAR", help="the query's year (implies --recency query-year)")
-    p.add_argument("--top-k", type=positive_int, default=DEFAULTS.top_k, help="papers to return (default 10)")
+    p.add_argument("--query-year", type=year, metavar="YEAR", help="the query's year (implies --recency query-year)")
+    p.add_argument("--top-k", type=bounded("top_k"), default=DEFAULTS.top_k, help="papers to return (default 10)")
     p.add_argument(
-        "--seeds", type=positive_int, default=DEFAULTS.seeds_per_subquery, help="seeds per sub-query (default 10)"
+        "--seeds",
+        type=bounded("seeds_per_subquery"),
+        default=DEFAULTS.seeds_per_subquery,
+        help="seeds per sub-query (default 10)",
     )
     p.add_argument("--theta", type=unit, default=DEFAULTS.theta, help="support a claim needs (default 0.1)")
     p.add_argument("--tau", type=unit, default=DEFAULTS.tau, help="Delta below which an edge is pruned (default 0.3)")
     p.add_argument("--beta", type=non_negative, default=DEFAULTS.beta, help="age discount exponent (default 0.5)")
     p.add_argument(
-        "--max-nodes", type=positive_int, default=DEFAULTS.max_nodes, help="cap on the graph's papers (default 2000)"
+        "--max-nodes",
+        type=bounded("max_nodes"),
+        default=DEFAULTS.max_nodes,
+        help="cap on the graph's papers (default 2000)",
     )
     p.add_argument("--cap", choices=CAP_POLICIES, default=DEFAULTS.cap_policy, help="over the cap: trim or refuse")
     p.add_argument("--save", action="store_true", help="store the run in the index file (evidence_runs tables)")
@@ -95,7 +101,9 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from .pipeline import explain_index
 
     config = config_from_args(args)
-    run = explain_index(args.query, db=args.db, subqueries=args.subquery, plan=args.plan, config=config, save=args.save)
+    run = explain_index(
+        args.query.text, db=args.db, subqueries=args.subquery, plan=args.plan, config=config, save=args.save
+    )
     written = []
     if args.graphml:
         written.append(("GraphML", write_graphml(run, args.graphml)))

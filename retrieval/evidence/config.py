@@ -29,7 +29,7 @@ import datetime
 from dataclasses import asdict, dataclass
 
 from ..errors import ConfigError
-from ..validate import check_choice, check_int, check_number
+from ..validate import LIMITS, check_choice, check_int, check_number
 
 RANKERS = ("ppr", "salsa")
 RECENCY = ("corpus", "query-year")
@@ -63,11 +63,11 @@ class EvidenceConfig:
 
     def __post_init__(self) -> None:
         for name in ("seeds_per_subquery", "seed_pool", "max_claims", "max_iterations", "top_k"):
-            check_int(name, getattr(self, name), minimum=1)
+            check_int(name, getattr(self, name), 1, LIMITS[name])
         if self.max_nodes is not None:
-            check_int("max_nodes", self.max_nodes, minimum=1)
+            check_int("max_nodes", self.max_nodes, 1, LIMITS["max_nodes"])
         if self.query_year is not None:
-            check_int("query_year", self.query_year, minimum=0)
+            check_int("query_year", self.query_year, 0, 9999)
         for name, lo, hi in (
             ("seed_recency_weight", 0.0, 1.0),
             ("theta", 0.0, 1.0),
@@ -75,7 +75,7 @@ class EvidenceConfig:
             ("off_topic_ratio", 0.0, 1.0),
         ):
             check_number(name, getattr(self, name), lo, hi)
-        check_number("beta", self.beta, 0.0, None)
+        check_number("beta", self.beta, 0.0, 10.0)
         check_number("alpha", self.alpha, 0.0, 1.0)
         if not 0.0 < self.alpha < 1.0:
             raise ConfigError(f"alpha (the teleport probability) must lie strictly between 0 and 1, got {self.alpha}")

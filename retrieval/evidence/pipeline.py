@@ -50,8 +50,8 @@ def explain(
     """
     cfg = config or EvidenceConfig()
     clock = _Clock()
-    texts = collect_subqueries(query, subqueries, plan, planner)
-    queries = [Query.parse(text) for text in texts]
+    queries = [Query.parse(text) for text in collect_subqueries(query, subqueries, plan, planner)]
+    texts = [q.text for q in queries]  # valid Unicode, as stored by --save and printed
     with client.snapshot() as snap:
         stats = snap.stats
         reference_year = cfg.reference_year(stats.max_year)
@@ -100,7 +100,7 @@ def explain(
     clock.lap("rank")
 
     run = EvidenceRun(
-        query=query,
+        query=texts[0],
         subqueries=texts,
         config=cfg,
         reference_year=reference_year,

@@ -40,6 +40,8 @@ from .query import WeightedQuery
 RELATION_WEIGHTS = {"references": 1.0, "citing": 1.0, "cocitation": 0.25, "coupling": 0.25}
 #: A hop-2 source passes on this share of its own evidence.
 HOP_DECAY = 0.5
+#: The most papers a hop starts from (the strongest; the defaults start hop 2 from at most 20 x 30 x 2 = 1,200).
+MAX_SOURCES = 1_500
 
 _SOURCES = """\
 WITH sources AS (
@@ -246,6 +248,9 @@ def expand(
         strength = {
             pid: HOP_DECAY * value for pid, value in gained.items() if pid not in seed_ids and out.distance[pid] == hop
         }
+        if len(strength) > MAX_SOURCES:  # the strongest only: bounds a hop's work whatever the settings
+            kept = sorted(strength, key=lambda pid: (-strength[pid], pid))[:MAX_SOURCES]
+            strength = {pid: strength[pid] for pid in kept}
     if cfg.max_candidates is not None:
         added = [pid for pid in out.evidence if pid not in seed_ids]
         if len(added) > cfg.max_candidates:

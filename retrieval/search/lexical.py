@@ -39,6 +39,7 @@ import json
 from collections import namedtuple
 
 from ..bm25 import BOUND_SLACK, HEAD_IMPACT, IMPACT_SCALE, SCORE_DECIMALS, TF_NORM_SQL, TIE_SLACK, drift, idf
+from ..errors import NotAnIndexError
 from ..store.executor import Executor, Snapshot
 from .query import Query, QueryTerm, WeightedQuery
 
@@ -276,6 +277,12 @@ def weigh(snap: Snapshot, query: Query) -> WeightedQuery:
         return WeightedQuery(query, (), stats)
     factor = drift(stats.avgdl, stats.impact_avgdl) * (1.0 + BOUND_SLACK) / IMPACT_SCALE
     rows = snap.rows("lexical: the query's terms", TERMS_SQL, {"terms": query.distinct_json})
+    for term, _, df, max_impact in rows:
+        if not (isinstance(df, int) and 1 <= df <= stats.n_papers) or not isinstance(max_impact, int):
+            raise NotAnIndexError(
+                f"{snap.executor.path} is damaged: doc_freq gives the term {term!r} df {df!r} and max_impact "
+                f"{max_impact!r} in an index of {stats.n_papers:,} papers; rebuild it with `retrieval build`"
+            )
     terms = tuple(
         QueryTerm(term, term_id, df, query.qtf[term], query.qtf[term] * idf(stats.n_papers, df), max_impact, factor)
         for term, term_id, df, max_impact in rows

@@ -10,8 +10,14 @@ from __future__ import annotations
 import json
 from collections import Counter, namedtuple
 
+from ..errors import ConfigError
 from ..store.database import IndexStats
-from ..text import tokenise
+from ..text import clean, tokenise
+from ..validate import LIMITS
+
+#: The longest query text accepted, in characters, and the most distinct terms.
+MAX_QUERY_CHARS = LIMITS["query_chars"]
+MAX_QUERY_TERMS = LIMITS["query_terms"]
 
 
 class Query:
@@ -28,10 +34,23 @@ class Query:
 
     @classmethod
     def parse(cls, text: str | Query) -> Query:
-        """``text`` tokenised by the index's tokeniser (a ``Query`` is returned as it is)."""
+        """``text`` tokenised by the index's tokeniser (a ``Query`` is returned as it is). Text that is not
+        valid Unicode has its bad characters replaced by U+FFFD; a text longer than ``MAX_QUERY_CHARS`` or with
+        more than ``MAX_QUERY_TERMS`` distinct terms is refused with ``ConfigError``, so no query runs for
+        minutes."""
         if isinstance(text, Query):
             return text
-        return cls(text, tuple(tokenise(text)))
+        if not isinstance(text, str):
+            raise ConfigError(f"a query is a string, got {type(text).__name__}")
+        if len(text) > MAX_QUERY_CHARS:
+            raise ConfigError(f"the query has {len(text):,} characters, more than {MAX_QUERY_CHARS:,}: shorten it")
+        text = clean(text)
+        query = cls(text, tuple(tokenise(text)))
+        if len(query.qtf) > MAX_QUERY_TERMS:
+            raise ConfigError(
+                f"the query has {len(query.qtf):,} distinct terms, more than {MAX_QUERY_TERMS:,}: shorten it"
+            )
+        return query
 
     def __bool__(self) -> bool:
         return bool(self.tokens)

@@ -143,26 +143,58 @@ class IndexStats(namedtuple("IndexStats", _STATS_FIELDS)):
 
     @classmethod
     def from_info(cls, info: dict[str, str]) -> IndexStats:
-        def _year(key: str) -> int | None:
-            return int(info[key]) if info.get(key) not in (None, "") else None
-
-        n_papers, total_tokens = int(info["n_papers"]), int(info["total_tokens"])
-        avgdl = total_tokens / n_papers if n_papers else 0.0
+        """The statistics of ``index_info``, each checked for its type and range: a value a writer of this
+        package cannot have written means a damaged or hand-edited file, refused with ``NotAnIndexError``
+        rather than answered wrongly."""
+        n_papers = _number(info, "n_papers", int, 1, 10**12)
+        total_tokens = _number(info, "total_tokens", int, 0, 10**15)
+        avgdl = total_tokens / n_papers
+        min_year = _number(info, "min_year", int, 0, 9999, optional=True)
+        max_year = _number(info, "max_year", int, 0, 9999, optional=True)
+        if (min_year is None) != (max_year is None) or (min_year is not None and min_year > max_year):
+            raise _damaged(f"index_info gives the years {min_year!r} to {max_year!r}")
         return cls(
             n_papers=n_papers,
             total_tokens=total_tokens,
-            min_year=_year("min_year"),
-            max_year=_year("max_year"),
-            k1=float(info["k1"]),
-            b=float(info["b"]),
-            impact_avgdl=float(info.get("impact_avgdl") or avgdl),
-            tokeniser=info["tokeniser"],
-            tokeniser_version=info["tokeniser_version"],
+            min_year=min_year,
+            max_year=max_year,
+            k1=_number(info, "k1", float, 0.0, 10.0),
+            b=_number(info, "b", float, 0.0, 1.0),
+            impact_avgdl=_number(info, "impact_avgdl", float, 1e-9, 1e12) if "impact_avgdl" in info else avgdl,
+            tokeniser=info.get("tokeniser", ""),
+            tokeniser_version=info.get("tokeniser_version", ""),
             info=info,
         )
 
 
-TABLES_SQL = "SELECT name FROM sqlite_master WHERE type = 'table'"
+def _damaged(what: str) -> NotAnIndexError:
+    return NotAnIndexError(f"the index is damaged: {what}; rebuild it with `retrieval build`")
+
+
+def _number(info: dict[str, str], key: str, kind: type, low: float, high: float, optional: bool = False):
+    """``info[key]`` as a ``kind`` within ``[low, high]`` (None when ``optional`` and empty)."""
+    text = info.get(key)
+    if text in (None, "") and optional:
+        return None
+    if text is None:
+        raise _damaged(f"index_info has no {key!r}")
+    try:
+        value = kind(text)
+    except (TypeError, ValueError, OverflowError):
+        raise _damaged(f"index_info.{key} is {text!r}, not a {'whole number' if kind is int else 'number'}") from None
+    if not (low <= value <= high):  # also false for NaN
+        raise _damaged(f"index_info.{key} is {text!r}, outside {low:g}..{high:g}")
+    return value
+
+
+TABLES_SQL = "SELECT name FROM sqlite_master WHERE type IN ('table', 'index')"
+#: What a search reads, besides ``index_info`` and ``alembic_version`` (a test keeps it equal to the models).
+REQUIRED = (
+    "papers", "paper_authors", "citations", "cited_counts", "field_sources", "doc_freq", "term_freq", "doc_len",
+    "evidence_runs", "evidence_run_nodes", "evidence_run_edges", "ix_term_freq_head", "ix_citations_cited_citing",
+)  # fmt: skip
+DOC_COUNT_SQL = "SELECT count(*) FROM doc_len"
+ANY_TERM_SQL = "SELECT EXISTS (SELECT 1 FROM doc_freq)"
 REVISION_SQL = "SELECT version_num FROM alembic_version"
 
 #: ``rows(name, sql)``: run a named statement and return its rows (an executor's, so that a trace shows it).
@@ -178,7 +210,7 @@ def _read_revision_and_info(path: Path, rows: Rows | None = None) -> tuple[str, 
     except sqlite3.Error as exc:  # pragma: no cover - unreadable file
         raise NotAnIndexError(f"{path} cannot be opened as SQLite ({exc})") from None
     try:
-        tables = {row[0] for row in rows("open: the tables", TABLES_SQL)}
+        tables = {row[0] for row in rows("open: the tables and indexes", TABLES_SQL)}
         if not {"alembic_version", "index_info", "papers"} <= tables:
             raise NotAnIndexError(
                 f"{path} is a SQLite file but not a retrieval index (no index_info/papers tables): "
@@ -186,6 +218,8 @@ def _read_revision_and_info(path: Path, rows: Rows | None = None) -> tuple[str, 
             )
         revision = rows("open: the schema revision", REVISION_SQL)
         info = dict(rows("open: the statistics", INDEX_INFO_SQL))
+        if revision and revision[0][0] == HEAD_REVISION:
+            _check_contents(path, tables, info, rows)
     except sqlite3.DatabaseError as exc:
         raise NotAnIndexError(
             f"{path} is not a retrieval index ({exc}): choose another --db, or build one there with "
@@ -197,6 +231,32 @@ def _read_revision_and_info(path: Path, rows: Rows | None = None) -> tuple[str, 
     if not revision:
         raise NotAnIndexError(f"{path} has no schema revision: rebuild it with `retrieval build --db {path}`")
     return revision[0][0], info
+
+
+def _check_contents(path: Path, names: set[str], info: dict[str, str], rows: Rows) -> None:
+    """The tables and indexes a search reads are there, and the statistics agree with the tables."""
+    missing = [name for name in REQUIRED if name not in names]
+    if missing:
+        raise NotAnIndexError(
+            f"{path} is damaged: it lacks {', '.join(missing)}; rebuild it with `retrieval build --db {path}`"
+        )
+    if "n_papers" not in info:
+        return  # an unfinished index: check_index says so
+    try:
+        stats = IndexStats.from_info(info)
+    except NotAnIndexError as exc:
+        raise NotAnIndexError(f"{path}: {exc}") from None
+    (documents,) = rows("open: the papers indexed", DOC_COUNT_SQL)[0]
+    if documents != stats.n_papers:
+        raise NotAnIndexError(
+            f"{path} is damaged: index_info.n_papers says {stats.n_papers:,} papers, doc_len holds {documents:,}; "
+            f"rebuild it with `retrieval build --db {path}`"
+        )
+    if stats.total_tokens == 0 and rows("open: any term", ANY_TERM_SQL)[0][0]:
+        raise NotAnIndexError(
+            f"{path} is damaged: index_info.total_tokens is 0 but doc_freq holds terms; rebuild it with "
+            f"`retrieval build --db {path}`"
+        )
 
 
 def index_revision(path: Path) -> str:
@@ -239,4 +299,7 @@ def check_index(path: Path, rows: Rows | None = None) -> IndexStats:
             f"{path} was tokenised by {info.get('tokeniser')} v{info.get('tokeniser_version')}, "
             f"this version uses {TOKENISER_NAME} v{TOKENISER_VERSION}: rebuild it with `retrieval build`"
         )
-    return IndexStats.from_info(info)
+    try:
+        return IndexStats.from_info(info)
+    except NotAnIndexError as exc:
+        raise NotAnIndexError(f"{path}: {exc}") from None
