@@ -221,7 +221,7 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "query",
         type=query,
-        help=f"free-text query (at most {LIMITS['query_chars']:,} characters, {LIMITS['query_terms']:,} distinct terms)",
+        help=f"free-text query (at most {LIMITS['query_chars']:,} characters, {LIMITS['query_terms']:,} terms)",
     )
     p.add_argument("--db", help=DB_HELP)
     p.add_argument(
