@@ -22,8 +22,8 @@ import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..errors import StoreError
-from ..store.database import check_index, connect
+from ..store.database import check_index, connect, store_error
+from ..store.files import WriterLock
 from .records import EdgeRecord, EvidenceRun, NodeRecord
 
 #: How long a save waits for another writer (an ``add`` in progress) before giving up.
@@ -59,40 +59,32 @@ VALUES (
     :delta, :age_weight, :weight, :kept, :reason
 )"""
 
-AUDIT_TABLES_SQL = """\
-SELECT count(*)
-FROM sqlite_master
-WHERE type = 'table'
-  AND name IN ('evidence_runs', 'evidence_run_nodes', 'evidence_run_edges')"""
-
 
 def save_run(path: str | os.PathLike[str], run: EvidenceRun) -> int:
-    """Store ``run`` in the index at ``path`` and return its id in ``evidence_runs``."""
+    """Store ``run`` in the index at ``path`` and return its id in ``evidence_runs`` (one transaction, under the
+    writers' lock, so a rebuild never swaps in over it unseen)."""
     path = Path(path)
-    check_index(path)  # the head revision, so the audit tables exist (an older index is refused: upgrade it)
-    conn = connect(path, readonly=False)
-    try:
-        conn.isolation_level = None
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        if conn.execute(AUDIT_TABLES_SQL).fetchone()[0] != 3:
-            raise StoreError(
-                f"{path} has no evidence_runs tables: the file is damaged: "
-                "rebuild it with `retrieval build`, or run without --save"
-            )
-        conn.execute("BEGIN IMMEDIATE")
+    check_index(path)  # the head revision and its audit tables (an older index is refused: upgrade it)
+    with WriterLock(path.resolve()):
         try:
-            run_id = conn.execute(INSERT_RUN_SQL, _run_row(run)).lastrowid
-            conn.executemany(INSERT_NODE_SQL, (_node_row(run_id, node) for node in run.nodes.values()))
-            conn.executemany(INSERT_EDGE_SQL, (_edge_row(run_id, edge) for edge in run.edges.values()))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:  # SQLite may have rolled back already (a full disk): keep the real cause
-                conn.execute("ROLLBACK")
-            raise
-    except sqlite3.OperationalError as exc:
-        raise StoreError(f"cannot save the run in {path} ({exc}): check that the file is writable") from None
-    finally:
-        conn.close()
+            conn = connect(path, readonly=False)
+            try:
+                conn.isolation_level = None
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    run_id = conn.execute(INSERT_RUN_SQL, _run_row(run)).lastrowid
+                    conn.executemany(INSERT_NODE_SQL, (_node_row(run_id, node) for node in run.nodes.values()))
+                    conn.executemany(INSERT_EDGE_SQL, (_edge_row(run_id, edge) for edge in run.edges.values()))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:  # SQLite may have rolled back already (a full disk): keep the cause
+                        conn.execute("ROLLBACK")
+                    raise
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise store_error(exc, path, "save the run in") from None
     return run_id
 
 

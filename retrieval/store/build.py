@@ -12,7 +12,7 @@ from pathlib import Path
 from ..bm25 import K1, B
 from ..corpus.paper import Paper
 from ..text import TOKENISER_NAME, TOKENISER_VERSION
-from .database import HEAD_REVISION
+from .database import HEAD_REVISION, store_error
 from .files import TempIndex, check_replaceable, swap_in
 from .migrate import migrate
 from .rows import WriteSummary, write_statistics
@@ -37,6 +37,13 @@ def build_index(
     keep answering while a later ``add`` writes.
     """
     target = Path(path)
+    try:
+        return _build(papers, target, source, progress, workers)
+    except (OSError, sqlite3.Error) as exc:  # a full disk, a read-only folder: a message, the old index intact
+        raise store_error(exc, target, "write") from None
+
+
+def _build(papers, target: Path, source: str, progress, workers) -> WriteSummary:
     started = time.perf_counter()
     expected = check_replaceable(target)
     temp = TempIndex(target, ".building")

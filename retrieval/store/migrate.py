@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import SchemaVersionError
-from .database import HEAD_REVISION, KNOWN_REVISIONS, _uri, check_index, index_revision
+from .database import HEAD_REVISION, KNOWN_REVISIONS, _uri, check_index, index_revision, store_error
 from .files import TempIndex, read_fingerprint, remove_stale_temporaries, swap_in
 
 
@@ -110,6 +110,13 @@ def upgrade_index(path: Path) -> tuple[str, str]:
     migrated, and it replaces the original in one rename. If anything fails the original is untouched.
     """
     path = Path(path)
+    try:
+        return _upgrade(path)
+    except (OSError, sqlite3.Error) as exc:
+        raise store_error(exc, path, "upgrade") from None
+
+
+def _upgrade(path: Path) -> tuple[str, str]:
     before = index_revision(path)
     if before == HEAD_REVISION:
         check_index(path)
