@@ -60,9 +60,9 @@ def _try_flock(fd: int) -> bool:
 class WriterLock:
     """``with WriterLock(path):`` holds the writers' lock on the index file ``path`` (see the module)."""
 
-    def __init__(self, path: Path, timeout: float = LOCK_TIMEOUT) -> None:
+    def __init__(self, path: Path, timeout: float | None = None) -> None:
         self.path = Path(path)
-        self.timeout = timeout
+        self.timeout = LOCK_TIMEOUT if timeout is None else timeout
         self.fd: int | None = None
 
     def __enter__(self) -> WriterLock:

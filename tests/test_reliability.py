@@ -1,0 +1,656 @@
+"""No lost index: rebuilds over a WAL index whatever else has it open or left behind, killed builds and adds,
+environment failures, hostile queries, records and index files. Other processes are real processes.
+
+Each test says what it tries; the counts of cases go to the issue note (``pytest -m slow tests/test_reliability.py``
+runs the long kill loops too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from retrieval import ConfigError, RetrievalClient, RetrievalError, add_papers, build_index
+from retrieval.cli import main
+from retrieval.commands import build
+from retrieval.corpus.paper import Paper
+from retrieval.store import files
+
+WORDS = [f"w{i}" for i in range(400)]
+
+
+def corpus(path: Path, n: int, prefix: str = "p", seed: int = 1) -> Path:
+    """``n`` papers with 60-120-token abstracts and a few references each, as JSONL."""
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as handle:
+        for i in range(n):
+            record = {
+                "id": f"{prefix}{i:06d}",
+                "title": " ".join(rng.choices(WORDS, k=6)),
+                "abstract": " ".join(rng.choices(WORDS, k=rng.randint(60, 120))),
+                "year": 1990 + i % 30,
+                "authors": [f"Author {i % 97}"],
+                "references": [f"{prefix}{j:06d}" for j in rng.sample(range(max(1, i)), min(i, 3))],
+            }
+            handle.write(json.dumps(record) + "\n")
+    return path
+
+
+def dump(db: Path) -> dict[str, list]:
+    """Every row of every table, sorted: the index's content, to compare before and after."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY 1")]
+        return {t: sorted(conn.execute(f'SELECT * FROM "{t}"').fetchall(), key=repr) for t in tables}
+    finally:
+        conn.close()
+
+
+def healthy(db: Path) -> int:
+    """``PRAGMA integrity_check`` passes and a search answers; returns the number of papers."""
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        conn.close()
+    with RetrievalClient(db) as client:
+        client.search("w1 w2")
+        return client.stats.n_papers
+
+
+def cli(*argv: str, cwd: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "retrieval", *argv], cwd=cwd, capture_output=True, text=True, **kwargs)
+
+
+def spawn(code: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+# A reader in another process: opens the index, answers one search per line on stdin ("hold" keeps a read
+# transaction open until the next line), and prints the number of papers it saw.
+READER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1])
+for line in sys.stdin:
+    line = line.strip()
+    if line == "hold":
+        conn.execute("BEGIN")
+        conn.execute("SELECT count(*) FROM papers").fetchone()
+    elif line == "release":
+        conn.execute("COMMIT")
+    elif line == "quit":
+        break
+    print(conn.execute("SELECT count(*) FROM papers").fetchone()[0], flush=True)
+conn.close()
+"""
+
+
+def ask(reader: subprocess.Popen, line: str) -> str:
+    reader.stdin.write(line + "\n")
+    reader.stdin.flush()
+    return reader.stdout.readline().strip()
+
+
+@pytest.fixture
+def base(tmp_path) -> tuple[Path, Path, Path]:
+    """An index of 300 papers, 40 more to add, and another corpus of 200 to rebuild from."""
+    first = corpus(tmp_path / "first.jsonl", 300, "a")
+    more = corpus(tmp_path / "more.jsonl", 40, "m", seed=2)
+    other = corpus(tmp_path / "other.jsonl", 200, "o", seed=3)
+    db = tmp_path / "x.db"
+    build(db=db, source=first)
+    return db, more, other
+
+
+# -- 1. rebuilds over a WAL index ------------------------------------------------------------------------------
+
+
+def test_rebuild_after_an_add_while_a_reader_stays_open(base):
+    db, more, other = base
+    reader = spawn(READER, str(db))
+    try:
+        assert ask(reader, "count") == "300"
+        assert cli("add", str(more), "--db", str(db)).returncode == 0
+        assert ask(reader, "count") == "340"
+        assert cli("build", "--from", str(other), "--db", str(db)).returncode == 0
+        assert ask(reader, "count") == "200"  # the open reader sees the new index, not a mix
+        ask(reader, "quit")  # its close checkpoints: the old WAL must not reach the new file
+    finally:
+        reader.communicate(timeout=30)
+    assert healthy(db) == 200
+
+
+def test_rebuild_while_a_reader_holds_a_read_transaction_through_an_add(base):
+    db, more, other = base
+    reader = spawn(READER, str(db))
+    try:
+        assert ask(reader, "hold") == "300"
+        assert cli("add", str(more), "--db", str(db)).returncode == 0
+        assert ask(reader, "count") == "300"  # its snapshot is still the old one
+        done = cli("build", "--from", str(other), "--db", str(db))
+        assert done.returncode == 0, done.stderr
+        assert healthy(db) == 200  # at once, with the reader still holding its snapshot
+        assert ask(reader, "release") == "200"
+        ask(reader, "quit")
+    finally:
+        reader.communicate(timeout=30)
+    assert healthy(db) == 200
+
+
+def test_rebuild_over_the_committed_wal_of_a_killed_add(base):
+    db, _, other = base
+    killed = spawn(
+        """
+        import os, signal, sqlite3, sys
+        conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("UPDATE papers SET title = title || ' (edited)' WHERE rowid % 2 = 0")
+        conn.execute("COMMIT")
+        os.kill(os.getpid(), signal.SIGKILL)  # right after COMMIT: the WAL keeps the committed frames
+        """,
+        str(db),
+    )
+    killed.communicate(timeout=30)
+    assert killed.returncode == -signal.SIGKILL
+    assert Path(f"{db}-wal").stat().st_size > 0
+    done = cli("build", "--from", str(other), "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert healthy(db) == 200
+    assert dump(db)["papers"][0][0].startswith("o")
+
+
+def test_add_during_a_rebuild_is_never_silently_lost(base, tmp_path):
+    db, _, other = base
+    big_add = corpus(tmp_path / "big.jsonl", 6000, "b", seed=4)
+    adding = subprocess.Popen(
+        [sys.executable, "-m", "retrieval", "add", str(big_add), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.3)  # the add holds the writers' lock now
+    rebuilt = cli("build", "--from", str(other), "--db", str(db))
+    adding.communicate(timeout=120)
+    assert adding.returncode == 0
+    papers = healthy(db)
+    if rebuilt.returncode == 0:  # the build swapped in after the add: the add went first, the build replaced it
+        assert papers == 200  # (only possible if the add finished before the build read the index)
+    else:
+        assert rebuilt.returncode == 1 and "was changed by another process" in rebuilt.stderr
+        assert "Traceback" not in rebuilt.stderr
+        assert papers == 6300  # the add's papers are there, and the refused build changed nothing
+
+
+def test_readers_across_rebuilds_see_the_old_or_the_new_index(base, tmp_path):
+    db, _, _ = base
+    sizes = {300}
+    corpora = []
+    for i, n in enumerate((120, 260, 80)):
+        corpora.append(corpus(tmp_path / f"c{i}.jsonl", n, f"c{i}_", seed=10 + i))
+        sizes.add(n)
+    watcher = spawn(
+        """
+        import sys, time
+        from retrieval import RetrievalClient
+        seen = []
+        end = time.monotonic() + float(sys.argv[2])
+        with RetrievalClient(sys.argv[1]) as client:  # one connection, open across every rebuild
+            while time.monotonic() < end:
+                result = client.search("w1 w2 w3", limit=5)
+                seen.append(client.stats.n_papers)
+                assert result.ranked
+        print(sorted(set(seen)), len(seen))
+        """,
+        str(db),
+        "3",
+    )
+    for source in corpora:
+        assert cli("build", "--from", str(source), "--db", str(db)).returncode == 0
+    out, err = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0, err
+    seen = json.loads(out.split("]")[0] + "]")
+    assert set(seen) <= sizes and len(seen) >= 1
+    assert healthy(db) == 80
+
+
+def test_a_rebuild_keeps_permissions_and_symlinks(base, tmp_path):
+    db, _, other = base
+    db.chmod(0o640)
+    link = tmp_path / "link.db"
+    link.symlink_to(db)
+    assert cli("build", "--from", str(other), "--db", str(link)).returncode == 0
+    assert link.is_symlink() and link.resolve() == db.resolve()
+    assert db.stat().st_mode & 0o777 == 0o640
+    assert healthy(db) == 200
+
+
+def test_a_build_refuses_to_overwrite_what_is_not_an_index(tmp_path, capsys):
+    notes = tmp_path / "notes.db"
+    notes.write_text("my notes\n")
+    assert main(["build", "--db", str(notes)]) == 1
+    assert "not a retrieval index" in capsys.readouterr().err and notes.read_text() == "my notes\n"
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE mine (x)")
+    assert main(["build", "--db", str(other)]) == 1
+    assert "not a retrieval index" in capsys.readouterr().err
+    with sqlite3.connect(other) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("mine",)]
+
+
+def test_stale_wal_files_of_a_deleted_index_are_not_replayed(base, tmp_path):
+    db, more, other = base
+    reader = spawn(READER, str(db))
+    ask(reader, "hold")
+    assert cli("add", str(more), "--db", str(db)).returncode == 0
+    wal = Path(f"{db}-wal").read_bytes()
+    reader.communicate("release\nquit\n", timeout=30)
+    db.unlink()
+    Path(f"{db}-wal").write_bytes(wal)  # left behind, as by a user who deleted only the main file
+    assert cli("build", "--from", str(other), "--db", str(db)).returncode == 0
+    assert healthy(db) == 200
+
+
+# -- 2. killed builds and adds ------------------------------------------------------------------------------------
+
+
+def _our_processes(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_a_killed_build_leaves_the_old_index_and_no_orphans(tmp_path, sig):
+    big = corpus(tmp_path / "big.jsonl", 9000, "k", seed=5)
+    db = tmp_path / "k.db"
+    build(db=db)
+    before = dump(db)
+    rng = random.Random(sig)
+    for _ in range(2):
+        started = subprocess.Popen(
+            [sys.executable, "-m", "retrieval", "build", "--from", str(big), "--db", str(db)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(rng.uniform(1.0, 1.8))  # past the start of the workers (8,000 papers)
+        started.send_signal(sig)
+        _, err = started.communicate(timeout=60)
+        if started.returncode == 0:
+            continue  # it finished first: nothing to check of a kill
+        deadline = time.monotonic() + 5
+        while _our_processes(str(big)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _our_processes(str(big)) == [], "tokeniser workers outlived the build"
+        assert "Traceback" not in err
+        if sig != signal.SIGKILL:
+            assert started.returncode == 130 and "interrupted; nothing was changed" in err
+            assert not list(tmp_path.glob(".k.db.*")), "the interrupted build left its temporary file"
+        assert dump(db) == before
+    assert cli("build", "--db", str(db)).returncode == 0
+    assert not list(tmp_path.glob(".k.db.*"))  # a later build removed what a SIGKILL left
+
+
+@pytest.mark.slow
+def test_builds_and_adds_killed_at_many_points(tmp_path):
+    big = corpus(tmp_path / "big.jsonl", 9000, "k", seed=6)
+    extra = corpus(tmp_path / "extra.jsonl", 3000, "e", seed=7)
+    db = tmp_path / "m.db"
+    build(db=db)
+    rng = random.Random(7)
+    tried = 0
+    for point in range(16):
+        before = dump(db)
+        command = ["build", "--from", str(big)] if point % 2 == 0 else ["add", str(extra), "--replace"]
+        run = subprocess.Popen([sys.executable, "-m", "retrieval", *command, "--db", str(db)], stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(0.2, 3.0))
+        run.kill()
+        run.communicate(timeout=60)
+        tried += 1
+        after = dump(db)
+        if after != before:  # it committed before the kill: the new state is complete
+            healthy(db)
+            if command[0] == "build":
+                assert len(after["papers"]) == 9000
+            else:
+                assert {r[0] for r in after["papers"]} >= {f"e{i:06d}" for i in range(3000)}
+    assert tried == 16
+
+
+# -- 3. environment failures are messages ------------------------------------------------------------------
+
+
+FULL_DISK = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
+from retrieval.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("command", ["add", "build", "explain"])
+def test_a_full_disk_is_a_message_and_changes_nothing(base, tmp_path, command):
+    db, more, _ = base
+    big = corpus(tmp_path / "big.jsonl", 3000, "f", seed=8)
+    if command == "explain":  # a graph of some hundred papers: a saved run of more than the limit below
+        build(db=db, source=big)
+    before = dump(db)
+    argv = {
+        "add": ["add", str(big), "--db", str(db)],
+        "build": ["build", "--from", str(big), "--db", str(db)],
+        "explain": ["explain", "w1 w2 w3", "--db", str(db), "--save", "--seeds", "100", "--top-k", "500"],
+    }[command]
+    # A file may not grow past the limit: the WAL (from 0) and the temporary build file hit it; the -shm (32 KiB)
+    # does not.
+    limit = str(40_000 if command == "explain" else db.stat().st_size + 200_000)
+    done = subprocess.run([sys.executable, "-c", FULL_DISK, limit, *argv], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.startswith("retrieval: error: ")
+    assert str(db.name) in done.stderr or "disk" in done.stderr
+    assert dump(db) == before
+    assert not list(tmp_path.glob(".x.db.*"))
+
+
+def test_a_locked_index_is_a_message(base, monkeypatch, capsys):
+    db, more, _ = base
+    from retrieval.store import writer
+
+    monkeypatch.setattr(writer, "_BUSY_TIMEOUT_MS", 100)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another program writing to the file
+    try:
+        assert main(["add", str(more), "--db", str(db)]) == 1
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    err = capsys.readouterr().err
+    assert "is locked by another process" in err and "try again" in err
+    assert healthy(db) == 300
+
+
+def test_a_writer_waits_for_another_writer_then_says_so(base, monkeypatch, capsys):
+    db, more, _ = base
+    monkeypatch.setattr(files, "LOCK_TIMEOUT", 0.3)
+    with files.WriterLock(db.resolve()):
+        assert main(["add", str(more), "--db", str(db)]) == 1
+    assert "another process has been writing to" in capsys.readouterr().err
+    assert main(["add", str(more), "--db", str(db)]) == 0
+
+
+NOBODY = 65534
+
+
+def _as_nobody_works() -> bool:
+    if os.geteuid() != 0:
+        return False
+    try:
+        probe = subprocess.run([sys.executable, "-c", "import retrieval"], user=NOBODY, capture_output=True)
+    except OSError:  # the interpreter is not readable by that user
+        return False
+    return probe.returncode == 0
+
+
+def _immutable(path: Path, on: bool) -> bool:
+    """``chattr +i``: even root may not create files in an immutable folder (as on a read-only medium)."""
+    try:
+        done = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
+    except OSError:
+        return False
+    return done.returncode == 0
+
+
+@pytest.fixture
+def public_dir():
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="retrieval-ro-", dir="/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    subprocess.run(["chmod", "-R", "u+w", str(folder)], check=False)
+    subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+def test_a_read_only_index_is_searchable(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = folder / "ro.db"
+    build(db=db)
+    for side in ("-wal", "-shm"):
+        Path(f"{db}{side}").unlink(missing_ok=True)
+    before = dump(db)
+    if not _immutable(folder, True):
+        pytest.skip("chattr +i is not available here")
+    try:  # no -shm can be made in the folder: a reader falls back to an immutable open
+        done = cli("search", "attention sparsity", "--db", str(db), "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["results"][0]["title"].startswith("Attention Sparsity")
+        refused = cli("add", str(db), "--db", str(db))
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+        assert refused.stderr.startswith("retrieval: error: ")
+        rebuilt = cli("build", "--db", str(db))
+        assert rebuilt.returncode == 1 and "Traceback" not in rebuilt.stderr, rebuilt.stderr
+        assert "permissions or read-only" in rebuilt.stderr
+    finally:
+        _immutable(folder, False)
+    assert dump(db) == before
+
+
+def test_unreadable_input_and_index_are_messages(public_dir):
+    if not _as_nobody_works():
+        pytest.skip("needs root to run as another user")
+    db = public_dir / "x.db"
+    build(db=db)
+    db.chmod(0o600)
+    source = corpus(public_dir / "in.jsonl", 5)
+    source.chmod(0o600)
+    for argv in (
+        ["search", "x", "--db", str(db)],
+        ["build", "--from", str(source), "--db", str(public_dir / "new.db")],
+        ["build", "--db", str(public_dir / "sub" / "new.db")],
+    ):
+        done = subprocess.run([sys.executable, "-m", "retrieval", *argv], user=NOBODY, capture_output=True, text=True)
+        assert done.returncode == 1, (argv, done.stderr)
+        assert "Traceback" not in done.stderr and done.stderr.startswith("retrieval: error: "), done.stderr
+
+
+# -- 4. hostile index files ------------------------------------------------------------------------------------
+
+
+HOSTILE = {
+    "no term_freq": "DROP TABLE term_freq",
+    "no doc_freq": "DROP TABLE doc_freq",
+    "no doc_len": "DROP TABLE doc_len",
+    "no citations": "DROP TABLE citations",
+    "no paper_authors": "DROP TABLE paper_authors",
+    "no head index": "DROP INDEX ix_term_freq_head",
+    "n_papers 0": "UPDATE index_info SET value = '0' WHERE key = 'n_papers'",
+    "n_papers -5": "UPDATE index_info SET value = '-5' WHERE key = 'n_papers'",
+    "n_papers abc": "UPDATE index_info SET value = 'abc' WHERE key = 'n_papers'",
+    "n_papers 1": "UPDATE index_info SET value = '1' WHERE key = 'n_papers'",
+    "n_papers 1e9": "UPDATE index_info SET value = '1000000000' WHERE key = 'n_papers'",
+    "k1 text": "UPDATE index_info SET value = 'large' WHERE key = 'k1'",
+    "k1 missing": "DELETE FROM index_info WHERE key = 'k1'",
+    "k1 -1": "UPDATE index_info SET value = '-1' WHERE key = 'k1'",
+    "b 7": "UPDATE index_info SET value = '7' WHERE key = 'b'",
+    "total_tokens 0": "UPDATE index_info SET value = '0' WHERE key = 'total_tokens'",
+    "every df 0": "UPDATE doc_freq SET df = 0",
+    "years reversed": "UPDATE index_info SET value = '3000' WHERE key = 'min_year'",
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_a_hostile_index_file_is_refused_with_what_is_wrong(demo_db, tmp_path, name, capsys):
+    db = tmp_path / "hostile.db"
+    db.write_bytes(demo_db.read_bytes())
+    with sqlite3.connect(db) as conn:
+        conn.execute(HOSTILE[name])
+    code = main(["search", "attention sparsity", "--db", str(db)])
+    err = capsys.readouterr().err
+    assert code == 1, name
+    assert err.startswith("retrieval: error: ") and "rebuild" in err and str(db) in err, err
+    with pytest.raises(RetrievalError), RetrievalClient(db) as client:
+        client.search("attention sparsity")
+
+
+# -- 5. hostile queries, options and records ----------------------------------------------------------------
+
+
+ANY_CHARACTER = st.characters(blacklist_categories=())  # surrogates and controls included
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.text(ANY_CHARACTER, max_size=80), st.sampled_from(["'; DROP TABLE papers; --", "\x00", "a\x00b"])))
+def test_any_query_through_the_api_answers_or_refuses(demo_db, query):
+    before = demo_db.stat().st_mtime_ns
+    with RetrievalClient(demo_db) as client:
+        result = client.search(query, limit=5)
+        assert len(result.ranked) <= 5
+        json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")  # printable as UTF-8
+    assert demo_db.stat().st_mtime_ns == before
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(ANY_CHARACTER, min_size=1, max_size=40))
+def test_any_query_through_the_cli_answers_or_refuses(demo_db, capsys, query):
+    for extra in ([], ["--json"], ["--sql"]):
+        try:
+            code = main(["search", query, "--db", str(demo_db), *extra])
+        except SystemExit as exc:  # a usage error
+            code = exc.code
+        out, err = capsys.readouterr()
+        assert code in (0, 2) and "Traceback" not in err
+        if extra == ["--json"] and code == 0:
+            json.loads(out)
+
+
+def test_invalid_utf8_in_a_query_under_a_strict_stdout(demo_db, tmp_path):
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict", "LC_ALL": "C.UTF-8"}
+    raw = b"attention \xff\xfe sparsity"
+    for extra in (["--json"], []):
+        done = subprocess.run(
+            [sys.executable.encode(), b"-m", b"retrieval", b"search", raw, b"--db", str(demo_db).encode(), *extra],
+            capture_output=True,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        assert b"Traceback" not in done.stderr
+    db = tmp_path / "s.db"
+    build(db=db)
+    done = subprocess.run(
+        [sys.executable.encode(), b"-m", b"retrieval", b"explain", raw, b"--db", str(db).encode(), b"--save"],
+        capture_output=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(db) as conn:
+        assert "\ufffd" in conn.execute("SELECT query FROM evidence_runs").fetchone()[0]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--top-k-lexical", "1000000"],
+        ["--max-neighbours", "1000000"],
+        ["--max-candidates", "1000000"],
+        ["--limit", "100000"],
+        ["--hops", "3"],
+        ["--gate-threshold", "nan"],
+    ],
+)
+def test_options_beyond_their_documented_bounds_are_usage_errors(demo_db, argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["search", "attention", "--db", str(demo_db), *argv])
+    assert info.value.code == 2 and "usage:" in capsys.readouterr().err
+
+
+def test_a_query_too_large_is_refused_fast(demo_db, capsys):
+    wide = " ".join(f"term{i}" for i in range(10_000))
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as info:
+        main(["search", wide, "--db", str(demo_db)])
+    assert info.value.code == 2 and "distinct terms" in capsys.readouterr().err
+    with RetrievalClient(demo_db) as client, pytest.raises(ConfigError, match="distinct terms"):
+        client.search(wide)
+    assert time.monotonic() - started < 5
+
+
+def test_the_heaviest_allowed_settings_stay_bounded(demo_db):
+    every = ("references", "citing", "cocitation", "coupling")
+    cfg = {"top_k_lexical": 200, "max_neighbours": 200, "max_candidates": 10_000, "relations": every, "max_hops": 2}
+    from retrieval import RetrievalConfig
+
+    with RetrievalClient(demo_db, RetrievalConfig(**cfg)) as client:
+        assert client.search("attention sparsity study").ranked
+    with pytest.raises(ConfigError):
+        RetrievalConfig(top_k_lexical=1_000_000)
+
+
+RECORD = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": st.one_of(st.text(ANY_CHARACTER, max_size=8), st.integers(), st.none()),
+        "title": st.one_of(st.text(ANY_CHARACTER, max_size=20), st.integers(), st.none(), st.lists(st.text())),
+        "abstract": st.one_of(st.text(ANY_CHARACTER, max_size=40), st.none(), st.booleans()),
+        "year": st.one_of(st.integers(-(10**20), 10**20), st.floats(), st.text(max_size=4), st.none()),
+        "authors": st.one_of(st.lists(st.text(ANY_CHARACTER, max_size=6), max_size=3), st.text(max_size=3)),
+        "references": st.one_of(st.lists(st.text(ANY_CHARACTER, max_size=6), max_size=3), st.integers()),
+    },
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(RECORD, min_size=1, max_size=4), st.booleans())
+def test_any_jsonl_records_build_or_are_refused_with_their_line(demo_db, tmp_path_factory, records, as_add):
+    folder = tmp_path_factory.mktemp("fuzz")
+    db = folder / "f.db"
+    db.write_bytes(demo_db.read_bytes())
+    before = dump(db)
+    source = folder / "in.jsonl"
+    source.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    argv = ["add", str(source), "--db", str(db)] if as_add else ["build", "--from", str(source), "--db", str(db)]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # pragma: no cover - no usage error expected
+        code = exc.code
+    if code == 0:
+        healthy(db)
+    else:
+        assert code == 1
+        assert dump(db) == before
+        assert not list(folder.glob(".f.db.*"))
+
+
+def test_api_callers_get_input_errors_for_bad_papers(tmp_path):
+    with pytest.raises(RetrievalError, match="appears twice"):
+        build_index([Paper("a", "t"), Paper("a", "t")], tmp_path / "d.db")
+    db = tmp_path / "e.db"
+    build(db=db)
+    with pytest.raises(RetrievalError, match="already in the index"):
+        add_papers([Paper("p001", "again")], db)
