@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from retrieval import RetrievalClient
 from retrieval.cli import main
 from retrieval.errors import ConfigError, InputError, RetrievalError
 from retrieval.eval import MODES, BlendMode, run_eval
@@ -109,9 +110,21 @@ def test_every_registered_mode_runs(citation_files, tmp_path):
     report = run_eval(corpus, queries, tmp_path / "out", cache_dir=tmp_path / "cache")
     data = json.loads((tmp_path / "out" / "report.json").read_text())
     assert set(data["modes"]) == set(MODES)
-    for name in MODES:
-        assert (tmp_path / "out" / f"run.{name}.trec").exists()
     assert report.protocol["query_papers_removed"] == 4
+    texts = {json.loads(line)["qid"]: json.loads(line)["query"] for line in queries.read_text().splitlines()}
+    with RetrievalClient(only_index(tmp_path / "cache")) as client:  # the evaluation index, searched directly
+        expected_bm25 = {qid: [p for p, _ in client.lexical.search(text, 100)] for qid, text in texts.items()}
+    for name in MODES:
+        rankings = trec_rankings(tmp_path / "out" / f"run.{name}.trec")
+        assert set(rankings) == set(texts), name  # every query answered
+        for qid, ranking in rankings.items():
+            assert 1 <= len(ranking) <= 100 and len(set(ranking)) == len(ranking), (name, qid)
+            assert not set(ranking) & set(texts), (name, qid)  # the query papers were removed from the index
+        row = data["modes"][name]
+        assert 0.0 <= row["ndcg@10"] <= 1.0 and 0.0 <= row["mrr"] <= 1.0
+        pooled = [row["pooled_recall"][f"@{k}"] for k in CUTOFFS]
+        assert pooled == sorted(pooled), name  # recall never falls as K grows
+    assert trec_rankings(tmp_path / "out" / "run.bm25.trec") == expected_bm25
 
 
 def only_index(cache: Path) -> Path:

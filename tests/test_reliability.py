@@ -654,3 +654,16 @@ def test_api_callers_get_input_errors_for_bad_papers(tmp_path):
     build(db=db)
     with pytest.raises(RetrievalError, match="already in the index"):
         add_papers([Paper("p001", "again")], db)
+
+
+@pytest.mark.parametrize("name", ["x%d.db", "q?mode=memory.db", "h#a sh.db", "naïve ü.db", "%(here)s.db"])
+def test_any_file_name_the_filesystem_allows_is_a_path(tmp_path, name):
+    from retrieval.store.migrate import downgrade
+
+    db = tmp_path / name
+    assert main(["build", "--db", str(db)]) == 0
+    assert db.exists() and sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == [name]
+    assert main(["add", str(corpus(tmp_path / "m.jsonl", 3, "m")), "--db", str(db)]) == 0
+    downgrade(db, "0003")  # the migrations get the same path, not a URL or a config string
+    assert main(["upgrade", "--db", str(db)]) == 0
+    assert healthy(db) == 103
