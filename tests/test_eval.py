@@ -17,7 +17,7 @@ from retrieval.errors import ConfigError, InputError, RetrievalError
 from retrieval.eval import MODES, BlendMode, run_eval
 from retrieval.eval.cli import ProgressBar
 from retrieval.eval.metrics import CUTOFFS, effectiveness, library_measures, pooled_recall, rank_scores
-from tests.helpers import SHARED_DATA
+from tests.helpers import SHARED_DATA, write_jsonl
 
 pytrec_eval = pytest.importorskip("pytrec_eval", reason="the eval extra (pytrec_eval) is not installed")
 pytest.importorskip("ir_measures", reason="the eval extra (ir-measures) is not installed")
@@ -75,13 +75,6 @@ def citation_queries(records: list[dict]) -> list[dict]:
             relevant.append("not-in-corpus")
         queries.append({"qid": paper["id"], "query": f"{paper['title']}. {paper['abstract']}", "relevant": relevant})
     return queries
-
-
-def write_jsonl(path: Path, records: list) -> Path:
-    with open(path, "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write((record if isinstance(record, str) else json.dumps(record)) + "\n")
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..store.database import check_index, connect, store_error
-from ..store.files import WriterLock
+from ..store.database import check_index
+from ..store.files import write_transaction
 from .records import EdgeRecord, EvidenceRun, NodeRecord
 
 #: How long a save waits for another writer (an ``add`` in progress) before giving up.
@@ -65,26 +64,10 @@ def save_run(path: str | os.PathLike[str], run: EvidenceRun) -> int:
     writers' lock, so a rebuild never swaps in over it unseen)."""
     path = Path(path)
     check_index(path)  # the head revision and its audit tables (an older index is refused: upgrade it)
-    with WriterLock(path.resolve()):
-        try:
-            conn = connect(path, readonly=False)
-            try:
-                conn.isolation_level = None
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    run_id = conn.execute(INSERT_RUN_SQL, _run_row(run)).lastrowid
-                    conn.executemany(INSERT_NODE_SQL, (_node_row(run_id, node) for node in run.nodes.values()))
-                    conn.executemany(INSERT_EDGE_SQL, (_edge_row(run_id, edge) for edge in run.edges.values()))
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:  # SQLite may have rolled back already (a full disk): keep the cause
-                        conn.execute("ROLLBACK")
-                    raise
-            finally:
-                conn.close()
-        except sqlite3.Error as exc:
-            raise store_error(exc, path, "save the run in") from None
+    with write_transaction(path, BUSY_TIMEOUT_MS, "save the run in") as conn:
+        run_id = conn.execute(INSERT_RUN_SQL, _run_row(run)).lastrowid
+        conn.executemany(INSERT_NODE_SQL, (_node_row(run_id, node) for node in run.nodes.values()))
+        conn.executemany(INSERT_EDGE_SQL, (_edge_row(run_id, edge) for edge in run.edges.values()))
     return run_id
 
 

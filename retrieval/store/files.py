@@ -28,10 +28,12 @@ import os
 import sqlite3
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import StoreError
-from .database import _uri
+from .database import _uri, connect, store_error
 
 #: Seconds a writer waits for another writer to finish before it gives up with a message.
 LOCK_TIMEOUT = 120.0
@@ -229,6 +231,33 @@ def swap_in(new: Path, target: Path, expected: tuple | None = None) -> None:
         finally:
             dest.close()
     discard(new)
+
+
+@contextmanager
+def write_transaction(path: Path, busy_timeout_ms: int, doing: str) -> Iterator[sqlite3.Connection]:
+    """``with write_transaction(path, ...) as conn``: one write transaction on the index at ``path``, under the
+    writers' lock; committed when the block ends, rolled back on any error (a rollback SQLite already did, as
+    on a full disk, does not hide the cause). Environment failures become messages saying what failed
+    (``doing``: "write to", "save the run in")."""
+    with WriterLock(path.resolve()):
+        try:
+            conn = connect(path, readonly=False)
+            try:
+                conn.isolation_level = None
+                conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise store_error(exc, path, doing) from None
 
 
 def _advice(exc: OSError) -> str:

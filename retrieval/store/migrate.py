@@ -62,45 +62,43 @@ def migrate(path: Path, revision: str = "head", sql: bool = False) -> None:
     """Bring the file at ``path`` (created if absent) to ``revision`` with Alembic, in this process; with
     ``sql``, print the SQL instead (offline mode, nothing is opened)."""
     from alembic import command
-    from sqlalchemy import create_engine, event, pool
-    from sqlalchemy.engine import URL
 
-    cfg = alembic_config()
-    url = URL.create("sqlite", database=str(path))
     if sql:
-        cfg.set_main_option("sqlalchemy.url", url.render_as_string().replace("%", "%%"))
+        cfg = alembic_config()
+        cfg.set_main_option("sqlalchemy.url", _url(path).render_as_string().replace("%", "%%"))
         command.upgrade(cfg, revision, sql=True)
         return
-    engine = create_engine(url, poolclass=pool.NullPool)
-    event.listen(engine, "connect", lambda dbapi_conn, _: _ensure_ln(dbapi_conn))
-    try:
-        with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, revision)
-    finally:
-        engine.dispose()
+    _on_connection(path, lambda cfg: command.upgrade(cfg, revision))
 
 
 def downgrade(path: Path, revision: str) -> None:
     """Take the file at ``path`` down to ``revision`` (for tests of the migrations)."""
     from alembic import command
-    from sqlalchemy import create_engine, pool
+
+    _on_connection(path, lambda cfg: command.downgrade(cfg, revision))
+
+
+def _url(path: Path):
     from sqlalchemy.engine import URL
 
+    return URL.create("sqlite", database=str(path))  # a path, never parsed: '?', '#' and '%' stay in the name
+
+
+def _on_connection(path: Path, run) -> None:
+    """``run(cfg)`` with an Alembic configuration holding a connection to ``path``, in one transaction."""
+    from sqlalchemy import create_engine, event, pool
+
+    from .database import _register_functions
+
     cfg = alembic_config()
-    engine = create_engine(URL.create("sqlite", database=str(path)), poolclass=pool.NullPool)
+    engine = create_engine(_url(path), poolclass=pool.NullPool)
+    event.listen(engine, "connect", lambda dbapi_conn, _: _register_functions(dbapi_conn))  # ln() for 0004
     try:
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn
-            command.downgrade(cfg, revision)
+            run(cfg)
     finally:
         engine.dispose()
-
-
-def _ensure_ln(dbapi_conn) -> None:
-    from .database import _register_functions
-
-    _register_functions(dbapi_conn)
 
 
 def upgrade_index(path: Path) -> tuple[str, str]:

@@ -22,8 +22,8 @@ from ..bm25 import impact
 from ..corpus.paper import Paper
 from ..errors import InputError
 from ..text import tokenise
-from .database import KNOWN_REVISIONS, check_index, connect, index_revision, store_error
-from .files import WriterLock
+from .database import KNOWN_REVISIONS, check_index, index_revision
+from .files import write_transaction
 from .migrate import upgrade_index
 from .rows import (
     INSERT_AUTHOR,
@@ -267,27 +267,10 @@ def _update(path: str | os.PathLike[str], change: Callable[[IndexWriter], None])
     check_index(target)
     started = time.perf_counter()
     summary = WriteSummary(path=str(target))
-    with WriterLock(target.resolve()):  # one writer at a time, and no add while a build swaps its index in
-        try:
-            conn = connect(target, readonly=False)
-            try:
-                conn.isolation_level = None
-                conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    writer = IndexWriter(conn, summary)
-                    change(writer)
-                    writer.finish()
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:  # SQLite may have rolled back already (a full disk): keep the cause
-                        conn.execute("ROLLBACK")
-                    raise
-            finally:
-                conn.close()
-        except sqlite3.Error as exc:
-            raise store_error(exc, target, "write to") from None
+    with write_transaction(target, _BUSY_TIMEOUT_MS, "write to") as conn:  # under the writers' lock
+        writer = IndexWriter(conn, summary)
+        change(writer)
+        writer.finish()
     summary.seconds = time.perf_counter() - started
     return summary
 
