@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -293,17 +294,35 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, told the terminal's width: left to find it, it imports ``shutil`` (a few ms of every
+    command's start, for each option added) only to read it."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width=None) -> None:
+        if width is None:
+            try:
+                columns = int(os.environ["COLUMNS"])
+            except (KeyError, ValueError):
+                try:
+                    columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+                except (AttributeError, ValueError, OSError):
+                    columns = 80
+            width = max(columns - 2, 11)
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 def make_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser, with the options of ``command`` only (the other subcommands are listed with their help)."""
     parser = argparse.ArgumentParser(
         prog="retrieval",
         description="An embedded literature-retrieval index: BM25 in SQL plus a citation-graph walk.",
+        formatter_class=_Formatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # A known command gets its own parser only (each costs a few gettext look-ups on disk); the main help and
     # an unknown command's usage error list them all.
     for name, (summary, adder) in COMMANDS.items() if command not in COMMANDS else [(command, COMMANDS[command])]:
-        p = sub.add_parser(name, help=summary)
+        p = sub.add_parser(name, help=summary, formatter_class=_Formatter)
         if name == command:
             (import_module(adder).add_arguments if isinstance(adder, str) else adder)(p)
     return parser
