@@ -405,16 +405,25 @@ def test_a_writer_waits_for_another_writer_then_says_so(base, monkeypatch, capsy
 
 
 NOBODY = 65534
+REPO = Path(__file__).resolve().parents[1]
 
 
-def _as_nobody_works() -> bool:
+def _as_nobody() -> list[str] | None:
+    """A command line that runs ``retrieval`` as another user (``nobody``), or None where none can: this
+    interpreter when that user may run it, else the system's Python 3 with the source tree on its path (reading
+    an index and adding to one need only the standard library)."""
     if os.geteuid() != 0:
-        return False
-    try:
-        probe = subprocess.run([sys.executable, "-c", "import retrieval"], user=NOBODY, capture_output=True)
-    except OSError:  # the interpreter is not readable by that user
-        return False
-    return probe.returncode == 0
+        return None
+    for python, env in ((sys.executable, {}), ("/usr/bin/python3", {"PYTHONPATH": str(REPO)})):
+        try:
+            probe = subprocess.run(
+                [python, "-c", "import retrieval.cli"], user=NOBODY, capture_output=True, env={**os.environ, **env}
+            )
+        except OSError:
+            continue
+        if probe.returncode == 0:
+            return ["env", *(f"{k}={v}" for k, v in env.items()), python, "-m", "retrieval"]
+    return None
 
 
 def _immutable(path: Path, on: bool) -> bool:
@@ -463,21 +472,52 @@ def test_a_read_only_index_is_searchable(tmp_path):
 
 
 def test_unreadable_input_and_index_are_messages(public_dir):
-    if not _as_nobody_works():
-        pytest.skip("needs root to run as another user")
-    db = public_dir / "x.db"
-    build(db=db)
-    db.chmod(0o600)
+    command = _as_nobody()
+    if command is None:
+        pytest.skip("needs root, and a Python another user may run, to test permissions")
+    private = public_dir / "private.db"
+    build(db=private)
+    private.chmod(0o600)  # root's, unreadable by the user below
+    shared = public_dir / "shared.db"
+    build(db=shared)
+    shared.chmod(0o666)
+    public_dir.chmod(0o777)
     source = corpus(public_dir / "in.jsonl", 5)
     source.chmod(0o600)
-    for argv in (
-        ["search", "x", "--db", str(db)],
-        ["build", "--from", str(source), "--db", str(public_dir / "new.db")],
-        ["build", "--db", str(public_dir / "sub" / "new.db")],
-    ):
-        done = subprocess.run([sys.executable, "-m", "retrieval", *argv], user=NOBODY, capture_output=True, text=True)
-        assert done.returncode == 1, (argv, done.stderr)
-        assert "Traceback" not in done.stderr and done.stderr.startswith("retrieval: error: "), done.stderr
+    before = dump(shared)
+    try:
+        for argv, expected in (
+            (["search", "x", "--db", str(private)], "cannot open"),
+            (["stats", "--db", str(private)], "permission denied"),
+            (["add", str(source), "--db", str(shared)], "cannot read"),
+            (["build", "--db", str(public_dir / "sub" / "new.db")], "permissions"),
+        ):
+            public_dir.chmod(0o755 if argv[0] == "build" else 0o777)
+            done = subprocess.run([*command, *argv], user=NOBODY, capture_output=True, text=True, cwd="/")
+            assert done.returncode == 1, (argv, done.stderr)
+            assert "Traceback" not in done.stderr and done.stderr.startswith("retrieval: error: "), done.stderr
+            assert expected in done.stderr, (argv, done.stderr)
+    finally:
+        public_dir.chmod(0o755)
+    assert dump(shared) == before
+
+
+def test_a_later_build_removes_only_its_own_stale_temporaries(tmp_path):
+    db = tmp_path / "x.db"
+    build(db=db)
+    dead = tmp_path / ".x.db.abc123.building"  # a killed build's: nobody holds its lock
+    dead.write_bytes(b"half an index")
+    Path(f"{dead}-journal").write_bytes(b"j")
+    foreign = [tmp_path / ".y.db.abc123.building", tmp_path / "x.db.building", tmp_path / ".x.db.notes"]
+    for path in foreign:
+        path.write_text("not ours")
+    live = files.TempIndex(db, ".building")  # a build still running: it holds its file's lock
+    try:
+        assert files.remove_stale_temporaries(db) == [dead]
+        assert not dead.exists() and not Path(f"{dead}-journal").exists()
+        assert live.path.exists() and all(path.exists() for path in foreign)
+    finally:
+        live.discard()
 
 
 # -- 4. hostile index files ------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import math
+import os
 import sqlite3
 from collections import namedtuple
 from collections.abc import Callable
@@ -54,14 +55,26 @@ def connect(path: Path, readonly: bool = True) -> sqlite3.Connection:
     dict, so the SQL text is what ``--sql`` prints.
     """
     try:
-        conn = sqlite3.connect(_uri(path) + ("?mode=ro" if readonly else ""), uri=True, check_same_thread=False)
-        if readonly:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opening is lazy: try it now
-    except sqlite3.OperationalError as exc:
-        if not readonly or not _cannot_share(exc):
+        conn = _open(_uri(path) + ("?mode=ro" if readonly else ""), readonly)
+    except sqlite3.DatabaseError as exc:
+        if not readonly or not isinstance(exc, sqlite3.OperationalError) or not _cannot_share(exc):
             raise store_error(exc, path, "open") from None
-        conn = sqlite3.connect(_uri(path) + "?mode=ro&immutable=1", uri=True, check_same_thread=False)
+        try:
+            conn = _open(_uri(path) + "?mode=ro&immutable=1", readonly)
+        except sqlite3.Error:
+            raise store_error(exc, path, "open") from None
     _register_functions(conn)
+    return conn
+
+
+def _open(uri: str, probe: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    if probe:
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opening is lazy: try it now
+        except BaseException:
+            conn.close()
+            raise
     return conn
 
 
@@ -95,11 +108,20 @@ def store_error(exc: BaseException, path: Path | str, doing: str) -> RetrievalEr
             f"cannot {doing} {path}: it is read-only ({exc}); a permissions problem: check that you may write to "
             "the file and its folder"
         )
+    if "unable to open" in text and os.path.exists(path) and not os.access(path, os.R_OK):
+        return StoreError(
+            f"cannot {doing} {path}: permission denied; a permissions problem: check that you may read it"
+        )
     if "unable to open" in text:
         return StoreError(
             f"cannot {doing} {path} ({exc}): check that the file and its folder exist and that you may read them"
         )
-    if "malformed" in text or "not a database" in text or "corrupt" in text:
+    if "not a database" in text:
+        return NotAnIndexError(
+            f"{path} is not a retrieval index ({exc}): choose another --db, or build one there with "
+            "`retrieval build --db PATH`"
+        )
+    if "malformed" in text or "corrupt" in text:
         return NotAnIndexError(f"{path} is damaged ({exc}): rebuild it with `retrieval build --db {path}`")
     if "disk i/o" in text:
         return StoreError(f"a disk error: cannot {doing} {path} ({exc}); check the disk (full, removed, read-only?)")
@@ -203,12 +225,9 @@ Rows = Callable[[str, str], list]
 
 def _read_revision_and_info(path: Path, rows: Rows | None = None) -> tuple[str, dict[str, str]]:
     conn = None
-    try:
-        if rows is None:
-            conn = sqlite3.connect(f"{_uri(path)}?mode=ro", uri=True)
-            rows = lambda name, sql: conn.execute(sql).fetchall()  # noqa: E731
-    except sqlite3.Error as exc:  # pragma: no cover - unreadable file
-        raise NotAnIndexError(f"{path} cannot be opened as SQLite ({exc})") from None
+    if rows is None:
+        conn = connect(path, readonly=True)
+        rows = lambda name, sql: conn.execute(sql).fetchall()  # noqa: E731
     try:
         tables = {row[0] for row in rows("open: the tables and indexes", TABLES_SQL)}
         if not {"alembic_version", "index_info", "papers"} <= tables:
@@ -221,6 +240,9 @@ def _read_revision_and_info(path: Path, rows: Rows | None = None) -> tuple[str, 
         if revision and revision[0][0] == HEAD_REVISION:
             _check_contents(path, tables, info, rows)
     except sqlite3.DatabaseError as exc:
+        error = store_error(exc, path, "read")
+        if isinstance(error, StoreError):  # locked, unreadable: not a question of what the file holds
+            raise error from None
         raise NotAnIndexError(
             f"{path} is not a retrieval index ({exc}): choose another --db, or build one there with "
             "`retrieval build --db PATH`"
