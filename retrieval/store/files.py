@@ -226,8 +226,11 @@ def swap_in(new: Path, target: Path, expected: tuple | None = None) -> None:
                 source.backup(dest)  # one write transaction on the target: readers see old or new, never a mix
             finally:
                 source.close()
-            dest.execute("PRAGMA busy_timeout = 0")
-            dest.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # best effort: a reader may hold the WAL for now
+            try:  # best effort, after the commit: a reader may hold the WAL for now, and its close checkpoints
+                dest.execute("PRAGMA busy_timeout = 0")
+                dest.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.OperationalError:
+                pass
         finally:
             dest.close()
     discard(new)
