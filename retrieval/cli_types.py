@@ -29,10 +29,6 @@ def positive_int(text: str) -> int:
     return _whole_number(text, 1, "a number of at least 1")
 
 
-def non_negative_int(text: str) -> int:
-    return _whole_number(text, 0, "0 or more")
-
-
 def bounded(name: str, least: int = 1):
     """A whole number from ``least`` to ``LIMITS[name]`` (the documented bound of that setting)."""
 
