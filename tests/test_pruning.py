@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from retrieval import Paper, RetrievalClient, Trace, add_papers, build_index, remove_papers
 from retrieval.bm25 import HEAD_IMPACT, drift, impact, impacts, tf_norm
-from retrieval.search.lexical import NEVER, below, choose_min_impacts
+from retrieval.search.lexical import LOOKUP_STAGES, NEVER, below, choose_min_impacts, stages
 from retrieval.search.query import QueryTerm
 from retrieval.store import bulk
 from retrieval.store.migrate import migrate
@@ -178,6 +178,15 @@ def test_stored_impacts_are_the_bm25_bound_of_each_posting(tmp_path):
     assert all(stored == actual for stored, actual in maxima)
 
 
+@pytest.fixture
+def always_pruned(monkeypatch):
+    """Every plan runs the pruned statement, however it is costed, so its exactness is what is tested."""
+    from retrieval.search import lexical
+
+    monkeypatch.setattr(lexical, "READ_COST", 0.0)
+    monkeypatch.setattr(lexical, "LOOKUP_COST", 0.0)
+
+
 def lexical_statements(db, query: str, k: int) -> list[str]:
     """The names of the statements a lexical top-k search ran, in order (from the client's tracer)."""
     trace = Trace()
@@ -186,7 +195,7 @@ def lexical_statements(db, query: str, k: int) -> list[str]:
     return [s.name for s in trace.statements if not s.name.startswith("open: ")]
 
 
-def test_a_pruned_search_runs_terms_threshold_and_top_k(tmp_path):
+def test_a_pruned_search_runs_terms_threshold_and_top_k(tmp_path, always_pruned):
     rng = random.Random(5)
     papers = [random_paper(rng, f"p{i:03d}") for i in range(50)]
     db = tmp_path / "s.db"
@@ -207,18 +216,114 @@ def _small_chunks_are_fine(monkeypatch):
     monkeypatch.setattr(bulk, "PARALLEL_MIN_PAPERS", 10**9)
 
 
-def test_a_whole_abstract_as_the_query_runs_the_plain_aggregation_and_is_exact(tmp_path):
+# A larger Zipf vocabulary for long queries: a whole abstract has tens to hundreds of distinct terms.
+LONG_VOCAB = [f"v{i}" for i in range(400)]
+LONG_WEIGHTS = [1.0 / (i + 1) ** 1.05 for i in range(400)]
+
+
+def zipf_paper(rng: random.Random, pid: str, length: tuple[int, int] = (20, 120)) -> Paper:
+    words = rng.choices(LONG_VOCAB, weights=LONG_WEIGHTS, k=rng.randint(*length))
+    return Paper(pid, " ".join(words[:8]), " ".join(words[8:]), year=2000, source="t")
+
+
+def long_queries(rng: random.Random, papers: dict[str, Paper], n: int = 4) -> list[str]:
+    """Random bags of up to 300 tokens (repeats included, some not in the index) and pasted texts: a paper's
+    own title and abstract, with punctuation and case as a user pastes them."""
+    queries = []
+    for _ in range(n):
+        tokens = rng.choices(LONG_VOCAB, weights=LONG_WEIGHTS, k=rng.randint(1, 300))
+        tokens += ["unindexed"] * rng.randint(0, 2)
+        queries.append(" ".join(tokens))
+    pasted = papers[rng.choice(sorted(papers))]
+    queries.append(f"{pasted.title.upper()}. {pasted.abstract.replace(' ', ', ', 3)} (see [1]).")
+    return queries
+
+
+def plans_used(db, queries: list[str], k: int) -> list[str]:
+    """The name of the top-k statement each query ran."""
+    names = []
+    for query in queries:
+        ran = lexical_statements(db, query, k)
+        names.append(next(name for name in ran if name.startswith("lexical: top-k")))
+    return names
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 10_000))
+def test_long_and_pasted_queries_are_exact_before_and_after_adds_and_removes(tmp_path, always_pruned, seed):
+    rng = random.Random(seed)
+    papers = {f"p{i:03d}": zipf_paper(rng, f"p{i:03d}") for i in range(rng.randint(20, 150))}
+    db = tmp_path / f"l{seed}.db"
+    build_index(papers.values(), db)
+    queries = long_queries(rng, papers)
+    check_exact(db, papers, queries, ks=(1, 10, 30))
+    assert set(plans_used(db, queries, 10)) == {"lexical: top-k"}
+    longer = {f"x{i:03d}": zipf_paper(rng, f"x{i:03d}", (100, 250)) for i in range(rng.randint(1, 40))}
+    add_papers(longer.values(), db)
+    papers.update(longer)
+    check_exact(db, papers, queries, ks=(1, 10, 30))
+    gone = rng.sample(sorted(papers), len(papers) // 3)
+    remove_papers(gone, db)
+    for pid in gone:
+        del papers[pid]
+    check_exact(db, papers, long_queries(rng, papers), ks=(1, 10, 30))
+
+
+def test_a_whole_abstract_as_the_query_runs_the_pruned_plan_and_is_exact(tmp_path):
+    # Costed as shipped. Every abstract has the same thirty function words (as "the", "of" and "a" are in nearly
+    # every real one) and a few topical words: a pasted abstract's common terms cover most of its postings but
+    # weigh almost nothing, so the plan looks them up instead of reading them. A silent fallback to the plain
+    # aggregation fails this test.
     rng = random.Random(21)
-    papers = {f"p{i:03d}": random_paper(rng, f"p{i:03d}") for i in range(150)}
+    function_words = [f"f{i}" for i in range(30)]
+    topical = [f"t{i}" for i in range(1500)]
+    papers = {}
+    for i in range(1200):
+        words = rng.sample(function_words, 28) + rng.choices(topical, k=12) + rng.choices(function_words, k=10)
+        rng.shuffle(words)
+        papers[f"p{i:04d}"] = Paper(f"p{i:04d}", " ".join(words[:6]), " ".join(words[6:]), source="t")
     db = tmp_path / "long.db"
     build_index(papers.values(), db)
-    query = " ".join(rng.sample(VOCAB, 40))
+    queries = [papers["p0007"].text, papers["p0100"].text + " " + papers["p0200"].text]
     with RetrievalClient(db=db) as client:
-        plan = client.lexical.plan(query, 10)
-    assert not plan.pruned
-    names = lexical_statements(db, query, 10)
-    assert names[2:-1] == ["lexical: the query's terms", "lexical: top-k (plain aggregation)"]
+        for query in queries:
+            plan = client.lexical.plan(query, 10)
+            assert plan.pruned and sum(1 for m in plan.min_impacts.values() if m > 0) >= 20, plan
+    assert plans_used(db, queries, 10) == ["lexical: top-k", "lexical: top-k"]
+    check_exact(db, papers, queries, ks=(10, 50))
+
+
+def test_a_plan_dearer_than_reading_everything_runs_the_plain_aggregation(tmp_path, monkeypatch):
+    from retrieval.search import lexical
+
+    rng = random.Random(4)
+    papers = {f"p{i:03d}": zipf_paper(rng, f"p{i:03d}") for i in range(200)}
+    db = tmp_path / "dear.db"
+    build_index(papers.values(), db)
+    query = papers["p0001" if "p0001" in papers else "p001"].text
+    monkeypatch.setattr(lexical, "READ_COST", 1e9)
+    with RetrievalClient(db=db) as client:
+        assert not client.lexical.plan(query, 10).pruned
+    assert plans_used(db, [query], 10) == ["lexical: top-k (plain aggregation)"]
     check_exact(db, papers, [query])
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 10**6), st.floats(0.01, 20), st.integers(1, 2500), st.sampled_from([0, 1250, NEVER])),
+        max_size=60,
+        unique_by=lambda t: t[0],
+    )
+)
+def test_lookup_stages_partition_the_looked_up_terms_largest_bound_first(spec):
+    terms = tuple(QueryTerm(f"t{i}", i, 10, 1, w, m, 1e-3) for i, w, m, _ in spec)
+    min_impacts = {i: mi for i, _, _, mi in spec}
+    groups = stages(terms, min_impacts)
+    assert len(groups) == LOOKUP_STAGES
+    flat = [t for group in groups for t in group]
+    assert sorted(t.term_id for t in flat) == sorted(i for i, _, _, mi in spec if mi > 0)
+    bounds = [below(t, min_impacts[t.term_id]) for t in flat]
+    assert bounds == sorted(bounds, reverse=True)
 
 
 def test_a_second_threshold_sample_keeps_the_answer_exact(tmp_path, monkeypatch):

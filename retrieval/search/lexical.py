@@ -12,18 +12,24 @@ How a top-k query runs (all statements in one read snapshot):
 1. ``TERMS_SQL`` looks up the query's terms (``weigh``): id, df, largest stored impact. A posting of term t
    contributes at most ``weight(t) * impact / 1000 * drift``, with ``drift = max(1, avgdl / impact_avgdl)``,
    which keeps stored impacts bounds after adds (see ``retrieval.bm25.drift``).
-2. ``THRESHOLD_SQL`` scores exactly a sample: the best-impact papers of the rarest terms (read whole when rare,
-   from their head otherwise); the k-th best of those scores, the *threshold*, is a lower bound of the final
-   k-th score. A plan that would still read many postings first draws a second, larger sample from the heads of
-   the terms it would read (each sample's k-th score is a lower bound, so the larger one is kept).
+2. ``THRESHOLD_SQL`` scores exactly a sample: the best-impact papers of the ``SAMPLE_TERMS`` terms of largest
+   bound (read whole when rare, from their head otherwise), ranked by what those terms give them, the best
+   ``SCORED`` of them scored over every query term; the k-th best of those scores, the *threshold*, is a lower
+   bound of the final k-th score. A plan that would still read many postings first draws a second, larger
+   sample from the heads of the terms it would read (each sample's k-th score is a lower bound, so the larger
+   one is kept).
 3. ``choose_min_impacts`` decides, per term, the smallest impact read: 0 (the whole list), ``HEAD_IMPACT``
    (its head, through the partial index ``ix_term_freq_head``) or ``NEVER`` (looked up only), greedily by
    bound removed per posting read, until a paper none of whose read postings was found provably scores
-   below the threshold.
+   below the threshold. This is MaxScore's split into essential terms (read) and non-essential ones (looked
+   up), with a third, middle choice; a long query's common terms have small weights (qtf x idf), so they are
+   the ones looked up.
 4. ``TOP_K_SQL`` groups the read postings by paper, keeps the papers whose partial score plus the unread
-   terms' bounds can reach the threshold, adds the unread terms' exact contributions by primary-key lookups,
-   and returns the best k, ties by paper id. Queries with more than ``MAX_PRUNED_TERMS`` distinct terms, or
-   whose plan is expected to cost more than reading everything, run ``EXHAUSTIVE_SQL`` instead.
+   terms' bounds can reach the threshold, then adds the unread terms' exact contributions by primary-key
+   lookups in ``LOOKUP_STAGES`` stages (``stages``: the terms of largest unread bound first), dropping after each
+   stage the papers that can no longer reach the threshold, and returns the best k, ties by paper id. A query
+   of any length is planned; when the plan is expected to cost more than reading everything
+   (``estimated_cost``), ``EXHAUSTIVE_SQL`` runs instead.
 
 The top k is ranked on scores rounded to ``SCORE_DECIMALS`` (10) places, ties by paper id: two papers whose sums
 differ only by the order of their terms' additions (an ulp) tie, as they do mathematically. Every paper left
@@ -61,37 +67,51 @@ WITH weighted_terms AS MATERIALIZED (
     FROM json_each(:weights)
 )"""
 
-#: How many of the rarest query terms give the papers of the first threshold sample.
-SAMPLE_TERMS = 4
+#: ``min_impact`` of a term whose postings are only looked up, never read (above any impact).
+NEVER = 1 << 30
+
+#: How many query terms (those of largest bound) give the papers of a threshold sample.
+SAMPLE_TERMS = 8
 
 
 def _sample_slot(slot: int) -> str:
     # Either branch is empty when its parameter is -1: a rare term is read whole, a common one from its head.
     return f"""\
-    SELECT doc_id FROM (
-        SELECT doc_id
-        FROM term_freq
-        WHERE term_id = :scan_{slot}
-        ORDER BY impact DESC, doc_id
+    SELECT doc_id, :weight_{slot} * part AS part FROM (
+        SELECT tf.doc_id,
+               {TF_NORM_SQL} AS part
+        FROM term_freq AS tf
+        WHERE tf.term_id = :scan_{slot}
+        ORDER BY tf.impact DESC, tf.doc_id
         LIMIT :sample_size
     )
-    UNION
-    SELECT doc_id FROM (
-        SELECT doc_id
-        FROM term_freq INDEXED BY ix_term_freq_head
-        WHERE term_id = :head_{slot}
-          AND impact >= {HEAD_IMPACT}
-        ORDER BY impact DESC
+    UNION ALL
+    SELECT doc_id, :weight_{slot} * part AS part FROM (
+        SELECT tf.doc_id,
+               {TF_NORM_SQL} AS part
+        FROM term_freq AS tf INDEXED BY ix_term_freq_head
+        WHERE tf.term_id = :head_{slot}
+          AND tf.impact >= {HEAD_IMPACT}
+        ORDER BY tf.impact DESC
         LIMIT :sample_size
     )"""
 
 
-_SAMPLE = "\n    UNION\n".join(_sample_slot(slot) for slot in range(1, SAMPLE_TERMS + 1))
+_SAMPLE = "\n    UNION ALL\n".join(_sample_slot(slot) for slot in range(1, SAMPLE_TERMS + 1))
 
+# The sampled papers are ranked by what the sampled terms give them, and only the best ``:scored`` are scored
+# exactly (a lookup per query term each), so a long query's sample stays cheap.
 THRESHOLD_SQL = f"""\
 {_WEIGHTED_TERMS},
-sample AS (
+slots AS (
 {_SAMPLE}
+),
+sample AS MATERIALIZED (
+    SELECT doc_id
+    FROM slots
+    GROUP BY doc_id
+    ORDER BY sum(part) DESC, doc_id
+    LIMIT :scored
 ),
 sample_scores AS (
     SELECT s.doc_id,
@@ -110,6 +130,43 @@ SELECT score
 FROM sample_scores
 ORDER BY score DESC
 LIMIT 1 OFFSET :k - 1"""
+
+#: Lookup stages of the pruned top k: the terms looked up are split into this many groups, largest bound first,
+#: and a paper whose partial score plus the bounds still unread cannot reach the threshold is dropped after each.
+LOOKUP_STAGES = 4
+
+
+def _lookup_stage(stage: int) -> str:
+    source = "candidates" if stage == 1 else f"stage_{stage - 1}"
+    return f"""\
+stage_{stage} AS MATERIALIZED (
+    SELECT c.doc_id,
+           c.partial + coalesce((
+               SELECT sum(p.weight * (
+                   SELECT {TF_NORM_SQL}
+                   FROM term_freq AS tf
+                   WHERE tf.term_id = p.term_id
+                     AND tf.doc_id = c.doc_id
+                     AND tf.impact < p.min_impact
+               ))
+               FROM lookups_{stage} AS p
+           ), 0.0) AS partial
+    FROM {source} AS c
+    WHERE c.partial >= :need_{stage}
+)"""
+
+
+def _lookup_terms(stage: int) -> str:
+    return f"""\
+lookups_{stage} AS MATERIALIZED (
+    SELECT value ->> 0 AS term_id,
+           value ->> 1 AS min_impact,
+           value ->> 2 AS weight
+    FROM json_each(:lookups_{stage})
+)"""
+
+
+_STAGES = ",\n".join(_lookup_terms(i) + ",\n" + _lookup_stage(i) for i in range(1, LOOKUP_STAGES + 1))
 
 TOP_K_SQL = f"""\
 WITH plan AS MATERIALIZED (
@@ -130,29 +187,21 @@ seen AS (
     FROM plan AS p
     CROSS JOIN term_freq AS tf INDEXED BY ix_term_freq_head
         ON tf.term_id = p.term_id AND tf.impact >= {HEAD_IMPACT} AND tf.impact >= p.min_impact
-    WHERE p.min_impact >= {HEAD_IMPACT}
+    WHERE p.min_impact >= {HEAD_IMPACT} AND p.min_impact < {NEVER}
 ),
-candidates AS (
+candidates AS MATERIALIZED (
     SELECT doc_id,
            sum(part) AS partial
     FROM seen
     GROUP BY doc_id
     HAVING partial >= :min_partial
-)
+),
+{_STAGES}
 SELECT dl.paper_id,
-       c.partial + coalesce((
-           SELECT sum(p.weight * (
-               SELECT {TF_NORM_SQL}
-               FROM term_freq AS tf
-               WHERE tf.term_id = p.term_id
-                 AND tf.doc_id = c.doc_id
-                 AND tf.impact < p.min_impact
-           ))
-           FROM plan AS p
-           WHERE p.min_impact > 0
-       ), 0.0) AS score
-FROM candidates AS c
+       c.partial AS score
+FROM stage_{LOOKUP_STAGES} AS c
 CROSS JOIN doc_len AS dl ON dl.doc_id = c.doc_id
+WHERE c.partial >= :threshold
 ORDER BY round(score, {SCORE_DECIMALS}) DESC, dl.paper_id
 LIMIT :k"""
 
@@ -195,16 +244,19 @@ SAMPLE_SIZE = 16
 SCAN_SAMPLE_MAX_DF = 4096
 #: The share of a term's postings assumed to be in its head, to weigh reading the head against the whole list.
 HEAD_SHARE = 0.2
-#: ``min_impact`` of a term whose postings are only looked up, never read (above any impact).
-NEVER = 1 << 30
-#: Queries with more distinct indexed terms than this run the plain aggregation without planning.
-MAX_PRUNED_TERMS = 24
+#: Papers of a threshold sample scored exactly (at least twice k): the best of the sample by its terms' part.
+SCORED = 32
 #: A plan expected to read more postings than this draws a second, larger threshold sample first.
 REFINE_ABOVE = 20_000
 #: Best-impact papers per term in that second sample.
 REFINE_SAMPLE_SIZE = 256
-#: A primary-key lookup of one unread term for one kept paper, in units of one posting read and grouped.
-LOOKUP_COST = 0.5
+#: Costs of the pruned statement in units of one posting of the plain aggregation (read and grouped), fitted to
+#: timings on the benchmark corpora: a posting read into the pruned statement's candidates (it is materialised
+#: and filtered as well), and one primary-key lookup of an unread term for one kept paper.
+READ_COST = 2.5
+LOOKUP_COST = 0.2
+#: The pruned statement runs when its estimated cost is at most this share of the plain aggregation's.
+PRUNE_MARGIN = 0.5
 
 
 def below(term: QueryTerm, min_impact: int) -> float:
@@ -295,17 +347,18 @@ def _scoring(wq: WeightedQuery) -> dict:
     return {"k1": stats.k1, "b": stats.b, "avgdl": stats.avgdl}
 
 
-def _sample(terms: list[QueryTerm], size: int) -> dict:
+def _sample(terms: list[QueryTerm], size: int, scored: int) -> dict:
     """Parameters of ``THRESHOLD_SQL`` for the first ``SAMPLE_TERMS`` of ``terms``, each read whole or from its
-    head (-1: unused)."""
-    slots: dict[str, int] = {}
+    head (-1: unused), ``size`` papers each, of which the best ``scored`` are scored exactly."""
+    slots: dict[str, int | float] = {}
     chosen = terms[:SAMPLE_TERMS]
     for i in range(1, SAMPLE_TERMS + 1):
         t = chosen[i - 1] if i <= len(chosen) else None
         whole = t is not None and t.df <= SCAN_SAMPLE_MAX_DF
         slots[f"scan_{i}"] = t.term_id if whole else -1
         slots[f"head_{i}"] = t.term_id if t is not None and not whole else -1
-    return {**slots, "sample_size": size}
+        slots[f"weight_{i}"] = t.weight if t is not None else 0.0
+    return {**slots, "sample_size": size, "scored": scored}
 
 
 def _threshold(snap: Snapshot, wq: WeightedQuery, sample: dict, k: int, name: str) -> float:
@@ -315,33 +368,76 @@ def _threshold(snap: Snapshot, wq: WeightedQuery, sample: dict, k: int, name: st
     return max(0.0, row[0] * (1.0 - BOUND_SLACK) - TIE_SLACK) if row and row[0] is not None else 0.0
 
 
+def bound_order(terms: tuple[QueryTerm, ...] | list[QueryTerm]) -> list[QueryTerm]:
+    """``terms`` by the most one posting can contribute, largest first (ties by term id)."""
+    return sorted(terms, key=lambda t: (-below(t, NEVER), t.term_id))
+
+
+def estimated_cost(terms: tuple[QueryTerm, ...], min_impacts: dict[int, int], n_papers: int) -> float:
+    """The pruned statement's rough cost, in postings of the plain aggregation: the postings it reads
+    (``READ_COST`` each) and a lookup (``LOOKUP_COST``) per term of each stage per paper still kept, assuming
+    every paper read is kept into the first stage and a quarter of them into each later one."""
+    read = sum(cost(t, min_impacts[t.term_id]) for t in terms)
+    kept = min(float(n_papers), read)
+    lookups = 0.0
+    for group in stages(terms, min_impacts):
+        lookups += kept * len(group)
+        kept /= 4.0
+    return READ_COST * read + LOOKUP_COST * lookups
+
+
 def plan(snap: Snapshot, wq: WeightedQuery, k: int, sample_size: int = SAMPLE_SIZE) -> Plan:
     """The plan of ``wq``'s top ``k`` (runs ``THRESHOLD_SQL`` once or twice)."""
     terms = wq.terms
-    if len(terms) > MAX_PRUNED_TERMS:  # a whole abstract as the query: nearly every list is read anyway
-        return Plan(0.0, dict.fromkeys((t.term_id for t in terms), 0), float("-inf"), pruned=False)
-    rarest = sorted(terms, key=lambda t: (t.df, t.term_id))
-    threshold = _threshold(snap, wq, _sample(rarest, max(sample_size, k)), k, "lexical: threshold")
+    scored = max(SCORED, 2 * k)
+    by_bound = bound_order(terms)
+    threshold = _threshold(snap, wq, _sample(by_bound, max(sample_size, k), scored), k, "lexical: threshold")
     min_impacts = choose_min_impacts(terms, threshold)
     refined = False
     if sum(cost(t, min_impacts[t.term_id]) for t in terms) > REFINE_ABOVE:
         # An expensive plan: a second, larger sample from the heads of the terms it would read raises the
         # threshold (each sample's k-th score is a lower bound of the true one), and often the plan becomes cheap.
         costly = sorted(terms, key=lambda t: (-cost(t, min_impacts[t.term_id]), t.term_id))
-        second = _threshold(
-            snap, wq, _sample(costly, max(REFINE_SAMPLE_SIZE, k)), k, "lexical: threshold, second sample"
-        )
+        sample = _sample(costly, max(REFINE_SAMPLE_SIZE, k), scored)
+        second = _threshold(snap, wq, sample, k, "lexical: threshold, second sample")
         if second > threshold:
             threshold, refined = second, True
             min_impacts = choose_min_impacts(terms, threshold)
     unread = sum(below(t, min_impacts[t.term_id]) for t in terms)
-    # Rough costs in postings handled: the pruned statement reads some lists and looks the other terms up for
-    # each paper it keeps; the plain aggregation reads every list once.
-    read = sum(cost(t, min_impacts[t.term_id]) for t in terms)
-    looked_up = sum(1 for t in terms if min_impacts[t.term_id] > 0)
-    pruned = read * (1.0 + LOOKUP_COST * looked_up) < sum(t.df for t in terms)
+    # The plain aggregation reads every list once; the pruned statement is chosen when it is expected to do at
+    # most PRUNE_MARGIN as much (its estimate is rough, and wrong the other way costs more than the plain one).
+    pruned = estimated_cost(terms, min_impacts, wq.stats.n_papers) < PRUNE_MARGIN * sum(t.df for t in terms)
     min_partial = threshold - unread if threshold > 0 else float("-inf")
     return Plan(threshold, min_impacts, min_partial, pruned, refined)
+
+
+def stages(terms: tuple[QueryTerm, ...], min_impacts: dict[int, int]) -> list[list[QueryTerm]]:
+    """The terms a pruned plan looks up (those not read whole), in ``LOOKUP_STAGES`` groups: largest unread bound
+    first, the groups growing (an eighth, an eighth, a quarter, a half), so the papers that cannot reach the
+    threshold are dropped after the few lookups that lower their bound most."""
+    looked_up = sorted(
+        (t for t in terms if min_impacts[t.term_id] > 0), key=lambda t: (-below(t, min_impacts[t.term_id]), t.term_id)
+    )
+    n = len(looked_up)
+    edges = [0, -(-n // 8), -(-n // 4), -(-n // 2), n]
+    return [looked_up[edges[i] : edges[i + 1]] for i in range(LOOKUP_STAGES)]
+
+
+def top_k_params(wq: WeightedQuery, chosen: Plan, k: int) -> dict:
+    """The parameters of ``TOP_K_SQL`` for ``chosen``: the read plan, each lookup stage's terms and the partial
+    score a paper needs before each stage (the threshold less the bounds of the terms not yet looked up)."""
+    mi = chosen.min_impacts
+    entries = [[t.term_id, mi[t.term_id], t.weight] for t in wq.terms]
+    groups = stages(wq.terms, mi)
+    threshold = chosen.threshold if chosen.threshold > 0 else float("-inf")
+    remaining = sum(below(t, mi[t.term_id]) for group in groups for t in group)
+    params = {"plan": json.dumps(entries), **_scoring(wq), "min_partial": chosen.min_partial, "k": k}
+    for i, group in enumerate(groups, start=1):
+        params[f"need_{i}"] = threshold - remaining
+        params[f"lookups_{i}"] = json.dumps([[t.term_id, mi[t.term_id], t.weight] for t in group])
+        remaining -= sum(below(t, mi[t.term_id]) for t in group)
+    params["threshold"] = threshold
+    return params
 
 
 def top_papers(
@@ -356,10 +452,7 @@ def top_papers(
         params = {"weights": wq.weights_json, **_scoring(wq), "k": k}
         rows = snap.rows("lexical: top-k (plain aggregation)", EXHAUSTIVE_SQL, params)
     else:
-        weight = {t.term_id: t.weight for t in wq.terms}
-        entries = [[term_id, chosen.min_impacts[term_id], weight[term_id]] for term_id in sorted(weight)]
-        params = {"plan": json.dumps(entries), **_scoring(wq), "min_partial": chosen.min_partial, "k": k}
-        rows = snap.rows("lexical: top-k", TOP_K_SQL, params)
+        rows = snap.rows("lexical: top-k", TOP_K_SQL, top_k_params(wq, chosen, k))
     return [(pid, score) for pid, score in rows], chosen
 
 
