@@ -507,3 +507,32 @@ def test_cacm_dev_set(tmp_path):
     bm25 = report.modes["bm25"]
     assert 0.2 < bm25["ndcg@10"] < 0.6 and 0.0 < bm25["pooled_recall"]["@50"] <= bm25["pooled_recall"]["@100"]
     assert report.modes["blend-1hop"]["candidates_mean"] < report.modes["blend-2hop"]["candidates_mean"]
+
+
+def test_blend_modes_sharing_a_memo_rank_as_they_do_alone(citation_files, citation_run):
+    # The candidates' BM25 scores are computed once per query and shared by its modes: the results are the same
+    # as without the memo, and a mode that reuses scores is charged for them.
+    from retrieval.eval.modes import MODES as REGISTRY
+    from retrieval.eval.records import LexicalPass
+    from retrieval.search.memo import QueryMemo
+    from retrieval.search.query import Query
+
+    _, base = citation_run
+    corpus, queries = citation_files
+    text = json.loads(queries.read_text().splitlines()[0])["query"]
+    with RetrievalClient(only_index(base / "cache")) as client:
+        bm25 = client.lexical.search(text, 10)  # short, so the graph's candidates need scoring
+        alone = LexicalPass(Query.parse(text), bm25, len(bm25))
+        shared = LexicalPass(Query.parse(text), bm25, len(bm25), memo=QueryMemo())
+        charges = []
+        for name in ("blend-2hop", "blend-1hop", "policy", "rel-all"):
+            mode = REGISTRY[name]
+            expected = mode.run(client, alone, client.config, 100)
+            got = mode.run(client, shared, client.config, 100)
+            assert (got.ranking, got.candidates, got.distances) == (
+                expected.ranking,
+                expected.candidates,
+                expected.distances,
+            )
+            charges.append(shared.memo.take_charge())
+    assert charges[0] == 0.0 and charges[1] > 0  # one hop reaches a subset of what two hops reached

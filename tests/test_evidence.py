@@ -634,3 +634,30 @@ def test_settings_are_checked():
     with pytest.raises(ConfigError, match="seeds_per_subquery"):
         EvidenceConfig(seeds_per_subquery=0)
     assert age(None, 2003, 1990) == 14 and age(2005, 2003, 1990) == 1 and age(2003, None, None) == 1
+
+
+def test_evidence_modes_sharing_a_memo_answer_as_they_do_alone(client):
+    # The eight evidence modes of one query share its edge support through a memo: each answers exactly as it
+    # does alone, and a mode that reuses support is charged the seconds the first one spent on it.
+    from retrieval.search.memo import QueryMemo
+
+    bm25 = client.lexical.search(QUERY, 100)
+    alone = LexicalPass(Query.parse(QUERY), bm25, len(bm25))
+    shared = LexicalPass(Query.parse(QUERY), bm25, len(bm25), memo=QueryMemo())
+    modes = evidence_modes()
+    for name in ("evidence-ppr", "evidence-salsa", "evidence-ppr-noprune", "evidence-salsa-noprune-qyear"):
+        mode = replace(modes[name], settings=EvidenceConfig(theta=0.2), costs=[])
+        expected = mode.run(client, alone, None, 60)
+        got = replace(mode, costs=[]).run(client, shared, None, 60)
+        assert (got.ranking, got.candidates, got.distances) == (
+            expected.ranking,
+            expected.candidates,
+            expected.distances,
+        )
+        charged = shared.memo.take_charge()
+        assert (charged > 0) == (name != "evidence-ppr"), name  # only the first computed the support
+    assert len(shared.memo.support) == 1
+    run = explain(client, QUERY, config=EvidenceConfig(theta=0.2, ranker="salsa"), lexical=bm25, memo=shared.memo)
+    fresh = explain(client, QUERY, config=EvidenceConfig(theta=0.2, ranker="salsa"), lexical=bm25)
+    assert run.ranking == fresh.ranking and run.scorer_calls == fresh.scorer_calls == run.size.scorer_bound
+    assert {k: e.weight for k, e in run.edges.items()} == {k: e.weight for k, e in fresh.edges.items()}

@@ -66,7 +66,7 @@ class EvidenceMode:
 
     def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
         cfg, fallback = self.config_for(query, depth)
-        run = explain(client, query.text, config=cfg, lexical=query.bm25)
+        run = explain(client, query.text, config=cfg, lexical=query.bm25, memo=query.memo)
         ranking = backfilled(run, query.bm25, depth, self.backfill)
         distances = {pid: 0 if node.seed is not None else 1 for pid, node in run.nodes.items()}
         self.costs.append(

@@ -72,7 +72,7 @@ class BlendMode:
 
     def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
         cfg = self.settings(config)
-        result = client.rank(query.query, query.bm25, cfg, limit=None, full=False)
+        result = client.rank(query.query, query.bm25, cfg, limit=None, full=False, memo=query.memo)
         ranking = [r.paper.id for r in result.ranked[:depth]]
         distances = {r.paper.id: r.graph_distance for r in result.ranked if r.graph_distance is not None}
         gate = result.expansion.get("gate", {})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..search.memo import QueryMemo
 from ..search.query import Query
 
 
@@ -17,6 +18,8 @@ class LexicalPass:
     bm25: list[tuple[str, float]]
     matching: int
     year: int | None = None  # the query paper's year, where the query is a paper
+    #: work the modes of this query share (candidates' BM25 scores, edge support); see retrieval.search.memo
+    memo: QueryMemo | None = field(default=None, compare=False, repr=False)
 
     @property
     def text(self) -> str:

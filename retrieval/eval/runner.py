@@ -20,6 +20,7 @@ from .. import __version__
 from ..config import RetrievalConfig
 from ..errors import ConfigError, InputError, StoreError
 from ..search.client import RetrievalClient
+from ..search.memo import QueryMemo
 from ..search.query import Query
 from .cache import CachedIndex, cache_key, ensure_index, file_sha256, index_identity, resolve_cache_dir
 from .graphrag import by_hop, by_seed_quality
@@ -121,7 +122,9 @@ def evaluate(
     progress: Progress | None = None,
 ) -> list[QueryRun]:
     """Every mode on every query. BM25 runs once per query (timed, shared by all modes); the count of matching
-    papers is taken afterwards and not timed. A mode's latency is the BM25 pass plus its own work."""
+    papers is taken afterwards and not timed. A mode's latency is the BM25 pass plus its own work; the
+    candidates' BM25 scores and the evidence graph's edge support are computed once per query and shared by the
+    modes that need the same ones (``retrieval.search.memo``), each reuse charged back to the reusing mode."""
     runs: list[QueryRun] = []
     depth = max(LEXICAL_DEPTH, config.top_k_lexical)
     total = len(evalset.queries)
@@ -132,14 +135,15 @@ def evaluate(
         lexical_seconds = time.perf_counter() - started
         with client.snapshot() as snap:
             matching = snap.one("eval: papers matching the query", MATCHING_SQL, {"terms": parsed.distinct_json})[0]
-        shared = LexicalPass(parsed, bm25, matching, query.year)
+        shared = LexicalPass(parsed, bm25, matching, query.year, QueryMemo())
         ids = [pid for pid, _ in bm25]
         seeds = ids[: config.top_k_lexical]
         run = QueryRun(query.qid, query.relevant, ids[:LEXICAL_DEPTH], seeds, matching, lexical_seconds)
         for mode in modes:
             started = time.perf_counter()
             out = mode.run(client, shared, config, LEXICAL_DEPTH)
-            seconds = lexical_seconds + time.perf_counter() - started
+            # Work reused from an earlier mode of this query is charged back: the latency stays the mode's own.
+            seconds = lexical_seconds + time.perf_counter() - started + shared.memo.take_charge()
             hops = None if out.distances is None else hop_counts(out.distances, query.relevant)
             run.answers[mode.name] = ModeAnswer(
                 out.ranking, out.candidates, hops, seconds, out.graph_added, out.gate_fired, out.costs

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from ..errors import RetrievalError
 from ..search.client import RetrievalClient
+from ..search.memo import QueryMemo
 from ..search.query import Query
 from .config import EvidenceConfig, age
 from .graph import EvidenceGraph, build_graph
@@ -40,13 +41,16 @@ def explain(
     scorer: SupportScorer | None = None,
     lexical: list[tuple[str, float]] | None = None,
     save: bool = False,
+    memo: QueryMemo | None = None,
 ) -> EvidenceRun:
     """Rank papers for ``query`` by the evidence graph of its seeds, and say why each paper is where it is.
 
     ``subqueries``, ``plan`` (a file) and ``planner`` (``Callable[[str], list[str]]``) add sub-queries after the
     query itself; ``seeds`` replaces the lexical seeds by the given paper ids (an ablation); ``scorer`` replaces
     the offline TF-IDF scorer; ``lexical`` is the query's BM25 list when the caller already has it at least
-    ``seed_pool`` deep. ``save`` stores the run in the index file and sets ``run_id``.
+    ``seed_pool`` deep. ``save`` stores the run in the index file and sets ``run_id``. ``memo``
+    (``retrieval.search.memo``, one query against an unchanging index) shares the edge support between runs
+    whose graphs, claims and theta are the same (an evaluation's evidence modes), with the default scorer only.
     """
     cfg = config or EvidenceConfig()
     clock = _Clock()
@@ -78,11 +82,24 @@ def explain(
         clock.lap("graph")
 
         counting = CountingScorer(scorer or TfidfCosineScorer(snap))
-        counting.prepare(sorted({claim for paper_claims in claims.values() for claim in paper_claims}))
-    support = score_edges(graph.edges, claims, counting, cfg.theta)
-    if counting.calls != size.scorer_bound:
+        # Edge support depends only on the edges, the papers' claims and theta: runs that differ in ranker,
+        # pruning or recency but share a graph (an evaluation's evidence modes) compute it once.
+        key = (tuple(graph.edges), cfg.theta, cfg.max_claims) if memo is not None and scorer is None else None
+        shared = memo.support.get(key) if key is not None else None
+        if shared is None:
+            began = time.perf_counter()
+            counting.prepare(sorted({claim for paper_claims in claims.values() for claim in paper_claims}))
+    if shared is None:
+        support = score_edges(graph.edges, claims, counting, cfg.theta)
+        calls = counting.calls
+        if key is not None:
+            memo.support[key] = (support, calls, time.perf_counter() - began)
+    else:
+        support, calls, seconds = shared
+        memo.charge(seconds)
+    if calls != size.scorer_bound:
         raise RetrievalError(
-            f"the scorer was called {counting.calls:,} times, not the announced {size.scorer_bound:,}: "
+            f"the scorer was called {calls:,} times, not the announced {size.scorer_bound:,}: "
             "this is a bug in the evidence pipeline, please report it"
         )
     clock.lap("support")
@@ -110,7 +127,7 @@ def explain(
         edges=edges,
         ranking=ranking,
         scorer=counting.name,
-        scorer_calls=counting.calls,
+        scorer_calls=calls,
         iterations=walk.iterations if walk else 0,
         health=_health(seed_list, graph, edges, cfg),
         timings_ms=clock.laps,

@@ -22,6 +22,10 @@ from .graph import CitationGraph, walk
 from .lexical import BM25Index
 from .query import Query, WeightedQuery
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a query process starts faster)
+if TYPE_CHECKING:
+    from .memo import QueryMemo
+
 # What the blend needs of every candidate; the rest is loaded for the returned entries only.
 CANDIDATES_SQL = """\
 SELECT p.id,
@@ -161,16 +165,19 @@ class RetrievalClient:
         config: RetrievalConfig | None = None,
         limit: int | None = None,
         full: bool = True,
+        memo: QueryMemo | None = None,
     ) -> RetrievalResult:
         """The gate, the graph pass and the blend for a BM25 list already computed (``(id, bm25)``, best first).
 
         Its first ``top_k_lexical`` entries are the seeds; the expansion ranking also ranks its first
-        ``lexical_depth``. An evaluation computes the list once and passes it to every mode.
+        ``lexical_depth``. An evaluation computes the list once and passes it to every mode, with a ``memo``
+        (``retrieval.search.memo``) that keeps the candidates' BM25 scores for the next mode of the same query.
         """
         cfg = config or self.config
         start = time.perf_counter()
         with self.snapshot() as snap:
-            return self._rank(snap, lexical.weigh(snap, Query.parse(query)), hits, cfg, limit, full, start)
+            wq = lexical.weigh(snap, Query.parse(query))
+            return self._rank(snap, wq, hits, cfg, limit, full, start, memo)
 
     def _candidates(self, snap: Snapshot, wq: WeightedQuery, hits: list[tuple[str, float]], cfg: RetrievalConfig):
         """Each candidate's graph distance and graph score, its reaches, and the expansion's report."""
@@ -195,10 +202,18 @@ class RetrievalClient:
         report["candidates_added"] = len(distances) - listed  # beyond the BM25 list
         return distances, grown.evidence, grown.reaches, report
 
-    def _rank(self, snap, wq, hits, cfg, limit, full, start) -> RetrievalResult:
+    def _rank(self, snap, wq, hits, cfg, limit, full, start, memo: QueryMemo | None = None) -> RetrievalResult:
         distances, graph_scores, reaches, report = self._candidates(snap, wq, hits, cfg)
         known = dict(hits)
-        bm25 = {**lexical.scores_for(snap, wq, [pid for pid in distances if pid not in known]), **known}
+        missing = [pid for pid in distances if pid not in known]
+        if memo is None:
+            bm25 = {**lexical.scores_for(snap, wq, missing), **known}
+        else:
+            todo = [pid for pid in missing if pid not in memo.bm25]
+            began = time.perf_counter()
+            memo.scored(lexical.scores_for(snap, wq, todo), time.perf_counter() - began)
+            memo.reused_bm25(len(missing) - len(todo))
+            bm25 = {**{pid: memo.bm25[pid] for pid in missing}, **known}
         rows = snap.rows(
             "blend: the candidates' titles and years", CANDIDATES_SQL, {"paper_ids": json.dumps(list(distances))}
         )
