@@ -124,3 +124,19 @@ def demo_db_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("lexical") / "demo.db"
     build(db=path)
     return path
+
+
+@pytest.mark.parametrize("ratio", [0, 16, 10**9])
+def test_scores_of_given_papers_read_whole_or_looked_up_match_the_reference(demo_db, monkeypatch, ratio):
+    # 0: every term looked up per paper; 10**9: every term read whole and checked against the papers.
+    from retrieval.search import lexical
+
+    monkeypatch.setattr(lexical, "READ_WHOLE_RATIO", ratio)
+    ref = ReferenceBM25({p.id: p.text for p in build_corpus()})
+    with RetrievalClient(db=demo_db) as client:
+        for query in ("attention sparsity", "retrieval augmentation embedding low rank low rank", "the of graph"):
+            some = sorted(ref.tf)[::7] + ["not-a-paper"]
+            scores = client.lexical.scores(query, some)
+            assert set(scores) == set(some)
+            for pid in some:
+                assert close(scores[pid], ref.score(pid, query) if pid in ref.tf else 0.0), (ratio, query, pid)

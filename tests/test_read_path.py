@@ -87,3 +87,29 @@ def test_a_failed_upgrade_leaves_the_old_index_as_it_was(tmp_path, monkeypatch):
     assert upgrade_index(db) == (HEAD_REVISION, HEAD_REVISION)  # nothing to do the second time
     with RetrievalClient(db) as client:
         assert client.search("attention sparsity").ranked
+
+
+def test_a_statement_cache_answers_repeated_reads_and_says_what_it_saved(demo_db):
+    from retrieval.store.executor import StatementCache
+
+    trace = Trace()
+    with RetrievalClient(demo_db, tracer=trace) as client:
+        client.search("warm up", full=False)  # the index is opened (and checked) on first use
+        trace.statements.clear()
+        expected = client.search("citation graph ranking", full=False)
+        ran = len(trace.statements)
+        cache = StatementCache()
+        client.cache_statements(cache)
+        first = client.search("citation graph ranking", full=False)
+        assert len(trace.statements) == 2 * ran  # the first time every statement runs
+        second = client.search("citation graph ranking", full=False)
+        # The second time only the transaction's begin and end run; every read comes from the cache.
+        assert [s.name for s in trace.statements[2 * ran :]] == ["begin the read snapshot", "end the read snapshot"]
+        assert cache.saved > 0
+        client.cache_statements(None)
+        client.search("citation graph ranking", full=False)
+        assert len(trace.statements) == 3 * ran + 2
+    for result in (first, second):
+        assert [(r.paper.id, r.final_score) for r in result.ranked] == [
+            (r.paper.id, r.final_score) for r in expected.ranked
+        ]

@@ -121,7 +121,7 @@ def build_graph(snap: Snapshot, seed_ids: list[str], config: EvidenceConfig) -> 
         kept, trimmed = rows[:cap], [row[0] for row in rows[cap:]]
     seeds = [row[0] for row in kept if row[1]]
     nodes = sorted(row[0] for row in kept)
-    edges = [tuple(row) for row in snap.run("evidence: edges", EDGES_SQL, {"node_ids": json.dumps(nodes)})]
+    edges = [tuple(row) for row in snap.rows("evidence: edges", EDGES_SQL, {"node_ids": json.dumps(nodes)})]
     found_edges = _count_edges(snap, [row[0] for row in rows]) if trimmed else len(edges)
     return EvidenceGraph(
         seeds=sorted(seeds),

@@ -15,7 +15,7 @@ from collections import Counter
 from ..config import GRAPH_SCORES, RetrievalConfig, resolve_db_path
 from ..corpus.paper import Paper
 from ..store.database import IndexStats, check_index, connect
-from ..store.executor import Executor, Snapshot, Tracer
+from ..store.executor import Executor, Snapshot, StatementCache, Tracer
 from . import expansion, lexical
 from .blend import RetrievalResult, blend
 from .graph import CitationGraph, walk
@@ -157,6 +157,11 @@ class RetrievalClient:
             wq = lexical.weigh(snap, parsed)
             hits, _ = lexical.top_papers(snap, wq, lexical_depth(cfg))
             return self._rank(snap, wq, hits, cfg, limit, full, start)
+
+    def cache_statements(self, cache: StatementCache | None) -> None:
+        """Answer read statements run before from ``cache`` (``None``: stop). Only for an index that does not
+        change while the cache is in use: an evaluation sets one per query (``retrieval.search.memo``)."""
+        self._executor.cache = cache
 
     def rank(
         self,

@@ -228,7 +228,7 @@ def expand(
         }
         gained: dict[str, float] = defaultdict(float)
         for relation in cfg.relations:
-            for source, paper_id, weight in snap.run(
+            for source, paper_id, weight in snap.rows(
                 f"expansion: {relation}, hop {hop}", relation_sql(relation), params
             ):
                 out.edges_per_relation[relation] += 1

@@ -9,14 +9,18 @@ the latency that mode would have had alone (for BM25 scores, at the query's aver
 
 from __future__ import annotations
 
+from ..store.executor import StatementCache
+
 
 class QueryMemo:
     """Shared work of one query: ``bm25`` (paper id -> score), ``support`` (key -> (edge support, scorer calls,
-    seconds)) and the seconds reuses saved since the last ``take_charge``."""
+    seconds)), ``statements`` (the read statements' rows, for ``RetrievalClient.cache_statements``) and the
+    seconds reuses saved since the last ``take_charge``."""
 
-    __slots__ = ("bm25", "_bm25_seconds", "_bm25_papers", "support", "_charged")
+    __slots__ = ("bm25", "_bm25_seconds", "_bm25_papers", "support", "statements", "_charged")
 
     def __init__(self) -> None:
+        self.statements = StatementCache()
         self.bm25: dict[str, float] = {}
         self._bm25_seconds = 0.0
         self._bm25_papers = 0
@@ -40,5 +44,6 @@ class QueryMemo:
 
     def take_charge(self) -> float:
         """The seconds saved since the last call (and start again from 0)."""
-        charged, self._charged = self._charged, 0.0
+        charged, self._charged = self._charged + self.statements.saved, 0.0
+        self.statements.saved = 0.0
         return charged

@@ -8,6 +8,7 @@ its name and parameters, just before it runs, so a trace of a search is complete
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections import namedtuple
 from collections.abc import Callable, Mapping
 
@@ -33,13 +34,27 @@ class Trace:
         self.statements.append(statement)
 
 
+class StatementCache:
+    """The rows of read statements, keyed by their text and parameters, for an index that does not change while
+    the cache is in use (an evaluation's cached index, one query at a time); ``saved`` adds up the seconds the
+    statements answered from the cache took when they ran."""
+
+    __slots__ = ("results", "saved")
+
+    def __init__(self) -> None:
+        self.results: dict[tuple, tuple[list[tuple], float]] = {}
+        self.saved = 0.0
+
+
 class Executor:
-    """Runs named, parameterised statements on one connection, telling the tracer of each."""
+    """Runs named, parameterised statements on one connection, telling the tracer of each. With ``cache`` set,
+    ``rows`` answers a statement it has run before from the cache (and the tracer is not told: it did not run)."""
 
     def __init__(self, conn: sqlite3.Connection, tracer: Tracer | None = None, path: object = "the index") -> None:
         self.conn = conn
         self.tracer = tracer
         self.path = path  # for messages
+        self.cache: StatementCache | None = None
         self._snapshot: Snapshot | None = None
 
     def run(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> sqlite3.Cursor:
@@ -54,11 +69,23 @@ class Executor:
             raise store_error(exc, self.path, "read") from None
 
     def rows(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
+        cache = self.cache
+        if cache is not None:
+            key = (sql, tuple(sorted(params.items())) if params else ())
+            hit = cache.results.get(key)
+            if hit is not None:
+                cache.saved += hit[1]
+                return list(hit[0])
+            began = time.perf_counter()
         cursor = self.run(name, sql, params)
         try:
-            return cursor.fetchall()
+            rows = cursor.fetchall()
         except sqlite3.DatabaseError as exc:
             raise store_error(exc, self.path, "read") from None
+        if cache is not None:
+            cache.results[key] = (rows, time.perf_counter() - began)
+            return list(rows)
+        return rows
 
     def one(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> tuple | None:
         cursor = self.run(name, sql, params)
