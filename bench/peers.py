@@ -1,9 +1,18 @@
 """The engines bench/scale.py measures, as workers: each build, query run and cold start is its own process.
 
 A worker is started by the harness as ``python bench/scale.py --worker ENGINE MODE --corpus FILE --index PATH
---queries FILE [--limit N] [--reference FILE]`` and prints one JSON object on its last stdout line, with the
-process's peak RSS in it (see ``peak_rss_mib``), so every engine's memory figure is its own. An engine's module is
-imported inside its worker only: no process ever holds two engines.
+--queries FILE [--reference FILE]`` and prints one JSON object on its last stdout line, with the process's peak
+RSS in it (see ``peak_rss_mib``), so every engine's memory figure is its own. An engine's module is imported
+inside its worker only: no process ever holds two engines.
+
+The queries file holds the query sets, in the order they run: ``{"sets": [{"name", "texts", "warm", "budget", "limit",
+"full", "default"}]}``, already cut to what this engine runs (the harness writes one file per engine). A query
+worker answers ``{"sets": {name: {"seconds": [...], "top": [...]}}}``: each set warmed with its first query
+(unless ``warm`` is false: the 2,000-word query's set is that query repeated, timed from its first run), then
+timed one query at a time, stopping once ``budget`` seconds are spent if the set has one, and abandoning a query
+that runs past ``limit`` seconds if the set has one (its top is then null and the set ends there: the set's
+``abandoned_after``); ours also times the full search of the sets marked ``full`` and the default search of the
+sets marked ``default``.
 
 Engines: ``retrieval`` (ours), ``bm25s`` (float32, numpy backend, one thread), ``fts5`` (SQLite FTS5 ``bm25()``),
 ``tantivy`` (tantivy-py, default writer threads), ``rank_bm25`` (BM25Okapi, in memory only: built and queried in
@@ -19,6 +28,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -72,20 +82,72 @@ def _fresh(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
 
 
-def _timed_queries(search, queries: list[str]) -> tuple[list[float], list]:
-    """Warm with the first query, then time every query in order; returns the seconds and what each returned."""
-    search(queries[0])
+class QueryTimeout(Exception):
+    """A query abandoned at its time limit."""
+
+
+_deadline: list[float] = []  # the running query's deadline while it has one (FTS5's progress handler reads it)
+
+
+def _alarm(signum, frame) -> None:
+    raise QueryTimeout
+
+
+def _limited(search, q: str, limit: float):
+    """``search(q)``, abandoned after ``limit`` seconds with QueryTimeout: SIGALRM interrupts Python code (rank_bm25);
+    SQLite runs a query without returning to Python, so FTS5's progress handler checks ``_deadline`` instead."""
+    _deadline.append(time.perf_counter() + limit)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        return search(q)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        _deadline.clear()
+
+
+def _timed_queries(
+    search, queries: list[str], warm: bool = True, budget: float | None = None, limit: float | None = None
+) -> tuple[list[float], list]:
+    """Warm with the first query (if ``warm``), then time every query in order, stopping after the query that
+    takes the time spent past ``budget`` seconds (if given); a query that runs past ``limit`` seconds (if given)
+    is abandoned, its result None, and the set ends there. Returns the seconds and what each returned."""
+    if not queries:
+        return [], []
+    if warm:
+        search(queries[0])
     seconds, results = [], []
     for q in queries:
         start = time.perf_counter()
-        result = search(q)
+        try:
+            result = search(q) if limit is None else _limited(search, q, limit)
+        except QueryTimeout:
+            result = None
         seconds.append(time.perf_counter() - start)
         results.append(result)
+        if result is None or (budget is not None and sum(seconds) >= budget):
+            break
     return seconds, results
 
 
-def _tops(results: list[list[tuple[str, float]]]) -> list[list[list]]:
-    return [[[pid, float(score)] for pid, score in hits] for hits in results]
+def _tops(results: list[list[tuple[str, float]] | None]) -> list[list[list] | None]:
+    return [None if hits is None else [[pid, float(score)] for pid, score in hits] for hits in results]
+
+
+def load_sets(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["sets"]
+
+
+def run_sets(search, sets: list[dict]) -> dict:
+    """Time ``search`` over every set in order: ``{name: {"seconds", "top"}}``."""
+    out = {}
+    for qs in sets:
+        seconds, results = _timed_queries(search, qs["texts"], qs.get("warm", True), qs.get("budget"), qs.get("limit"))
+        out[qs["name"]] = {"seconds": seconds, "top": _tops(results)}
+        if results and results[-1] is None:
+            out[qs["name"]]["abandoned_after"] = seconds[-1]
+    return out
 
 
 def _top_by_rule(scores, ids: list[str], k: int = TOP_K) -> list[tuple[str, float]]:
@@ -118,14 +180,24 @@ def retrieval_build(corpus: Path, index: Path) -> dict:
             "size_with_texts_bytes": path_bytes(index)}  # fmt: skip
 
 
-def retrieval_query(index: Path, queries: list[str]) -> dict:
+def retrieval_query(index: Path, sets: list[dict]) -> dict:
+    """Per set: the lexical top 10 (``BM25Index.search``), then, where the set asks for them, the full search
+    without loading the papers (``full=False``, top 10) and the default search (``search(q)``, default config)."""
     from retrieval import RetrievalClient
 
+    out = {}
     with RetrievalClient(db=index) as client:
-        lex_seconds, lex_results = _timed_queries(lambda q: client.lexical.search(q, top_k=TOP_K), queries)
-        full_seconds, _ = _timed_queries(lambda q: client.search(q, full=False, limit=TOP_K), queries)
-    return {"seconds": lex_seconds, "top": _tops(lex_results), "full_seconds": full_seconds,
-            "query_rss_mib": peak_rss_mib()}  # fmt: skip
+        for qs in sets:
+            texts, warm = qs["texts"], qs.get("warm", True)
+            seconds, results = _timed_queries(lambda q: client.lexical.search(q, top_k=TOP_K), texts, warm)
+            entry = out[qs["name"]] = {"seconds": seconds, "top": _tops(results)}
+            if qs.get("full"):
+                entry["full_seconds"], _ = _timed_queries(
+                    lambda q: client.search(q, full=False, limit=TOP_K), texts, warm
+                )
+            if qs.get("default"):
+                entry["default_seconds"], _ = _timed_queries(client.search, texts, warm)
+    return {"sets": out, "query_rss_mib": peak_rss_mib()}
 
 
 # -- bm25s ----------------------------------------------------------------------------------------------------
@@ -167,7 +239,7 @@ def bm25s_build(corpus: Path, index: Path) -> dict:
             "size_with_texts_bytes": path_bytes(with_corpus)}  # fmt: skip
 
 
-def bm25s_query(index: Path, queries: list[str]) -> dict:
+def bm25s_query(index: Path, sets: list[dict]) -> dict:
     import bm25s
 
     from retrieval.text import tokenise
@@ -179,28 +251,29 @@ def bm25s_query(index: Path, queries: list[str]) -> dict:
         docs, scores = retriever.retrieve([tokenise(q)], k=TOP_K, show_progress=False, n_threads=0)
         return [(ids[d], s * (K1 + 1)) for d, s in zip(docs[0].tolist(), scores[0].tolist(), strict=False) if s > 0]
 
-    seconds, results = _timed_queries(search, queries)
-    return {"seconds": seconds, "top": _tops(results), "query_rss_mib": peak_rss_mib()}
+    return {"sets": run_sets(search, sets), "query_rss_mib": peak_rss_mib()}
 
 
-def bm25s_exact(corpus: Path, queries: list[str], reference: Path) -> dict:
-    """Float64 bm25s: each query's full score vector times (k1 + 1), its top 10 under our tie rule, and the
-    score it gives each paper of our top 10."""
+def bm25s_exact(corpus: Path, sets: list[dict], reference: Path) -> dict:
+    """Float64 bm25s: for each query of each set, its full score vector times (k1 + 1), its top 10 under our tie
+    rule, and the score it gives each paper of our top 10 (``reference``: our lists, ``{set: [top, ...]}``)."""
     from retrieval.text import tokenise
 
     retriever, ids, _ = _bm25s_index(corpus, "float64")
     row = {pid: i for i, pid in enumerate(ids)}
     ours = json.loads(reference.read_text())
-    out = []
-    for q, our_top in zip(queries, ours, strict=False):
-        tokens = [t for t in tokenise(q) if t in retriever.vocab_dict]
-        if not tokens:
-            out.append({"top": [], "at_ours": {}})
-            continue
-        scores = retriever.get_scores(tokens) * (K1 + 1)
-        at_ours = {pid: float(scores[row[pid]]) if pid in row else None for pid, _ in our_top}
-        out.append({"top": [[pid, s] for pid, s in _top_by_rule(scores, ids)], "at_ours": at_ours})
-    return {"queries": out, "rss_mib": peak_rss_mib()}
+    out: dict[str, list] = {}
+    for qs in sets:
+        answers = out[qs["name"]] = []
+        for q, our_top in zip(qs["texts"], ours[qs["name"]], strict=False):
+            tokens = [t for t in tokenise(q) if t in retriever.vocab_dict]
+            if not tokens:
+                answers.append({"top": [], "at_ours": {}})
+                continue
+            scores = retriever.get_scores(tokens) * (K1 + 1)
+            at_ours = {pid: float(scores[row[pid]]) if pid in row else None for pid, _ in our_top}
+            answers.append({"top": [[pid, s] for pid, s in _top_by_rule(scores, ids)], "at_ours": at_ours})
+    return {"sets": out, "rss_mib": peak_rss_mib()}
 
 
 # -- SQLite FTS5 ---------------------------------------------------------------------------------------------
@@ -232,17 +305,26 @@ def fts5_build(corpus: Path, index: Path) -> dict:
             "size_with_texts_bytes": path_bytes(index)}  # fmt: skip
 
 
-def fts5_query(index: Path, queries: list[str]) -> dict:
+def fts5_query(index: Path, sets: list[dict]) -> dict:
     import sqlite3
 
     conn = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
 
     def search(q: str) -> list[tuple[str, float]]:
         tokens = _TOKEN.findall(q.lower())
-        return [(pid, -rank) for pid, rank in conn.execute(FTS5_QUERY, (fts5_match(tokens),))]
+        if not _deadline:
+            return [(pid, -rank) for pid, rank in conn.execute(FTS5_QUERY, (fts5_match(tokens),))]
+        conn.set_progress_handler(lambda: time.perf_counter() > _deadline[0], 100)
+        try:
+            return [(pid, -rank) for pid, rank in conn.execute(FTS5_QUERY, (fts5_match(tokens),))]
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc):
+                raise QueryTimeout from exc
+            raise
+        finally:
+            conn.set_progress_handler(None, 0)
 
-    seconds, results = _timed_queries(search, queries)
-    return {"seconds": seconds, "top": _tops(results), "query_rss_mib": peak_rss_mib()}
+    return {"sets": run_sets(search, sets), "query_rss_mib": peak_rss_mib()}
 
 
 # -- tantivy -------------------------------------------------------------------------------------------------
@@ -267,7 +349,7 @@ def tantivy_build(corpus: Path, index: Path) -> dict:
             "size_with_texts_bytes": path_bytes(index), "segments": len(list(index.glob("*.idx")))}  # fmt: skip
 
 
-def tantivy_query(index: Path, queries: list[str]) -> dict:
+def tantivy_query(index: Path, sets: list[dict]) -> dict:
     import tantivy
 
     idx = tantivy.Index.open(str(index))
@@ -278,12 +360,11 @@ def tantivy_query(index: Path, queries: list[str]) -> dict:
         hits = searcher.search(tantivy.Query.boolean_query(terms), TOP_K, count=False).hits
         return [(searcher.doc(addr)["pid"][0], score) for score, addr in hits]
 
-    seconds, results = _timed_queries(search, queries)
-    return {"seconds": seconds, "top": _tops(results), "query_rss_mib": peak_rss_mib()}
+    return {"sets": run_sets(search, sets), "query_rss_mib": peak_rss_mib()}
 
 
 # -- rank_bm25 (in memory only) ------------------------------------------------------------------------------
-def rank_bm25_run(corpus: Path, queries: list[str]) -> dict:
+def rank_bm25_run(corpus: Path, sets: list[dict]) -> dict:
     """Build and query in one process: rank_bm25 has no index format. Tokens are interned (one string object
     per distinct term) to spare its per-document dicts; the corpus is streamed into its constructor."""
     import numpy as np
@@ -309,9 +390,8 @@ def rank_bm25_run(corpus: Path, queries: list[str]) -> dict:
         hits = sorted(((ids[i], float(scores[i])) for i in top.tolist()), key=lambda h: (-h[1], h[0]))
         return [h for h in hits if h[1] > 0]
 
-    seconds, results = _timed_queries(search, queries)
-    return {"build_seconds": build_seconds, "build_rss_mib": build_rss, "papers": len(ids), "seconds": seconds,
-            "top": _tops(results), "query_rss_mib": peak_rss_mib()}  # fmt: skip
+    return {"build_seconds": build_seconds, "build_rss_mib": build_rss, "papers": len(ids),
+            "sets": run_sets(search, sets), "query_rss_mib": peak_rss_mib()}  # fmt: skip
 
 
 # -- cold start: a fresh interpreter, timed from just before its spawn to its first answer ------------------
@@ -374,27 +454,24 @@ def worker_main(argv: list[str]) -> None:
     parser.add_argument("--corpus", type=Path)
     parser.add_argument("--index", type=Path)
     parser.add_argument("--queries", type=Path)
-    parser.add_argument("--limit", type=int, default=None, help="time only the first N queries")
     parser.add_argument("--reference", type=Path, help="our top-10 lists (exact mode)")
     parser.add_argument("--mem-cap-gb", type=float, default=None, help="address-space cap (RLIMIT_AS)")
     args = parser.parse_args(argv)
     if args.mem_cap_gb:
         cap = int(args.mem_cap_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    queries = []
-    if args.queries:
-        queries = [q["text"] for q in json.loads(args.queries.read_text())["queries"]][: args.limit]
+    sets = load_sets(args.queries) if args.queries else []
     fn = {
         ("retrieval", "build"): lambda: retrieval_build(args.corpus, args.index),
-        ("retrieval", "query"): lambda: retrieval_query(args.index, queries),
+        ("retrieval", "query"): lambda: retrieval_query(args.index, sets),
         ("bm25s", "build"): lambda: bm25s_build(args.corpus, args.index),
-        ("bm25s", "query"): lambda: bm25s_query(args.index, queries),
-        ("bm25s", "exact"): lambda: bm25s_exact(args.corpus, queries, args.reference),
+        ("bm25s", "query"): lambda: bm25s_query(args.index, sets),
+        ("bm25s", "exact"): lambda: bm25s_exact(args.corpus, sets, args.reference),
         ("fts5", "build"): lambda: fts5_build(args.corpus, args.index),
-        ("fts5", "query"): lambda: fts5_query(args.index, queries),
+        ("fts5", "query"): lambda: fts5_query(args.index, sets),
         ("tantivy", "build"): lambda: tantivy_build(args.corpus, args.index),
-        ("tantivy", "query"): lambda: tantivy_query(args.index, queries),
-        ("rank_bm25", "run"): lambda: rank_bm25_run(args.corpus, queries),
+        ("tantivy", "query"): lambda: tantivy_query(args.index, sets),
+        ("rank_bm25", "run"): lambda: rank_bm25_run(args.corpus, sets),
     }.get((args.engine, args.mode))
     if fn is None:
         sys.exit(f"no mode {args.mode!r} for engine {args.engine!r}")
