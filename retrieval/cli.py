@@ -27,20 +27,69 @@ from .validate import LIMITS
 FORMATS = ("jsonl", "openalex", "s2")
 
 
-def _progress_bar(total: int | None) -> Callable[[int], None] | None:
+def _progress_bar(total: int | None, what: str = "adding papers") -> Callable[[int], None] | None:
+    """A bar for ``add``, told the papers done (tqdm, on a terminal only); call it with -1 to close it."""
     if not sys.stderr.isatty():
         return None
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=what, unit="papers", unit_scale=True, file=sys.stderr, dynamic_ncols=True)
 
     def show(done: int) -> None:
-        if total:
-            width = 30
-            filled = int(width * done / total)
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} papers")
+        if done < 0:
+            bar.close()
         else:
-            sys.stderr.write(f"\r{done:,} papers")
-        sys.stderr.flush()
+            bar.update(done - bar.n)
 
     return show
+
+
+def _build_bars(count_papers: Callable[[], int | None]):
+    """A ``BuildProgress`` that draws each phase of a build as its own line on the terminal (tqdm): a bar with
+    its rate and estimate where the phase counts something (papers read, postings loaded, indexes built), its
+    time so far where it is one long step; None when stderr is not a terminal (and the input's lines are then
+    not counted: ``count_papers`` reads the whole file)."""
+    if not sys.stderr.isatty():
+        return None
+    papers = count_papers()
+    import time
+
+    from tqdm import tqdm
+
+    from .store.progress import READING, BuildProgress
+
+    class Bars(BuildProgress):
+        def __init__(self) -> None:
+            self.bar = None
+            self.shown = 0.0
+
+        def start(self, phase: str, total: int | None = None, unit: str = "") -> None:
+            if phase == READING and total is None:
+                total = papers
+            plain = "{desc}: {elapsed}" if total is None else None
+            if unit == "indexes":  # a few long statements: how many are done, and the time so far
+                plain = "{desc}: {n_fmt}/{total_fmt} indexes [{elapsed}]"
+            self.bar = tqdm(total=total, desc=f"{phase:<19}", unit=unit or "it", unit_scale=unit != "indexes",
+                            file=sys.stderr, dynamic_ncols=True, bar_format=plain, mininterval=0.2)  # fmt: skip
+            self.shown = time.monotonic()
+
+        def update(self, done: int | None = None) -> None:
+            if self.bar is None:
+                return
+            if done is not None:
+                self.bar.update(done - self.bar.n)
+            elif time.monotonic() - self.shown >= 0.2:  # a long statement: show the time passing
+                self.bar.refresh()
+                self.shown = time.monotonic()
+
+        def finish(self) -> None:
+            if self.bar is not None:
+                if self.bar.total is not None and self.bar.n < self.bar.total:
+                    self.bar.total = self.bar.n  # fewer papers than lines (blank lines): end the bar full
+                self.bar.close()
+                self.bar = None
+
+    return Bars()
 
 
 def _count_lines(path: str) -> int | None:
@@ -54,13 +103,8 @@ def _count_lines(path: str) -> int | None:
 def _cmd_build(args: argparse.Namespace) -> int:
     from . import commands  # loaded when a command runs, not for --help
 
-    total = _count_lines(args.source) if args.source else 100
-    progress = _progress_bar(total)
-    summary = commands.build(
-        db=args.db, source=args.source, progress=progress, format=args.format, workers=args.workers
-    )
-    if progress:
-        sys.stderr.write("\n")
+    bars = _build_bars(lambda: _count_lines(args.source) if args.source else 100)
+    summary = commands.build(db=args.db, source=args.source, progress=bars, format=args.format, workers=args.workers)
     print(
         f"built {summary.path}: {summary.papers:,} papers, {summary.edges:,} citation edges, "
         f"{summary.dangling_references:,} dangling references, "
@@ -74,9 +118,11 @@ def _cmd_add(args: argparse.Namespace) -> int:
     from . import commands  # loaded when a command runs, not for --help
 
     progress = _progress_bar(_count_lines(args.source))
-    summary = commands.add(args.source, db=args.db, replace=args.replace, progress=progress, format=args.format)
-    if progress:
-        sys.stderr.write("\n")
+    try:
+        summary = commands.add(args.source, db=args.db, replace=args.replace, progress=progress, format=args.format)
+    finally:
+        if progress:
+            progress(-1)
     print(
         f"added {summary.added:,} papers to {summary.path} ({summary.replaced:,} replaced); "
         f"{summary.papers:,} papers, {summary.terms:,} terms now; {summary.seconds:.2f} s"

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient
     from .search.blend import RetrievalResult
     from .store.executor import Tracer
+    from .store.progress import BuildProgress
     from .store.rows import WriteSummary
 
 BUILTIN = "built-in demo corpus"
@@ -36,15 +37,15 @@ def _corpus_file(source: str | os.PathLike[str]) -> Path:
 def build(
     db: str | os.PathLike[str] | None = None,
     source: str | os.PathLike[str] | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: BuildProgress | Callable[[int], None] | None = None,
     format: str | None = None,
     workers: int | None = None,
 ) -> WriteSummary:
     """Build the index at ``db`` (resolved as everywhere) from the corpus file ``source`` (``format`` jsonl,
     openalex or s2; detected when None), or from the built-in demo corpus when ``source`` is None, with
-    ``workers`` tokenising processes (see ``build_index``). Replaces an existing index only when the build
-    succeeds."""
-    from .corpus.jsonl import read_papers
+    ``workers`` tokenising processes (see ``build_index``, which says what ``progress`` is told). Replaces an
+    existing index only when the build succeeds."""
+    from .corpus.jsonl import PaperFile
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients
     from .store.build import build_index
 
@@ -54,8 +55,7 @@ def build(
         papers = merge_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus))
         return build_index(papers, path, source=BUILTIN, progress=progress, workers=workers)
     src = _corpus_file(source)
-    papers = (p for _, p in read_papers(src, format))
-    return build_index(papers, path, source=src.name, progress=progress, workers=workers)
+    return build_index(PaperFile(src, format), path, source=src.name, progress=progress, workers=workers)
 
 
 def add(

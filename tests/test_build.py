@@ -1,10 +1,31 @@
+import io
+import json
 import sqlite3
+import sys
+from collections import Counter
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrieval import InputError, RetrievalClient, RetrievalError, build_index, read_jsonl
+from retrieval.cli import main
 from retrieval.commands import build, stats
-from retrieval.store.database import HEAD_REVISION
+from retrieval.store import bulk
+from retrieval.store import progress as progress_module
+from retrieval.store.database import HEAD_REVISION, edge_counts
+from retrieval.store.progress import (
+    CITATIONS,
+    INDEXING,
+    LOADING,
+    PHASES,
+    READING,
+    SORTING,
+    STATISTICS,
+    BuildProgress,
+)
+from retrieval.text import tokenise
 from tests.helpers import paper, write_jsonl
 
 
@@ -121,3 +142,267 @@ def test_stats(demo_db):
     assert info["schema_revision"] == HEAD_REVISION
     assert info["file_bytes"] == demo_db.stat().st_size
     assert info["avgdl"] == pytest.approx(37.8)
+
+
+# -- the phases a build reports, and what the bulk path writes ---------------------------------------------------
+
+
+class Recorder(BuildProgress):
+    """Every phase a build reports: its name, total and unit, the counts it reached, and how many ticks."""
+
+    def __init__(self, fail_in: str | None = None) -> None:
+        self.phases: list[dict] = []
+        self.open = False
+        self.fail_in = fail_in
+
+    def start(self, phase, total=None, unit=""):
+        assert not self.open, "a phase started before the last one finished"
+        self.phases.append({"name": phase, "total": total, "unit": unit, "done": [], "ticks": 0})
+        self.open = True
+
+    def update(self, done=None):
+        current = self.phases[-1]
+        if done is None:
+            current["ticks"] += 1
+            if current["name"] == self.fail_in:
+                raise KeyboardInterrupt  # as a Ctrl-C arrives in the middle of a long statement
+        else:
+            current["done"].append(done)
+
+    def finish(self):
+        self.open = False
+
+
+def _corpus(tmp_path, n=300):
+    records = [
+        paper(f"p{i:04d}", f"title {i % 7} word{i % 11}", f"abstract {i % 13} and more {i}", authors=[f"A{i % 5}"],
+              references=[f"p{(i * 7) % n:04d}", "elsewhere"])
+        for i in range(n)
+    ]  # fmt: skip
+    return write_jsonl(tmp_path / "c.jsonl", records)
+
+
+def test_a_build_reports_every_phase_in_order_with_its_progress(tmp_path):
+    recorder = Recorder()
+    summary = build(db=tmp_path / "x.db", source=_corpus(tmp_path), progress=recorder)
+    assert [p["name"] for p in recorder.phases] == list(PHASES)
+    assert not recorder.open
+    phases = {p["name"]: p for p in recorder.phases}
+    assert phases[READING]["unit"] == "papers" and phases[READING]["done"][-1] == 300
+    with sqlite3.connect(tmp_path / "x.db") as conn:
+        heads = conn.execute("SELECT count(*) FROM term_freq WHERE impact >= 1250").fetchone()[0]
+    assert phases[LOADING]["total"] == summary.postings + heads == phases[LOADING]["done"][-1]  # with their head
+    assert phases[INDEXING]["total"] == 2 and phases[INDEXING]["done"][-1] == 2  # authors, years
+    assert phases[CITATIONS]["total"] == 1 and phases[CITATIONS]["done"][-1] == 1
+
+
+def test_long_steps_tick_the_progress_of_their_phase(tmp_path, monkeypatch):
+    monkeypatch.setattr(progress_module, "TICK_STEPS", 1)
+    recorder = Recorder()
+    build(db=tmp_path / "x.db", source=_corpus(tmp_path), progress=recorder)
+    ticks = {p["name"]: p["ticks"] for p in recorder.phases}
+    assert all(ticks[name] > 0 for name in (SORTING, LOADING, STATISTICS)), ticks
+
+
+def test_a_plain_callable_is_told_the_papers_read(tmp_path):
+    seen = []
+    build(db=tmp_path / "x.db", source=_corpus(tmp_path, 50), progress=seen.append)
+    assert seen and seen[-1] == 50 and seen == sorted(seen)
+
+
+@pytest.mark.parametrize("where", [SORTING, LOADING])  # while the indexes are built beside it; in a statement
+def test_ctrl_c_stops_the_build_and_keeps_the_previous_index(tmp_path, monkeypatch, where):
+    db = tmp_path / "x.db"
+    build(db=db)
+    before = db.read_bytes()
+    monkeypatch.setattr(progress_module, "TICK_STEPS", 1)
+    with pytest.raises(KeyboardInterrupt):
+        build(db=db, source=_corpus(tmp_path), progress=Recorder(fail_in=where))
+    assert db.read_bytes() == before
+    assert not list(tmp_path.glob(".x.db.*"))
+
+
+def test_a_build_counts_live_and_dangling_edges_as_a_join_with_papers_does(tmp_path):
+    """The bulk path counts from cited_counts instead of joining every citation with papers twice: the counts
+    are the same, with references out of the corpus and citing papers named only by a cited paper's list."""
+    records = [
+        {"paperId": "a", "title": "t", "references": [{"paperId": "b"}, {"paperId": "out1"}, {"paperId": None}],
+         "citations": [{"paperId": "c"}, {"paperId": "citer1"}, {"paperId": "citer2"}]},
+        {"paperId": "b", "title": "t", "references": [{"paperId": "a"}], "citations": [{"paperId": "a"}]},
+        {"paperId": "c", "title": "t", "references": [{"paperId": "a"}, {"paperId": "out1"}, {"paperId": "out2"}]},
+    ]  # fmt: skip
+    summary = build(db=tmp_path / "s2.db", source=write_jsonl(tmp_path / "s2.jsonl", records))
+    with sqlite3.connect(tmp_path / "s2.db") as conn:
+        assert (summary.edges, summary.dangling_references) == edge_counts(conn) == (3, 5)
+
+
+def test_the_bulk_path_leaves_full_pages_in_the_tables_and_indexes_it_loads(tmp_path):
+    """term_freq's pages are written whole, and the secondary indexes created after the load (a sort) rather
+    than grown by inserts in random order, which leave pages partly empty."""
+    records = [
+        paper(f"p{i:05d}", " ".join(f"w{(i * j) % 997}" for j in range(1, 40)), year=1950 + i * 37 % 70,
+              authors=[f"Author {(i * 5 + j) * 7919 % 3001}" for j in range(3)])
+        for i in range(3000)
+    ]  # fmt: skip
+    db = tmp_path / "x.db"
+    build(db=db, source=write_jsonl(tmp_path / "c.jsonl", records))
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        fill = dict(conn.execute("SELECT name, 1.0 - 1.0 * sum(unused) / sum(pgsize) FROM dbstat GROUP BY name"))
+    assert fill["term_freq"] > 0.98
+    assert fill["ix_paper_authors_name"] > 0.95  # about 0.9 when the load inserts into it
+
+
+def test_the_terminal_shows_each_phase_of_a_build(tmp_path, monkeypatch, capsys):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    assert main(["build", "--from", str(_corpus(tmp_path)), "--db", str(tmp_path / "x.db")]) == 0
+    shown = screen.getvalue()
+    for name in PHASES:
+        assert name in shown, name
+    assert "300/300" in shown and "papers/s" in shown  # the reading bar: its count and its rate
+    assert "built " in capsys.readouterr().out
+
+
+def _term_freq(db):
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT * FROM term_freq ORDER BY term_id, doc_id").fetchall()
+
+
+def test_impacts_from_the_table_of_pairs_equal_impacts_computed_per_posting(tmp_path, monkeypatch):
+    corpus = _corpus(tmp_path)
+    build(db=tmp_path / "table.db", source=corpus)
+    monkeypatch.setattr(bulk, "IMPACT_TABLE", 0)
+    build(db=tmp_path / "direct.db", source=corpus)
+    assert _term_freq(tmp_path / "table.db") == _term_freq(tmp_path / "direct.db")
+
+
+def test_postings_too_wide_for_one_sort_key_are_sorted_the_same(tmp_path):
+    """The postings are sorted as packed int64 keys when (term, doc, count) fit in 63 bits, else with a stable
+    argsort; the head index's entries likewise (a key of five columns, else lexsort)."""
+    rng = np.random.default_rng(4)
+    n = 5000
+    for scale in (1, 2**52):  # packed keys; too wide for them
+        loader = bulk.BulkLoader(sqlite3.connect(":memory:"), workers=0)
+        docs = np.sort(rng.integers(1, 400, n)).astype(np.int32)
+        terms = rng.integers(1, 300, n) * scale
+        keep = np.unique(docs.astype(np.int64) * 2**40 + terms, return_index=True)[1]  # one posting per pair
+        loader.term_parts, loader.doc_parts = [terms[keep]], [docs[keep]]
+        loader.count_parts, loader.length_parts = [rng.integers(1, 9, len(keep)).astype(np.int32)], [np.full(400, 7)]
+        loader.total_tokens, loader.n_papers = 400 * 7, 400
+        got = loader._sorted_postings()
+        order = np.lexsort((docs[keep], terms[keep]))
+        assert got[0].tolist() == terms[keep][order].tolist() and got[1].tolist() == docs[keep][order].tolist()
+        head = bulk._head_entries(got[0], got[1] * scale, got[2], got[3], got[4] * 0 + 1300 + got[2])
+        rows = sorted(zip(*(a.tolist() for a in head), strict=True))
+        assert list(zip(*(a.tolist() for a in head), strict=True)) == rows and len(rows) == len(keep)
+
+
+def test_off_a_terminal_the_build_neither_draws_nor_reads_its_input_twice(tmp_path, monkeypatch, capsys):
+    from retrieval import cli
+
+    def counted(path):
+        raise AssertionError("the input's lines were counted for a bar nobody sees")
+
+    monkeypatch.setattr(cli, "_count_lines", counted)
+    assert main(["build", "--from", str(_corpus(tmp_path)), "--db", str(tmp_path / "x.db")]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("built ") and err == ""
+
+
+def test_a_ctrl_c_during_the_swap_waits_for_it_and_then_counts_only_if_it_failed(tmp_path, monkeypatch):
+    """The swap is held against Ctrl-C and SIGTERM: a signal that arrives while the new index is copied in is
+    dropped when the copy succeeded (the build is done: "interrupted, nothing changed" would be false), and
+    raised as the interrupt it was when the copy failed."""
+    import os
+    import signal
+
+    from retrieval.store import files
+
+    db = tmp_path / "x.db"
+    build(db=db)
+    real = files._swap_in
+
+    def signalled(new, target, expected):
+        os.kill(os.getpid(), signal.SIGINT)  # delivered now, in the middle of the swap
+        real(new, target, expected)
+
+    monkeypatch.setattr(files, "_swap_in", signalled)
+    summary = build(db=db, source=_corpus(tmp_path, 40))
+    assert summary.papers == 40 and stats(db)["papers"] == 40
+
+    def signalled_then_failed(new, target, expected):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files, "_swap_in", signalled_then_failed)
+    with pytest.raises(KeyboardInterrupt):
+        build(db=db, source=_corpus(tmp_path, 50))
+    assert stats(db)["papers"] == 40
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are back
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet="abcXYZ019_-. \t\nÉéßıİﬁ٣²ⅫΣσς😀\x00", max_size=40), max_size=8))
+def test_the_build_tokenises_as_the_query_path_does(texts):
+    """The workers tokenise ASCII text as bytes and count with numpy: the terms and counts are those of
+    retrieval.text.tokenise, text by text, whatever the characters."""
+    vocabulary_of, first, new, terms, counts, distinct, lengths = bulk.tokenise_chunk(texts, build=repr(texts))
+    assert first == 0
+    at = 0
+    for text, n, length in zip(texts, distinct.tolist(), lengths.tolist(), strict=True):
+        expected = Counter(tokenise(text))
+        got = {new[t]: c for t, c in zip(terms[at : at + n].tolist(), counts[at : at + n].tolist(), strict=True)}
+        assert got == expected and length == sum(expected.values())
+        at += n
+    assert new == list(dict.fromkeys(token for text in texts for token in tokenise(text)))  # first-seen order
+
+
+@pytest.mark.parametrize(("bad", "duplicate", "reported"), [(260, 230, 230), (180, 230, 180)])
+def test_the_workers_report_the_first_bad_record_of_the_file(tmp_path, monkeypatch, bad, duplicate, reported):
+    """Parsed in the workers, a file's first bad record (malformed, or an id seen before) is the one reported,
+    with its line, as read_papers reports it; the previous index stays."""
+    monkeypatch.setattr(bulk, "CHUNK", 50)
+    monkeypatch.setattr(bulk, "PARALLEL_MIN_PAPERS", 100)
+    lines = [json.dumps(paper(f"p{i:04d}")) for i in range(1, 301)]
+    lines[duplicate - 1] = json.dumps(paper("p0007"))
+    lines[bad - 1] = '{"id": "broken", "title": 5}'
+    corpus = write_jsonl(tmp_path / "c.jsonl", lines)
+    db = tmp_path / "x.db"
+    build(db=db)
+    before = db.read_bytes()
+    with pytest.raises(InputError, match=rf"c\.jsonl:{reported}: ") as info:
+        build(db=db, source=corpus, workers=2)
+    expected = "duplicate id 'p0007'" if reported == duplicate else "has no 'title'"
+    assert expected in str(info.value)
+    assert db.read_bytes() == before
+
+
+def test_a_fault_of_the_page_writer_fails_the_build_and_keeps_the_previous_index(tmp_path, monkeypatch):
+    # The postings' pages are written straight into the file; SQLite's quick_check on them must catch a bad
+    # page before the file is swapped in. Here the writer's last page is damaged after it wrote it.
+    db = tmp_path / "x.db"
+    build(db=db)
+    before = db.read_bytes()
+    real = bulk.write_sorted_table
+
+    def damaging(conn, path, *args, **kwargs):
+        written = real(conn, path, *args, **kwargs)
+        assert written, "the demo corpus is written as pages"
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        with open(path, "r+b") as handle:
+            handle.seek(0, 2)
+            last = handle.tell() - page_size
+            handle.seek(last + 3)  # the page's cell count and first cell offset
+            handle.write(b"\xff\xff\x00\x01")
+        return written
+
+    monkeypatch.setattr(bulk, "write_sorted_table", damaging)
+    with pytest.raises(RetrievalError, match="wrote a damaged term_freq table"):
+        build(db=db)
+    assert db.read_bytes() == before
+    assert not list(tmp_path.glob(".x.db.*"))

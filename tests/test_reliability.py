@@ -287,7 +287,7 @@ def _our_processes(marker: str) -> list[int]:
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_a_killed_build_leaves_the_old_index_and_no_orphans(tmp_path, sig):
-    big = corpus(tmp_path / "big.jsonl", 9000, "k", seed=5)
+    big = corpus(tmp_path / "big.jsonl", 40000, "k", seed=5)
     db = tmp_path / "k.db"
     build(db=db)
     before = dump(db)
@@ -299,7 +299,7 @@ def test_a_killed_build_leaves_the_old_index_and_no_orphans(tmp_path, sig):
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(rng.uniform(1.0, 1.8))  # past the start of the workers (8,000 papers)
+        time.sleep(rng.uniform(1.0, 1.8))  # past the start of the workers (8,000 papers), before the end
         started.send_signal(sig)
         _, err = started.communicate(timeout=60)
         if started.returncode == 0:

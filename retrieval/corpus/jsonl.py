@@ -225,6 +225,25 @@ def detect_format(record: dict) -> str | None:
     return None
 
 
+def _record(raw: bytes, where: Where, hint: str) -> dict | None:
+    """Line ``raw`` of a JSON-lines file as an object; None for a blank line; ``InputError`` naming ``where``."""
+    try:
+        line = raw.decode("utf-8-sig" if where[1] == 1 else "utf-8")  # a byte-order mark is accepted
+    except UnicodeDecodeError as exc:
+        raise InputError.at(*where, f"not UTF-8 text ({exc.reason})") from None
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError.at(*where, f"invalid JSON ({exc.msg} at column {exc.colno}){hint}") from None
+    except RecursionError:
+        raise InputError.at(*where, f"the JSON is nested too deeply to read{hint}") from None
+    if not isinstance(record, dict):
+        raise InputError.at(*where, f"expected a JSON object{hint}, got {type(record).__name__}")
+    return record
+
+
 def json_lines(path: Path, expected: str = "") -> Iterator[tuple[Where, dict]]:
     """Each non-blank line of a JSON-lines file (plain or gzip) as an object, with its ``(file, line)``.
 
@@ -235,21 +254,33 @@ def json_lines(path: Path, expected: str = "") -> Iterator[tuple[Where, dict]]:
     with _open(path) as handle:
         for lineno, raw in _lines(handle, path):
             where = (str(path), lineno)
-            try:
-                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")  # a byte-order mark is accepted
-            except UnicodeDecodeError as exc:
-                raise InputError.at(*where, f"not UTF-8 text ({exc.reason})") from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError.at(*where, f"invalid JSON ({exc.msg} at column {exc.colno}){hint}") from None
-            except RecursionError:
-                raise InputError.at(*where, f"the JSON is nested too deeply to read{hint}") from None
-            if not isinstance(record, dict):
-                raise InputError.at(*where, f"expected a JSON object{hint}, got {type(record).__name__}")
-            yield where, record
+            record = _record(raw, where, hint)
+            if record is not None:
+                yield where, record
+
+
+def _parser_for(record: dict, format: str | None, where: Where) -> Callable[[dict, Where, str], Paper]:
+    """The parser of ``format``, or of the format ``record`` (the first) looks like."""
+    if format:
+        return PARSERS[format]
+    detected = detect_format(record)
+    if detected is None:
+        raise InputError.at(
+            *where,
+            "cannot tell the format from this record (no 'id' or 'paperId'): give --format " + "|".join(FORMATS),
+        )
+    return PARSERS[detected]
+
+
+def _paper(raw: bytes, where: Where, parser, source: str) -> Paper | None:
+    """Line ``raw`` as a checked ``Paper`` (None for a blank line)."""
+    record = _record(raw, where, "")
+    if record is None:
+        return None
+    paper = parser(record, where, source)
+    if b"\\u" in raw:  # only a \u escape can make a lone surrogate: the line itself was valid UTF-8
+        _check_unicode(paper, where)
+    return paper
 
 
 def read_papers(path: str | os.PathLike[str], format: str | None = None) -> Iterator[tuple[int, Paper]]:
@@ -263,20 +294,75 @@ def read_papers(path: str | os.PathLike[str], format: str | None = None) -> Iter
     seen: set[str] = set()
     for where, record in json_lines(path):
         if parser is None:
-            detected = detect_format(record)
-            if detected is None:
-                raise InputError.at(
-                    *where,
-                    "cannot tell the format from this record (no 'id' or 'paperId'): give --format "
-                    + "|".join(FORMATS),
-                )
-            parser = PARSERS[detected]
+            parser = _parser_for(record, format, where)
         paper = parser(record, where, source)
         _check_unicode(paper, where)
         if paper.id in seen:
             raise InputError.at(*where, f"duplicate id {paper.id!r}: each paper may appear once")
         seen.add(paper.id)
         yield where[1], paper
+
+
+class PaperFile:
+    """The papers of a corpus file, exactly as ``read_papers`` reads them (iterate it for the ``Paper`` s), and
+    its lines in numbered chunks for a bulk build that parses them in worker processes (``parse_lines``): the
+    same records, checks and messages, the duplicate check left to the caller (``duplicate``)."""
+
+    def __init__(self, path: str | os.PathLike[str], format: str | None = None) -> None:
+        if format is not None and format not in PARSERS:
+            raise ConfigError(f"unknown format {format!r}: use one of {', '.join(FORMATS)}")
+        self.path = Path(path)
+        self.format = format
+        self.source = self.path.name
+
+    def __iter__(self) -> Iterator[Paper]:
+        return (paper for _, paper in read_papers(self.path, self.format))
+
+    def chunks(self, size: int) -> Iterator[tuple[str, list[tuple[int, bytes]]]]:
+        """``(format, lines)``: up to ``size`` numbered raw lines at a time (blank ones included), and the format
+        (given, or detected from the first record, which is parsed here for that)."""
+        format = self.format
+        with _open(self.path) as handle:
+            lines = _lines(handle, self.path)
+            chunk: list[tuple[int, bytes]] = []
+            for lineno, raw in lines:
+                chunk.append((lineno, raw))
+                if format is None:
+                    where = (str(self.path), lineno)
+                    record = _record(raw, where, "")
+                    if record is None:
+                        continue
+                    parser = _parser_for(record, None, where)
+                    format = next(name for name, known in PARSERS.items() if known is parser)
+                if len(chunk) >= size:
+                    yield format, chunk
+                    chunk = []
+            if chunk:
+                yield format or "jsonl", chunk
+
+    def duplicate(self, pid: str, lineno: int) -> InputError:
+        """The error for a paper id seen before, at line ``lineno``."""
+        return InputError.at(str(self.path), lineno, f"duplicate id {pid!r}: each paper may appear once")
+
+
+def parse_lines(
+    path: str, format: str, source: str, lines: list[tuple[int, bytes]]
+) -> tuple[list[Paper], list[int], InputError | None]:
+    """The papers of numbered raw ``lines`` of the file ``path`` in ``format``, as ``read_papers`` makes them:
+    ``(papers, their line numbers, error)``; reading stops at the first bad record, whose ``InputError`` is
+    ``error`` (None when every line was good). Runs in a worker process."""
+    parser = PARSERS[format]
+    papers: list[Paper] = []
+    numbers: list[int] = []
+    for lineno, raw in lines:
+        try:
+            paper = _paper(raw, (path, lineno), parser, source)
+        except InputError as exc:
+            return papers, numbers, exc
+        if paper is not None:
+            papers.append(paper)
+            numbers.append(lineno)
+    return papers, numbers, None
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Paper]]:

@@ -15,6 +15,7 @@ from ..text import TOKENISER_NAME, TOKENISER_VERSION
 from .database import HEAD_REVISION, store_error
 from .files import TempIndex, check_replaceable, swap_in
 from .migrate import migrate
+from .progress import STATISTICS, SWAP, BuildProgress, as_progress, phase
 from .rows import WriteSummary, write_statistics
 
 
@@ -23,7 +24,7 @@ def build_index(
     path: str | os.PathLike[str],
     *,
     source: str = "",
-    progress: Callable[[int], None] | None = None,
+    progress: BuildProgress | Callable[[int], None] | None = None,
     workers: int | None = None,
 ) -> WriteSummary:
     """Index ``papers`` into a new file at ``path`` (Okapi BM25 statistics with k1=1.5, b=0.75).
@@ -35,6 +36,10 @@ def build_index(
     previous index as it was. References to papers outside the corpus are kept as dangling references;
     self-citations and repeated references are dropped and counted. The new file is in WAL mode, so readers
     keep answering while a later ``add`` writes.
+
+    ``progress`` is told how the build goes: a ``BuildProgress`` (``retrieval.store.progress``) sees every
+    phase start, advance and finish (``retrieval build`` draws them); a plain callable is called with the number
+    of papers read so far.
     """
     target = Path(path)
     try:
@@ -45,13 +50,14 @@ def build_index(
 
 def _build(papers, target: Path, source: str, progress, workers) -> WriteSummary:
     started = time.perf_counter()
+    report = as_progress(progress)
     expected = check_replaceable(target)
     temp = TempIndex(target, ".building")
     tmp = temp.path
     summary = WriteSummary(path=str(target))
     try:
         migrate(tmp)
-        conn = sqlite3.connect(tmp, isolation_level=None)
+        conn = sqlite3.connect(tmp, isolation_level=None, check_same_thread=False)  # the loader's indexer thread
         try:
             # The temporary file is thrown away on failure, so the build needs no journal of its own.
             conn.execute("PRAGMA journal_mode = OFF")
@@ -59,10 +65,11 @@ def _build(papers, target: Path, source: str, progress, workers) -> WriteSummary
             conn.execute("BEGIN")
             from .bulk import BulkLoader  # numpy and multiprocessing: loaded by a build only
 
-            loaded = BulkLoader(conn, workers).load(papers, progress=progress)
+            loaded = BulkLoader(conn, workers, report).load(papers)
             summary.added = loaded.papers
             summary.stages.update(loaded.stages)
             loaded.cleaner.count_into(summary)
+            summary.edges, summary.dangling_references = loaded.edges, loaded.dangling
             mark = time.perf_counter()
             extra = {
                 "k1": K1,
@@ -74,17 +81,22 @@ def _build(papers, target: Path, source: str, progress, workers) -> WriteSummary
                 "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "build_seconds": round(time.perf_counter() - started, 3),
             }
-            write_statistics(conn, loaded.counts, summary, extra, count_edges=True)
-            summary.stages["statistics"] = time.perf_counter() - mark
-            conn.execute("COMMIT")
+            with phase(report, STATISTICS, conn=conn):
+                write_statistics(conn, loaded.counts, summary, extra)
+                conn.execute("COMMIT")
+                summary.stages["statistics"] = time.perf_counter() - mark
+                mark = time.perf_counter()
+                conn.execute("PRAGMA analysis_limit = 1000")  # planner statistics from a sample: seconds, not minutes
+                conn.execute("ANALYZE")
+                summary.stages["analyze"] = time.perf_counter() - mark
             mark = time.perf_counter()
-            conn.execute("PRAGMA analysis_limit = 1000")  # planner statistics from a sample: seconds, not minutes
-            conn.execute("ANALYZE")
-            summary.stages["analyze"] = time.perf_counter() - mark
-            conn.execute("PRAGMA journal_mode = WAL")
+            with phase(report, SWAP):
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.close()
+                swap_in(tmp, target, expected)
+            summary.stages["swap"] = time.perf_counter() - mark
         finally:
             conn.close()
-        swap_in(tmp, target, expected)
     except BaseException:
         temp.discard()
         raise

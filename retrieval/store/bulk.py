@@ -1,12 +1,21 @@
-"""The full build's fast path: tokenising in worker processes while the main process writes the papers, then
-every posting sorted in memory and loaded in key order.
+"""The full build's fast path: papers parsed, checked and tokenised in worker processes while the main process
+writes their rows, then every posting sorted in memory and its table's pages written directly.
 
 Why it is shaped so: row-at-a-time inserts into a B-tree keyed by ``(term_id, doc_id)`` arrive in random key
 order and cost a Python call each. Here the postings are gathered as numpy arrays (about 12 bytes each), sorted
-once by term (documents are numbered in input order, so a stable sort leaves each term's documents in order),
-their impacts computed with the final average length, and handed to SQLite a million at a time as one JSON
-array of packed integers that a single ``INSERT ... SELECT FROM json_each`` unpacks. The citations' second index
-is dropped during the load and created once at the end, a sort instead of ten million random inserts.
+once by ``(term, document)`` (documents are numbered in input order), their impacts computed with the final
+average length, and the pages of ``term_freq`` and of its head index laid into the file in key order, full, as
+SQLite itself writes an index it builds (``retrieval.store.pages``; a file or values it does not handle are
+loaded a million rows at a time as one JSON array of packed integers that a single ``INSERT ... SELECT FROM
+json_each`` unpacks). The other secondary indexes (``ix_citations_cited_citing``, ``ix_paper_authors_name``,
+``ix_papers_year``) are dropped during the load and created at its end from the statements the migrations left
+in the schema (a sort each instead of millions of random inserts, and full pages), in a thread, while this one
+sorts the postings.
+
+A corpus file (``PaperFile``) is read as raw lines; the workers parse them exactly as ``read_papers`` does and
+send back the rows to insert and the tokens, numbered against a vocabulary each worker keeps for the build, so
+that only the terms it had not seen come back with a chunk. The main process checks the ids (the first bad
+record in file order is the one reported, as ``read_papers`` reports it), writes the rows, and maps the terms.
 
 The result is the same index the incremental writer makes from the same papers (the tests compare them).
 """
@@ -19,8 +28,9 @@ import os
 import signal
 import sqlite3
 import sys
+import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -29,8 +39,12 @@ from itertools import islice
 import numpy as np
 
 from ..bm25 import HEAD_IMPACT, impacts
+from ..corpus.jsonl import PaperFile, parse_lines
 from ..corpus.paper import Paper
-from ..text import tokenise
+from ..errors import StoreError
+from ..text import _TOKEN
+from .pages import Layout, layout, write_sorted_table
+from .progress import CITATIONS, IN_DEGREES, INDEXING, LOADING, READING, SORTING, BuildProgress, phase
 from .rows import (
     INSERT_AUTHOR,
     INSERT_DOC_LEN,
@@ -48,19 +62,22 @@ CHUNK = 4000
 LOAD_ROWS = 1_000_000
 #: Below this many papers the build stays in one process (starting workers costs more than it saves).
 PARALLEL_MIN_PAPERS = 2 * CHUNK
+#: Impacts are looked up in a table of every (count, length) pair when it has at most this many.
+IMPACT_TABLE = 4_000_000
 
 INSERT_TERM_WITH_DF = "INSERT INTO doc_freq (term_id, term, df, max_impact) VALUES (?, ?, ?, ?)"
-# One statement per paper; an edge another record declared already only gets its flag set.
+# One statement per chunk of papers (a JSON object: paper id -> the ids it lists); an edge another record declared
+# already only gets its flag set.
 INSERT_REFERENCES = """\
 INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
-SELECT :paper_id, value, 1, 0
-FROM json_each(:ids)
+SELECT paper.key, listed.value, 1, 0
+FROM json_each(:lists) AS paper, json_each(paper.value) AS listed
 WHERE true
 ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_citing = 1"""
 INSERT_CITED_BY = """\
 INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
-SELECT value, :paper_id, 0, 1
-FROM json_each(:ids)
+SELECT listed.value, paper.key, 0, 1
+FROM json_each(:lists) AS paper, json_each(paper.value) AS listed
 WHERE true
 ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_cited = 1"""
 # Each JSON number packs (term_id, doc_id, count, length, impact) into bit fields whose widths fit this build.
@@ -75,44 +92,115 @@ FROM json_each(:postings)"""
 LOAD_POSTINGS_ROWS = "INSERT INTO term_freq (term_id, doc_id, count, length, impact) VALUES (?, ?, ?, ?, ?)"
 CITATIONS_INDEX = "ix_citations_cited_citing"
 HEAD_INDEX = "ix_term_freq_head"
+# As migration 0004 creates it: the entries the bulk path writes for it are those of this definition.
+HEAD_SQL = f"CREATE INDEX {HEAD_INDEX} ON term_freq (term_id, impact, count, length) WHERE impact >= {HEAD_IMPACT}"
+#: The indexes dropped for the load and created at its end (with the SQL the schema holds for them), by phase.
+DEFERRED_INDEXES = {INDEXING: (HEAD_INDEX, "ix_paper_authors_name", "ix_papers_year"), CITATIONS: (CITATIONS_INDEX,)}
 # Every in-degree at once, reading the (cited_id, citing_id) index in order.
 COUNT_CITED = "INSERT INTO cited_counts (paper_id, cited_by) SELECT cited_id, count(*) FROM citations GROUP BY cited_id"
-# As migration 0004 creates it (the tests check the schema after a build equals the migrated one).
-HEAD_INDEX_SQL = (
-    f"CREATE INDEX {HEAD_INDEX} ON term_freq (term_id, impact, count, length) WHERE impact >= {HEAD_IMPACT}"
+# A build's citation rows: every one was declared by a paper of the corpus, which is one of its ends, so a row is
+# dangling when its other end is outside: a cited id (counted per id in cited_counts) or a citing id named by a
+# cited paper's list (listed_by_citing = 0). Two small look-ups instead of a join of every row with papers twice.
+CITATION_ROWS = "SELECT coalesce(sum(cited_by), 0) FROM cited_counts"
+CITED_OUTSIDE = "SELECT coalesce(sum(cited_by), 0) FROM cited_counts WHERE paper_id NOT IN (SELECT id FROM papers)"
+CITING_OUTSIDE = (
+    "SELECT count(*) FROM citations WHERE listed_by_citing = 0 AND citing_id NOT IN (SELECT id FROM papers)"
 )
 
 
-def tokenise_chunk(texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Tokenise ``texts`` against a vocabulary local to the chunk.
+# ASCII text tokenises as bytes: letters lowered, every other character but a digit a space, then split. For
+# ASCII that is exactly retrieval.text.tokenise (str.isalnum is [A-Za-z0-9] there), three times faster.
+_ASCII_TOKENS = bytes(c + 32 if 65 <= c <= 90 else c if 97 <= c <= 122 or 48 <= c <= 57 else 32 for c in range(256))
 
-    Returns ``(vocabulary, term, count, distinct, length)``: the chunk's terms in first-seen order; for every
-    posting, in document order, its local term number and count; for every document, its number of distinct
-    terms and its length in tokens. Runs in a worker process.
+
+class _Vocabulary(dict):
+    """Terms numbered in the order they are first looked up."""
+
+    def __missing__(self, term: bytes) -> int:
+        number = self[term] = len(self)
+        return number
+
+
+#: In each process that tokenises: the build it tokenises for, and that build's vocabulary in this process (so
+#: that a chunk sends back only the terms this process had not seen yet, and the writer maps only those).
+_VOCABULARY: tuple[str, _Vocabulary] | None = None
+
+
+def tokenise_chunk(
+    texts: list[str], build: str = ""
+) -> tuple[tuple[str, int], int, list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Tokenise ``texts`` (as ``retrieval.text.tokenise``) against this process's vocabulary for ``build``.
+
+    Returns ``(vocabulary, first, new, term, count, distinct, length)``: which vocabulary numbered the terms
+    (this process's for ``build``), the number of the first term it added for these texts, and those terms in
+    first-seen order; for every posting, in document order, its term number and count; for every document, its
+    number of distinct terms and its length in tokens. Runs in a worker process.
     """
-    vocabulary: dict[str, int] = {}
-    terms: list[int] = []
-    counts: list[int] = []
-    distinct: list[int] = []
-    lengths: list[int] = []
-    for text in texts:
-        tokens = tokenise(text)
-        bag = Counter(tokens)
-        for term, count in bag.items():
-            local = vocabulary.get(term)
-            if local is None:
-                local = vocabulary[term] = len(vocabulary)
-            terms.append(local)
-            counts.append(count)
-        distinct.append(len(bag))
-        lengths.append(len(tokens))
+    global _VOCABULARY
+    if _VOCABULARY is None or _VOCABULARY[0] != build:
+        _VOCABULARY = (build, _Vocabulary())
+    vocabulary = _VOCABULARY[1]
+    first = len(vocabulary)
+    lengths = np.empty(len(texts), dtype=np.int64)
+    tokens: list[bytes] = []
+    for i, text in enumerate(texts):
+        if text.isascii():
+            words = text.encode("ascii").translate(_ASCII_TOKENS).split()
+        else:
+            words = [word.encode("utf-8") for word in _TOKEN.findall(text.lower())]
+        lengths[i] = len(words)
+        tokens.extend(words)
+    numbers = np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    new = [term.decode("utf-8") for term in islice(vocabulary, first, None)]
+    # (document, term) pairs, sorted: each distinct pair is a posting, its run length the count.
+    keys = np.repeat(np.arange(len(texts), dtype=np.int64), lengths) << 32
+    keys |= numbers
+    keys.sort()
+    firsts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, dtype=np.int64)
+    counts = np.diff(np.r_[firsts, len(keys)])
+    pairs = keys[firsts]
     return (
-        list(vocabulary),
-        np.array(terms, dtype=np.int32),
-        np.array(counts, dtype=np.int32),
-        np.array(distinct, dtype=np.int64),
-        np.array(lengths, dtype=np.int64),
+        (build, os.getpid()),
+        first,
+        new,
+        (pairs & 0xFFFFFFFF).astype(np.int32),
+        counts.astype(np.int32),
+        np.bincount(pairs >> 32, minlength=len(texts)).astype(np.int64),
+        lengths,
     )
+
+
+def paper_rows(papers: list[Paper], cleaner: ReferenceCleaner) -> tuple[list, list, list, str | None, str | None]:
+    """The rows of ``papers`` for ``papers``, ``paper_authors`` and ``field_sources``, and the lists of their
+    reference and cited-by statements (JSON: paper id -> ids, cleaned by ``cleaner``; None when empty)."""
+    clean = cleaner.clean
+    rows, authors, sources = [], [], []
+    references: dict[str, list[str]] = {}
+    cited_by: dict[str, list[str]] = {}
+    for paper in papers:
+        add_paper_rows(paper, rows, authors, sources)
+        if paper.references:
+            references[paper.id] = clean(paper.id, paper.references)
+        if paper.citations:
+            cited_by[paper.id] = clean(paper.id, paper.citations)
+    return (
+        rows,
+        authors,
+        sources,
+        json.dumps(references) if references else None,
+        json.dumps(cited_by) if cited_by else None,
+    )
+
+
+def prepare_lines(path: str, format: str, source: str, lines: list[tuple[int, bytes]], build: str = "") -> tuple:
+    """Everything a build writes for raw lines of a corpus file: ``(ids, line numbers, rows, tokens, dropped,
+    error)`` (``rows`` as ``paper_rows``, ``tokens`` as ``tokenise_chunk``, ``dropped`` the self-citations and
+    repeated references removed, ``error`` the first bad record's, if any). Runs in a worker process."""
+    papers, numbers, error = parse_lines(path, format, source, lines)
+    cleaner = ReferenceCleaner()
+    rows = paper_rows(papers, cleaner)
+    tokens = tokenise_chunk([paper.text for paper in papers], build)
+    return [p.id for p in papers], numbers, rows, tokens, (cleaner.self_citations, cleaner.duplicates), error
 
 
 def json_ints(values: np.ndarray) -> str:
@@ -132,7 +220,10 @@ _PR_SET_PDEATHSIG = 1
 
 def _worker_init(parent: int) -> None:
     """In each worker: die with the build (Linux sends SIGKILL when the parent dies, however it dies), and
-    leave Ctrl-C to the build, which shuts the pool down and reports once (no traceback per worker)."""
+    leave Ctrl-C to the build, which shuts the pool down and reports once (no traceback per worker); start
+    with no vocabulary (a forked worker would inherit the build's own)."""
+    global _VOCABULARY
+    _VOCABULARY = None
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform.startswith("linux"):
@@ -154,22 +245,45 @@ def default_workers() -> int:
 @dataclass
 class BulkResult:
     """What a bulk load wrote, for the statistics and the summary: the corpus counts, the papers and terms,
-    the references dropped, and the seconds per stage."""
+    the references dropped, the live edges and dangling references, and the seconds per stage."""
 
     counts: CorpusCounts
     papers: int
     terms: int
     cleaner: ReferenceCleaner
     stages: dict[str, float]
+    edges: int = 0
+    dangling: int = 0
+
+
+def verify_written(conn: sqlite3.Connection, table: str) -> None:
+    """Check the B-trees of ``table`` and its indexes that ``retrieval.store.pages`` wrote (SQLite's own
+    ``quick_check``: page format, cell order, sizes), so that a fault of the page writer fails the build, which
+    then leaves the previous index as it was, rather than ship a damaged file."""
+    problems = [row[0] for row in conn.execute(f"PRAGMA quick_check({table})")]  # table: a constant of the build
+    if problems != ["ok"]:
+        raise StoreError(
+            f"the build wrote a damaged {table} table ({problems[0]}); nothing was changed. This is a bug in "
+            "retrieval's bulk loader: please report it with the corpus's size"
+        )
 
 
 class BulkLoader:
     """Loads papers into the empty index on ``conn`` (inside the caller's transaction) and returns what it wrote;
     the tables end as the incremental writer would leave them."""
 
-    def __init__(self, conn: sqlite3.Connection, workers: int | None = None) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, workers: int | None = None, progress: BuildProgress | None = None
+    ) -> None:
         self.conn = conn
         self.workers = default_workers() if workers is None else workers
+        self.progress = progress or BuildProgress()
+        self.deferred: dict[str, list[str]] = {}
+        self.cited_by_rows = 0
+        self.build = f"{os.getpid()}.{id(self)}.{time.monotonic_ns()}"  # names this build's vocabularies
+        self.mappings: dict[tuple[str, int], np.ndarray] = {}  # a process's term numbers -> term ids
+        self.heads: list[np.ndarray] | None = None  # the head index's entries, once the postings are sorted
+        self.layouts: dict[str, Layout | None] = {}  # where their pages go, made while the indexes are built
         self.pool: ProcessPoolExecutor | None = None
         self.unique = UniqueIds()
         self.cleaner = ReferenceCleaner()
@@ -185,74 +299,156 @@ class BulkLoader:
 
     # -- papers, in chunks ----------------------------------------------------------------------------------
     def load(self, papers: Iterable[Paper], progress: Callable[[int], None] | None = None) -> BulkResult:
-        """Write every paper, its citations and postings, the vocabulary and the in-degrees."""
-        self.conn.execute(f"DROP INDEX IF EXISTS {CITATIONS_INDEX}")
-        stages = self.stages
+        """Write every paper, its citations and postings, the vocabulary and the in-degrees (``progress``, if
+        given, is also told the papers read). A ``PaperFile`` is parsed in the worker processes too."""
+        self._drop_deferred_indexes()
+        stages, report = self.stages, self.progress
         mark = time.perf_counter()
-        pending: deque[tuple[Future | tuple, list[str], int]] = deque()
-        iterator = iter(papers)
+        pending: deque[tuple] = deque()
         done = 0
-        next_doc = 1
         try:
-            while chunk := list(islice(iterator, CHUNK)):
-                ids = self._write_papers(chunk)
-                texts = [paper.text for paper in chunk]
-                if self.pool is None and self.workers > 1 and next_doc > PARALLEL_MIN_PAPERS - CHUNK:
-                    self.pool = ProcessPoolExecutor(
-                        self.workers, mp_context=_context(), initializer=_worker_init, initargs=(os.getpid(),)
-                    )
-                job = self.pool.submit(tokenise_chunk, texts) if self.pool else tokenise_chunk(texts)
-                pending.append((job, ids, next_doc))
-                next_doc += len(chunk)
-                while len(pending) > max(1, self.workers):
+            with phase(report, READING, unit="papers"):
+                chunks = self._file_jobs(papers) if isinstance(papers, PaperFile) else self._paper_jobs(papers)
+                for job in chunks:
+                    pending.append(job)
+                    while len(pending) > max(1, self.workers):
+                        done += self._collect(*pending.popleft())
+                        report.update(done)
+                        if progress:
+                            progress(done)
+                while pending:
                     done += self._collect(*pending.popleft())
+                    report.update(done)
                     if progress:
                         progress(done)
-            while pending:
-                done += self._collect(*pending.popleft())
-                if progress:
-                    progress(done)
             stages["papers and tokens"] = time.perf_counter() - mark
-            impact_avgdl = self._load_postings()
+            # The indexes of the papers and citations are built in a thread while this one sorts the postings
+            # (SQLite and numpy both let go of the GIL): a core each. Their phases are reported as they end.
+            others = [sql for sql in self.deferred[INDEXING] if not _same_sql(sql, HEAD_SQL)]
+            self.deferred[INDEXING] = [sql for sql in self.deferred[INDEXING] if sql not in others]
+            citations = self.deferred.pop(CITATIONS)
+            indexer = _Indexer(self.conn, [(INDEXING, others), (CITATIONS, citations), (IN_DEGREES, self._in_degrees)])
+            with indexer:
+                mark = time.perf_counter()
+                with phase(report, SORTING):
+                    postings = self._sorted_postings() if self.n_papers else None
+                stages["postings sorted"] = time.perf_counter() - mark
+                for name, total, unit, stage in (
+                    (INDEXING, len(others), "indexes", "indexes"),
+                    (CITATIONS, len(citations), "indexes", "citations index"),
+                    (IN_DEGREES, None, "", "in-degrees"),
+                ):
+                    mark = time.perf_counter()
+                    with phase(report, name, total, unit):
+                        indexer.wait_for(name, report)
+                    stages[stage] = time.perf_counter() - mark
+            edges, dangling = indexer.results[IN_DEGREES]
+            impact_avgdl = self._load_postings(postings)
         finally:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
-        mark = time.perf_counter()
-        self.conn.execute(f"CREATE INDEX {CITATIONS_INDEX} ON citations (cited_id, citing_id)")
-        self.conn.execute(COUNT_CITED)
-        stages["citations index"] = time.perf_counter() - mark
         counts = CorpusCounts(self.n_papers, self.total_tokens, impact_avgdl)
-        return BulkResult(counts, done, len(self.vocabulary), self.cleaner, stages)
+        return BulkResult(counts, done, len(self.vocabulary), self.cleaner, stages, edges, dangling)
 
-    def _write_papers(self, chunk: list[Paper]) -> list[str]:
-        clean = self.cleaner.clean
-        papers, authors, sources, references, cited_by = [], [], [], [], []
-        for paper in chunk:
-            self.unique.add(paper.id)
-            add_paper_rows(paper, papers, authors, sources)
-            if paper.references:
-                references.append({"paper_id": paper.id, "ids": json.dumps(clean(paper.id, paper.references))})
-            if paper.citations:
-                cited_by.append({"paper_id": paper.id, "ids": json.dumps(clean(paper.id, paper.citations))})
+    def _in_degrees(self) -> tuple[int, int]:
+        self.conn.execute(COUNT_CITED)
+        return self._edge_counts()
+
+    def _start_pool(self, seen: int) -> None:
+        """Start the workers once the input is long enough to repay them."""
+        if self.pool is None and self.workers > 1 and seen > PARALLEL_MIN_PAPERS - CHUNK:
+            self.pool = ProcessPoolExecutor(
+                self.workers, mp_context=_context(), initializer=_worker_init, initargs=(os.getpid(),)
+            )
+
+    def _paper_jobs(self, papers: Iterable[Paper]):
+        """For papers given as objects: their rows written here, their tokens made in the workers."""
+        iterator = iter(papers)
+        seen = 0
+        while chunk := list(islice(iterator, CHUNK)):
+            seen += len(chunk)
+            for paper in chunk:
+                self.unique.add(paper.id)
+            self._write_rows(paper_rows(chunk, self.cleaner))
+            texts = [paper.text for paper in chunk]
+            self._start_pool(seen)
+            args = (texts, self.build)
+            job = self.pool.submit(tokenise_chunk, *args) if self.pool else tokenise_chunk(*args)
+            yield job, [paper.id for paper in chunk], None
+
+    def _file_jobs(self, papers: PaperFile):
+        """For a corpus file: its lines parsed, checked, turned into rows and tokenised in the workers."""
+        path, source = str(papers.path), papers.source
+        seen = 0
+        for format, lines in papers.chunks(CHUNK):
+            seen += len(lines)
+            self._start_pool(seen)
+            args = (path, format, source, lines, self.build)
+            yield (self.pool.submit(prepare_lines, *args) if self.pool else prepare_lines(*args)), None, papers
+
+    def _write_rows(self, rows: tuple[list, list, list, str | None, str | None]) -> None:
+        papers, authors, sources, references, cited_by = rows
         conn = self.conn
         conn.executemany(INSERT_PAPER, papers)
         conn.executemany(INSERT_AUTHOR, authors)
         conn.executemany(INSERT_SOURCE, sources)
-        conn.executemany(INSERT_REFERENCES, references)
-        conn.executemany(INSERT_CITED_BY, cited_by)
-        return [paper.id for paper in chunk]
+        if references is not None:
+            conn.execute(INSERT_REFERENCES, {"lists": references})
+        if cited_by is not None:
+            conn.execute(INSERT_CITED_BY, {"lists": cited_by})
+            self.cited_by_rows += 1
 
-    def _collect(self, job, ids: list[str], first_doc: int) -> int:
-        """Map a tokenised chunk's local terms to the index's term ids and keep its postings."""
-        vocabulary, local_terms, counts, distinct, lengths = job.result() if isinstance(job, Future) else job
+    def _drop_deferred_indexes(self) -> None:
+        """Drop the indexes the load leaves to its end, remembering the SQL the schema holds for each."""
+        for when, names in DEFERRED_INDEXES.items():
+            self.deferred[when] = []
+            for name in names:
+                row = self.conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", (name,))
+                sql = row.fetchone()
+                if sql is not None:
+                    self.deferred[when].append(sql[0])
+                    self.conn.execute(f"DROP INDEX {name}")
+
+    def _edge_counts(self) -> tuple[int, int]:
+        """``(live edges, dangling references)`` of the citations this load wrote (see ``CITATION_ROWS``)."""
+        rows = self.conn.execute(CITATION_ROWS).fetchone()[0]
+        dangling = self.conn.execute(CITED_OUTSIDE).fetchone()[0]
+        if self.cited_by_rows:
+            dangling += self.conn.execute(CITING_OUTSIDE).fetchone()[0]
+        return rows - dangling, dangling
+
+    def _collect(self, job, ids: list[str] | None, file: PaperFile | None) -> int:
+        """Take a chunk's results (for a file: write its rows first, after checking its ids), map its local terms
+        to the index's term ids and keep its postings; returns the papers it held."""
+        result = job.result() if isinstance(job, Future) else job
+        if file is not None:
+            ids, numbers, rows, tokens, (self_citations, duplicates), error = result
+            seen = self.unique.seen
+            for pid, lineno in zip(ids, numbers, strict=True):
+                if pid in seen:
+                    raise file.duplicate(pid, lineno)
+                seen.add(pid)
+            if error is not None:
+                raise error
+            self._write_rows(rows)
+            self.cleaner.self_citations += self_citations
+            self.cleaner.duplicates += duplicates
+        else:
+            tokens = result
+        which, first, new, local_terms, counts, distinct, lengths = tokens
+        mapping = self.mappings.get(which, np.zeros(0, dtype=np.int32))
+        if len(mapping) != first:
+            raise RuntimeError("a tokeniser's vocabulary is out of step with the build's")
         known = self.vocabulary
-        mapping = np.empty(len(vocabulary), dtype=np.int32)
-        for local, term in enumerate(vocabulary):
+        added = np.empty(len(new), dtype=np.int32)
+        for i, term in enumerate(new):  # in first-seen order: a term new to the index gets the next id
             term_id = known.get(term)
             if term_id is None:
                 term_id = known[term] = self.next_term_id
                 self.next_term_id += 1
-            mapping[local] = term_id
+            added[i] = term_id
+        mapping = self.mappings[which] = np.concatenate([mapping, added])
+        first_doc = self.n_papers + 1
         doc_ids = np.arange(first_doc, first_doc + len(ids), dtype=np.int64)
         self.term_parts.append(mapping[local_terms])
         self.count_parts.append(counts)
@@ -264,50 +460,147 @@ class BulkLoader:
         return len(ids)
 
     # -- postings, at the end ---------------------------------------------------------------------------------
-    def _load_postings(self) -> float:
-        """Sort and load every posting; returns the average length the impacts were written at."""
-        if self.n_papers == 0:
+    def _load_postings(self, postings: tuple[np.ndarray, ...] | None) -> float:
+        """Load the sorted postings and the vocabulary; returns the average length the impacts were written at."""
+        if postings is None:
             return 0.0
-        stages = self.stages
-        mark = time.perf_counter()
-        terms = np.concatenate(self.term_parts)
-        counts = np.concatenate(self.count_parts)
-        docs = np.concatenate(self.doc_parts)
-        lengths = np.concatenate([np.zeros(1, dtype=np.int64), *self.length_parts])  # indexed by doc_id
-        self.term_parts = self.count_parts = self.doc_parts = self.length_parts = []
+        terms, docs, counts, lengths, weights = postings
         impact_avgdl = max(self.total_tokens / self.n_papers, 1e-9)
-        # Documents were numbered in input order, so a stable sort by term keeps each term's documents sorted.
-        order = np.argsort(terms, kind="stable")
-        terms, docs, counts = terms[order], docs[order], counts[order]
-        del order
-        lengths = lengths[docs]
-        weights = impacts(counts, lengths, impact_avgdl)
-        n_terms = self.next_term_id
-        df = np.bincount(terms, minlength=n_terms)
-        starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
-        max_impact = np.zeros(n_terms, dtype=np.int64)
-        max_impact[terms[starts]] = np.maximum.reduceat(weights, starts)
-        names = sorted(self.vocabulary.items(), key=lambda item: item[1])
-        self.conn.executemany(
-            INSERT_TERM_WITH_DF,
-            ((term_id, term, int(df[term_id]), int(max_impact[term_id])) for term, term_id in names),
-        )
-        stages["postings sorted"] = time.perf_counter() - mark
         mark = time.perf_counter()
-        self.conn.execute(f"DROP INDEX IF EXISTS {HEAD_INDEX}")
-        self._insert_postings(terms, docs, counts, lengths, weights)
-        stages["postings loaded"] = time.perf_counter() - mark
-        mark = time.perf_counter()
-        self.conn.execute(HEAD_INDEX_SQL)
-        stages["head index"] = time.perf_counter() - mark
+        heads = len(self.heads[0]) if self.heads is not None else 0  # written alongside
+        with phase(self.progress, LOADING, len(terms) + heads, "postings", conn=self.conn):
+            n_terms = self.next_term_id
+            df = np.bincount(terms, minlength=n_terms)
+            max_impact = np.zeros(n_terms, dtype=np.int64)
+            if len(terms):
+                starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
+                max_impact[terms[starts]] = np.maximum.reduceat(weights, starts)
+            names = sorted(self.vocabulary.items(), key=lambda item: item[1])
+            self.conn.executemany(
+                INSERT_TERM_WITH_DF,
+                ((term_id, term, int(df[term_id]), int(max_impact[term_id])) for term, term_id in names),
+            )
+            self._insert_postings(terms, docs, counts, lengths, weights)
+        self.stages["postings loaded"] = time.perf_counter() - mark
         return impact_avgdl
 
+    def _sorted_postings(self) -> tuple[np.ndarray, ...]:
+        """Every posting as ``(term, doc, count, length, impact)`` arrays sorted by ``(term, doc)``, with the
+        impacts at the final average length; the parts gathered while reading are released."""
+        terms = np.concatenate(self.term_parts).astype(np.int64)
+        docs = np.concatenate(self.doc_parts).astype(np.int64)
+        counts = np.concatenate(self.count_parts).astype(np.int64)
+        lengths = np.concatenate([np.zeros(1, dtype=np.int64), *self.length_parts])  # indexed by doc_id
+        self.term_parts = self.count_parts = self.doc_parts = self.length_parts = []
+        self.progress.update(None)
+        widths = [max(1, int(a.max(initial=0)).bit_length()) for a in (terms, docs, counts)]
+        if sum(widths) <= 63:  # one int64 key per posting: sorting the keys sorts the postings (they are unique)
+            d_bits, c_bits = widths[1], widths[2]
+            keys = terms << (d_bits + c_bits)
+            keys |= docs << c_bits
+            keys |= counts
+            del terms, docs, counts
+            keys.sort()
+            self.progress.update(None)
+            terms = keys >> (d_bits + c_bits)
+            docs = (keys >> c_bits) & ((1 << d_bits) - 1)
+            counts = keys & ((1 << c_bits) - 1)
+            del keys
+        else:  # documents were numbered in input order: a stable sort by term keeps each term's documents sorted
+            order = np.argsort(terms, kind="stable")
+            terms, docs, counts = terms[order], docs[order], counts[order]
+            del order
+        avgdl = max(self.total_tokens / self.n_papers, 1e-9)
+        most_words, longest = int(counts.max(initial=0)), int(lengths.max(initial=0))
+        lengths = lengths[docs]
+        if (most_words + 1) * (longest + 1) <= IMPACT_TABLE:  # each (count, length) pair's impact, computed once
+            grid = np.indices((most_words + 1, longest + 1)).reshape(2, -1)
+            weights = impacts(grid[0], grid[1], avgdl)[counts * (longest + 1) + lengths]
+        else:
+            weights = impacts(counts, lengths, avgdl)
+        self.progress.update(None)
+        # The head index's entries and both B-trees' layouts, made here, beside the indexer, rather than later;
+        # the head's in a thread of its own (numpy lets go of the GIL), on the core the indexer leaves free.
+        postings = (terms, docs, counts, lengths, weights)
+        path = _database_file(self.conn)
+        failed: list[BaseException] = []
+
+        def heads() -> None:
+            try:
+                self.heads = _head_entries(*postings)
+                if path is not None and len(self.heads[0]):
+                    self.layouts[HEAD_INDEX] = layout(path, self.heads)
+            except BaseException as exc:  # raised below, in this thread
+                failed.append(exc)
+
+        helper = threading.Thread(target=heads, name="retrieval-heads", daemon=True)
+        if self._head_sql() is not None:
+            helper.start()
+        try:
+            if path is not None and len(terms):
+                self.layouts["term_freq"] = layout(path, postings)
+        finally:
+            if helper.ident is not None:  # started
+                helper.join()
+        if failed:
+            raise failed[0]
+        return postings
+
     def _insert_postings(self, terms, docs, counts, lengths, weights) -> None:
+        """Write the postings' pages, and their head index's when the schema's is the one this build knows
+        (``HEAD_SQL``); else insert them with SQL (the head index is then created with the others)."""
         columns = (terms, docs, counts, lengths, weights)
-        widths = [max(1, int(a.max()).bit_length()) for a in columns]
+        conn = self.conn
+        path = _database_file(conn)
+        if path is None or not len(terms):
+            self._insert_postings_sql(columns)
+            for sql in self.deferred.get(INDEXING, []):
+                conn.execute(sql)
+            return
+        head_sql = self._head_sql()
+        if head_sql and self.heads is None:
+            self.heads = _head_entries(*columns)
+        heads = {HEAD_INDEX: self.layouts.get(HEAD_INDEX) or self.heads} if head_sql else {}
+        active = conn.in_transaction
+        if head_sql:
+            conn.execute(head_sql)  # empty: its pages are written with the table's
+        if active:  # the pages are written between two transactions (a build's file has no journal)
+            conn.execute("COMMIT")
+        try:
+            written = write_sorted_table(
+                conn,
+                path,
+                "term_freq",
+                self.layouts.get("term_freq") or columns,
+                self.progress.update,
+                heads,
+                processes=max(1, self.workers),
+            )
+        finally:
+            if active:
+                conn.execute("BEGIN")
+        if written:
+            verify_written(conn, "term_freq")
+            if head_sql:
+                self.deferred[INDEXING].remove(head_sql)
+            return
+        if head_sql:  # dropped again, to be created once the rows are in
+            conn.execute(f"DROP INDEX {HEAD_INDEX}")
+        self._insert_postings_sql(columns)
+        for sql in self.deferred.get(INDEXING, []):
+            conn.execute(sql)
+
+    def _head_sql(self) -> str | None:
+        """The schema's statement for the head index, if it is the one this build writes pages for."""
+        return next((sql for sql in self.deferred.get(INDEXING, []) if _same_sql(sql, HEAD_SQL)), None)
+
+    def _insert_postings_sql(self, columns) -> None:
+        """Load the postings with SQL: packed into JSON integers when they fit in 63 bits, else row by row."""
+        widths = [max(1, int(a.max(initial=0)).bit_length()) for a in columns]
         if sum(widths) > 63:  # too many papers or terms to pack into one integer: row by row
             self.conn.executemany(LOAD_POSTINGS_ROWS, zip(*(a.tolist() for a in columns), strict=True))
             return
+        terms, docs, counts, lengths, weights = columns
         _, d_bits, c_bits, l_bits, i_bits = widths
         params = {
             "term_shift": d_bits + c_bits + l_bits + i_bits,
@@ -326,14 +619,105 @@ class BulkLoader:
         packed |= weights
         slices = [packed[i : i + LOAD_ROWS] for i in range(0, len(packed), LOAD_ROWS)]
         if self.pool is None:
-            for part in slices:
+            for done, part in enumerate(slices, start=1):
                 self.conn.execute(LOAD_POSTINGS, {**params, "postings": json_ints(part)})
+                self.progress.update(min(done * LOAD_ROWS, len(packed)))
             return
         # The workers format the next slices while this process inserts one (a few slices in memory at once).
         window: deque[Future] = deque()
+        done = 0
         for part in slices:
             window.append(self.pool.submit(json_ints, part))
             if len(window) > self.workers:
                 self.conn.execute(LOAD_POSTINGS, {**params, "postings": window.popleft().result()})
+                done += 1
+                self.progress.update(min(done * LOAD_ROWS, len(packed)))
         while window:
             self.conn.execute(LOAD_POSTINGS, {**params, "postings": window.popleft().result()})
+            done += 1
+            self.progress.update(min(done * LOAD_ROWS, len(packed)))
+
+
+def _same_sql(a: str, b: str) -> bool:
+    return " ".join(a.replace('"', "").split()) == " ".join(b.replace('"', "").split())
+
+
+def _head_entries(terms, docs, counts, lengths, weights) -> list[np.ndarray]:
+    """The entries of ``ix_term_freq_head`` for postings sorted by (term, doc): the postings with an impact of
+    ``HEAD_IMPACT`` or more, as ``(term_id, impact, count, length, doc_id)`` (the index's columns, then the
+    primary key's column it lacks), sorted so."""
+    head = weights >= HEAD_IMPACT
+    columns = [a[head] for a in (terms, weights, counts, lengths, docs)]
+    widths = [max(1, int(a.max(initial=0)).bit_length()) for a in columns]
+    if sum(widths) <= 63:  # one int64 key per entry: sorting the keys sorts the entries
+        keys = np.zeros(len(columns[0]), dtype=np.int64)
+        for values, width in zip(columns, widths, strict=True):
+            keys <<= width
+            keys |= values
+        keys.sort()
+        for i in reversed(range(len(columns))):
+            columns[i] = keys & ((1 << widths[i]) - 1)
+            keys >>= widths[i]
+        return columns
+    order = np.lexsort(columns[::-1])  # the last key is the primary one
+    return [a[order] for a in columns]
+
+
+def _database_file(conn: sqlite3.Connection) -> str | None:
+    """The file of ``conn``'s main database (None in memory)."""
+    for _, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return file or None
+    return None
+
+
+class _Indexer(threading.Thread):
+    """SQL work that runs beside the postings' sort: ``steps`` of ``(name, statements or a function)``, in
+    order, on ``conn`` (which this thread alone uses meanwhile). ``with indexer:`` starts it, and stops it
+    (``interrupt``) if the block fails; ``wait_for(name)`` waits for a step, ticking ``progress``."""
+
+    def __init__(self, conn: sqlite3.Connection, steps: list[tuple[str, list[str] | Callable]]) -> None:
+        super().__init__(name="retrieval-indexer", daemon=True)
+        self.conn = conn
+        self.steps = steps
+        self.ended = {name: threading.Event() for name, _ in steps}
+        self.done = {name: 0 for name, _ in steps}
+        self.results: dict[str, object] = {}
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            for name, work in self.steps:
+                if callable(work):
+                    self.results[name] = work()
+                else:
+                    for sql in work:
+                        self.conn.execute(sql)
+                        self.done[name] += 1
+                self.ended[name].set()
+        except BaseException as exc:  # handed to the waiting thread
+            self.error = exc
+        finally:
+            for event in self.ended.values():
+                event.set()
+
+    def wait_for(self, name: str, progress: BuildProgress) -> None:
+        shown = 0
+        while not self.ended[name].wait(0.2):
+            progress.update(None)
+            if self.done[name] != shown:
+                shown = self.done[name]
+                progress.update(shown)
+        if self.error is not None:
+            raise self.error
+        if self.done[name]:
+            progress.update(self.done[name])
+
+    def __enter__(self) -> _Indexer:
+        self.start()
+        return self
+
+    def __exit__(self, kind, value, trace) -> None:
+        if kind is not None and self.is_alive():
+            self.conn.interrupt()
+        self.join()

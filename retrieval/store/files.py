@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import signal
 import sqlite3
 import tempfile
 import time
@@ -192,12 +193,43 @@ def check_replaceable(target: Path) -> tuple | None:
     )
 
 
+@contextmanager
+def _signals_held() -> Iterator[list[int]]:
+    """Hold Ctrl-C and SIGTERM for the block (their Python handlers would raise in the middle of it): the
+    signals that arrived are listed, and the caller decides what they mean once the block is over. Outside the
+    main thread (where handlers cannot be set) nothing is held."""
+    arrived: list[int] = []
+    previous = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda signum, frame: arrived.append(signum))
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield arrived
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def swap_in(new: Path, target: Path, expected: tuple | None = None) -> None:
     """Put the finished index ``new`` in place of ``target`` (see the module docstring); ``new`` is removed.
 
     ``expected`` is the target's fingerprint when the caller started: if another writer changed the target
-    since, nothing is swapped in and ``StoreError`` says so.
+    since, nothing is swapped in and ``StoreError`` says so. A Ctrl-C or SIGTERM that arrives during the swap
+    is held until it is over: raised then if the swap failed, and dropped if it succeeded (the command is done;
+    reporting "interrupted, nothing changed" would be false).
     """
+    with _signals_held() as arrived:
+        try:
+            _swap_in(new, target, expected)
+        except BaseException:
+            if arrived:
+                raise KeyboardInterrupt from None
+            raise
+
+
+def _swap_in(new: Path, target: Path, expected: tuple | None) -> None:
     if not os.path.lexists(target) or (target.exists() and target.stat().st_size == 0):
         for suffix in SIDE_SUFFIXES:  # an old index's leftovers would be replayed into the new file
             Path(f"{target}{suffix}").unlink(missing_ok=True)
