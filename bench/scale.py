@@ -652,7 +652,7 @@ def main() -> None:
         sys.exit(f"unknown peers {sorted(unknown)}: choose from {', '.join(peers.ENGINES)}")
     args.peers = [e for e in peers.ENGINES if e in args.peers]  # ours first: the others are compared with it
 
-    from retrieval.text import tokenise
+    from retrieval.text import fold, tokenise
 
     started = time.perf_counter()
     digest = source_digest()
@@ -707,7 +707,7 @@ def main() -> None:
         for name, qs in sets.items():
             qsets.annotate(qs, stats)
             paths[name].write_text(json.dumps({"queries": qs}, indent=1))
-            bad = [q["text"][:60] for q in qs if peers._TOKEN.findall(q["text"].lower()) != tokenise(q["text"])]
+            bad = [q["text"][:60] for q in qs if peers._TOKEN.findall(fold(q["text"])) != tokenise(q["text"])]
             if bad:
                 sys.exit(f"the peers' inline tokeniser disagrees with retrieval.text.tokenise on {bad[:3]}")
             summaries[name] = qsets.describe(qs, stats)

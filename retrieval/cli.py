@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
-from .cli_types import bounded, hops, query, relations, unit
-from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalConfig
+from .cli_types import add_output_args, bounded, hops, query, relations, unit, year_range
+from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalConfig, resolve_db_path
 from .errors import RetrievalError
+from .text import TOKENISER_VERSION
 from .validate import LIMITS
 
 #: The input formats (``retrieval.corpus.jsonl.FORMATS``, which a test keeps equal), named here so that parsing
@@ -104,12 +105,22 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from . import commands  # loaded when a command runs, not for --help
 
     bars = _build_bars(lambda: _count_lines(args.source) if args.source else 100)
-    summary = commands.build(db=args.db, source=args.source, progress=bars, format=args.format, workers=args.workers)
-    print(
+    summary = commands.build(
+        db=args.db,
+        source=args.source,
+        progress=bars,
+        format=args.format,
+        workers=args.workers,
+        stem=args.stem,
+        stopwords=args.stopwords,
+    )
+    _print_summary(
+        args,
+        summary.to_dict(),
         f"built {summary.path}: {summary.papers:,} papers, {summary.edges:,} citation edges, "
         f"{summary.dangling_references:,} dangling references, "
         f"{summary.self_citations_dropped:,} self-citations dropped, {summary.terms:,} terms, "
-        f"{summary.seconds:.1f} s"
+        f"{summary.seconds:.1f} s",
     )
     return 0
 
@@ -123,9 +134,11 @@ def _cmd_add(args: argparse.Namespace) -> int:
     finally:
         if progress:
             progress(-1)
-    print(
+    _print_summary(
+        args,
+        summary.to_dict(),
         f"added {summary.added:,} papers to {summary.path} ({summary.replaced:,} replaced); "
-        f"{summary.papers:,} papers, {summary.terms:,} terms now; {summary.seconds:.2f} s"
+        f"{summary.papers:,} papers, {summary.terms:,} terms now; {summary.seconds:.2f} s",
     )
     return 0
 
@@ -134,19 +147,38 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     from . import commands  # loaded when a command runs, not for --help
 
     summary = commands.remove(args.ids, db=args.db)
-    print(f"removed {summary.removed:,} papers from {summary.path}; {summary.papers:,} papers now")
+    text = f"removed {summary.removed:,} papers from {summary.path}; {summary.papers:,} papers now"
+    _print_summary(args, summary.to_dict(), text)
     return 0
 
 
 def _cmd_upgrade(args: argparse.Namespace) -> int:
     from . import commands  # loaded when a command runs, not for --help
 
-    before, after = commands.upgrade(db=args.db)
-    if before == after:
-        print(f"{args.db or 'the index'} is at schema revision {after} already: nothing to do")
+    result = commands.upgrade(db=args.db)
+    before, after = result
+    where = args.db or "the index"
+    reindexed = getattr(result, "reindexed", None)
+    if before == after and reindexed is None:
+        text = f"{where} is at schema revision {after} already: nothing to do"
+    elif before == after:
+        text = f"re-indexed {where} from tokeniser v{reindexed} to v{TOKENISER_VERSION} (schema revision {after})"
     else:
-        print(f"upgraded {args.db or 'the index'} from schema revision {before} to {after}")
+        text = f"upgraded {where} from schema revision {before} to {after}"
+        if reindexed is not None:
+            text += f", re-indexed from tokeniser v{reindexed} to v{TOKENISER_VERSION}"
+    fields = {"path": str(resolve_db_path(args.db)), "from_revision": before, "to_revision": after}
+    upgraded = before != after or reindexed is not None
+    _print_summary(args, {**fields, "reindexed_from_tokeniser": reindexed, "upgraded": upgraded}, text)
     return 0
+
+
+def _print_summary(args: argparse.Namespace, fields: dict, text: str) -> None:
+    """A write's closing summary: ``text``, or with ``--json`` its fields as one JSON object."""
+    if args.json:
+        print(json.dumps(fields, ensure_ascii=False, indent=2, default=str))
+    else:
+        print(text)
 
 
 def _print_trace(statements) -> None:
@@ -183,39 +215,37 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
     config = _config(args)
     trace = Trace() if args.sql else None
-    result = commands.search(args.query, db=args.db, config=config, limit=args.limit, tracer=trace)
+    result = commands.search(
+        args.query, db=args.db, config=config, limit=args.limit, tracer=trace,
+        offset=args.offset, year=args.year, authors=args.authors, syntax=not args.plain,
+    )  # fmt: skip
     if trace is not None:
         _print_trace(trace.statements)
         return 0
-    if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
-        return 0
-    m = result.metrics
-    if not result.ranked:
-        print(f"no results for {args.query.text!r} ({m['wall_time_ms']:.1f} ms)")
-        return 0
-    print(
-        f"{'#':>3}  {'id':<16} {'year':>4}  {'final':>6}  {'bm25':>7}  {'graph':>5}  {'recency':>7}  {'how':<24} title"
-    )
-    for rank, r in enumerate(result.ranked, start=1):
-        year = "" if r.paper.year is None else str(r.paper.year)
-        title = r.paper.title if len(r.paper.title) <= 50 else r.paper.title[:47] + "..."
-        how = r.how() if len(r.how()) <= 24 else r.how()[:21] + "..."
-        print(
-            f"{rank:>3}  {r.paper.id:<16} {year:>4}  {r.final_score:6.4f}  {r.bm25_score:7.3f}  "
-            f"{r.graph_score:5.3f}  {r.recency_score:7.3f}  {how:<24} {title}"
-        )
-    gate = result.expansion.get("gate", {})
-    graph = "evidence" if config.ranking == "expansion" else "1/.6/.3 by hops"
-    print(
-        f"\n{len(result.ranked)} of {m['hit_count']} hits shown; top {m['top_score']:.4f}, "
-        f"average {m['avg_score']:.4f}, {m['wall_time_ms']:.1f} ms. "
-        f"final = {config.w_bm25:g}*bm25/max + {config.w_graph:g}*graph({graph}) + {config.w_recency:g}*recency"
-    )
-    if gate:
-        state = "expanded" if gate["fired"] else "not expanded"
-        print(f"graph: {state} ({gate['reason']}); {result.expansion.get('candidates_added', 0)} papers added")
+    print_entries(result, args.format, why=args.why)
     return 0
+
+
+def print_entries(result, fmt: str | None = None, why: bool = False, document: object = None) -> None:
+    """A ranked list on stdout: exported in ``fmt`` (``retrieval.export.FORMATS``; ``json`` prints ``document``,
+    by default the result's ``to_dict()``), or as the table that fits the terminal and its summary (``why``: a
+    line per entry with the blend's terms). ``result``: a ``RetrievalResult`` or anything with ``ranked``,
+    ``config``, ``query``, ``metrics`` and ``expansion`` (``offset``, ``matched``, ``warnings`` when it has them);
+    its warnings go to stderr, whatever the format."""
+    offset = getattr(result, "offset", 0)
+    for warning in getattr(result, "warnings", ()):
+        _error(warning, prefix="retrieval: warning: ")
+    if fmt is not None:
+        from .export import export
+
+        sys.stdout.write(export(result, fmt, offset=offset, document=document))
+        return
+    from . import display
+
+    width = display.terminal_width()
+    lines = display.result_lines(result, width, why=why, offset=offset)
+    summary = display.summary_lines(result, width, offset=offset)
+    print("\n".join(lines + ([""] + summary if summary else [])))
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
@@ -236,6 +266,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 DB_HELP = f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})"
 FORMAT_HELP = "input format: jsonl, openalex or s2 (default: detected from the first record)"
+SUMMARY_JSON_HELP = "print the summary as one JSON object"
 
 
 def _build_args(p: argparse.ArgumentParser) -> None:
@@ -246,7 +277,18 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         type=bounded("workers", 0),
         help="processes that tokenise during the build (default: one per core, at most 2; 0 = this process only)",
     )
+    p.add_argument(
+        "--stem",
+        metavar="LANGUAGE",
+        help="stem terms with this Snowball stemmer (PyStemmer: english, porter, german, ...); default: none",
+    )
+    p.add_argument(
+        "--stopwords",
+        choices=["english"],
+        help="drop these stop words (english: Lucene's 33); default: none. Both are recorded in the index",
+    )
     p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--json", action="store_true", help=SUMMARY_JSON_HELP)
     p.set_defaults(func=_cmd_build)
 
 
@@ -255,12 +297,14 @@ def _add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=FORMATS, help=FORMAT_HELP)
     p.add_argument("--replace", action="store_true", help="overwrite papers whose id is already in the index")
     p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--json", action="store_true", help=SUMMARY_JSON_HELP)
     p.set_defaults(func=_cmd_add)
 
 
 def _remove_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("ids", nargs="+", metavar="ID", help="paper ids")
     p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--json", action="store_true", help=SUMMARY_JSON_HELP)
     p.set_defaults(func=_cmd_remove)
 
 
@@ -298,9 +342,115 @@ def _search_args(p: argparse.ArgumentParser) -> None:
         help=f"papers the graph may add (default 1000, at most {LIMITS['max_candidates']:,})",
     )
     p.add_argument("--no-hub-weighting", action="store_true", help="no 1/ln(e + degree) down-weighting")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _filter_args(p)
+    p.add_argument(
+        "--plain",
+        action="store_true",
+        help='read the query as plain words: no "phrases", -exclusions, author: or year: (long queries always are)',
+    )
+    add_output_args(p)
     p.add_argument("--sql", action="store_true", help="print every statement the search ran, with its parameters")
     p.set_defaults(func=_cmd_search)
+
+
+def _filter_args(p: argparse.ArgumentParser) -> None:
+    """``--year``, ``--author`` and ``--offset``: the filters and paging of every command that ranks papers."""
+    p.add_argument(
+        "--year", type=year_range, metavar="RANGE", help="only papers of these years: 1998-2001, 1998-, -2001 or 1998"
+    )
+    p.add_argument(
+        "--author",
+        dest="authors",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only papers by this author (surname, optionally with given names or initials; case and accents "
+        "aside); repeat for papers by all of them",
+    )
+    p.add_argument(
+        "--offset",
+        type=bounded("offset", 0),
+        default=0,
+        help=f"skip this many results first: the next page (at most {LIMITS['offset']:,})",
+    )
+
+
+def _cmd_similar(args: argparse.Namespace) -> int:
+    from . import commands  # loaded when a command runs, not for --help
+
+    ids = list(args.ids)
+    if args.from_file:
+        ids += commands.read_ids(args.from_file)
+    if not ids:
+        args.similar_parser.error("give at least one paper id (or --from FILE of ids)")
+    exclude = commands.read_ids(args.exclude) if args.exclude else []
+    result = commands.similar(
+        ids, db=args.db, limit=args.limit, offset=args.offset, exclude=exclude, year=args.year, authors=args.authors
+    )
+    return _print_similar(args, result)
+
+
+def _similar_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ids", nargs="*", metavar="PAPER_ID", help="one paper, or several (a reading list)")
+    p.add_argument("--from", dest="from_file", metavar="FILE", help="more paper ids, one per line")
+    p.add_argument("--exclude", metavar="FILE", help="paper ids to leave out (those you have), one per line")
+    p.add_argument("--db", help=DB_HELP)
+    p.add_argument(
+        "--limit", type=bounded("limit"), default=10, help=f"results to show (default 10, at most {LIMITS['limit']:,})"
+    )
+    _filter_args(p)
+    add_output_args(p)
+    p.set_defaults(func=_cmd_similar, similar_parser=p)
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from . import commands  # loaded when a command runs, not for --help
+
+    page = commands.show(args.paper_id, db=args.db)
+    return _print_show(args, page)
+
+
+def _show_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paper_id", metavar="PAPER_ID", help="the paper's id, as `retrieval search` shows it")
+    p.add_argument("--db", help=DB_HELP)
+    add_output_args(p, why=False)
+    p.set_defaults(func=_cmd_show)
+
+
+def _print_similar(args: argparse.Namespace, result) -> int:
+    """``similar``'s papers: exported, or the table with each paper's reasons on a second line."""
+    if args.format is not None:
+        print_entries(result, args.format)
+        return 0
+    from . import display
+
+    for warning in result.warnings:
+        _error(warning, prefix="retrieval: warning: ")
+    width = display.terminal_width()
+    lines = display.result_lines(result, width, why=True, offset=result.offset)
+    if result.ranked:
+        n, first = len(result.ranked), result.offset + 1
+        seeds = ", ".join(result.seeds[:3]) + (f" and {len(result.seeds) - 3} more" if len(result.seeds) > 3 else "")
+        summary = [
+            f"{first}-{first + n - 1} of {result.matched:,} papers like {seeds}",
+            f"{result.wall_time_ms:.1f} ms",
+        ]
+        formula = "score = cocitation/3 + coupling/3 + text/3 (cosines over citation counts; BM25 over the best)"
+        lines += [""] + display.clauses(summary, width) + display.wrap(formula, width, hanging=2)
+    print("\n".join(lines))
+    return 0
+
+
+def _print_show(args: argparse.Namespace, page) -> int:
+    if args.format is not None:
+        from .export import export
+
+        sys.stdout.write(export(page, args.format, document=page.to_dict()))
+        return 0
+    from . import display
+
+    print("\n".join(display.paper_lines(page.paper, display.terminal_width(), page.linked, page.linked)))
+    return 0
 
 
 def _stats_args(p: argparse.ArgumentParser) -> None:
@@ -311,7 +461,72 @@ def _stats_args(p: argparse.ArgumentParser) -> None:
 
 def _upgrade_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--json", action="store_true", help=SUMMARY_JSON_HELP)
     p.set_defaults(func=_cmd_upgrade)
+
+
+#: The query column of ``retrieval log``'s table: what the other columns leave of 80.
+LOG_QUERY_WIDTH = 80 - 52
+
+
+def _cmd_log(args: argparse.Namespace) -> int:
+    from . import commands  # loaded when a command runs, not for --help
+
+    where = args.db or "the index"
+    if args.switch is not None:
+        if args.since or args.json or args.plot:
+            args.log_parser.error("`log on` and `log off` take no other option than --db")
+        was = commands.log_enable(args.switch == "on", db=args.db)
+        if args.switch == "on":
+            state = "was on already" if was else "is on"
+            print(f"the query log of {where} {state}: each search, similar and explain adds a row to query_log")
+        else:
+            print(f"the query log of {where} is off{'' if was else ' (it was not on)'}; logged rows are kept")
+        return 0
+    if args.plot:
+        drawn = commands.log_plot(args.plot, db=args.db, since=args.since)
+        print(f"drew {drawn:,} logged queries (hit count, top score, latency over time) to {args.plot}")
+        return 0
+    rows = commands.log_entries(db=args.db, since=args.since)
+    enabled = commands.log_status(db=args.db)
+    if args.json:
+        print(json.dumps({"enabled": enabled, "since": args.since, "entries": rows}, ensure_ascii=False, indent=2))
+        return 0
+    if rows:
+        print(f"{'time (UTC)':<16} {'kind':<7} {'hits':>6} {'top':>6} {'ms':>7} {'gate':<4} query")
+    for row in rows:
+        text = " ".join(row["query"].split())
+        if len(text) > LOG_QUERY_WIDTH:
+            text = text[: LOG_QUERY_WIDTH - 3] + "..."
+        gate = {None: "-", True: "yes", False: "no"}[row["gate_fired"]]
+        print(
+            f"{row['logged_at'][:16].replace('T', ' '):<16} {row['kind']:<7} {row['hit_count']:>6} "
+            f"{row['top_score']:6.3f} {row['wall_ms']:7.1f} {gate:<4} {text}"
+        )
+    since = f" since {args.since}" if args.since else ""
+    state = "on" if enabled else "off (`retrieval log on` turns it on)"
+    if rows:
+        print()
+    print(f"{len(rows):,} logged queries{since}; the query log is {state}")
+    return 0
+
+
+def _since(text: str) -> str:
+    from .store.querylog import since_bound  # loaded when the command runs
+
+    try:
+        return since_bound(text)
+    except RetrievalError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _log_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("switch", nargs="?", choices=("on", "off"), help="turn the log on or off (default: list it)")
+    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--since", type=_since, metavar="DATE", help="entries from this ISO 8601 date or time on (UTC)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--plot", metavar="FILE", help="draw hit count, top score and latency over time as a PNG")
+    p.set_defaults(func=_cmd_log, log_parser=p)
 
 
 #: Every subcommand: name -> (one-line help, what adds its options: a function here, or the module of another
@@ -322,8 +537,11 @@ COMMANDS = {
     "add": ("add papers to an index, statistics kept exact", _add_args),
     "remove": ("remove papers and their edges from an index", _remove_args),
     "search": ("search the index", _search_args),
+    "similar": ("papers like these: co-citation, shared references and text similarity", _similar_args),
+    "show": ("one paper: authors, year, abstract, its references and citing papers", _show_args),
     "stats": ("what the index holds", _stats_args),
     "upgrade": ("bring an index of an older schema revision to this version's, atomically", _upgrade_args),
+    "log": ("the query log: turn it on or off, list it, or plot it over time", _log_args),
     "eval": (
         "measure recall, MAP, nDCG and MRR of every retrieval mode on a corpus and a query file",
         "retrieval.eval.cli",
@@ -346,15 +564,34 @@ class _Formatter(argparse.HelpFormatter):
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width=None) -> None:
         if width is None:
-            try:
-                columns = int(os.environ["COLUMNS"])
-            except (KeyError, ValueError):
-                try:
-                    columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-                except (AttributeError, ValueError, OSError):
-                    columns = 80
-            width = max(columns - 2, 11)
+            from .display import terminal_width
+
+            width = terminal_width(minimum=13) - 2
         super().__init__(prog, indent_increment, max_help_position, width)
+
+
+def version() -> str:
+    """The installed package's version (its metadata), else ``retrieval.__version__`` (a source tree)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("retrieval")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+class _Version(argparse.Action):
+    """``--version``: the version is looked up only when asked for (importlib.metadata is slow to import)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"retrieval {version()}")
+        parser.exit()
 
 
 def make_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -364,6 +601,7 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="An embedded literature-retrieval index: BM25 in SQL plus a citation-graph walk.",
         formatter_class=_Formatter,
     )
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # A known command gets its own parser only (each costs a few gettext look-ups on disk); the main help and
     # an unknown command's usage error list them all.
@@ -385,6 +623,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous = signal.signal(signal.SIGTERM, _terminate)
     except ValueError:  # not the main thread (main() called from a program's worker thread): leave signals alone
         previous = None
+    shown, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         return args.func(args)
     except RetrievalError as exc:
@@ -401,8 +640,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(f"{exc} (an environment failure: check the files named, the disk and the permissions)")
         return 1
     finally:
+        warnings.showwarning = shown
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """The library's warnings (a clamped setting) as one line each, without the Python source location."""
+    text = str(message)
+    if text.startswith("max_hops "):
+        text = "--hops " + text.removeprefix("max_hops ")
+    _error(text, prefix="retrieval: warning: ")
 
 
 def _error(message: str, prefix: str = "retrieval: error: ") -> None:

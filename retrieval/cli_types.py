@@ -41,10 +41,11 @@ def bounded(name: str, least: int = 1):
 
 
 def hops(text: str) -> int:
+    """Citation hops: 0 or more (more than 2 is clamped to 2 by the configuration, with a warning)."""
     value = _number(text, int, "0, 1 or 2")
-    if not 0 <= value <= 2:
+    if value < 0:
         raise argparse.ArgumentTypeError(f"hops are 0, 1 or 2, got {value}")
-    return value
+    return min(value, 1_000)
 
 
 def year(text: str) -> int:
@@ -54,16 +55,28 @@ def year(text: str) -> int:
     return value
 
 
-def query(text: str):
-    """The query, parsed once (``retrieval.search.query.Query``): a too long or too wide one is a usage error
-    (an empty one is a query that matches nothing)."""
+def query(text: str) -> str:
+    """The query's text, checked: a too long or too wide one is a usage error (an empty one is a query that
+    matches nothing). It stays text: the search reads its syntax and analyses it as its index does."""
     from .errors import ConfigError
     from .search.query import Query
 
     try:
-        return Query.parse(text)
+        return Query.parse(text).text
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def year_range(text: str) -> str:
+    """A year range (``1998-2001``, ``1998-``, ``-2001``, ``1998``), checked here so a bad one is a usage error."""
+    from .errors import ConfigError
+    from .validate import parse_years
+
+    try:
+        parse_years(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def unit(text: str) -> float:
@@ -85,3 +98,21 @@ def relations(text: str) -> str:
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown relation(s) {', '.join(unknown)}: use {','.join(RELATIONS)}")
     return text
+
+
+#: The output formats (``retrieval.export.FORMATS``, which a test keeps equal), named here so that parsing a
+#: search does not import the exporters.
+OUTPUT_FORMATS = ("json", "jsonl", "csv", "bibtex", "ris")
+
+
+def add_output_args(p: argparse.ArgumentParser, why: bool = True) -> None:
+    """``--format``, ``--json`` (its shorthand) and, with ``why``, ``--why``: the output options of every command
+    that prints ranked papers (``args.format`` is None for the table)."""
+    p.add_argument(
+        "--format",
+        choices=OUTPUT_FORMATS,
+        help="print json, jsonl (one object per result), csv, bibtex or ris (default: a table that fits the terminal)",
+    )
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
+    if why:
+        p.add_argument("--why", action="store_true", help="a second line per result: the terms of its score")

@@ -1,6 +1,6 @@
-"""The commands as library functions: ``build``, ``add``, ``remove``, ``upgrade``, ``search``, ``stats``. The CLI
-only parses and prints. Building an index from the lesson's two mock clients lives here too, so that
-``RetrievalClient`` only ever reads."""
+"""The commands as library functions: ``build``, ``add``, ``remove``, ``upgrade``, ``search``, ``stats``, and the
+query log (``log_enable``, ``log_status``, ``log_entries``, ``log_plot``). The CLI only parses and prints. Building
+an index from the lesson's two mock clients lives here too, so that ``RetrievalClient`` only ever reads."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from .config import RetrievalConfig, resolve_db_path
 from .errors import InputError
 from .search.client import RetrievalClient
 from .store.database import check_index, connect, edge_counts
+from .store.querylog import record_if_enabled
 
 # The writers, the readers and the demo corpus are imported by the commands that use them, so that a process
 # that only searches does not pay for their imports (bench/cli_start.py).
@@ -20,6 +21,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient
     from .search.blend import RetrievalResult
+    from .search.papers import PaperPage
+    from .search.similar import SimilarResult
     from .store.executor import Tracer
     from .store.progress import BuildProgress
     from .store.rows import WriteSummary
@@ -40,11 +43,15 @@ def build(
     progress: BuildProgress | Callable[[int], None] | None = None,
     format: str | None = None,
     workers: int | None = None,
+    stem: str | None = None,
+    stopwords: str | None = None,
 ) -> WriteSummary:
     """Build the index at ``db`` (resolved as everywhere) from the corpus file ``source`` (``format`` jsonl,
     openalex or s2; detected when None), or from the built-in demo corpus when ``source`` is None, with
-    ``workers`` tokenising processes (see ``build_index``, which says what ``progress`` is told). Replaces an
-    existing index only when the build succeeds."""
+    ``workers`` tokenising processes (see ``build_index``, which says what ``progress`` is told), stemming with
+    the Snowball stemmer ``stem`` (e.g. ``"english"``) and dropping the stop words ``stopwords`` (``"english"``)
+    when given (recorded in the index; later adds and queries use them). Replaces an existing index only when the
+    build succeeds."""
     from .corpus.jsonl import PaperFile
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients
     from .store.build import build_index
@@ -53,9 +60,14 @@ def build(
     if source is None:
         corpus = build_corpus()
         papers = merge_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus))
-        return build_index(papers, path, source=BUILTIN, progress=progress, workers=workers)
+        return build_index(
+            papers, path, source=BUILTIN, progress=progress, workers=workers, stem=stem, stopwords=stopwords
+        )
     src = _corpus_file(source)
-    return build_index(PaperFile(src, format), path, source=src.name, progress=progress, workers=workers)
+    papers = PaperFile(src, format)
+    return build_index(
+        papers, path, source=src.name, progress=progress, workers=workers, stem=stem, stopwords=stopwords
+    )
 
 
 def add(
@@ -83,8 +95,9 @@ def remove(ids: list[str], db: str | os.PathLike[str] | None = None) -> WriteSum
 
 
 def upgrade(db: str | os.PathLike[str] | None = None) -> tuple[str, str]:
-    """Upgrade the index at ``db`` to this version's schema revision; ``(before, after)``. Atomic: the old file
-    stays as it was if the upgrade fails."""
+    """Upgrade the index at ``db`` to this version's schema revision and tokeniser; ``(before, after)``, an
+    ``Upgrade`` whose ``reindexed`` names the tokeniser version it re-indexed from (None: the text was not
+    touched). Atomic: the old file stays as it was if the upgrade fails."""
     from .store.migrate import upgrade_index
 
     return upgrade_index(resolve_db_path(db))
@@ -96,10 +109,56 @@ def search(
     config: RetrievalConfig | None = None,
     limit: int | None = 10,
     tracer: Tracer | None = None,
+    *,
+    offset: int = 0,
+    year: str | None = None,
+    authors: list[str] | tuple[str, ...] = (),
+    syntax: bool = True,
 ) -> RetrievalResult:
-    """Search the index at ``db``; see ``RetrievalClient.search``. ``tracer`` sees every statement that runs."""
+    """Search the index at ``db``; see ``RetrievalClient.search`` (filters, paging, query syntax). ``tracer`` sees
+    every statement that runs."""
     with RetrievalClient(db, config, tracer=tracer) as client:
-        return client.search(query, limit=limit)
+        result = client.search(query, limit=limit, offset=offset, year=year, authors=authors, syntax=syntax)
+    info = client.last_stats.info if client.last_stats else None
+    record_if_enabled(client.path, "search", result.query, result.config, result, info, limit=limit)  # never raises
+    return result
+
+
+def similar(
+    paper_ids: list[str],
+    db: str | os.PathLike[str] | None = None,
+    limit: int = 10,
+    *,
+    offset: int = 0,
+    exclude: list[str] | tuple[str, ...] = (),
+    year: str | None = None,
+    authors: list[str] | tuple[str, ...] = (),
+) -> SimilarResult:
+    """Papers like ``paper_ids`` in the index at ``db``; see ``RetrievalClient.similar``."""
+    with RetrievalClient(db) as client:
+        result = client.similar(paper_ids, limit, offset=offset, exclude=exclude, year=year, authors=authors)
+    extra = {"exclude": sorted(exclude)} if exclude else None
+    info = client.last_stats.info if client.last_stats else None
+    record_if_enabled(client.path, "similar", " ".join(result.seeds), None, result, info, limit=limit, extra=extra)
+    return result
+
+
+def show(paper_id: str, db: str | os.PathLike[str] | None = None) -> PaperPage:
+    """One paper of the index at ``db`` with its references and citing papers; see ``RetrievalClient.show``."""
+    with RetrievalClient(db) as client:
+        return client.show(paper_id)
+
+
+def read_ids(path: str | os.PathLike[str]) -> list[str]:
+    """Paper ids from a file, one per line (blank lines and ``#`` comments skipped): a reading list, or the
+    papers to leave out of ``similar``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"no file of paper ids at {path}: give a file with one id per line") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"cannot read paper ids from {path}: {error}") from None
+    return [line.split("#", 1)[0].strip() for line in text.splitlines() if line.split("#", 1)[0].strip()]
 
 
 def build_from_clients(
@@ -155,8 +214,46 @@ def stats(db: str | os.PathLike[str] | None = None) -> dict:
         "k1": info.k1,
         "b": info.b,
         "tokeniser": f"{info.tokeniser} v{info.tokeniser_version}",
+        "stemmer": info.analyser.stem or "none",
+        "stopwords": info.analyser.stopwords or "none",
         "schema_revision": info.info.get("schema_revision"),
         "source": info.info.get("source"),
         "built_at": info.info.get("built_at"),
         "file_bytes": path.stat().st_size,
     }
+
+
+def log_enable(on: bool, db: str | os.PathLike[str] | None = None) -> bool:
+    """Turn the query log of the index at ``db`` on or off (``retrieval log on|off``); returns whether it was on.
+    Turning on an index at revision 0004 is refused with ``retrieval upgrade`` (see ``retrieval.store.querylog``)."""
+    from .store.querylog import enable
+
+    return enable(resolve_db_path(db), on)
+
+
+def log_status(db: str | os.PathLike[str] | None = None) -> bool:
+    """Whether the index at ``db`` logs its queries."""
+    from .store.querylog import is_enabled
+
+    path = resolve_db_path(db)
+    check_index(path)
+    return is_enabled(path)
+
+
+def log_entries(db: str | os.PathLike[str] | None = None, since: object = None) -> list[dict]:
+    """The query log of the index at ``db``, oldest first, from ``since`` on (an ISO 8601 date or time, UTC unless
+    it says otherwise): one dict per logged search, similar or explain."""
+    from .store.querylog import entries
+
+    return entries(resolve_db_path(db), since)
+
+
+def log_plot(out: str | os.PathLike[str], db: str | os.PathLike[str] | None = None, since: object = None) -> int:
+    """Draw the query log of the index at ``db`` (from ``since`` on) as a PNG at ``out``: hit count, top score and
+    latency over time. Returns the number of entries drawn. Needs matplotlib (``pip install 'retrieval[eval]'``)."""
+    from .store.querylog import entries, plot
+
+    path = resolve_db_path(db)
+    rows = entries(path, since)
+    plot(rows, out, title=f"query log of {path.name}")
+    return len(rows)

@@ -3,6 +3,7 @@ it got and what it takes."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from .errors import ConfigError
@@ -13,6 +14,8 @@ LIMITS = {
     "query_chars": 100_000,  # characters of a query
     "query_terms": 2_000,  # distinct terms of a query (a long draft has a few hundred)
     "limit": 1_000,  # results returned by one search
+    "offset": 9_000,  # results skipped before them (a page of the first 10,000)
+    "similar_seeds": 100,  # papers given to `similar` as one reading list
     "top_k_lexical": 200,  # BM25 seeds
     "lexical_depth": 1_000,  # BM25 list ranked by the expansion ranking
     "gate_min_survivors": 1_000,
@@ -55,3 +58,26 @@ def check_choice(name: str, value: object, choices: Iterable[str]) -> None:
     choices = tuple(choices)
     if value not in choices:
         raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+#: Years a filter may name (the same bounds as the records' years).
+YEAR_RANGE = (1000, 2100)
+_YEARS = re.compile(r"^\s*(\d{4})?\s*(-)?\s*(\d{4})?\s*$")
+
+
+def parse_years(text: str | None) -> tuple[int | None, int | None] | None:
+    """``"1998-2001"``, ``"1998-"``, ``"-2001"`` or ``"1998"`` as ``(first, last)`` (None for an open end)."""
+    if text is None or not str(text).strip():
+        return None
+    found = _YEARS.match(str(text))
+    if not found or not (found.group(1) or found.group(3)):
+        raise ConfigError(f"--year {text!r} is not a year range: give 1998, 1998-2001, 1998- or -2001")
+    first, dash, last = found.groups()
+    lo = int(first) if first else None
+    hi = int(last) if last else (lo if not dash else None)
+    for year in (lo, hi):
+        if year is not None and not YEAR_RANGE[0] <= year <= YEAR_RANGE[1]:
+            raise ConfigError(f"--year {text!r}: years run from {YEAR_RANGE[0]} to {YEAR_RANGE[1]}")
+    if lo is not None and hi is not None and lo > hi:
+        raise ConfigError(f"--year {text!r} ends before it starts: give the earlier year first")
+    return lo, hi

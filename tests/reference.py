@@ -1,6 +1,8 @@
 """Plain-Python references the SQL paths are checked against: Okapi BM25 and a breadth-first walk.
 
-Written straight from the definitions, sharing no code with the package but the tokeniser's contract.
+Written straight from the definitions, sharing no code with the package but ``retrieval.text.fold`` (the
+tokeniser's folding, whose properties ``tests/test_text.py`` checks on its own): the split into tokens, the stop
+words (a copy of the list) and the stemmer (PyStemmer called directly) are this module's.
 """
 
 from __future__ import annotations
@@ -8,14 +10,26 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 
+from retrieval.text import fold
+
 K1 = 1.5
 B = 0.75
 
+# Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), copied independently of the package's.
+STOP_WORDS = {
+    "english": {
+        "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not",
+        "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
+        "will", "with",
+    }
+}  # fmt: skip
+
 
 def tokens(text: str) -> list[str]:
-    """The tokeniser's contract, character by character: lowercase, then maximal runs where isalnum()."""
+    """The tokeniser's contract, character by character: folded (lowercase, no accents, TeX accents read), then
+    maximal runs where isalnum()."""
     out, current = [], []
-    for ch in text.lower():
+    for ch in fold(text):
         if ch.isalnum():
             current.append(ch)
         elif current:
@@ -26,11 +40,30 @@ def tokens(text: str) -> list[str]:
     return out
 
 
-class ReferenceBM25:
-    """Okapi BM25, k1=1.5, b=0.75, idf = ln(1 + (N - df + 0.5)/(df + 0.5)), over {id: text}."""
+def analysed(text: str, stem: str | None = None, stopwords: str | None = None) -> list[str]:
+    """``tokens(text)`` without the stop words of ``stopwords``, then each stemmed by the Snowball ``stem``."""
+    out = tokens(text)
+    if stopwords:
+        out = [t for t in out if t not in STOP_WORDS[stopwords]]
+    if stem:
+        if stem not in _STEMMERS:
+            import Stemmer
 
-    def __init__(self, docs: dict[str, str]) -> None:
-        self.tf = {pid: Counter(tokens(text)) for pid, text in docs.items()}
+            _STEMMERS[stem] = Stemmer.Stemmer(stem)
+        out = [_STEMMERS[stem].stemWord(t) for t in out]
+    return out
+
+
+_STEMMERS: dict = {}
+
+
+class ReferenceBM25:
+    """Okapi BM25, k1=1.5, b=0.75, idf = ln(1 + (N - df + 0.5)/(df + 0.5)), over {id: text}, with the terms of
+    ``analysed(text, stem, stopwords)`` (a document's length is its number of terms, stop words not counted)."""
+
+    def __init__(self, docs: dict[str, str], stem: str | None = None, stopwords: str | None = None) -> None:
+        self.terms = lambda text: analysed(text, stem, stopwords)
+        self.tf = {pid: Counter(self.terms(text)) for pid, text in docs.items()}
         self.dl = {pid: sum(c.values()) for pid, c in self.tf.items()}
         self.n = len(docs)
         self.avgdl = sum(self.dl.values()) / self.n
@@ -44,7 +77,7 @@ class ReferenceBM25:
 
     def score(self, pid: str, query: str) -> float:
         total = 0.0
-        for term in tokens(query):  # a repeated query token counts each time
+        for term in self.terms(query):  # a repeated query token counts each time
             f = self.tf[pid].get(term, 0)
             if f:
                 norm = f * (K1 + 1) / (f + K1 * (1 - B + B * self.dl[pid] / self.avgdl))
@@ -53,7 +86,7 @@ class ReferenceBM25:
 
     def scores(self, query: str) -> dict[str, float]:
         """Every document sharing at least one token with the query, with its score."""
-        terms = set(tokens(query))
+        terms = set(self.terms(query))
         return {pid: self.score(pid, query) for pid, counts in self.tf.items() if terms & counts.keys()}
 
     def top(self, query: str, k: int) -> list[tuple[str, float]]:

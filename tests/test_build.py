@@ -39,7 +39,8 @@ def test_demo_build_summary_and_index_info(tmp_path):
     assert (summary.papers, summary.edges, summary.dangling_references) == (100, 185, 0)
     info = dict(_rows(tmp_path / "demo.db", "SELECT key, value FROM index_info"))
     assert info["n_papers"] == "100"
-    assert info["tokeniser"] == "unicode-alnum-lower" and info["tokeniser_version"] == "1"
+    assert info["tokeniser"] == "unicode-alnum-lower" and info["tokeniser_version"] == "2"
+    assert (info["stemmer"], info["stopwords"]) == ("", "")  # neither by default
     assert (info["k1"], info["b"]) == ("1.5", "0.75")
     assert (info["min_year"], info["max_year"]) == ("2018", "2025")
     assert info["schema_revision"] == HEAD_REVISION
@@ -192,7 +193,7 @@ def test_a_build_reports_every_phase_in_order_with_its_progress(tmp_path):
     with sqlite3.connect(tmp_path / "x.db") as conn:
         heads = conn.execute("SELECT count(*) FROM term_freq WHERE impact >= 1250").fetchone()[0]
     assert phases[LOADING]["total"] == summary.postings + heads == phases[LOADING]["done"][-1]  # with their head
-    assert phases[INDEXING]["total"] == 2 and phases[INDEXING]["done"][-1] == 2  # authors, years
+    assert phases[INDEXING]["total"] == 3 and phases[INDEXING]["done"][-1] == 3  # names, surnames, years
     assert phases[CITATIONS]["total"] == 1 and phases[CITATIONS]["done"][-1] == 1
 
 

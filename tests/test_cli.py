@@ -37,12 +37,16 @@ def test_search_json_shape(demo_db, capsys):
     code, out, _ = run(capsys, "search", "low rank adapter", "--db", str(demo_db), "--json", "--limit", "5")
     assert code == 0
     data = json.loads(out)
-    assert set(data) == {"query", "results", "metrics", "expansion"}
-    assert data["query"] == "low rank adapter" and len(data["results"]) == 5
-    assert set(data["results"][0]) == {
-        "id", "title", "year", "bm25_score", "graph_distance", "recency_score", "final_score", "graph_score",
-        "reached",
+    assert set(data) == {
+        "query", "results", "offset", "matched", "matched_exact", "filters", "warnings", "metrics", "expansion"
     }  # fmt: skip
+    assert data["query"] == "low rank adapter" and len(data["results"]) == 5
+    assert data["offset"] == 0 and data["filters"] is None and data["warnings"] == [] and data["matched"] > 5
+    assert set(data["results"][0]) == {
+        "rank", "id", "title", "year", "authors", "bm25_score", "graph_distance", "recency_score", "final_score",
+        "graph_score", "reached", "why",
+    }  # fmt: skip
+    assert [r["rank"] for r in data["results"]] == [1, 2, 3, 4, 5] and data["results"][0]["authors"]
     assert set(data["expansion"]["gate"]) >= {"mode", "fired", "survivors", "reason"}
     assert set(data["metrics"]) == {"hit_count", "avg_score", "top_score", "wall_time_ms"}
     finals = [r["final_score"] for r in data["results"]]

@@ -57,7 +57,8 @@ def test_hops_clamp_to_two_and_negative_is_an_error(demo_db):
         assert client.graph.expand(["p006"], 5) == client.graph.expand(["p006"], 2)
         with pytest.raises(ConfigError, match="max_hops"):
             client.graph.expand(["p006"], -1)
-    assert RetrievalConfig(max_hops=7).max_hops == 2
+    with pytest.warns(UserWarning, match="max_hops 7 is more than 2: clamped to 2"):
+        assert RetrievalConfig(max_hops=7).max_hops == 2
     with pytest.raises(ConfigError, match="max_hops"):
         RetrievalConfig(max_hops=-1)
 

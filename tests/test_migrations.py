@@ -13,7 +13,7 @@ from retrieval.store.database import HEAD_REVISION, KNOWN_REVISIONS
 from retrieval.store.migrate import downgrade, head_revision, migrate, script_revisions
 from retrieval.store.models import Base
 
-TABLES = {"papers", "paper_authors", "citations", "doc_freq", "term_freq", "doc_len", "index_info"}
+TABLES = {"papers", "paper_authors", "citations", "doc_freq", "term_freq", "doc_len", "index_info", "query_log"}
 
 
 def _diff(path):
@@ -92,8 +92,8 @@ def test_index_from_another_tokeniser_is_refused(tmp_path):
     db = tmp_path / "x.db"
     build(db=db)
     with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE index_info SET value = '2' WHERE key = 'tokeniser_version'")
-    with pytest.raises(SchemaVersionError, match="tokenised by .* v2"):
+        conn.execute("UPDATE index_info SET value = '3' WHERE key = 'tokeniser_version'")
+    with pytest.raises(SchemaVersionError, match="tokenised by .* v3.*upgrade retrieval, or rebuild"):
         RetrievalClient(db=db)
 
 

@@ -20,8 +20,8 @@ from retrieval.store.database import HEAD_REVISION, index_revision
 @pytest.mark.parametrize("config", [RetrievalConfig(expand="always", max_hops=2), RetrievalConfig.lesson()])
 def test_a_search_tokenises_once_and_reads_the_statistics_once(demo_db, monkeypatch, config):
     calls = []
-    real = query_module.tokenise
-    monkeypatch.setattr(query_module, "tokenise", lambda text: calls.append(text) or real(text))
+    real = query_module.Analyser.analyse  # a query is analysed (tokenised) by its index's analyser
+    monkeypatch.setattr(query_module.Analyser, "analyse", lambda self, text: calls.append(text) or real(self, text))
     trace = Trace()
     with RetrievalClient(demo_db, config, tracer=trace) as client:
         result = client.search("attention sparsity routing")

@@ -620,7 +620,8 @@ def test_invalid_utf8_in_a_query_under_a_strict_stdout(demo_db, tmp_path):
         ["--max-neighbours", "1000000"],
         ["--max-candidates", "1000000"],
         ["--limit", "100000"],
-        ["--hops", "3"],
+        ["--offset", "100000"],
+        ["--hops", "-1"],  # more than 2 is clamped with a warning (tests/test_search_cli.py)
         ["--gate-threshold", "nan"],
     ],
 )

@@ -51,8 +51,9 @@ class Paper:
     __hash__ = None  # mutable, like the dataclass it replaces
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._COMPARED)
-        return f"Paper({shown})"
+        title = self.title if len(self.title) <= 40 else self.title[:37] + "..."
+        authors = f", {len(self.authors)} authors" if self.authors else ""
+        return f"Paper({self.id!r}, {title!r}, {self.year!r}{authors})"
 
     @property
     def text(self) -> str:
@@ -60,7 +61,9 @@ class Paper:
         return f"{self.title} {self.abstract}"
 
     def lead(self, n: int = 3) -> list[str]:
-        """The first ``n`` sentences of the abstract (three by default: the context a downstream runner reads)."""
+        """The first ``n`` sentences of the abstract, as a list of strings (three by default: the context a
+        downstream runner reads); fewer when the abstract is shorter, ``[]`` when there is none. Sentences end at
+        ``.``, ``!`` or ``?`` followed by white space (``retrieval.text.sentences``)."""
         return sentences(self.abstract, n)
 
     def to_dict(self) -> dict:

@@ -17,33 +17,43 @@ from .protocol import AUTO, PROTOCOLS
 
 
 class ProgressBar:
-    """A one-line progress bar on a terminal stream; ``None`` from ``for_stream`` when it is not a terminal."""
+    """A progress bar per stage on a terminal stream (tqdm: count, rate, time left); ``None`` from
+    ``for_stream`` when the stream is not a terminal. Called with ``(stage, done, total)``."""
 
     labels = {"index": "building the evaluation index", "queries": "queries"}
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.stage: str | None = None
+        self.bar = None
 
     @classmethod
     def for_stream(cls, stream: TextIO) -> ProgressBar | None:
         return cls(stream) if stream.isatty() else None
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        if stage != self.stage and self.stage is not None:
-            self.stream.write("\n")
-        self.stage = stage
-        width = 30
-        filled = int(width * done / total) if total else width
-        self.stream.write(
-            f"\r[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} {self.labels.get(stage, stage)}"
-        )
-        self.stream.flush()
+        if stage != self.stage:
+            self.close()
+            from tqdm import tqdm
+
+            self.stage = stage
+            self.bar = tqdm(
+                total=total,
+                desc=self.labels.get(stage, stage),
+                file=self.stream,
+                dynamic_ncols=True,
+                mininterval=0.2,
+                bar_format="[{bar:30}] {n_fmt}/{total_fmt} {desc} [{elapsed}<{remaining}, {rate_fmt}]",
+                unit="papers" if stage == "index" else "queries",
+            )
+        if total != self.bar.total:
+            self.bar.total = total
+        self.bar.update(done - self.bar.n)
 
     def close(self) -> None:
-        if self.stage is not None:
-            self.stream.write("\n")
-            self.stream.flush()
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 def _mode_list(text: str) -> list[str]:

@@ -7,16 +7,16 @@ subcommand's parser. Errors are ``RetrievalError`` subclasses, which the main CL
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from typing import TYPE_CHECKING
 
-from ..cli_types import bounded, non_negative, query, unit, year
+from ..cli_types import add_output_args, bounded, non_negative, query, unit, year
 from ..config import DB_ENV_VAR, DEFAULT_DB
 from ..errors import ConfigError
 from .config import CAP_POLICIES, RANKERS, RECENCY, EvidenceConfig
 
 if TYPE_CHECKING:  # the pipeline (and NumPy) is imported when the command runs, not when it is registered
-    from .records import EdgeRecord, EvidenceRun, PaperExplanation
+    from .records import EvidenceRun
 
 #: Pruned edges listed in the text output (``--json`` lists them all).
 PRUNED_SHOWN = 10
@@ -72,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--save", action="store_true", help="store the run in the index file (evidence_runs tables)")
     p.add_argument("--graphml", metavar="FILE", help="write the run's graph as GraphML")
     p.add_argument("--dot", metavar="FILE", help="write the run's graph as Graphviz DOT")
-    p.add_argument("--json", action="store_true", help="print the whole run as one JSON object")
+    add_output_args(p, why=False)  # --format, --json: json is the whole run as one JSON object
     p.set_defaults(func=_cmd_explain)
 
 
@@ -101,16 +101,16 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from .pipeline import explain_index
 
     config = config_from_args(args)
-    run = explain_index(
-        args.query.text, db=args.db, subqueries=args.subquery, plan=args.plan, config=config, save=args.save
-    )
+    run = explain_index(args.query, db=args.db, subqueries=args.subquery, plan=args.plan, config=config, save=args.save)
     written = []
     if args.graphml:
         written.append(("GraphML", write_graphml(run, args.graphml)))
     if args.dot:
         written.append(("DOT", write_dot(run, args.dot)))
-    if args.json:
-        print(json.dumps(run.to_dict(), ensure_ascii=False, indent=2))
+    if args.format is not None:
+        from ..export import export
+
+        sys.stdout.write(export(run_entries(run, args.db), args.format, document=run.to_dict()))
         return 0
     print_run(run)
     for kind, path in written:
@@ -118,76 +118,26 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _edge(edge: EdgeRecord) -> str:
-    return f"Delta {edge.delta:.2f} ({edge.support.covered}/{edge.claims_citing} claims), w {edge.weight:.3f}"
+def run_entries(run: EvidenceRun, db: str | None = None) -> list[tuple]:
+    """The run's returned papers as ``(paper, score, record)`` for ``retrieval.export``: each paper read whole
+    (authors, abstract) from the index at ``db``, its record the explanation ``--json`` lists."""
+    from ..corpus.paper import Paper
+    from ..search.client import RetrievalClient
+
+    explanations = run.explanations()
+    with RetrievalClient(db=db) as client:
+        papers = client.papers([e.node.paper_id for e in explanations])
+    out = []
+    for e in explanations:
+        paper = papers.get(e.node.paper_id) or Paper(e.node.paper_id, e.node.title, year=e.node.year)
+        out.append((paper, e.node.score, e.to_dict()))
+    return out
 
 
-def _title(text: str, width: int = 70) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
+def print_run(run: EvidenceRun, width: int | None = None) -> None:
+    """The human-readable account of a run (``retrieval.display.run_lines``), at most ``width`` columns wide (by
+    default the terminal's, at least 80): sizes, health, the returned papers with their reasons, pruned edges."""
+    from ..display import run_lines, terminal_width
 
-
-def _print_paper(rank: int, explanation: PaperExplanation, run: EvidenceRun) -> None:
-    node = explanation.node
-    year = "" if node.year is None else str(node.year)
-    print(f"{rank:>3}  {node.paper_id:<18} {year:>4}  {node.score:.5f}  {_title(node.title)}")
-    if node.seed is not None:
-        if node.seed.explicit:
-            print(f"       seed (given), relevance {node.seed.relevance:.2f}")
-        for hit in node.seed.hits:
-            print(
-                f"       seed of sub-query {hit.subquery} {_title(run.subqueries[hit.subquery], 40)!r}: rank "
-                f"{hit.rank}, bm25 {hit.bm25:.2f} ({hit.bm25_norm:.2f} of the best), recency {hit.recency:.2f}"
-            )
-    # The strongest seed edges first; pruned ones last, with their reason.
-    via = sorted(explanation.via, key=lambda link: (not link.edge.kept, -link.edge.weight, link.seed))
-    for link in via[:LINKS_SHOWN]:
-        verb = "cited by seed" if link.relation == "reference" else "cites seed"
-        state = "" if link.edge.kept else f"  [pruned: {link.edge.reason}]"
-        print(f"       {verb} {link.seed}: {_edge(link.edge)}{state}")
-    if len(via) > LINKS_SHOWN:
-        rest = via[LINKS_SHOWN:]
-        pruned = sum(1 for link in rest if not link.edge.kept)
-        print(f"       and {len(rest)} more seed edges ({pruned} pruned)")
-    inbound = [e for e in explanation.in_edges if e.citing not in {link.seed for link in explanation.via}]
-    if inbound:
-        shown = ", ".join(f"{e.citing} ({_edge(e)})" for e in inbound[:3])
-        more = f" and {len(inbound) - 3} more" if len(inbound) > 3 else ""
-        print(f"       also cited in the graph by {shown}{more}")
-
-
-def print_run(run: EvidenceRun) -> None:
-    """The human-readable account of a run: sizes, health, the returned papers with their reasons, pruned edges."""
-    size, cfg = run.size, run.config
-    trimmed = f", trimmed from {size.found_nodes:,} / {size.found_edges:,}" if size.trimmed else ""
-    print(f"query: {run.query!r}" + (f" with {len(run.subqueries) - 1} sub-queries" if len(run.subqueries) > 1 else ""))
-    print(
-        f"seeds: {len(run.seeds)}; evidence graph |V| = {size.nodes:,}, |E| = {size.edges:,}{trimmed} "
-        f"(cap {size.cap or 'none'}, {size.cap_policy}); {size.claims:,} claims"
-    )
-    print(f"scorer {run.scorer}: {run.scorer_calls:,} calls (announced bound {size.scorer_bound:,})")
-    kept_nodes = sum(1 for node in run.nodes.values() if node.kept)
-    pruning = f"tau {cfg.tau:g}, theta {cfg.theta:g}" if cfg.prune else "pruning off"
-    print(
-        f"kept {kept_nodes:,} papers and {len(run.kept_edges):,} edges; pruned {len(run.pruned_edges):,} edges "
-        f"({pruning}); dropped {len(run.dropped_nodes):,} papers"
-    )
-    print(
-        f"ranker {cfg.ranker}: alpha {cfg.alpha:g}, beta {cfg.beta:g}, reference year {run.reference_year} "
-        f"({cfg.recency}), {run.iterations} iterations, {run.timings_ms.get('total', 0.0):.0f} ms"
-    )
-    print(f"status: {run.health.status}")
-    for warning in run.health.warnings:
-        print(f"  warning: {warning}")
-    if run.run_id is not None:
-        print(f"saved as run {run.run_id} (tables evidence_runs, evidence_run_nodes, evidence_run_edges)")
-    if not run.top:
-        print("\nno paper ranked")
-    else:
-        print(f"\n{'#':>3}  {'id':<18} {'year':>4}  {'score':>7}  title")
-        for rank, explanation in enumerate(run.explanations(), start=1):
-            _print_paper(rank, explanation, run)
-    pruned = run.pruned_edges
-    if pruned:
-        print(f"\npruned edges ({min(PRUNED_SHOWN, len(pruned))} of {len(pruned):,}; --json lists all):")
-        for edge in pruned[:PRUNED_SHOWN]:
-            print(f"  {edge.citing} -> {edge.cited}: {edge.reason}")
+    lines = run_lines(run, width or terminal_width(), links_shown=LINKS_SHOWN, pruned_shown=PRUNED_SHOWN)
+    print("\n".join(lines))

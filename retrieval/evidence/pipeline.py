@@ -20,6 +20,7 @@ from ..errors import RetrievalError
 from ..search.client import RetrievalClient
 from ..search.memo import QueryMemo
 from ..search.query import Query
+from ..store.querylog import record_if_enabled
 from .config import EvidenceConfig, age
 from .graph import EvidenceGraph, build_graph
 from .plan import Planner, collect_subqueries
@@ -142,7 +143,9 @@ def explain(
 def explain_index(query: str, db: str | os.PathLike[str] | None = None, **kwargs) -> EvidenceRun:
     """``explain`` on the index at ``db`` (resolved as everywhere: ``--db``, ``$RETRIEVAL_DB``, ``./retrieval.db``)."""
     with RetrievalClient(db=db) as client:
-        return explain(client, query, **kwargs)
+        run = explain(client, query, **kwargs)
+    record_if_enabled(client.path, "explain", run.query, run.config, run)  # the query log; never raises
+    return run
 
 
 def teleport_mass(seed: Seed, kind: str) -> float:

@@ -22,6 +22,10 @@ from ..config import RetrievalConfig
 from ..corpus.paper import Paper
 from .expansion import Reach
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .filters import Filters
+
 
 def recency(year: int | None, min_year: int | None, max_year: int | None) -> float:
     """0 at the corpus's earliest year, 1 at its latest; 0 for no year; 1 when all share one year."""
@@ -36,7 +40,8 @@ class RankedPaper:
     """One entry of a result, with every number that explains its place."""
 
     __slots__ = (
-        "paper", "bm25_score", "graph_distance", "recency_score", "final_score", "bm25_norm", "graph_score", "reached"
+        "paper", "bm25_score", "graph_distance", "recency_score", "final_score", "bm25_norm", "graph_score", "reached",
+        "config",
     )  # fmt: skip
 
     def __init__(
@@ -49,6 +54,7 @@ class RankedPaper:
         bm25_norm: float = 0.0,
         graph_score: float = 0.0,
         reached: list[Reach] | None = None,
+        config: RetrievalConfig | None = None,
     ) -> None:
         self.paper = paper
         self.bm25_score = bm25_score
@@ -58,21 +64,24 @@ class RankedPaper:
         self.bm25_norm = bm25_norm
         self.graph_score = graph_score
         self.reached = [] if reached is None else reached
+        self.config = config  # what it was ranked under (``why()`` reads its weights)
 
     def __repr__(self) -> str:
-        return f"RankedPaper({self.paper.id!r}, final_score={self.final_score!r})"
+        return f"RankedPaper({self.paper.id!r}, final_score={self.final_score:.4f})"
 
     def to_dict(self) -> dict:
         return {
             "id": self.paper.id,
             "title": self.paper.title,
             "year": self.paper.year,
+            "authors": list(self.paper.authors),
             "bm25_score": self.bm25_score,
             "graph_distance": self.graph_distance,
             "recency_score": self.recency_score,
             "final_score": self.final_score,
             "graph_score": self.graph_score,
             "reached": [r.to_dict() for r in self.reached],
+            "why": self.why(),
         }
 
     def how(self) -> str:
@@ -87,8 +96,10 @@ class RankedPaper:
             return f"{self.graph_distance} hop(s)"
         return "lexical"
 
-    def why(self, config: RetrievalConfig) -> str:
-        """A one-line account of the score: each term of the blend and what it came from."""
+    def why(self, config: RetrievalConfig | None = None) -> str:
+        """A one-line account of the score: each term of the blend and what it came from (under ``config``, by
+        default the configuration the entry was ranked under)."""
+        config = config or self.config or RetrievalConfig()
         return (
             f"{config.w_bm25:g}*bm25 {self.bm25_norm:.3f} + {config.w_graph:g}*graph {self.graph_score:.3f} "
             f"({self.how()}) + {config.w_recency:g}*recency {self.recency_score:.3f} = {self.final_score:.4f}"
@@ -109,6 +120,12 @@ class RetrievalResult:
         wall_time_ms: float,
         config: RetrievalConfig | None = None,
         expansion: dict | None = None,
+        *,
+        offset: int = 0,
+        warnings: list[str] | None = None,
+        filters: Filters | None = None,
+        matched: int | None = None,
+        matched_exact: bool = True,
     ) -> None:
         self.query = query
         self.ranked = ranked
@@ -118,9 +135,16 @@ class RetrievalResult:
         self.wall_time_ms = wall_time_ms
         self.config = RetrievalConfig() if config is None else config
         self.expansion = {} if expansion is None else expansion
+        self.offset = offset  # entries skipped before ``ranked`` (paging)
+        self.warnings = [] if warnings is None else warnings
+        self.filters = filters
+        # Papers containing a query term and passing the filters (None: not counted); an estimate unless exact.
+        self.matched = matched
+        self.matched_exact = matched_exact
 
     def __repr__(self) -> str:
-        return f"RetrievalResult({self.query!r}, {len(self.ranked)} of {self.hit_count} ranked)"
+        shown = "" if len(self.query) <= 40 else "..."
+        return f"RetrievalResult({self.query[:40] + shown!r}, {len(self.ranked)} of {self.hit_count} ranked)"
 
     @property
     def metrics(self) -> dict:
@@ -133,9 +157,17 @@ class RetrievalResult:
 
     def to_dict(self, limit: int | None = None) -> dict:
         ranked = self.ranked if limit is None else self.ranked[:limit]
+        results = []
+        for rank, entry in enumerate(ranked, start=self.offset + 1):
+            results.append({"rank": rank, **entry.to_dict()})
         return {
             "query": self.query,
-            "results": [r.to_dict() for r in ranked],
+            "results": results,
+            "offset": self.offset,
+            "matched": self.matched,
+            "matched_exact": self.matched_exact,
+            "filters": None if not self.filters else self.filters.to_dict(),
+            "warnings": list(self.warnings),
             "metrics": self.metrics,
             "expansion": self.expansion,
         }
@@ -160,7 +192,7 @@ def blend(
         graph_score = graph_scores.get(pid, 0.0)
         recency_score = recency(paper.year, *years)
         final = cfg.w_bm25 * bm25_norm + cfg.w_graph * graph_score + cfg.w_recency * recency_score
-        entry = RankedPaper(paper, bm25[pid], distance, recency_score, final, bm25_norm, graph_score)
+        entry = RankedPaper(paper, bm25[pid], distance, recency_score, final, bm25_norm, graph_score, config=cfg)
         entry.reached = list(reaches.get(pid, ()))[:3]
         ranked.append(entry)
     ranked.sort(key=lambda r: (-r.final_score, r.paper.id))

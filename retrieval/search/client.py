@@ -14,61 +14,24 @@ from collections import Counter
 
 from ..config import GRAPH_SCORES, RetrievalConfig, resolve_db_path
 from ..corpus.paper import Paper
+from ..errors import ConfigError, InputError
 from ..store.database import IndexStats, check_index, connect
 from ..store.executor import Executor, Snapshot, StatementCache, Tracer
+from ..validate import LIMITS, check_int
 from . import expansion, lexical
 from .blend import RetrievalResult, blend
+from .filters import Filters, author_papers, failing, passing
 from .graph import CitationGraph, walk
 from .lexical import BM25Index
+from .papers import ABSTRACTS_SQL, AUTHORS_SQL, CANDIDATES_SQL, PAPERS_SQL, PaperPage, add_links
 from .query import Query, WeightedQuery
+from .similar import SimilarResult
+from .similar import similar as find_similar
+from .syntax import parse as syntax_parse
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a query process starts faster)
 if TYPE_CHECKING:
     from .memo import QueryMemo
-
-# What the blend needs of every candidate; the rest is loaded for the returned entries only.
-CANDIDATES_SQL = """\
-SELECT p.id,
-       p.title,
-       p.year
-FROM json_each(:paper_ids) AS j
-JOIN papers AS p ON p.id = j.value"""
-
-PAPERS_SQL = """\
-SELECT p.id,
-       p.title,
-       p.abstract,
-       p.year
-FROM json_each(:paper_ids) AS j
-JOIN papers AS p ON p.id = j.value"""
-
-ABSTRACTS_SQL = """\
-SELECT p.id,
-       p.abstract
-FROM json_each(:paper_ids) AS j
-JOIN papers AS p ON p.id = j.value"""
-
-AUTHORS_SQL = """\
-SELECT a.paper_id,
-       a.name
-FROM json_each(:paper_ids) AS j
-JOIN paper_authors AS a ON a.paper_id = j.value
-ORDER BY a.paper_id, a.position"""
-
-REFERENCES_SQL = """\
-SELECT c.citing_id,
-       c.cited_id
-FROM json_each(:paper_ids) AS j
-JOIN citations AS c ON c.citing_id = j.value
-ORDER BY c.citing_id, c.cited_id"""
-
-CITED_BY_SQL = """\
-SELECT c.cited_id,
-       c.citing_id
-FROM json_each(:paper_ids) AS j
-JOIN citations AS c ON c.cited_id = j.value
-JOIN papers AS p ON p.id = c.citing_id
-ORDER BY c.cited_id, c.citing_id"""
 
 
 def lexical_depth(cfg: RetrievalConfig) -> int:
@@ -114,6 +77,11 @@ class RetrievalClient:
         with self.snapshot() as snap:
             return snap.stats
 
+    @property
+    def last_stats(self) -> IndexStats | None:
+        """The statistics the client's latest snapshot read (None before the first), ``index_info`` included."""
+        return self._executor.last_stats
+
     def close(self) -> None:
         self._executor.conn.close()
 
@@ -131,7 +99,7 @@ class RetrievalClient:
             rows = snap.rows("papers", PAPERS_SQL, {"paper_ids": json.dumps(list(paper_ids))})
             out = {pid: Paper(pid, title, abstract, year, source="merged") for pid, title, abstract, year in rows}
             if full:
-                _add_links(snap, out)
+                add_links(snap, out)
         return out
 
     def paper(self, paper_id: str) -> Paper | None:
@@ -140,23 +108,107 @@ class RetrievalClient:
 
     # -- search ---------------------------------------------------------------------------------------------
     def search(
-        self, query: str | Query, config: RetrievalConfig | None = None, limit: int | None = None, full: bool = True
+        self,
+        query: str | Query,
+        config: RetrievalConfig | None = None,
+        limit: int | None = None,
+        full: bool = True,
+        *,
+        offset: int = 0,
+        year: str | tuple[int | None, int | None] | None = None,
+        authors: str | list[str] | tuple[str, ...] = (),
+        syntax: bool = True,
     ) -> RetrievalResult:
         """Rank papers for ``query``: BM25 top-k seeds, the gate, a walk of up to ``max_hops``, the blend.
 
-        ``limit`` keeps only the first entries (the metrics still describe the whole merged list); ``full``
-        also loads the returned papers' abstracts, authors, references and citing papers (without it, entries
-        carry id, title and year).
+        ``limit`` entries are returned from ``offset`` on (the metrics still describe the whole merged list, and
+        ``matched`` counts every paper that contains a query term and passes the filters); ``full`` also loads
+        the returned papers' abstracts, authors, references and citing papers (without it, entries carry id,
+        title and year).
+
+        Filters apply before the top k (``retrieval.search.filters``): ``year`` (``"1998-2001"``, ``"1998-"``,
+        ``"-2001"`` or ``(first, last)``), ``authors`` (papers by all of them), and what the query's text asks
+        (``"phrase"``, ``-word``, ``author:`` and ``year:``; see ``retrieval.search.syntax``; ``syntax=False``
+        reads the text as plain words). Anything unusual about the query is in ``result.warnings``.
         """
         cfg = config or self.config
+        check_int("limit", limit, 1, LIMITS["limit"], allow_none=True)
+        check_int("offset", offset, 0, LIMITS["offset"])
         start = time.perf_counter()
-        parsed = Query.parse(query)
-        if not parsed:
-            return RetrievalResult(parsed.text, [], 0, 0.0, 0.0, (time.perf_counter() - start) * 1000.0, cfg)
+        if isinstance(query, Query):
+            asked = syntax_parse(query.text, syntax=False)
+            parsed = query
+        else:
+            if not isinstance(query, str):
+                raise ConfigError(f"a query is a string, got {type(query).__name__}")
+            asked = syntax_parse(query, syntax)
+            parsed = Query.parse(asked.text)
+        filters = Filters.make(
+            year=year if year is not None else asked.year,
+            authors=(authors,) if isinstance(authors, str) else tuple(authors) + asked.authors,
+            exclude=[t for word in asked.exclude for t in Query.parse(word).tokens],
+            phrases=[Query.parse(p).tokens for p in asked.phrases],
+        )
+        warnings = list(asked.warnings)
+        depth = lexical_depth(cfg) if limit is None else max(lexical_depth(cfg), offset + limit)
         with self.snapshot() as snap:  # one state of the file, even while another process adds papers
             wq = lexical.weigh(snap, parsed)
-            hits, _ = lexical.top_papers(snap, wq, lexical_depth(cfg))
-            return self._rank(snap, wq, hits, cfg, limit, full, start)
+            warnings += _term_warnings(snap, parsed, wq, filters)
+            if not wq.terms:
+                wall = (time.perf_counter() - start) * 1000.0
+                return RetrievalResult(
+                    parsed.text, [], 0, 0.0, 0.0, wall, cfg, warnings=warnings, filters=filters, matched=0
+                )
+            if filters:
+                allowed = passing(snap, filters)
+                hits, found = lexical.filtered_top_papers(snap, wq, depth, allowed)
+            else:
+                allowed = None
+                hits, _ = lexical.top_papers(snap, wq, depth)
+                found = lexical.matched(snap, wq)
+            result = self._rank(snap, wq, hits, cfg, limit, full, start, offset=offset, allowed=allowed)
+        result.matched, result.matched_exact = found
+        result.warnings, result.filters = warnings, filters
+        return result
+
+    def similar(
+        self,
+        paper_ids: str | list[str],
+        limit: int = 10,
+        *,
+        offset: int = 0,
+        exclude: list[str] | set[str] | tuple[str, ...] = (),
+        year: str | tuple[int | None, int | None] | None = None,
+        authors: str | list[str] | tuple[str, ...] = (),
+    ) -> SimilarResult:
+        """Papers like ``paper_ids`` (one id or a reading list): co-citation, bibliographic coupling and text
+        similarity (``retrieval.search.similar``), without the seeds and ``exclude``, ``limit`` from ``offset``
+        on, filtered by ``year`` and ``authors`` as ``search`` is; each entry says why (``entry.why()``)."""
+        seeds = [paper_ids] if isinstance(paper_ids, str) else list(paper_ids)
+        check_int("limit", limit, 1, LIMITS["limit"])
+        check_int("offset", offset, 0, LIMITS["offset"])
+        if not seeds:
+            raise ConfigError("similar needs at least one paper id")
+        if len(seeds) > LIMITS["similar_seeds"]:
+            raise ConfigError(f"similar takes at most {LIMITS['similar_seeds']:,} paper ids, got {len(seeds):,}")
+        filters = Filters.make(year=year, authors=authors)
+        with self.snapshot() as snap:
+            result = find_similar(snap, seeds, limit, offset, set(exclude), filters if filters else None)
+            shown = {e.paper.id: e.paper for e in result.ranked}
+            add_links(snap, shown)
+        return result
+
+    def show(self, paper_id: str) -> PaperPage:
+        """One paper with its authors, references and citing papers, and the titles of those in the corpus.
+        An id not in the index is an ``InputError``."""
+        with self.snapshot() as snap:
+            paper = self.papers([paper_id]).get(paper_id)
+            if paper is None:
+                raise InputError(f"no paper {paper_id!r} in the index: give an id as `retrieval search` shows it")
+            linked = self.papers(list(dict.fromkeys(paper.references + paper.citations)), full=False)
+            for pid, name in snap.rows("papers: authors", AUTHORS_SQL, {"paper_ids": json.dumps(list(linked))}):
+                linked[pid].authors.append(name)
+        return PaperPage(paper, linked)
 
     def cache_statements(self, cache: StatementCache | None) -> None:
         """Answer read statements run before from ``cache`` (``None``: stop). Only for an index that does not
@@ -207,8 +259,14 @@ class RetrievalClient:
         report["candidates_added"] = len(distances) - listed  # beyond the BM25 list
         return distances, grown.evidence, grown.reaches, report
 
-    def _rank(self, snap, wq, hits, cfg, limit, full, start, memo: QueryMemo | None = None) -> RetrievalResult:
+    def _rank(
+        self, snap, wq, hits, cfg, limit, full, start, memo: QueryMemo | None = None, offset: int = 0, allowed=None
+    ) -> RetrievalResult:
         distances, graph_scores, reaches, report = self._candidates(snap, wq, hits, cfg)
+        if allowed is not None:  # the walk may pass through papers the filter rejects, but never ranks them
+            known = {pid for pid, _ in hits}
+            for pid in failing(snap, [pid for pid in distances if pid not in known], allowed):
+                del distances[pid]
         known = dict(hits)
         missing = [pid for pid in distances if pid not in known]
         if memo is None:
@@ -229,31 +287,52 @@ class RetrievalClient:
         ranked = blend(cfg, papers, distances, bm25, best, graph_scores, reaches, years)
         scores = [r.final_score for r in ranked]
         hit_count, average, top = len(ranked), (sum(scores) / len(scores) if scores else 0.0), max(scores, default=0.0)
-        if limit is not None:
-            ranked = ranked[:limit]
+        ranked = ranked[offset:] if limit is None else ranked[offset : offset + limit]
         if full and ranked:
             shown = {r.paper.id: r.paper for r in ranked}
             for pid, abstract in snap.rows(
                 "returned papers: abstracts", ABSTRACTS_SQL, {"paper_ids": json.dumps(list(shown))}
             ):
                 shown[pid].abstract = abstract
-            _add_links(snap, shown)
+            add_links(snap, shown)
         wall_ms = (time.perf_counter() - start) * 1000.0
         report["candidates_scored"] = hit_count
-        return RetrievalResult(wq.text, ranked, hit_count, average, top, wall_ms, cfg, report)
+        return RetrievalResult(wq.text, ranked, hit_count, average, top, wall_ms, cfg, report, offset=offset)
 
 
-def _add_links(snap: Snapshot, papers: dict[str, Paper]) -> None:
-    """Fill in the authors, references and citing papers of ``papers`` (three statements)."""
-    if not papers:
-        return
-    ids = {"paper_ids": json.dumps(list(papers))}
-    for pid, name in snap.rows("papers: authors", AUTHORS_SQL, ids):
-        papers[pid].authors.append(name)
-    for pid, ref in snap.rows("papers: references", REFERENCES_SQL, ids):
-        papers[pid].references.append(ref)
-    for pid, citer in snap.rows("papers: citing papers", CITED_BY_SQL, ids):
-        papers[pid].citations.append(citer)
+#: Queries of at most this many words are checked for words that are authors' surnames (a hint to use --author).
+AUTHOR_HINT_MAX_WORDS = 4
 
 
-__all__ = ["RetrievalClient", "lexical_depth"]
+def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Filters) -> list[str]:
+    """What the user should know about the query's words: none searchable, some in no paper, or a surname."""
+    if not query.tokens:
+        if getattr(query, "stopped", ()):
+            return [f"the query has only stop words ({_listed(list(query.stopped))}), which this index does not "
+                    "search: nothing to rank"]  # fmt: skip
+        return ["the query has no words to search (only punctuation): nothing to rank"]
+    found = {t.term for t in wq.terms}
+    absent = [token for token in query.qtf if token not in found]
+    out = []
+    if not found:
+        out.append(f"no paper contains any of the query's words ({_listed(absent)}): nothing to rank")
+    elif absent and len(query.qtf) <= 20:
+        out.append(f"no paper contains {_listed(absent)}: ranked on the other words")
+    if not filters.authors and len(query.tokens) <= AUTHOR_HINT_MAX_WORDS:
+        for token in query.qtf:
+            if token.isalpha() and len(token) > 2:
+                count = author_papers(snap, token)
+                if count:
+                    out.append(
+                        f"{token!r} is also the surname of authors of {count:,} papers: add --author {token} "
+                        "(or author:" + token + ") to rank their papers"
+                    )
+    return out
+
+
+def _listed(words: list[str], most: int = 5) -> str:
+    shown = ", ".join(repr(w) for w in words[:most])
+    return shown + (f" and {len(words) - most} more" if len(words) > most else "")
+
+
+__all__ = ["PaperPage", "RetrievalClient", "lexical_depth"]

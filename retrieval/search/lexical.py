@@ -42,11 +42,13 @@ through the snapshot's executor, so ``retrieval search --sql`` prints what ran.
 from __future__ import annotations
 
 import json
+import math
 from collections import namedtuple
 
 from ..bm25 import BOUND_SLACK, HEAD_IMPACT, IMPACT_SCALE, SCORE_DECIMALS, TF_NORM_SQL, TIE_SLACK, drift, idf
 from ..errors import NotAnIndexError
 from ..store.executor import Executor, Snapshot
+from .filters import Filters, Passing, every_doc, failing, passing
 from .query import Query, QueryTerm, WeightedQuery
 
 TERMS_SQL = """\
@@ -221,9 +223,13 @@ CROSS JOIN doc_len AS dl ON dl.doc_id = s.doc_id
 ORDER BY round(s.score, {SCORE_DECIMALS}) DESC, dl.paper_id
 LIMIT :k"""
 
+
 # A term with few postings beside the papers is read whole and each posting checked against the papers (about a
 # tenth of a microsecond a posting); a common one is looked up per paper (about fifteen times that a lookup).
-SCORES_FOR_SQL = f"""\
+def _given_scores(given: str) -> str:
+    """The CTEs that score the papers of a ``given`` CTE (its text): each term read whole with an ``IN`` check,
+    or looked up per paper, as its ``read_whole`` flag says."""
+    return f"""\
 WITH weighted_terms AS MATERIALIZED (
     SELECT value ->> 0 AS term_id,
            value ->> 1 AS weight,
@@ -231,10 +237,7 @@ WITH weighted_terms AS MATERIALIZED (
     FROM json_each(:weights)
 ),
 given AS MATERIALIZED (
-    SELECT dl.doc_id,
-           dl.paper_id
-    FROM json_each(:paper_ids) AS j
-    JOIN doc_len AS dl ON dl.paper_id = j.value
+{given}
 ),
 parts AS (
     SELECT tf.doc_id,
@@ -250,13 +253,57 @@ parts AS (
     CROSS JOIN weighted_terms AS w
     CROSS JOIN term_freq AS tf ON tf.term_id = w.term_id AND tf.doc_id = g.doc_id
     WHERE NOT w.read_whole
-)
+)"""
+
+
+_GIVEN_PAPERS = """\
+    SELECT dl.doc_id,
+           dl.paper_id
+    FROM json_each(:paper_ids) AS j
+    JOIN doc_len AS dl ON dl.paper_id = j.value"""
+
+_GIVEN_DOCS = """\
+    SELECT value AS doc_id
+    FROM json_each(:doc_ids)"""
+
+SCORES_FOR_SQL = f"""\
+{_given_scores(_GIVEN_PAPERS)}
 SELECT g.paper_id,
        sum(p.part) AS score
 FROM parts AS p
 JOIN given AS g ON g.doc_id = p.doc_id
 GROUP BY g.paper_id
 ORDER BY g.paper_id"""
+
+# A filtered top k scores every paper that passes (``retrieval.search.filters``), as ``SCORES_FOR_SQL`` scores
+# given papers, and counts those that match at all.
+FILTERED_TOP_K_SQL = f"""\
+{_given_scores(_GIVEN_DOCS)},
+scores AS (
+    SELECT doc_id,
+           sum(part) AS score
+    FROM parts
+    GROUP BY doc_id
+)
+SELECT dl.paper_id,
+       s.score,
+       count(*) OVER () AS matched
+FROM scores AS s
+CROSS JOIN doc_len AS dl ON dl.doc_id = s.doc_id
+ORDER BY round(s.score, {SCORE_DECIMALS}) DESC, dl.paper_id
+LIMIT :k"""
+
+# How many papers contain at least one query term (read from the postings' primary key, no scoring).
+MATCHED_SQL = """\
+SELECT count(DISTINCT tf.doc_id)
+FROM term_freq AS tf
+WHERE tf.term_id IN (SELECT value FROM json_each(:term_ids))"""
+
+MATCHED_IN_SQL = """\
+SELECT count(DISTINCT tf.doc_id)
+FROM term_freq AS tf
+WHERE tf.term_id IN (SELECT value FROM json_each(:term_ids))
+  AND tf.doc_id IN (SELECT value FROM json_each(:doc_ids))"""
 
 #: Best-impact papers of each sampled term scored to set the first threshold (at least k).
 SAMPLE_SIZE = 16
@@ -280,6 +327,12 @@ LOOKUP_COST = 0.2
 READ_WHOLE_RATIO = 16
 #: The pruned statement runs when its estimated cost is at most this share of the plain aggregation's.
 PRUNE_MARGIN = 0.5
+#: A filtered top k takes an unfiltered (pruned) top m of at most this many papers and drops those that fail;
+#: a filter that would need more (few papers pass) scores the papers that pass (``FILTERED_TOP_K_SQL``).
+OVERFETCH_MAX = 2000
+#: The matched count is exact when the query's postings number at most this (a read of their keys); above it,
+#: it is estimated from the terms' df as if terms occurred independently, and said to be an estimate.
+COUNT_EXACT_MAX = 200_000
 
 
 def below(term: QueryTerm, min_impact: int) -> float:
@@ -348,6 +401,7 @@ def choose_min_impacts(terms: tuple[QueryTerm, ...] | list[QueryTerm], threshold
 def weigh(snap: Snapshot, query: Query) -> WeightedQuery:
     """``query`` against the snapshot: each distinct token the index has, with df, weight and bound factor."""
     stats = snap.stats
+    query = Query.parse(query, stats.analyser)  # analysed as this index was (stems, stop words): else as it is
     if not query:
         return WeightedQuery(query, (), stats)
     factor = drift(stats.avgdl, stats.impact_avgdl) * (1.0 + BOUND_SLACK) / IMPACT_SCALE
@@ -479,14 +533,87 @@ def top_papers(
     return [(pid, score) for pid, score in rows], chosen
 
 
+def _read_whole(wq: WeightedQuery, papers: int) -> str:
+    most = READ_WHOLE_RATIO * papers
+    return json.dumps([[t.term_id, t.weight, int(t.df <= most)] for t in wq.terms])
+
+
+class Matched(namedtuple("Matched", "count exact")):
+    """How many papers contain at least one query term (and pass the filter): exact, or an estimate."""
+
+    __slots__ = ()
+
+
+def matched(snap: Snapshot, wq: WeightedQuery) -> Matched:
+    """How many papers contain at least one of ``wq``'s terms: df for one term, a count of the postings' paper
+    ids up to ``COUNT_EXACT_MAX`` postings, else ``N * (1 - prod(1 - df / N))``, an estimate."""
+    if not wq.terms:
+        return Matched(0, True)
+    if len(wq.terms) == 1:
+        return Matched(wq.terms[0].df, True)
+    total = sum(t.df for t in wq.terms)
+    if total <= COUNT_EXACT_MAX:
+        ids = json.dumps([t.term_id for t in wq.terms])
+        return Matched(snap.rows("lexical: papers matched", MATCHED_SQL, {"term_ids": ids})[0][0], True)
+    n = wq.stats.n_papers
+    missed = 1.0
+    for t in wq.terms:
+        missed *= 1.0 - t.df / n
+    return Matched(max(max(t.df for t in wq.terms), round(n * (1.0 - missed))), False)
+
+
+def filtered_top_papers(
+    snap: Snapshot, wq: WeightedQuery, k: int, allowed: Passing, exhaustive: bool = False
+) -> tuple[list[tuple[str, float]], Matched]:
+    """The top ``k`` of ``wq`` among the papers ``allowed`` lets pass (``retrieval.search.filters``), best
+    first, ties by id, and how many of them match the query.
+
+    Where enough papers pass, the unfiltered (pruned) top ``m`` is taken and the papers that fail dropped, ``m``
+    from the share that passes and grown fourfold until ``k`` are left or every matching paper was read: exact,
+    since in the order of score then id, the first ``k`` passing papers of a prefix are the first ``k`` of all.
+    Where ``m`` would exceed ``OVERFETCH_MAX`` (few pass), or ``exhaustive``, the papers that pass are scored."""
+    if not wq.terms or k <= 0 or allowed.count == 0:
+        return [], Matched(0, True)
+    n = max(1, wq.stats.n_papers)
+    m = max(2 * k, math.ceil(1.5 * k * n / allowed.count))
+    while not exhaustive and m <= OVERFETCH_MAX:
+        hits, _ = top_papers(snap, wq, m)
+        dropped = set(failing(snap, [pid for pid, _ in hits], allowed))
+        kept = [hit for hit in hits if hit[0] not in dropped]
+        if len(kept) >= k or len(hits) < m:
+            return kept[:k], _matched_passing(snap, wq, allowed)
+        m *= 4
+    docs = allowed.allowed
+    if docs is None:  # most papers pass: the list of those that do
+        rejected = set(allowed.rejected)
+        docs = [doc for doc in every_doc(snap) if doc not in rejected]
+    params = {"weights": _read_whole(wq, len(docs)), **_scoring(wq), "doc_ids": json.dumps(docs), "k": k}
+    rows = snap.rows("lexical: top-k of the papers that pass the filter", FILTERED_TOP_K_SQL, params)
+    return [(pid, score) for pid, score, _ in rows], Matched(rows[0][2] if rows else 0, True)
+
+
+def _matched_passing(snap: Snapshot, wq: WeightedQuery, allowed: Passing) -> Matched:
+    """How many papers contain a query term and pass: counted (within those that pass, or all less those that
+    fail) where the count is exact, else the estimate scaled by the share that passes."""
+    found = matched(snap, wq)
+    if not found.exact:
+        return Matched(round(found.count * allowed.count / max(1, wq.stats.n_papers)), False)
+    ids = json.dumps([t.term_id for t in wq.terms])
+    if allowed.allowed is not None:
+        params = {"term_ids": ids, "doc_ids": json.dumps(allowed.allowed)}
+        return Matched(snap.rows("lexical: papers matched that pass", MATCHED_IN_SQL, params)[0][0], True)
+    if not allowed.rejected:
+        return found
+    params = {"term_ids": ids, "doc_ids": json.dumps(allowed.rejected)}
+    return Matched(found.count - snap.rows("lexical: papers matched that fail", MATCHED_IN_SQL, params)[0][0], True)
+
+
 def scores_for(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str, float]:
     """BM25 score of each paper in ``paper_ids`` (0.0 for one that shares no term with the query). A term with
     at most ``READ_WHOLE_RATIO`` postings per paper asked for is read whole, a commoner one looked up per paper."""
     result = dict.fromkeys(paper_ids, 0.0)
     if paper_ids and wq.terms:
-        most = READ_WHOLE_RATIO * len(result)
-        weights = json.dumps([[t.term_id, t.weight, int(t.df <= most)] for t in wq.terms])
-        params = {"weights": weights, **_scoring(wq), "paper_ids": json.dumps(list(result))}
+        params = {"weights": _read_whole(wq, len(result)), **_scoring(wq), "paper_ids": json.dumps(list(result))}
         result.update(snap.rows("lexical: bm25 of given papers", SCORES_FOR_SQL, params))
     return result
 
@@ -501,15 +628,28 @@ class BM25Index:
         self.sample_size = sample_size
         self.refined = 0  # how many plans a second threshold sample changed (for benchmarks)
 
-    def search(self, query: str | Query, top_k: int = 10, exhaustive: bool = False) -> list[tuple[str, float]]:
+    def search(
+        self, query: str | Query, top_k: int = 10, exhaustive: bool = False, filters: Filters | None = None
+    ) -> list[tuple[str, float]]:
         """The top ``top_k`` ``(paper id, score)`` pairs, best first, ties by id; empty for a query with no token.
 
-        ``exhaustive`` scores every posting of the query's terms instead of pruning (same result, slower)."""
+        ``exhaustive`` scores every posting of the query's terms instead of pruning (same result, slower);
+        ``filters`` (``retrieval.search.filters.Filters``) ranks only the papers that pass them."""
         with self._executor.snapshot() as snap:
             wq = weigh(snap, Query.parse(query))
+            if filters:
+                return filtered_top_papers(snap, wq, top_k, passing(snap, filters), exhaustive)[0]
             hits, chosen = top_papers(snap, wq, top_k, exhaustive, self.sample_size)
         self.refined += bool(chosen and chosen.refined)
         return hits
+
+    def matched(self, query: str | Query, filters: Filters | None = None) -> Matched:
+        """How many papers contain a term of ``query`` (and pass ``filters``)."""
+        with self._executor.snapshot() as snap:
+            wq = weigh(snap, Query.parse(query))
+            if filters:
+                return filtered_top_papers(snap, wq, 1, passing(snap, filters))[1]
+            return matched(snap, wq)
 
     def plan(self, query: str | Query, top_k: int = 10) -> Plan | None:
         """The plan of ``query``'s top ``top_k`` (None when no query term is in the index)."""

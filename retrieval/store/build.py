@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..bm25 import K1, B
 from ..corpus.paper import Paper
-from ..text import TOKENISER_NAME, TOKENISER_VERSION
+from ..text import Analyser
 from .database import HEAD_REVISION, store_error
 from .files import TempIndex, check_replaceable, swap_in
 from .migrate import migrate
@@ -26,6 +26,8 @@ def build_index(
     source: str = "",
     progress: BuildProgress | Callable[[int], None] | None = None,
     workers: int | None = None,
+    stem: str | None = None,
+    stopwords: str | None = None,
 ) -> WriteSummary:
     """Index ``papers`` into a new file at ``path`` (Okapi BM25 statistics with k1=1.5, b=0.75).
 
@@ -40,15 +42,20 @@ def build_index(
     ``progress`` is told how the build goes: a ``BuildProgress`` (``retrieval.store.progress``) sees every
     phase start, advance and finish (``retrieval build`` draws them); a plain callable is called with the number
     of papers read so far.
+
+    ``stem`` (a Snowball stemmer of PyStemmer, e.g. ``"english"``) and ``stopwords`` (``"english"``: Lucene's 33
+    English stop words) choose the index's ``retrieval.text.Analyser``; both off by default. The index records
+    them, and every later add and query is analysed the same way.
     """
     target = Path(path)
+    analyser = Analyser(stem, stopwords)  # an unknown name is a ConfigError before anything is written
     try:
-        return _build(papers, target, source, progress, workers)
+        return _build(papers, target, source, progress, workers, analyser)
     except (OSError, sqlite3.Error) as exc:  # a full disk, a read-only folder: a message, the old index intact
         raise store_error(exc, target, "write") from None
 
 
-def _build(papers, target: Path, source: str, progress, workers) -> WriteSummary:
+def _build(papers, target: Path, source: str, progress, workers, analyser: Analyser) -> WriteSummary:
     started = time.perf_counter()
     report = as_progress(progress)
     expected = check_replaceable(target)
@@ -65,7 +72,7 @@ def _build(papers, target: Path, source: str, progress, workers) -> WriteSummary
             conn.execute("BEGIN")
             from .bulk import BulkLoader  # numpy and multiprocessing: loaded by a build only
 
-            loaded = BulkLoader(conn, workers, report).load(papers)
+            loaded = BulkLoader(conn, workers, report, analyser).load(papers)
             summary.added = loaded.papers
             summary.stages.update(loaded.stages)
             loaded.cleaner.count_into(summary)
@@ -74,8 +81,7 @@ def _build(papers, target: Path, source: str, progress, workers) -> WriteSummary
             extra = {
                 "k1": K1,
                 "b": B,
-                "tokeniser": TOKENISER_NAME,
-                "tokeniser_version": TOKENISER_VERSION,
+                **analyser.info(),
                 "schema_revision": HEAD_REVISION,
                 "source": source,
                 "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -42,7 +42,7 @@ from ..bm25 import HEAD_IMPACT, impacts
 from ..corpus.jsonl import PaperFile, parse_lines
 from ..corpus.paper import Paper
 from ..errors import StoreError
-from ..text import _TOKEN
+from ..text import _TOKEN, DEFAULT_ANALYSER, Analyser, fold
 from .pages import Layout, layout, write_sorted_table
 from .progress import CITATIONS, IN_DEGREES, INDEXING, LOADING, READING, SORTING, BuildProgress, phase
 from .rows import (
@@ -95,7 +95,10 @@ HEAD_INDEX = "ix_term_freq_head"
 # As migration 0004 creates it: the entries the bulk path writes for it are those of this definition.
 HEAD_SQL = f"CREATE INDEX {HEAD_INDEX} ON term_freq (term_id, impact, count, length) WHERE impact >= {HEAD_IMPACT}"
 #: The indexes dropped for the load and created at its end (with the SQL the schema holds for them), by phase.
-DEFERRED_INDEXES = {INDEXING: (HEAD_INDEX, "ix_paper_authors_name", "ix_papers_year"), CITATIONS: (CITATIONS_INDEX,)}
+DEFERRED_INDEXES = {
+    INDEXING: (HEAD_INDEX, "ix_paper_authors_name", "ix_paper_authors_surname", "ix_papers_year"),
+    CITATIONS: (CITATIONS_INDEX,),
+}
 # Every in-degree at once, reading the (cited_id, citing_id) index in order.
 COUNT_CITED = "INSERT INTO cited_counts (paper_id, cited_by) SELECT cited_id, count(*) FROM citations GROUP BY cited_id"
 # A build's citation rows: every one was declared by a paper of the corpus, which is one of its ends, so a row is
@@ -109,15 +112,35 @@ CITING_OUTSIDE = (
 
 
 # ASCII text tokenises as bytes: letters lowered, every other character but a digit a space, then split. For
-# ASCII that is exactly retrieval.text.tokenise (str.isalnum is [A-Za-z0-9] there), three times faster.
+# ASCII without a backslash that is exactly retrieval.text.tokenise (``fold`` only lowercases it, and str.isalnum
+# is [A-Za-z0-9] there), three times faster. A backslash may begin a TeX accent: such text is folded first
+# (``fold`` reads the accents; ASCII stays ASCII), then split the same way.
 _ASCII_TOKENS = bytes(c + 32 if 65 <= c <= 90 else c if 97 <= c <= 122 or 48 <= c <= 57 else 32 for c in range(256))
 
 
-class _Vocabulary(dict):
-    """Terms numbered in the order they are first looked up."""
+def text_words(text: str) -> list[bytes]:
+    """The tokens of ``text`` (``retrieval.text.tokenise``) as UTF-8 bytes, by the ASCII fast path when it can."""
+    if text.isascii():
+        if "\\" in text:
+            text = fold(text)  # TeX accents read: still ASCII
+        return text.encode("ascii").translate(_ASCII_TOKENS).split()
+    return [word.encode("utf-8") for word in _TOKEN.findall(fold(text))]
 
-    def __missing__(self, term: bytes) -> int:
-        number = self[term] = len(self)
+
+class _Vocabulary(dict):
+    """A token (UTF-8 bytes) -> the number of its term (terms numbered in the order they are first met), or -1
+    for a token the analyser drops (a stop word). Each distinct token is analysed once per process."""
+
+    def __init__(self, analyser: Analyser) -> None:
+        super().__init__()
+        self.analyser = analyser
+        self.terms: dict[str, int] = {}
+
+    def __missing__(self, token: bytes) -> int:
+        word = token.decode("utf-8")
+        term = word if self.analyser.plain else self.analyser.term(word)
+        number = -1 if term is None else self.terms.setdefault(term, len(self.terms))
+        self[token] = number
         return number
 
 
@@ -127,33 +150,35 @@ _VOCABULARY: tuple[str, _Vocabulary] | None = None
 
 
 def tokenise_chunk(
-    texts: list[str], build: str = ""
+    texts: list[str], build: str = "", analyser: Analyser = DEFAULT_ANALYSER
 ) -> tuple[tuple[str, int], int, list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Tokenise ``texts`` (as ``retrieval.text.tokenise``) against this process's vocabulary for ``build``.
+    """Analyse ``texts`` (as ``analyser.analyse``) against this process's vocabulary for ``build``.
 
     Returns ``(vocabulary, first, new, term, count, distinct, length)``: which vocabulary numbered the terms
     (this process's for ``build``), the number of the first term it added for these texts, and those terms in
     first-seen order; for every posting, in document order, its term number and count; for every document, its
-    number of distinct terms and its length in tokens. Runs in a worker process.
+    number of distinct terms and its length in terms. Runs in a worker process.
     """
     global _VOCABULARY
     if _VOCABULARY is None or _VOCABULARY[0] != build:
-        _VOCABULARY = (build, _Vocabulary())
+        _VOCABULARY = (build, _Vocabulary(analyser))
     vocabulary = _VOCABULARY[1]
-    first = len(vocabulary)
+    first = len(vocabulary.terms)
     lengths = np.empty(len(texts), dtype=np.int64)
     tokens: list[bytes] = []
     for i, text in enumerate(texts):
-        if text.isascii():
-            words = text.encode("ascii").translate(_ASCII_TOKENS).split()
-        else:
-            words = [word.encode("utf-8") for word in _TOKEN.findall(text.lower())]
+        words = text_words(text)
         lengths[i] = len(words)
         tokens.extend(words)
     numbers = np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens))
-    new = [term.decode("utf-8") for term in islice(vocabulary, first, None)]
+    documents = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
+    if analyser.stopwords is not None:  # stop words are not terms: dropped, and not counted in the lengths
+        kept = numbers >= 0
+        numbers, documents = numbers[kept], documents[kept]
+        lengths = np.bincount(documents, minlength=len(texts)).astype(np.int64)
+    new = list(islice(vocabulary.terms, first, None))
     # (document, term) pairs, sorted: each distinct pair is a posting, its run length the count.
-    keys = np.repeat(np.arange(len(texts), dtype=np.int64), lengths) << 32
+    keys = documents << 32
     keys |= numbers
     keys.sort()
     firsts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, dtype=np.int64)
@@ -192,14 +217,21 @@ def paper_rows(papers: list[Paper], cleaner: ReferenceCleaner) -> tuple[list, li
     )
 
 
-def prepare_lines(path: str, format: str, source: str, lines: list[tuple[int, bytes]], build: str = "") -> tuple:
+def prepare_lines(
+    path: str,
+    format: str,
+    source: str,
+    lines: list[tuple[int, bytes]],
+    build: str = "",
+    analyser: Analyser = DEFAULT_ANALYSER,
+) -> tuple:
     """Everything a build writes for raw lines of a corpus file: ``(ids, line numbers, rows, tokens, dropped,
     error)`` (``rows`` as ``paper_rows``, ``tokens`` as ``tokenise_chunk``, ``dropped`` the self-citations and
     repeated references removed, ``error`` the first bad record's, if any). Runs in a worker process."""
     papers, numbers, error = parse_lines(path, format, source, lines)
     cleaner = ReferenceCleaner()
     rows = paper_rows(papers, cleaner)
-    tokens = tokenise_chunk([paper.text for paper in papers], build)
+    tokens = tokenise_chunk([paper.text for paper in papers], build, analyser)
     return [p.id for p in papers], numbers, rows, tokens, (cleaner.self_citations, cleaner.duplicates), error
 
 
@@ -273,9 +305,14 @@ class BulkLoader:
     the tables end as the incremental writer would leave them."""
 
     def __init__(
-        self, conn: sqlite3.Connection, workers: int | None = None, progress: BuildProgress | None = None
+        self,
+        conn: sqlite3.Connection,
+        workers: int | None = None,
+        progress: BuildProgress | None = None,
+        analyser: Analyser = DEFAULT_ANALYSER,
     ) -> None:
         self.conn = conn
+        self.analyser = analyser
         self.workers = default_workers() if workers is None else workers
         self.progress = progress or BuildProgress()
         self.deferred: dict[str, list[str]] = {}
@@ -350,6 +387,45 @@ class BulkLoader:
         counts = CorpusCounts(self.n_papers, self.total_tokens, impact_avgdl)
         return BulkResult(counts, done, len(self.vocabulary), self.cleaner, stages, edges, dangling)
 
+    def reindex(self, documents: Callable[[], Iterable[tuple[str, str]]]) -> CorpusCounts:
+        """Fill the emptied ``doc_len``, ``doc_freq`` and ``term_freq`` of an index whose papers are written
+        (``retrieval.store.reindex``) from ``documents()``, ``(paper id, indexed text)`` in the order the papers
+        get their new document numbers (called once the head index is dropped, which a statement still reading
+        would forbid); returns the corpus counts. The papers, citations and every other table
+        are left as they are."""
+        row = self.conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", (HEAD_INDEX,))
+        head = row.fetchone()
+        self.deferred = {INDEXING: [head[0]] if head is not None else []}
+        if head is not None:
+            self.conn.execute(f"DROP INDEX {HEAD_INDEX}")
+        pending: deque[tuple] = deque()
+        iterator = iter(documents())
+        seen = done = 0
+        try:
+            with phase(self.progress, READING, unit="papers"):
+                while chunk := list(islice(iterator, CHUNK)):
+                    seen += len(chunk)
+                    self._start_pool(seen)
+                    args = ([text for _, text in chunk], self.build, self.analyser)
+                    job = self.pool.submit(tokenise_chunk, *args) if self.pool else tokenise_chunk(*args)
+                    pending.append((job, [pid for pid, _ in chunk], None))
+                    while len(pending) > max(1, self.workers):
+                        done += self._collect(*pending.popleft())
+                        self.progress.update(done)
+                while pending:
+                    done += self._collect(*pending.popleft())
+                    self.progress.update(done)
+            with phase(self.progress, SORTING):
+                postings = self._sorted_postings() if self.n_papers else None
+            impact_avgdl = self._load_postings(postings)  # creates the head index again
+            if postings is None:
+                for sql in self.deferred[INDEXING]:
+                    self.conn.execute(sql)
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(cancel_futures=True)
+        return CorpusCounts(self.n_papers, self.total_tokens, impact_avgdl)
+
     def _in_degrees(self) -> tuple[int, int]:
         self.conn.execute(COUNT_CITED)
         return self._edge_counts()
@@ -372,7 +448,7 @@ class BulkLoader:
             self._write_rows(paper_rows(chunk, self.cleaner))
             texts = [paper.text for paper in chunk]
             self._start_pool(seen)
-            args = (texts, self.build)
+            args = (texts, self.build, self.analyser)
             job = self.pool.submit(tokenise_chunk, *args) if self.pool else tokenise_chunk(*args)
             yield job, [paper.id for paper in chunk], None
 
@@ -383,7 +459,7 @@ class BulkLoader:
         for format, lines in papers.chunks(CHUNK):
             seen += len(lines)
             self._start_pool(seen)
-            args = (path, format, source, lines, self.build)
+            args = (path, format, source, lines, self.build, self.analyser)
             yield (self.pool.submit(prepare_lines, *args) if self.pool else prepare_lines(*args)), None, papers
 
     def _write_rows(self, rows: tuple[list, list, list, str | None, str | None]) -> None:

@@ -17,12 +17,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import IndexNotFoundError, NotAnIndexError, RetrievalError, SchemaVersionError, StoreError
-from ..text import TOKENISER_NAME, TOKENISER_VERSION
+from ..text import TOKENISER_NAME, TOKENISER_VERSION, Analyser
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0006"
 #: Every revision of the migration scripts, oldest first (a test checks them against the scripts).
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004")
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
+#: The revisions a search reads as they are. 0005 only adds the query log, which a search never reads; 0006 adds
+#: the authors' folded keys, which every search reads (filters, the surname hint), so an older index is upgraded
+#: once (``retrieval upgrade``).
+READABLE_REVISIONS = ("0006",)
+#: What a revision adds that an index at it must have, beyond ``REQUIRED`` (checked on open).
+REQUIRED_AT = {"0005": ("query_log", "ix_query_log_logged_at"), "0006": ("ix_paper_authors_surname",)}
 
 
 #: What a ``file:`` URI must escape for SQLite to read the rest as the path (``%`` first, so it is not doubled).
@@ -163,6 +169,11 @@ class IndexStats(namedtuple("IndexStats", _STATS_FIELDS)):
     def avgdl(self) -> float:
         return self.total_tokens / self.n_papers if self.n_papers else 0.0
 
+    @property
+    def analyser(self) -> Analyser:
+        """How this index analyses text (``retrieval.text.Analyser``): a query must be analysed with it."""
+        return Analyser.from_info(self.info)
+
     @classmethod
     def from_info(cls, info: dict[str, str]) -> IndexStats:
         """The statistics of ``index_info``, each checked for its type and range: a value a writer of this
@@ -238,8 +249,8 @@ def _read_revision_and_info(path: Path, rows: Rows | None = None) -> tuple[str, 
             )
         revision = rows("open: the schema revision", REVISION_SQL)
         info = dict(rows("open: the statistics", INDEX_INFO_SQL))
-        if revision and revision[0][0] == HEAD_REVISION:
-            _check_contents(path, tables, info, rows)
+        if revision and revision[0][0] in READABLE_REVISIONS:
+            _check_contents(path, tables, info, rows, revision[0][0])
     except sqlite3.DatabaseError as exc:
         error = store_error(exc, path, "read")
         if isinstance(error, StoreError):  # locked, unreadable: not a question of what the file holds
@@ -256,9 +267,11 @@ def _read_revision_and_info(path: Path, rows: Rows | None = None) -> tuple[str, 
     return revision[0][0], info
 
 
-def _check_contents(path: Path, names: set[str], info: dict[str, str], rows: Rows) -> None:
-    """The tables and indexes a search reads are there, and the statistics agree with the tables."""
-    missing = [name for name in REQUIRED if name not in names]
+def _check_contents(path: Path, names: set[str], info: dict[str, str], rows: Rows, revision: str) -> None:
+    """The tables and indexes a search reads are there (and those of ``revision``'s own additions), and the
+    statistics agree with the tables."""
+    added = [name for rev, names_at in REQUIRED_AT.items() if rev <= revision for name in names_at]
+    missing = [name for name in REQUIRED + tuple(added) if name not in names]
     if missing:
         raise NotAnIndexError(
             f"{path} is damaged: it lacks {', '.join(missing)}; rebuild it with `retrieval build --db {path}`"
@@ -306,7 +319,7 @@ def check_index(path: Path, rows: Rows | None = None) -> IndexStats:
     """
     _require_file(path)
     revision, info = _read_revision_and_info(path, rows)
-    if revision != HEAD_REVISION:
+    if revision not in READABLE_REVISIONS:
         if revision in KNOWN_REVISIONS:
             raise SchemaVersionError(
                 f"{path} has schema revision {revision!r}, older than this version's {HEAD_REVISION!r}: "
@@ -318,12 +331,43 @@ def check_index(path: Path, rows: Rows | None = None) -> IndexStats:
         )
     if "n_papers" not in info:
         raise NotAnIndexError(f"{path} is an unfinished index (no statistics): rebuild it with `retrieval build`")
-    if (info.get("tokeniser"), info.get("tokeniser_version")) != (TOKENISER_NAME, TOKENISER_VERSION):
-        raise SchemaVersionError(
-            f"{path} was tokenised by {info.get('tokeniser')} v{info.get('tokeniser_version')}, "
-            f"this version uses {TOKENISER_NAME} v{TOKENISER_VERSION}: rebuild it with `retrieval build`"
-        )
+    check_analyser(path, info)
     try:
         return IndexStats.from_info(info)
     except NotAnIndexError as exc:
         raise NotAnIndexError(f"{path}: {exc}") from None
+
+
+#: Tokeniser versions older than ``TOKENISER_VERSION`` that ``retrieval upgrade`` re-indexes (the papers' text
+#: is in the index): 1 lowercased only, 2 also folds accents and TeX escapes.
+OLD_TOKENISER_VERSIONS = ("1",)
+
+
+def tokeniser_outdated(info: dict[str, str]) -> bool:
+    """True when ``index_info`` names this package's tokeniser at a version ``retrieval upgrade`` re-indexes."""
+    return info.get("tokeniser") == TOKENISER_NAME and info.get("tokeniser_version") in OLD_TOKENISER_VERSIONS
+
+
+def check_analyser(path: Path, info: dict[str, str]) -> Analyser:
+    """The analyser ``index_info`` names, if this version can analyse queries exactly as the index was
+    written: an older tokeniser names ``retrieval upgrade``, an unknown one or an unknown stemmer says what to do."""
+    name, version = info.get("tokeniser"), info.get("tokeniser_version")
+    if (name, version) != (TOKENISER_NAME, TOKENISER_VERSION):
+        if tokeniser_outdated(info):
+            raise SchemaVersionError(
+                f"{path} was tokenised by {name} v{version}, older than this version's v{TOKENISER_VERSION} "
+                f"(which folds accents and TeX escapes, so queries would miss terms): re-index it once with "
+                f"`retrieval upgrade --db {path}` (the old file stays intact if that fails), or rebuild it with "
+                "`retrieval build`"
+            )
+        raise SchemaVersionError(
+            f"{path} was tokenised by {name} v{version}, this version uses {TOKENISER_NAME} v{TOKENISER_VERSION}: "
+            "upgrade retrieval, or rebuild the index with `retrieval build`"
+        )
+    try:
+        return Analyser.from_info(info)
+    except RetrievalError as exc:
+        raise SchemaVersionError(
+            f"{path} was analysed with stemmer {info.get('stemmer')!r} and stop words {info.get('stopwords')!r}, "
+            f"which this installation cannot reproduce ({exc}); install what it names, or rebuild the index"
+        ) from None

@@ -56,6 +56,7 @@ class Executor:
         self.path = path  # for messages
         self.cache: StatementCache | None = None
         self._snapshot: Snapshot | None = None
+        self.last_stats: IndexStats | None = None  # what the latest snapshot read (its ``info`` too)
 
     def run(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> sqlite3.Cursor:
         """Run ``sql`` with ``params`` (named placeholders) and return its cursor. An environment failure
@@ -121,6 +122,7 @@ class _SnapshotScope:
             self._end()
             raise
         executor._snapshot = Snapshot(executor, stats)
+        executor.last_stats = stats
         return executor._snapshot
 
     def __exit__(self, *exc: object) -> None:

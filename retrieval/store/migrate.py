@@ -13,7 +13,16 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import SchemaVersionError
-from .database import HEAD_REVISION, KNOWN_REVISIONS, _uri, check_index, index_revision, store_error
+from .database import (
+    HEAD_REVISION,
+    KNOWN_REVISIONS,
+    _read_revision_and_info,
+    _require_file,
+    _uri,
+    check_index,
+    store_error,
+    tokeniser_outdated,
+)
 from .files import TempIndex, read_fingerprint, remove_stale_temporaries, swap_in
 
 
@@ -101,11 +110,26 @@ def _on_connection(path: Path, run) -> None:
         engine.dispose()
 
 
-def upgrade_index(path: Path) -> tuple[str, str]:
-    """Upgrade the index at ``path`` to ``HEAD_REVISION``; returns ``(revision before, revision after)``.
+class Upgrade(tuple):
+    """``(revision before, revision after)`` of an upgrade, and ``reindexed``: the tokeniser version the index
+    was re-indexed from (``retrieval.store.reindex``), or None when its text was not touched."""
+
+    reindexed: str | None
+
+    def __new__(cls, before: str, after: str, reindexed: str | None = None) -> Upgrade:
+        self = super().__new__(cls, (before, after))
+        self.reindexed = reindexed
+        return self
+
+
+def upgrade_index(path: Path) -> Upgrade:
+    """Upgrade the index at ``path`` to ``HEAD_REVISION`` and this version's tokeniser; returns
+    ``(revision before, revision after)`` (an ``Upgrade``, which also says whether the text was re-indexed).
 
     The index is copied with SQLite's backup API (a consistent copy, whatever its WAL holds), the copy is
-    migrated, and it replaces the original in one rename. If anything fails the original is untouched.
+    migrated, an index written by an older tokeniser is re-indexed from its papers' stored text with the stemmer
+    and stop words it records (``retrieval.store.reindex``), and the copy replaces the original in one swap. If
+    anything fails the original is untouched.
     """
     path = Path(path)
     try:
@@ -114,11 +138,13 @@ def upgrade_index(path: Path) -> tuple[str, str]:
         raise store_error(exc, path, "upgrade") from None
 
 
-def _upgrade(path: Path) -> tuple[str, str]:
-    before = index_revision(path)
-    if before == HEAD_REVISION:
+def _upgrade(path: Path) -> Upgrade:
+    _require_file(path)
+    before, info = _read_revision_and_info(path)
+    outdated = tokeniser_outdated(info)
+    if before == HEAD_REVISION and not outdated:
         check_index(path)
-        return before, before
+        return Upgrade(before, before)
     if before not in KNOWN_REVISIONS:
         check_index(path)  # raises the unknown-revision error
     remove_stale_temporaries(path)
@@ -134,6 +160,14 @@ def _upgrade(path: Path) -> tuple[str, str]:
             source.close()
             copy.close()
         migrate(tmp)
+        if outdated:
+            from .reindex import reindex
+
+            conn = sqlite3.connect(tmp, isolation_level=None, check_same_thread=False)  # the loader's threads
+            try:
+                reindex(conn)
+            finally:
+                conn.close()
         conn = sqlite3.connect(tmp)
         try:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -146,4 +180,4 @@ def _upgrade(path: Path) -> tuple[str, str]:
         raise
     finally:
         temp.close()
-    return before, HEAD_REVISION
+    return Upgrade(before, HEAD_REVISION, info.get("tokeniser_version") if outdated else None)

@@ -39,14 +39,22 @@ class PaperRow(Base):
 
 
 class PaperAuthor(Base):
-    """A paper's authors, in their order on the paper (position 0 is the first author)."""
+    """A paper's authors, in their order on the paper (position 0 is the first author), each with its folded
+    ``surname`` and ``name_key`` (its words, folded, the surname last; ``retrieval.corpus.names``), which
+    ``--author`` matches."""
 
     __tablename__ = "paper_authors"
-    __table_args__ = (Index("ix_paper_authors_name", "name"), {"sqlite_with_rowid": False})
+    __table_args__ = (
+        Index("ix_paper_authors_name", "name"),
+        Index("ix_paper_authors_surname", "surname"),
+        {"sqlite_with_rowid": False},
+    )
 
     paper_id: Mapped[str] = mapped_column(Text, ForeignKey("papers.id"), primary_key=True)
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(Text)
+    surname: Mapped[str] = mapped_column(Text, server_default="")
+    name_key: Mapped[str] = mapped_column(Text, server_default="")
 
 
 class Citation(Base):
@@ -240,3 +248,25 @@ class EvidenceRunEdgeRow(Base):
     weight: Mapped[float] = mapped_column(Float)
     kept: Mapped[bool] = mapped_column(Boolean)
     reason: Mapped[str | None] = mapped_column(Text)  # why an edge was pruned; NULL when kept
+
+
+class QueryLogRow(Base):
+    """A logged query (``retrieval log on``, off by default; ``retrieval.store.querylog`` writes and reads the
+    rows): when, which command, the text and the settings, and how it went."""
+
+    __tablename__ = "query_log"
+    __table_args__ = (Index("ix_query_log_logged_at", "logged_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    logged_at: Mapped[str] = mapped_column(Text)  # ISO 8601 UTC, milliseconds: 2026-12-01T09:30:00.123+00:00
+    kind: Mapped[str] = mapped_column(String(16))  # search | similar | explain
+    query: Mapped[str] = mapped_column(Text)
+    settings: Mapped[str] = mapped_column(Text)  # JSON of every field of the command's configuration
+    hit_count: Mapped[int] = mapped_column(Integer)
+    top_score: Mapped[float] = mapped_column(Float)
+    avg_score: Mapped[float] = mapped_column(Float)
+    wall_ms: Mapped[float] = mapped_column(Float)
+    gate_fired: Mapped[bool | None] = mapped_column(Boolean)  # NULL for a command without the gate (explain)
+    result_ids: Mapped[str] = mapped_column(Text)  # JSON list of the returned paper ids, in rank order
+    page_limit: Mapped[int | None] = mapped_column(Integer)  # NULL: no limit
+    page_offset: Mapped[int] = mapped_column(Integer)

@@ -8,12 +8,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
+from ..corpus.names import name_key
 from ..corpus.paper import Paper
 from ..errors import InputError
 from .database import edge_counts
 
 INSERT_PAPER = "INSERT INTO papers (id, title, abstract, year, source) VALUES (?, ?, ?, ?, ?)"
-INSERT_AUTHOR = "INSERT INTO paper_authors (paper_id, position, name) VALUES (?, ?, ?)"
+INSERT_AUTHOR = "INSERT INTO paper_authors (paper_id, position, name, surname, name_key) VALUES (?, ?, ?, ?, ?)"
 INSERT_SOURCE = "INSERT INTO field_sources (paper_id, field, source) VALUES (?, ?, ?)"
 INSERT_DOC_LEN = "INSERT INTO doc_len (doc_id, paper_id, length) VALUES (?, ?, ?)"
 UPSERT_INFO = "INSERT INTO index_info (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
@@ -82,7 +83,7 @@ class UniqueIds:
 def add_paper_rows(paper: Paper, papers: list, authors: list, sources: list) -> None:
     """Append ``paper``'s rows for ``papers``, ``paper_authors`` and ``field_sources``."""
     papers.append((paper.id, paper.title, paper.abstract or "", paper.year, paper.source))
-    authors.extend((paper.id, i, name) for i, name in enumerate(paper.authors))
+    authors.extend((paper.id, i, name, *name_key(name)) for i, name in enumerate(paper.authors))
     sources.extend((paper.id, name, src) for name, src in sorted(paper.field_sources.items()))
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..bm25 import impact
 from ..corpus.paper import Paper
 from ..errors import InputError
-from ..text import tokenise
+from ..text import Analyser
 from .database import KNOWN_REVISIONS, check_index, index_revision
 from .files import write_transaction
 from .migrate import upgrade_index
@@ -123,6 +123,7 @@ class IndexWriter:
         self.n_papers = int(info.get("n_papers", 0))
         self.total_tokens = int(info.get("total_tokens", 0))
         self.impact_avgdl = float(info.get("impact_avgdl") or 0.0)
+        self.analyser = Analyser.from_info(info)  # the index's own: what it was built with, never the default
 
     # -- adding -------------------------------------------------------------------------------------------
     def add(
@@ -161,7 +162,7 @@ class IndexWriter:
             add_paper_rows(paper, batch.papers, batch.authors, batch.sources)
             batch.references.extend((paper.id, ref) for ref in self.cleaner.clean(paper.id, paper.references))
             batch.cited_by.extend((citer, paper.id) for citer in self.cleaner.clean(paper.id, paper.citations))
-            tokens = tokenise(paper.text)
+            tokens = self.analyser.analyse(paper.text)
             if not self.impact_avgdl:  # the first papers of an empty index: their own average
                 self.impact_avgdl = max(1.0, len(tokens))
             doc_id = self.next_doc_id
@@ -201,7 +202,7 @@ class IndexWriter:
     # -- removing -----------------------------------------------------------------------------------------
     def remove(self, ids: list[str]) -> None:
         """Remove the papers ``ids`` (all must be in the index) with their postings and what their records
-        declared. Postings are found by re-tokenising the stored text, which is what was indexed."""
+        declared. Postings are found by re-analysing the stored text, which is what was indexed."""
         rows = self.conn.execute(
             "SELECT p.id, p.title, p.abstract, l.doc_id FROM papers AS p JOIN doc_len AS l ON l.paper_id = p.id "
             "WHERE p.id IN (SELECT value FROM json_each(:ids))",
@@ -214,7 +215,7 @@ class IndexWriter:
         postings: list[tuple[int, int]] = []
         df_delta: Counter[int] = Counter()
         for _, title, abstract, doc_id in rows:
-            tokens = tokenise(f"{title} {abstract}")
+            tokens = self.analyser.analyse(f"{title} {abstract}")
             for term in set(tokens):
                 term_id = self.vocabulary[term]
                 postings.append((term_id, doc_id))

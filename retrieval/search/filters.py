@@ -1,0 +1,199 @@
+"""Filters applied before the top k: a year range, authors, words a paper must not contain, phrases it must
+contain. A filtered search returns the best k papers that pass, never the survivors of an unfiltered top k.
+
+``passing`` turns a ``Filters`` into the set of papers that pass, in one snapshot, as the smaller of two lists:
+the papers that pass (``allowed``), or those that do not (``rejected``, when most pass). The lexical pass then
+either drops the papers that fail from an unfiltered top m, or scores the papers that pass
+(``retrieval.search.lexical.filtered_top_papers``).
+
+- ``years``: ``(first, last)``, either None for an open end; a paper without a year fails a year filter.
+- ``authors``: names, each matched as ``retrieval.corpus.names`` says (surname, then given names or
+  initials; case and accents aside); several names: papers by all of them.
+- ``exclude``: words (``-word`` in a query); a paper containing any of them, as the index analyses text, fails.
+- ``phrases``: word sequences (``"a phrase"`` in a query); a paper passes when its title and abstract, analysed
+  as the index does, contain each sequence in order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import namedtuple
+
+from ..corpus.names import matches, name_words
+from ..errors import ConfigError
+from ..store.executor import Snapshot
+from ..text import tokenise
+from ..validate import YEAR_RANGE, parse_years
+
+YEAR_DOCS_SQL = """\
+SELECT dl.doc_id
+FROM papers AS p
+CROSS JOIN doc_len AS dl ON dl.paper_id = p.id
+WHERE p.year BETWEEN :first AND :last"""
+
+YEAR_COUNT_SQL = """\
+SELECT count(*)
+FROM papers AS p
+WHERE p.year BETWEEN :first AND :last"""
+
+YEAR_OUTSIDE_SQL = """\
+SELECT dl.doc_id
+FROM papers AS p
+CROSS JOIN doc_len AS dl ON dl.paper_id = p.id
+WHERE p.year < :first
+   OR p.year > :last
+   OR p.year IS NULL"""
+
+AUTHOR_DOCS_SQL = """\
+SELECT dl.doc_id,
+       a.name_key
+FROM paper_authors AS a
+CROSS JOIN doc_len AS dl ON dl.paper_id = a.paper_id
+WHERE a.surname = :surname"""
+
+TERM_DOCS_SQL = """\
+SELECT tf.doc_id
+FROM doc_freq AS d
+CROSS JOIN term_freq AS tf ON tf.term_id = d.term_id
+WHERE d.term = :term"""
+
+DOC_TEXTS_SQL = """\
+SELECT dl.doc_id,
+       p.title,
+       p.abstract
+FROM json_each(:doc_ids) AS j
+CROSS JOIN doc_len AS dl ON dl.doc_id = j.value
+CROSS JOIN papers AS p ON p.id = dl.paper_id"""
+
+ALL_DOCS_SQL = """\
+SELECT dl.doc_id
+FROM doc_len AS dl
+ORDER BY dl.doc_id"""
+
+AUTHOR_PAPERS_SQL = """\
+SELECT count(DISTINCT a.paper_id)
+FROM paper_authors AS a
+WHERE a.surname = :surname"""
+
+
+class Filters(namedtuple("Filters", "years authors exclude phrases", defaults=(None, (), (), ()))):
+    """What a paper must satisfy to be ranked at all (see the module docstring)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def make(cls, year=None, authors=(), exclude=(), phrases=()) -> Filters:
+        """Filters from option values: ``year`` a range string or ``(first, last)``, ``authors`` names."""
+        years = parse_years(year) if isinstance(year, str) or year is None else tuple(year)
+        if isinstance(authors, str):
+            authors = (authors,)
+        for name in authors:
+            if not name_words(name):
+                raise ConfigError(f"--author {name!r} has no letters: give a surname, such as --author Maldacena")
+        return cls(years, tuple(authors), tuple(exclude), tuple(tuple(p) for p in phrases))
+
+    def __bool__(self) -> bool:
+        return bool(self.years or self.authors or self.exclude or self.phrases)
+
+    def to_dict(self) -> dict:
+        return {
+            "year": None if not self.years else list(self.years),
+            "authors": list(self.authors),
+            "exclude": list(self.exclude),
+            "phrases": [" ".join(p) for p in self.phrases],
+        }
+
+
+class Passing(namedtuple("Passing", "allowed rejected count")):
+    """The papers that pass: ``allowed`` (sorted doc ids) or, when most pass, ``rejected`` (sorted doc ids of
+    those that do not; ``allowed`` is then None); ``count`` papers pass."""
+
+    __slots__ = ()
+
+
+def _docs(snap: Snapshot, name: str, sql: str, params: dict) -> set[int]:
+    return {row[0] for row in snap.rows(name, sql, params)}
+
+
+def contains(tokens: list[str], phrase: tuple[str, ...]) -> bool:
+    """Whether ``phrase`` occurs in ``tokens`` as consecutive tokens."""
+    n = len(phrase)
+    if n == 0:
+        return True
+    first = phrase[0]
+    return any(tokens[i : i + n] == list(phrase) for i, token in enumerate(tokens) if token == first)
+
+
+def passing(snap: Snapshot, filters: Filters, analyse=tokenise) -> Passing:
+    """The papers of the snapshot that pass ``filters`` (``analyse``: the index's text analysis)."""
+    n = snap.stats.n_papers
+    allowed: set[int] | None = None
+
+    def narrow(docs: set[int]) -> None:
+        nonlocal allowed
+        allowed = docs if allowed is None else allowed & docs
+
+    rejected: set[int] = set()
+    if filters.years:
+        lo, hi = filters.years
+        years = {"first": YEAR_RANGE[0] if lo is None else lo, "last": YEAR_RANGE[1] if hi is None else hi}
+        # Whichever side is smaller is listed (counted first on the year index): most papers pass "1995-".
+        if snap.rows("filter: papers of the years, counted", YEAR_COUNT_SQL, years)[0][0] <= n // 2:
+            narrow(_docs(snap, "filter: papers of the years", YEAR_DOCS_SQL, years))
+        else:
+            rejected |= _docs(snap, "filter: papers outside the years", YEAR_OUTSIDE_SQL, years)
+    for name in filters.authors:
+        words = name_words(name)
+        rows = snap.rows("filter: papers by an author", AUTHOR_DOCS_SQL, {"surname": words[-1]})
+        narrow({doc for doc, key in rows if matches(words, key)})
+    for phrase in filters.phrases:
+        words = [w for w in phrase if w]
+        if not words:
+            continue
+        having: set[int] | None = None
+        for word in dict.fromkeys(words):
+            docs = _docs(snap, "filter: papers with a phrase's word", TERM_DOCS_SQL, {"term": word})
+            having = docs if having is None else having & docs
+        if allowed is not None:
+            having &= allowed
+        having -= rejected
+        texts = snap.rows("filter: texts to check a phrase in", DOC_TEXTS_SQL, {"doc_ids": json.dumps(sorted(having))})
+        narrow({doc for doc, title, abstract in texts if contains(analyse(f"{title} {abstract}"), tuple(words))})
+    for word in filters.exclude:
+        rejected |= _docs(snap, "filter: papers with an excluded word", TERM_DOCS_SQL, {"term": word})
+    if allowed is not None:
+        allowed -= rejected
+        if len(allowed) <= n // 2:
+            return Passing(sorted(allowed), None, len(allowed))
+        rejected = set(every_doc(snap)) - allowed
+    return Passing(None, sorted(rejected), n - len(rejected))
+
+
+def every_doc(snap: Snapshot) -> list[int]:
+    """Every doc id of the snapshot, in order."""
+    return [row[0] for row in snap.rows("filter: every paper", ALL_DOCS_SQL, {})]
+
+
+CANDIDATE_DOCS_SQL = """\
+SELECT dl.paper_id,
+       dl.doc_id
+FROM json_each(:paper_ids) AS j
+CROSS JOIN doc_len AS dl ON dl.paper_id = j.value"""
+
+
+def failing(snap: Snapshot, paper_ids: list[str], allowed: Passing) -> list[str]:
+    """Those of ``paper_ids`` that do not pass (the graph pass's candidates, checked before the blend)."""
+    if not paper_ids:
+        return []
+    rows = snap.rows("filter: the candidates that pass", CANDIDATE_DOCS_SQL, {"paper_ids": json.dumps(paper_ids)})
+    if allowed.allowed is not None:
+        ok = set(allowed.allowed)
+        return [pid for pid, doc in rows if doc not in ok]
+    bad = set(allowed.rejected)
+    return [pid for pid, doc in rows if doc in bad]
+
+
+def author_papers(snap: Snapshot, word: str) -> int:
+    """How many papers have an author of surname ``word`` (folded)."""
+    rows = snap.rows("query: papers by an author of this surname", AUTHOR_PAPERS_SQL, {"surname": word})
+    return rows[0][0] if rows else 0

@@ -1,0 +1,96 @@
+"""Reading papers by id: the statements that load what a result shows (titles and years for the blend; abstracts,
+authors, references and citing papers for the entries returned), shared by search, ``similar`` and ``show``."""
+
+from __future__ import annotations
+
+import json
+
+from ..corpus.paper import Paper
+from ..store.executor import Snapshot
+
+# What the blend needs of every candidate; the rest is loaded for the returned entries only.
+CANDIDATES_SQL = """\
+SELECT p.id,
+       p.title,
+       p.year
+FROM json_each(:paper_ids) AS j
+JOIN papers AS p ON p.id = j.value"""
+
+PAPERS_SQL = """\
+SELECT p.id,
+       p.title,
+       p.abstract,
+       p.year
+FROM json_each(:paper_ids) AS j
+JOIN papers AS p ON p.id = j.value"""
+
+ABSTRACTS_SQL = """\
+SELECT p.id,
+       p.abstract
+FROM json_each(:paper_ids) AS j
+JOIN papers AS p ON p.id = j.value"""
+
+AUTHORS_SQL = """\
+SELECT a.paper_id,
+       a.name
+FROM json_each(:paper_ids) AS j
+JOIN paper_authors AS a ON a.paper_id = j.value
+ORDER BY a.paper_id, a.position"""
+
+REFERENCES_SQL = """\
+SELECT c.citing_id,
+       c.cited_id
+FROM json_each(:paper_ids) AS j
+JOIN citations AS c ON c.citing_id = j.value
+ORDER BY c.citing_id, c.cited_id"""
+
+CITED_BY_SQL = """\
+SELECT c.cited_id,
+       c.citing_id
+FROM json_each(:paper_ids) AS j
+JOIN citations AS c ON c.cited_id = j.value
+JOIN papers AS p ON p.id = c.citing_id
+ORDER BY c.cited_id, c.citing_id"""
+
+
+def add_links(snap: Snapshot, papers: dict[str, Paper]) -> None:
+    """Fill in the authors, references and citing papers of ``papers`` (three statements)."""
+    if not papers:
+        return
+    ids = {"paper_ids": json.dumps(list(papers))}
+    for pid, name in snap.rows("papers: authors", AUTHORS_SQL, ids):
+        papers[pid].authors.append(name)
+    for pid, ref in snap.rows("papers: references", REFERENCES_SQL, ids):
+        papers[pid].references.append(ref)
+    for pid, citer in snap.rows("papers: citing papers", CITED_BY_SQL, ids):
+        papers[pid].citations.append(citer)
+
+
+class PaperPage:
+    """One paper as ``retrieval show`` prints it: the paper (authors, references, citing papers) and ``linked``,
+    the papers of the corpus among its references and citing papers (id -> ``Paper`` with title, year, authors)."""
+
+    def __init__(self, paper: Paper, linked: dict[str, Paper]) -> None:
+        self.paper = paper
+        self.linked = linked
+
+    def __repr__(self) -> str:
+        return (
+            f"PaperPage({self.paper.id!r}, {len(self.paper.references)} references, {len(self.paper.citations)} citing)"
+        )
+
+    def _links(self, ids: list[str]) -> list[dict]:
+        out = []
+        for pid in ids:
+            other = self.linked.get(pid)
+            out.append(
+                {"id": pid, "in_corpus": other is not None, "title": other.title if other else None,
+                 "year": other.year if other else None, "authors": list(other.authors) if other else []}
+            )  # fmt: skip
+        return out
+
+    def to_dict(self) -> dict:
+        data = self.paper.to_dict()
+        data["references"] = self._links(self.paper.references)
+        data["citations"] = self._links(self.paper.citations)
+        return data

@@ -1,0 +1,200 @@
+"""Papers like these: co-citation, bibliographic coupling and text similarity to one paper or a reading list.
+
+For seed papers S and a candidate c (any other paper of the corpus), three signals, each in [0, 1]:
+
+- ``cocitation``: papers that cite both a seed s and c, as Salton's cosine ``together / sqrt(in(s) * in(c))``
+  (``in`` counts the citation rows naming a paper as cited, ``cited_counts``), averaged over the seeds. Two
+  papers that others keep citing together are about the same thing (Small, 1973).
+- ``coupling``: references that s and c share (in the corpus or not), as ``shared / sqrt(out(s) * out(c))``,
+  averaged over the seeds (Kessler's bibliographic coupling, 1963).
+- ``text``: BM25 of c for the seeds' titles and abstracts taken as one query (exact, ``retrieval.search.lexical``),
+  over the best such score among the candidates.
+
+``score = W_COCITATION * cocitation + W_COUPLING * coupling + W_TEXT * text`` (a third each: the graph
+signals say what the field reads together, the text what is written alike, and a new paper with no citations yet
+is still found by its text). The seeds themselves and ``exclude`` never appear; ties break on paper id. This is
+the idea behind Connected Papers' graph, computed exactly over this index, each result with its reasons.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+from ..corpus.paper import Paper
+from ..errors import InputError
+from ..store.executor import Snapshot
+from . import lexical
+from .filters import Filters, failing, passing
+from .papers import CANDIDATES_SQL, PAPERS_SQL
+from .query import MAX_QUERY_CHARS, Query
+
+#: Weights of the three signals.
+W_COCITATION = 1.0 / 3.0
+W_COUPLING = 1.0 / 3.0
+W_TEXT = 1.0 / 3.0
+#: How many papers the text signal ranks (the seeds' text as one query).
+TEXT_DEPTH = 200
+
+COCITED_SQL = """\
+SELECT s.value AS seed,
+       c2.cited_id AS paper_id,
+       count(*) AS together
+FROM json_each(:seeds) AS s
+CROSS JOIN citations AS c1 ON c1.cited_id = s.value
+CROSS JOIN citations AS c2 ON c2.citing_id = c1.citing_id
+WHERE c2.cited_id <> s.value
+GROUP BY s.value, c2.cited_id"""
+
+COUPLED_SQL = """\
+SELECT s.value AS seed,
+       c2.citing_id AS paper_id,
+       count(*) AS shared
+FROM json_each(:seeds) AS s
+CROSS JOIN citations AS c1 ON c1.citing_id = s.value
+CROSS JOIN citations AS c2 ON c2.cited_id = c1.cited_id
+WHERE c2.citing_id <> s.value
+GROUP BY s.value, c2.citing_id"""
+
+DEGREES_SQL = """\
+SELECT j.value AS paper_id,
+       coalesce((SELECT n.cited_by FROM cited_counts AS n WHERE n.paper_id = j.value), 0) AS cited_by,
+       (SELECT count(*) FROM citations AS c WHERE c.citing_id = j.value) AS cites
+FROM json_each(:paper_ids) AS j"""
+
+
+class SimilarPaper:
+    """One paper like the seeds, with its three signals and the seeds it is tied to."""
+
+    __slots__ = ("paper", "score", "cocitation", "coupling", "text", "together", "shared")
+
+    def __init__(self, paper: Paper, cocitation: float, coupling: float, text: float, together: dict, shared: dict):
+        self.paper = paper
+        self.cocitation = cocitation
+        self.coupling = coupling
+        self.text = text
+        self.score = W_COCITATION * cocitation + W_COUPLING * coupling + W_TEXT * text
+        self.together = together  # seed -> papers citing both
+        self.shared = shared  # seed -> references in common
+
+    def __repr__(self) -> str:
+        return f"SimilarPaper({self.paper.id!r}, score={self.score:.4f})"
+
+    def why(self) -> str:
+        """One line: each signal, its weighted part, and the counts behind the graph signals."""
+        parts = []
+        if self.together:
+            counts = ", ".join(f"{n} with {seed}" for seed, n in sorted(self.together.items())[:3])
+            parts.append(f"co-cited {counts} ({self.cocitation:.3f})")
+        if self.shared:
+            counts = ", ".join(f"{n} with {seed}" for seed, n in sorted(self.shared.items())[:3])
+            parts.append(f"shared references {counts} ({self.coupling:.3f})")
+        parts.append(f"text {self.text:.3f}")
+        return "; ".join(parts) + f" -> {self.score:.4f}"
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.paper.id,
+            "title": self.paper.title,
+            "year": self.paper.year,
+            "authors": list(self.paper.authors),
+            "score": self.score,
+            "cocitation": self.cocitation,
+            "coupling": self.coupling,
+            "text": self.text,
+            "cocited_with": dict(sorted(self.together.items())),
+            "shared_references_with": dict(sorted(self.shared.items())),
+            "why": self.why(),
+        }
+
+
+class SimilarResult:
+    """Papers like ``seeds``, best first, from ``offset`` on; ``matched`` papers had any signal at all."""
+
+    def __init__(self, seeds, ranked, matched, wall_time_ms, offset=0, warnings=None, filters=None) -> None:
+        self.seeds = seeds
+        self.ranked = ranked
+        self.matched = matched
+        self.wall_time_ms = wall_time_ms
+        self.offset = offset
+        self.warnings = [] if warnings is None else warnings
+        self.filters = filters
+
+    def __repr__(self) -> str:
+        return f"SimilarResult({self.seeds!r}, {len(self.ranked)} of {self.matched})"
+
+    def to_dict(self) -> dict:
+        return {
+            "seeds": list(self.seeds),
+            "results": [{"rank": i, **e.to_dict()} for i, e in enumerate(self.ranked, start=self.offset + 1)],
+            "offset": self.offset,
+            "matched": self.matched,
+            "filters": None if not self.filters else self.filters.to_dict(),
+            "warnings": list(self.warnings),
+            "metrics": {"wall_time_ms": self.wall_time_ms},
+        }
+
+
+def similar(
+    snap: Snapshot,
+    seeds: list[str],
+    limit: int = 10,
+    offset: int = 0,
+    exclude: set[str] | frozenset[str] = frozenset(),
+    filters: Filters | None = None,
+) -> SimilarResult:
+    """The papers most like ``seeds`` (see the module docstring), ``limit`` from ``offset`` on, without the seeds
+    and ``exclude``, among those passing ``filters``. An id not in the index is an ``InputError``."""
+    start = time.perf_counter()
+    seeds = list(dict.fromkeys(seeds))
+    rows = snap.rows("similar: the seed papers", PAPERS_SQL, {"paper_ids": json.dumps(seeds)})
+    found = {pid: (title, abstract, year) for pid, title, abstract, year in rows}
+    unknown = [pid for pid in seeds if pid not in found]
+    if unknown:
+        shown = ", ".join(repr(pid) for pid in unknown[:5])
+        raise InputError(f"no paper {shown} in the index: give ids as `retrieval search` shows them")
+    params = {"seeds": json.dumps(seeds)}
+    together: dict[str, dict[str, int]] = {}
+    for seed, pid, n in snap.rows("similar: co-cited papers", COCITED_SQL, params):
+        together.setdefault(pid, {})[seed] = n
+    shared: dict[str, dict[str, int]] = {}
+    for seed, pid, n in snap.rows("similar: papers sharing references", COUPLED_SQL, params):
+        shared.setdefault(pid, {})[seed] = n
+    text = " ".join(f"{found[s][0]} {found[s][1]}" for s in seeds)[:MAX_QUERY_CHARS]
+    wq = lexical.weigh(snap, Query.parse(text))
+    hits, _ = lexical.top_papers(snap, wq, TEXT_DEPTH + len(seeds) + len(exclude))
+    skip = set(seeds) | set(exclude)
+    text_scores = {pid: score for pid, score in hits if pid not in skip}
+    best = max(text_scores.values(), default=0.0)
+    pool = [pid for pid in dict.fromkeys([*together, *shared, *text_scores]) if pid not in skip]
+    papers = {
+        pid: Paper(pid, title, year=year, source="merged")
+        for pid, title, year in snap.rows("similar: the candidates", CANDIDATES_SQL, {"paper_ids": json.dumps(pool)})
+    }
+    pool = [pid for pid in pool if pid in papers]  # co-cited or shared ids outside the corpus are not results
+    if filters and pool:
+        rejected = set(failing(snap, pool, passing(snap, filters)))
+        pool = [pid for pid in pool if pid not in rejected]
+    degree_ids = json.dumps(sorted(set(pool) | set(seeds)))
+    degrees = {
+        pid: (ins, outs) for pid, ins, outs in snap.rows("similar: degrees", DEGREES_SQL, {"paper_ids": degree_ids})
+    }
+    ranked = []
+    for pid in pool:
+        ins, outs = degrees.get(pid, (0, 0))
+        cocitation = sum(n / math.sqrt(max(1, degrees[s][0]) * max(1, ins)) for s, n in together.get(pid, {}).items())
+        coupling = sum(n / math.sqrt(max(1, degrees[s][1]) * max(1, outs)) for s, n in shared.get(pid, {}).items())
+        text_part = text_scores.get(pid, 0.0) / best if best > 0 else 0.0
+        entry = SimilarPaper(
+            papers[pid], cocitation / len(seeds), coupling / len(seeds), text_part,
+            together.get(pid, {}), shared.get(pid, {}),
+        )  # fmt: skip
+        ranked.append(entry)
+    ranked.sort(key=lambda e: (-round(e.score, 12), e.paper.id))
+    warnings = []
+    if not together and not shared:
+        warnings.append("the seeds have no citations in the index: ranked by text similarity only")
+    page = ranked[offset : offset + limit]
+    wall = (time.perf_counter() - start) * 1000.0
+    return SimilarResult(seeds, page, len(ranked), wall, offset, warnings, filters)

@@ -1,0 +1,88 @@
+"""What a query's text asks beyond its words: ``"a phrase"``, ``-word``, ``author:NAME`` and ``year:RANGE``.
+
+- ``"black hole"``: the words are scored as words, and a paper must contain them in that order (a filter on
+  its title and abstract, analysed as the index analyses text).
+- ``-entropy``: papers containing the word are left out; the word is not scored.
+- ``author:Maldacena``, ``author:"J. Maldacena"``, ``year:1998-2001``: the same filters as ``--author`` and
+  ``--year``.
+- Any other ``name:word`` is read as the words ``name`` and ``word``, with a warning (there are no other fields).
+
+Only a short query is read this way (at most ``SYNTAX_MAX_WORDS`` words): a pasted abstract or draft is read
+as plain words, since its quotes, dashes and colons are prose, not operators; ``syntax=False`` does the same for
+any query. Everything unusual is reported as a warning the CLI prints on stderr.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import namedtuple
+
+#: Queries of more words than this are read as plain words (a pasted abstract's quotes are not phrases).
+SYNTAX_MAX_WORDS = 32
+
+# A quoted phrase, a field prefix (``name:`` directly followed by a value, quoted or not), or a ``-word``
+# at the start of the text or after white space.
+_PART = re.compile(
+    r'(?P<field>(?<!\S)(?P<name>[A-Za-z]+):(?:"(?P<fquoted>[^"]*)"|(?P<fvalue>[^\s"/][^\s"]*)))'
+    r'|(?P<minus>(?<!\S)-(?P<word>[^\W\d_][^\s"]*))'
+    r'|(?P<phrase>"(?P<quoted>[^"]*)")'
+)
+FIELDS = ("author", "year")
+
+
+class Parsed(namedtuple("Parsed", "text exclude phrases authors year warnings")):
+    """A query's text split into what is scored (``text``) and what filters: words to exclude, phrases, author
+    names, a year range (a string, or None); ``warnings`` for the user."""
+
+    __slots__ = ()
+
+
+def parse(text: str, syntax: bool = True) -> Parsed:
+    """``text`` as the module docstring says (``syntax`` False: every character is plain text)."""
+    if not syntax or len(text.split()) > SYNTAX_MAX_WORDS or not any(c in text for c in '"-:'):
+        return Parsed(text, (), (), (), None, ())
+    scored: list[str] = []
+    exclude: list[str] = []
+    phrases: list[str] = []
+    authors: list[str] = []
+    years: list[str] = []
+    warnings: list[str] = []
+    at = 0
+    for found in _PART.finditer(text):
+        scored.append(text[at : found.start()])
+        at = found.end()
+        if found.group("field"):
+            name = found.group("name")
+            value = found.group("fquoted") if found.group("fquoted") is not None else found.group("fvalue")
+            if name.lower() == "author":
+                authors.append(value)
+            elif name.lower() == "year":
+                years.append(value)
+            else:
+                warnings.append(
+                    f"{name}: is not a field (there are author: and year:): {name!r} and {value!r} are searched "
+                    "as words of the title and abstract"
+                )
+                scored.append(f" {name} {value} ")
+        elif found.group("minus"):
+            exclude.append(found.group("word"))
+            scored.append(" ")
+        else:
+            phrase = found.group("quoted")
+            if phrase.strip():
+                phrases.append(phrase)
+            scored.append(f" {phrase} ")
+    scored.append(text[at:])
+    rest = "".join(scored)
+    if rest.count('"') % 2:
+        warnings.append('an unmatched " is ignored: close the quote to search for a phrase')
+    if len(years) > 1:
+        warnings.append(f"year: is given {len(years)} times: the last, {years[-1]!r}, is used")
+    return Parsed(
+        rest.replace('"', " "),
+        tuple(exclude),
+        tuple(phrases),
+        tuple(authors),
+        years[-1] if years else None,
+        tuple(warnings),
+    )

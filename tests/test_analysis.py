@@ -1,0 +1,210 @@
+"""An index's analysis (folding, ``--stem``, ``--stopwords``) end to end, on real SQLite files: SQL BM25 equals
+the plain-Python reference with the same analysis, adds and queries use the index's analyser, and an index of
+the version-1 tokeniser is refused and then re-indexed by ``retrieval upgrade`` into what a fresh build gives."""
+
+import json
+import re
+import sqlite3
+
+import pytest
+
+from retrieval import RetrievalClient, SchemaVersionError, build_corpus, read_jsonl
+from retrieval.cli import main
+from retrieval.commands import add, build, upgrade
+from retrieval.search.query import Query, analyser_of
+from retrieval.store import bulk
+from retrieval.text import Analyser
+from tests.helpers import paper, shared_corpus, write_jsonl
+from tests.reference import ReferenceBM25, close
+
+STEM_STOP = {"stem": "english", "stopwords": "english"}
+
+
+def _check(client: RetrievalClient, ref: ReferenceBM25, query: str, k: int) -> None:
+    got = client.lexical.search(query, k)
+    expected = ref.top(query, k)
+    assert [pid for pid, _ in got] == [pid for pid, _ in expected], query
+    for (_, a), (_, b) in zip(got, expected, strict=True):
+        assert close(a, b), (query, a, b)
+    exhaustive = client.lexical.search(query, k, exhaustive=True)
+    assert [pid for pid, _ in exhaustive] == [pid for pid, _ in got], query
+
+
+@pytest.mark.parametrize("options", [STEM_STOP, {"stem": "english"}, {"stopwords": "english"}])
+def test_a_stemmed_build_without_stop_words_scores_as_the_reference(tmp_path, options):
+    db = tmp_path / "demo.db"
+    build(db=db, **options)
+    ref = ReferenceBM25({p.id: p.text for p in build_corpus()}, **options)
+    with RetrievalClient(db=db) as client:
+        assert client.stats.analyser == Analyser(**options)
+        for query in ["the attention of sparsity", "retrieving augmented embeddings", "study 12", "models model"]:
+            _check(client, ref, query, 100)
+
+
+def test_cacm_with_stemming_and_stop_words_scores_as_the_reference(tmp_path):
+    corpus = shared_corpus("cacm")
+    db = tmp_path / "cacm.db"
+    build(db=db, source=corpus, **STEM_STOP)
+    papers = [p for _, p in read_jsonl(corpus)]
+    ref = ReferenceBM25({p.id: p.text for p in papers}, **STEM_STOP)
+    queries_file = corpus.parent / "queries-dev.jsonl"
+    queries = [json.loads(line)["query"] for line in queries_file.read_text(encoding="utf-8").splitlines()]
+    with RetrievalClient(db=db) as client:
+        for query in queries + [p.title for p in papers[:: len(papers) // 15]]:
+            _check(client, ref, query, 50)
+        some = [p.id for p in papers[:60]]
+        scores = client.lexical.scores(queries[0], some)
+        for pid in some:
+            assert close(scores[pid], ref.score(pid, queries[0]))
+
+
+def test_a_query_made_only_of_stop_words_has_no_terms_and_says_why(tmp_path):
+    db = tmp_path / "demo.db"
+    build(db=db, stopwords="english")
+    with RetrievalClient(db=db) as client:
+        with client.snapshot() as snap:
+            query = Query.parse("The of AND to", analyser_of(snap))
+        assert (query.tokens, query.stopped) == ((), ("the", "of", "and", "to"))
+        assert not query
+        assert client.lexical.search("The of AND to", 10) == []
+        assert client.search("the of and to", limit=10).ranked == []
+        assert client.lexical.search("the attention", 5) == client.lexical.search("attention", 5)
+
+
+def test_queries_are_analysed_as_the_index_was(tmp_path):
+    db = tmp_path / "demo.db"
+    build(db=db, **STEM_STOP)
+    with RetrievalClient(db=db) as client:
+        # a query parsed with the default analyser is analysed again for this index, so stems match
+        assert client.lexical.search(Query.parse("attentions"), 5) == client.lexical.search("attention", 5) != []
+        assert [e.paper.id for e in client.search("the attentions").ranked] == [
+            e.paper.id for e in client.search("attention").ranked
+        ]
+
+
+def _tables(db):
+    with sqlite3.connect(db) as conn:
+        terms = set(conn.execute("SELECT term, df FROM doc_freq"))
+        postings = set(
+            conn.execute(
+                "SELECT d.term, l.paper_id, t.count, t.length FROM term_freq AS t "
+                "JOIN doc_freq AS d USING (term_id) JOIN doc_len AS l USING (doc_id)"
+            )
+        )
+        lengths = set(conn.execute("SELECT paper_id, length FROM doc_len"))
+        info = dict(conn.execute("SELECT key, value FROM index_info"))
+    keys = ("n_papers", "total_tokens", "tokeniser", "tokeniser_version", "stemmer", "stopwords")
+    return terms, postings, lengths, {key: info.get(key) for key in keys}
+
+
+def _records():
+    texts = [
+        ('Schr\\"odinger black holes', "The Schrödinger equation of running strings."),
+        ('Reissner-Nordstr\\"{o}m holes', "K\\\"ahler manifolds and the Poincar\\'e group are studied."),
+        ("Kähler geometry", 'Poincaré and Schr{\\"o}dinger; the naïve models of Erd\\H{o}s.'),
+        ("Strings", "The model of the strings is a model of the running holes."),
+    ]
+    return [paper(f"p{i}", title, abstract, year=2000 + i) for i, (title, abstract) in enumerate(texts * 3)]
+
+
+def test_adds_use_the_index_analyser(tmp_path):
+    records = _records()
+    whole = write_jsonl(tmp_path / "whole.jsonl", records)
+    first, rest = write_jsonl(tmp_path / "a.jsonl", records[:5]), write_jsonl(tmp_path / "b.jsonl", records[5:])
+    build(db=tmp_path / "whole.db", source=whole, **STEM_STOP)
+    build(db=tmp_path / "grown.db", source=first, **STEM_STOP)
+    add(rest, db=tmp_path / "grown.db")
+    assert _tables(tmp_path / "grown.db") == _tables(tmp_path / "whole.db")
+    with sqlite3.connect(tmp_path / "grown.db") as conn:
+        assert conn.execute("SELECT count(*) FROM doc_freq WHERE term IN ('the', 'of', 'running')").fetchone() == (0,)
+
+
+_V1 = re.compile(r"[^\W_]+")
+
+
+def _v1_words(text: str) -> list[bytes]:
+    """The version-1 tokeniser: lowercase, then runs of alphanumerics (no folding)."""
+    return [word.encode("utf-8") for word in _V1.findall(text.lower())]
+
+
+def _v1_index(tmp_path, monkeypatch, records):
+    """An index as version 1 wrote it: built with the old tokeniser, and saying so in index_info."""
+    corpus = write_jsonl(tmp_path / "c.jsonl", records)
+    db = tmp_path / "old.db"
+    with monkeypatch.context() as patched:
+        patched.setattr(bulk, "text_words", _v1_words)
+        build(db=db, source=corpus, workers=0)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE index_info SET value = '1' WHERE key = 'tokeniser_version'")
+        conn.execute("DELETE FROM index_info WHERE key IN ('stemmer', 'stopwords')")
+        assert conn.execute("SELECT count(*) FROM doc_freq WHERE term IN ('schr', 'odinger')").fetchone() == (2,)
+    return corpus, db
+
+
+def test_a_version_1_index_is_refused_then_upgraded_into_a_fresh_build(tmp_path, monkeypatch, capsys):
+    corpus, db = _v1_index(tmp_path, monkeypatch, _records())
+    with sqlite3.connect(db) as conn:
+        kept = {
+            table: sorted(conn.execute(f"SELECT * FROM {table}"))
+            for table in ("papers", "citations", "paper_authors", "field_sources")
+        }
+    before = db.read_bytes()
+    with pytest.raises(SchemaVersionError, match=r"tokenised by unicode-alnum-lower v1.*`retrieval upgrade --db"):
+        RetrievalClient(db=db)
+    assert main(["search", "Schrödinger", "--db", str(db)]) == 1
+    assert "retrieval upgrade" in capsys.readouterr().err
+    assert db.read_bytes() == before  # a read never writes
+
+    assert main(["upgrade", "--db", str(db), "--json"]) == 0  # the CLI says what it did
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["reindexed_from_tokeniser"] == "1" and shown["from_revision"] == shown["to_revision"]
+    assert shown["upgraded"] is True
+    fresh = tmp_path / "fresh.db"
+    build(db=fresh, source=corpus)
+    assert _tables(db) == _tables(fresh)
+    with sqlite3.connect(db) as conn:
+        assert {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in kept} == kept
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    queries = ["Schrödinger", 'Schr\\"odinger', "schrodinger holes", "Kähler Poincaré", "the naive models"]
+    with RetrievalClient(db=db) as upgraded, RetrievalClient(db=fresh) as built:
+        for query in queries:
+            assert upgraded.lexical.search(query, 10) == built.lexical.search(query, 10) != [], query
+            ours = [(e.paper.id, round(e.final_score, 9)) for e in upgraded.search(query).ranked]
+            assert ours == [(e.paper.id, round(e.final_score, 9)) for e in built.search(query).ranked]
+        assert dict(upgraded.lexical.search("schrodinger", 20)).keys() == {"p0", "p2", "p4", "p6", "p8", "p10"}
+    assert upgrade(db=db).reindexed is None  # the second time there is nothing to do
+    assert main(["upgrade", "--db", str(db)]) == 0 and "nothing to do" in capsys.readouterr().out
+
+
+def test_reindexing_keeps_the_analyser_an_index_records(tmp_path):
+    """A re-index (what ``upgrade`` runs on its copy) analyses with the index's own stemmer and stop words."""
+    from retrieval.store.reindex import reindex
+
+    corpus = write_jsonl(tmp_path / "c.jsonl", _records())
+    db, fresh = tmp_path / "x.db", tmp_path / "fresh.db"
+    build(db=db, source=corpus, **STEM_STOP)
+    build(db=fresh, source=corpus, **STEM_STOP)
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        reindex(conn)
+    finally:
+        conn.close()
+    assert _tables(db) == _tables(fresh)
+
+
+def test_the_cli_builds_with_stemming_and_stop_words_and_stats_shows_them(tmp_path, capsys):
+    db = str(tmp_path / "x.db")
+    assert main(["build", "--stem", "english", "--stopwords", "english", "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["stats", "--db", db, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["stemmer"], shown["stopwords"], shown["tokeniser"]) == (
+        "english",
+        "english",
+        "unicode-alnum-lower v2",
+    )
+    assert main(["build", "--stem", "klingon", "--db", db]) == 1
+    assert "no stemmer 'klingon'" in capsys.readouterr().err
+    with RetrievalClient(db=db) as client:  # the failed build left the index as it was
+        assert client.stats.analyser == Analyser(**STEM_STOP)

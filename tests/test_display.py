@@ -1,0 +1,255 @@
+"""Human output that fits the terminal (``retrieval.display``): the pure functions, and the CLI's search, explain
+and writer summaries through ``main``, on a real index of papers with awkward ids, titles and authors."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import version
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retrieval import display
+from retrieval.cli import main
+from retrieval.config import RetrievalConfig
+from retrieval.corpus.paper import Paper
+from retrieval.search.blend import RankedPaper, RetrievalResult
+from retrieval.store.build import build_index
+from tests.helpers import paper as paper_record
+from tests.helpers import write_jsonl
+
+LONG_TITLE = (
+    "Black hole entropy from the holographic principle: a systematic study of microstate counting in "
+    "supersymmetric string compactifications, with applications to extremal and near-extremal solutions"
+)
+S2_ID = "0123456789abcdef0123456789abcdef01234567"
+
+
+def output_papers() -> list[Paper]:
+    """Papers about black hole entropy whose ids, titles and authors are hard to print and to export."""
+    return [
+        Paper("hep-th/9711200", "The Large $N$ Limit of Superconformal Field Theories and Supergravity",
+              "We show that black hole entropy and large N gauge theories are dual.", 1997, ["Juan M. Maldacena"],
+              ["hep-th/9802150", "hep-th/0000001"]),
+        Paper("hep-th/9802150", "Anti de Sitter Space and Holography", "Black hole entropy in anti de Sitter space.",
+              1998, ["Edward Witten"]),
+        Paper("hep-th/9802109", "Gauge Theory Correlators from Non-Critical String Theory",
+              "Correlators and black hole entropy.", 1998, ["S. S. Gubser", "I. R. Klebanov", "A. M. Polyakov"],
+              ["hep-th/9711200"]),
+        Paper("1234.5678", "Schrödinger black holes: 黑洞熵 entropy and the naïve counting", "Black hole entropy.",
+              2012, ["Édouard Brézin", "Zoë Ørsted"], ["hep-th/9711200"]),
+        Paper("W2741809807", LONG_TITLE, "Black hole entropy, black hole entropy, entropy.", 2017,
+              [f"Author Number{i}" for i in range(12)], ["hep-th/9711200", "hep-th/9802150"]),
+        Paper(S2_ID, "Hyperk\\\"ahler black hole entropy: {unbalanced & 50% of \\ the {\\cal N} = 4 case",
+              "Black hole entropy with a % sign, an & and a lone \\ backslash.", 2001, ["Smith, John", "Jones Jr."],
+              ["1234.5678"]),
+        Paper("bh-7", "Black hole entropy without a date", "Black hole entropy.", None, []),
+        Paper("bh-8", "Entropy of black holes, again", "Black hole entropy, once more.", 2005, ["A. Author"],
+              ["bh-7"]),
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def output_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("output") / "output.db"
+    build_index(output_papers(), path)
+    return path
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _entry(p: Paper, score: float, **numbers) -> RankedPaper:
+    return RankedPaper(p, 1.0, numbers.get("distance", 0), 0.5, score, 1.0, 0.25)
+
+
+def _result(papers: list[Paper], query: str = "black hole entropy", hit_count: int = 42) -> RetrievalResult:
+    ranked = [_entry(p, 1.0 - i / 100) for i, p in enumerate(papers)]
+    return RetrievalResult(query, ranked, hit_count, 0.8, 1.0, 3.25, RetrievalConfig(), {})
+
+
+# -- the pure functions ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [80, 100, 132, 250])
+def test_the_table_fits_the_width_and_keeps_ids_whole(width):
+    papers = [p for p in output_papers() if p.id != S2_ID]
+    lines = display.result_lines(_result(papers), width)
+    assert all(display.columns(line) <= width for line in lines)
+    assert lines[0].split() == ["#", "id", "year", "author", "title", "score"]
+    assert len(lines) == 1 + len(papers)
+    for rank, (line, p) in enumerate(zip(lines[1:], papers, strict=True), start=1):
+        cells = line.split()
+        assert cells[0] == str(rank) and cells[1] == p.id and cells[-1] == f"{1.0 - (rank - 1) / 100:.4f}"
+        assert (str(p.year) in cells) == (p.year is not None)
+    assert "Maldacena" in lines[1] and "Gubser et al." in lines[3] and "Brézin et al." in lines[4]
+    assert "Black hole entropy from" in lines[5] and ("…" in lines[5]) == (width < 250)
+    ends = {display.columns(line) for line in lines}
+    assert len(ends) == 1  # the scores are one column, at the right (a wide character counts two)
+    assert display.result_lines(_result(papers), width) == lines  # deterministic
+
+
+def test_a_long_id_takes_the_author_column_before_any_of_the_title():
+    papers = output_papers()
+    narrow, wide = display.result_lines(_result(papers), 80), display.result_lines(_result(papers), 120)
+    assert narrow[0].split() == ["#", "id", "year", "title", "score"] and all(len(line) <= 80 for line in narrow)
+    assert wide[0].split() == ["#", "id", "year", "author", "title", "score"]
+    row = narrow[1 + [p.id for p in papers].index(S2_ID)]
+    assert row.split()[1] == S2_ID and "Hyperk" in row
+    tiny = display.table_lines(_result([Paper("x" * 90, "A title", year=2000)]).ranked, 80)
+    assert all(len(line) <= 80 for line in tiny) and "…" in tiny[1]  # an id longer than a line: cut, at last
+
+
+def test_ranks_count_from_the_offset():
+    lines = display.result_lines(_result(output_papers()[:3]), 80, offset=20)
+    assert [line.split()[0] for line in lines[1:]] == ["21", "22", "23"]
+
+
+def test_why_adds_an_indented_line_per_entry_that_fits():
+    result = _result(output_papers())
+    lines = display.result_lines(result, 80, why=True)
+    assert all(display.columns(line) <= 80 for line in lines)
+    rows = [i for i, line in enumerate(lines) if line[:2].strip().isdigit()]
+    assert len(rows) == len(result.ranked)
+    for entry, start, end in zip(result.ranked, rows, rows[1:] + [len(lines)], strict=True):
+        explanation = lines[start + 1 : end]
+        assert explanation and all(line.startswith("   ") for line in explanation)
+        assert " ".join(line.strip() for line in explanation) == entry.why(result.config)
+
+
+def test_no_results_does_not_echo_a_long_query():
+    query = "entropy " * 2048  # 16 KB
+    result = RetrievalResult(query, [], 0, 0.0, 0.0, 1.5, RetrievalConfig(), {})
+    lines = display.result_lines(result, 80)
+    assert len(lines) == 1 and len(lines[0]) <= 80
+    assert lines[0].startswith("no results for 'entropy entropy") and "…'" in lines[0] and "1.5 ms" in lines[0]
+    assert display.summary_lines(result, 80) == []
+    assert display.shorten(query) == query[:60].rstrip() + "…" and display.shorten("short") == "short"
+
+
+def test_summary_lines_say_what_was_shown_and_wrap():
+    result = _result(output_papers()[:3])
+    result.expansion = {"gate": {"fired": False, "reason": "20 seeds match >= 0.3 of the query: " + "x " * 60}}
+    lines = display.summary_lines(result, 80, offset=10, matched=2248)
+    assert lines[0].startswith("11-13 of 42 hits shown; 2,248 papers match the query;")
+    assert all(len(line) <= 80 for line in lines)
+    assert any(line.startswith("final = 1*bm25/max + 0.5*graph(evidence)") for line in lines)
+    assert any(line.startswith("graph: not expanded (20 seeds match") for line in lines)
+    assert display.summary_lines(_result(output_papers()[:3]), 200)[0].startswith("3 of 42 hits shown; top 1.0000")
+
+
+def test_first_author_and_surname():
+    assert display.surname("Juan M. Maldacena") == "Maldacena"
+    assert display.surname("Maldacena, Juan") == "Maldacena"
+    assert display.surname("Martin Luther King Jr.") == "King"
+    assert display.surname("  Édouard\tBrézin ") == "Brézin"
+    assert display.surname("") == ""
+    assert display.first_author([]) == "" and display.first_author(["E. Witten"]) == "Witten"
+    assert display.first_author(["E. Witten", "N. Seiberg"]) == "Witten et al."
+
+
+def test_columns_fit_and_pad_count_wide_and_combining_characters():
+    assert display.columns("abc") == 3 and display.columns("黑洞") == 4 and display.columns("e\u0301") == 1
+    assert display.fit("黑洞熵 entropy", 5) == "黑洞…" and display.columns(display.fit("黑洞熵 entropy", 5)) == 5
+    assert display.pad("ab", 4) == "ab  " and display.fit("a\nb\tc", 10) == "a b c"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300), st.integers(min_value=10, max_value=120), st.integers(0, 8), st.integers(0, 8))
+def test_wrap_never_exceeds_the_width_and_keeps_every_word(text, width, indent, hanging):
+    lines = display.wrap(text, width, indent=indent, hanging=hanging)
+    assert all(display.columns(line) <= width or len(line.strip()) == 1 for line in lines)
+    assert "".join("".join(line.split()) for line in lines) == "".join(display.one_line(text).split())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200), st.integers(min_value=1, max_value=100))
+def test_fit_is_at_most_the_width(text, width):
+    fitted = display.fit(text, width)
+    assert display.columns(fitted) <= width
+    assert fitted == display.one_line(text) or fitted.endswith("…")
+
+
+def test_paper_page_lists_references_and_citing_papers():
+    papers = {p.id: p for p in output_papers()}
+    page = papers["hep-th/9711200"]
+    page.citations = ["hep-th/9802109", "1234.5678", "W2741809807"]
+    lines = display.paper_lines(page, 80, refs=papers, citing=papers, limit=2)
+    assert all(display.columns(line) <= 80 for line in lines)
+    assert lines[:3] == [
+        "hep-th/9711200 (1997)",
+        "The Large $N$ Limit of Superconformal Field Theories and Supergravity",
+        "Juan M. Maldacena",
+    ]
+    text = "\n".join(lines)
+    assert "references: 2 (1 in the corpus)" in text and "cited by 3 papers of the corpus" in text
+    assert any(line.split()[:2] == ["hep-th/9802150", "1998"] and "Witten" in line for line in lines)
+    assert any(line.split()[:1] == ["hep-th/0000001"] and "(not in the corpus)" in line for line in lines)
+    assert "  and 1 more" in lines
+    bare = display.paper_lines(Paper("x", "A title"), 80)
+    assert "references: none listed" in bare and "cited by no paper of the corpus" in bare
+
+
+def test_terminal_width_reads_columns_and_is_at_least_80(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "132")
+    assert display.terminal_width() == 132
+    monkeypatch.setenv("COLUMNS", "40")
+    assert display.terminal_width() == 80
+    monkeypatch.setenv("COLUMNS", "wide")
+    assert display.terminal_width() >= 80  # not a number: the terminal's, or 80 when there is none
+
+
+# -- the CLI -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_search_prints_a_table_that_fits_the_terminal(output_db, capsys, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", columns)
+    code, out, _ = run(capsys, "search", "black hole entropy", "--db", str(output_db), "--why", "--limit", "8")
+    assert code == 0
+    lines = out.splitlines()
+    assert all(display.columns(line) <= int(columns) for line in lines), max(lines, key=display.columns)
+    assert lines[0].split()[:3] == ["#", "id", "year"]
+    assert any(line.split()[:2] == ["1", lines[1].split()[1]] for line in lines[1:2])
+    assert S2_ID in out and "W2741809807" in out and "hits shown" in out
+    assert sum(1 for line in lines if "*bm25" in line and "*graph" in line) >= 8  # a --why line per result
+
+
+def test_explain_fits_the_terminal(output_db, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run(capsys, "explain", "black hole entropy " * 40, "--db", str(output_db), "--top-k", "6")
+    assert code == 0
+    lines = out.splitlines()
+    assert all(display.columns(line) <= 80 for line in lines), max(lines, key=display.columns)
+    assert lines[0].startswith("query: 'black hole entropy black") and "…'" in lines[0]
+    assert "|V| =" in out and "status:" in out
+    header = next(line for line in lines if line.split()[:2] == ["#", "id"])
+    assert header.split() == ["#", "id", "year", "title", "score"]
+
+
+def test_writers_print_their_summary_as_json(tmp_path, capsys):
+    db = str(tmp_path / "w.db")
+    code, out, _ = run(capsys, "build", "--db", db, "--json")
+    built = json.loads(out)
+    assert code == 0 and built["papers"] == 100 and built["edges"] == 185 and built["path"] == db
+    more = write_jsonl(tmp_path / "more.jsonl", [paper_record("new-1", "black hole entropy")])
+    code, out, _ = run(capsys, "add", str(more), "--db", db, "--json")
+    assert code == 0 and (json.loads(out)["added"], json.loads(out)["papers"]) == (1, 101)
+    code, out, _ = run(capsys, "remove", "new-1", "--db", db, "--json")
+    assert code == 0 and (json.loads(out)["removed"], json.loads(out)["papers"]) == (1, 100)
+    code, out, _ = run(capsys, "upgrade", "--db", db, "--json")
+    upgraded = json.loads(out)
+    assert code == 0 and upgraded["upgraded"] is False and upgraded["from_revision"] == upgraded["to_revision"]
+    code, out, _ = run(capsys, "remove", "p001", "--db", db)
+    assert out.startswith("removed 1 papers from") and not out.startswith("{")
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"retrieval {version('retrieval')}"

@@ -1,0 +1,236 @@
+"""Exports (``retrieval.export``): every format parsed back with its own reader (bibtexparser, csv, json, the RIS
+tags line by line), the BibTeX escaping against awkward text, and ``--format`` on ``search`` and ``explain``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+import bibtexparser
+import pytest
+from bibtexparser.middlewares import LatexDecodingMiddleware
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retrieval import cli_types, export
+from retrieval.corpus.paper import Paper
+from tests.test_display import S2_ID, _result, output_db, output_papers, run  # noqa: F401 (a fixture)
+
+RIS_LINE = re.compile(r"^([A-Z][A-Z0-9])  - (.*)$")
+
+
+def parse_bibtex(text: str, decode: bool = False):
+    library = bibtexparser.parse_string(text, append_middleware=[LatexDecodingMiddleware()] if decode else None)
+    assert not library.failed_blocks, [block.error for block in library.failed_blocks]
+    return library.entries
+
+
+def parse_ris(text: str) -> list[dict[str, list[str]]]:
+    """Records as ``tag -> values``; every non-blank line must be a tag line, every record end with ER."""
+    records, current = [], None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = RIS_LINE.match(line)
+        assert match, line
+        tag, value = match.groups()
+        if tag == "TY":
+            assert current is None
+            current = {}
+        assert current is not None, line
+        if tag == "ER":
+            records.append(current)
+            current = None
+        else:
+            current.setdefault(tag, []).append(value)
+    assert current is None
+    return records
+
+
+def test_formats_are_the_ones_the_cli_offers():
+    assert export.FORMATS == cli_types.OUTPUT_FORMATS
+
+
+def test_bibtex_parses_back_with_every_field():
+    papers = output_papers()
+    entries = parse_bibtex(export.export(papers, "bibtex"))
+    assert [e.entry_type for e in entries] == ["misc"] * len(papers)
+    keys = [e.key for e in entries]
+    assert len(set(keys)) == len(keys) and all(re.fullmatch(r"[a-z][a-z0-9]*", key) for key in keys)
+    by_key = {e.key: e for e in entries}
+    maldacena = by_key["maldacena1997large"]
+    assert maldacena["title"] == "The Large $N$ Limit of Superconformal Field Theories and Supergravity"
+    assert maldacena["author"] == "Juan M. Maldacena" and maldacena["year"] == "1997"
+    assert (maldacena["eprint"], maldacena["archivePrefix"], maldacena["primaryClass"]) == (
+        "hep-th/9711200", "arXiv", "hep-th"
+    )  # fmt: skip
+    assert maldacena["url"] == "https://arxiv.org/abs/hep-th/9711200"
+    assert maldacena["abstract"] == "We show that black hole entropy and large N gauge theories are dual."
+    gubser = by_key["gubser1998gauge"]
+    assert gubser["author"].split(" and ") == ["S. S. Gubser", "I. R. Klebanov", "A. M. Polyakov"]
+    new_style = by_key["brezin2012schrodinger"]
+    assert new_style["eprint"] == "1234.5678" and "primaryClass" not in new_style.fields_dict
+    assert by_key["number02017black"]["url"] == "https://openalex.org/W2741809807"
+    assert by_key["smith2001hyperkahler"]["url"] == f"https://www.semanticscholar.org/paper/{S2_ID}"
+    undated = by_key["anonblack"]  # no author, no year
+    assert "year" not in undated.fields_dict and "author" not in undated.fields_dict
+    assert "url" not in by_key["author2005entropy"].fields_dict  # an id that says nowhere
+
+
+def test_bibtex_escapes_what_would_break_an_entry_and_keeps_tex_and_unicode():
+    awkward = output_papers()[5]  # {unbalanced & 50% of \ the {\cal N}, Hyperk\"ahler, a lone \ in the abstract
+    (entry,) = parse_bibtex(export.to_bibtex([awkward]))
+    assert entry["title"] == (
+        r"Hyperk\"ahler black hole entropy: \textbraceleft{}unbalanced \& 50\% of \textbackslash{} the "
+        r"\textbraceleft{}\cal N\textbraceright{} = 4 case"
+    )
+    assert entry["abstract"] == r"Black hole entropy with a \% sign, an \& and a lone \textbackslash{} backslash."
+    assert entry["author"] == "Smith, John and Jones Jr."
+    (decoded,) = parse_bibtex(export.to_bibtex([awkward]), decode=True)
+    assert decoded["abstract"] == "Black hole entropy with a % sign, an & and a lone \\ backslash."
+    assert decoded["title"].startswith("Hyperkähler black hole entropy:")
+    (unicode,) = parse_bibtex(export.to_bibtex([output_papers()[3]]), decode=True)
+    assert unicode["title"] == "Schrödinger black holes: 黑洞熵 entropy and the naïve counting"
+    assert unicode["author"] == "Édouard Brézin and Zoë Ørsted"
+    # Balanced TeX stays TeX; math keeps _ and ^, text outside math gets them escaped.
+    tex = export.tex
+    kept = r"Softly-Broken {\cal N} = 4 and $AdS_5 \times S^5$"
+    assert tex(kept) == kept
+    assert tex("QCD_{3+1} at 100% & #1") == r"QCD\_{3+1} at 100\% \& \#1"
+    assert tex("a lone $ sign") == r"a lone \$ sign" and tex("a\nb") == "a b"
+    assert tex("}{") == r"\textbraceright{}\textbraceleft{}" and tex("\\") == r"\textbackslash{}"
+    organisation = parse_bibtex(export.to_bibtex([Paper("o", "T", authors=["Smith and Sons", "A. B"])]))[0]
+    assert organisation["author"] == "{Smith and Sons} and A. B"
+
+
+def _braces_balance(value: str) -> bool:
+    depth = 0
+    for char in value:
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab {}\\$%&#_^~\"'@,=") + ["é", "黑", "\n"]), max_size=40))
+def test_any_title_gives_one_entry_with_balanced_braces(title):
+    text = export.to_bibtex([Paper("hep-th/9711200", title, year=1997, authors=["A. Author"])])
+    (entry,) = parse_bibtex(text)
+    assert entry["title"] == export.tex(title) and _braces_balance(entry["title"])  # as BibTeX counts them
+    assert entry["year"] == "1997" and entry["author"] == "A. Author"
+
+
+def test_citation_keys_are_ascii_and_deduplicated():
+    same = [Paper(str(i), "The Large N Limit", year=1997, authors=["Juan Maldacena"]) for i in range(3)]
+    other = Paper("x", "A limit", year=1997, authors=["Maldacena, J."])
+    folded = Paper("y", "Über die Quantenmechanik", year=1926, authors=["Erwin Schrödinger"])
+    tex_name = Paper("z", r"$\theta$ vacua", year=1976, authors=[r"G. 't Hooft", "x"])
+    keys = export.citation_keys([*same, other, folded, tex_name])
+    assert keys[:3] == ["maldacena1997largea", "maldacena1997largeb", "maldacena1997largec"]
+    assert keys[3:] == ["maldacena1997limit", "schrodinger1926uber", "hooft1976vacua"]
+    clash = [Paper("1", "Large"), Paper("2", "Large"), Paper("3", "Largea")]
+    assert export.citation_keys(clash) == ["anonlargeb", "anonlargec", "anonlargea"]
+    assert export.citation_keys(clash) == export.citation_keys(clash)  # deterministic
+
+
+@pytest.mark.parametrize(
+    ("pid", "expected"),
+    [("hep-th/9711200", "hep-th/9711200"), ("math.AG/0101001", "math.AG/0101001"), ("1234.5678", "1234.5678"),
+     ("2101.00001v2", "2101.00001v2"), ("arXiv:1706.03762", "1706.03762"), ("W2741809807", None), ("p001", None),
+     ("hep-th/97112", None), (S2_ID, None)],
+)  # fmt: skip
+def test_arxiv_ids(pid, expected):
+    assert export.arxiv_id(pid) == expected
+
+
+def test_ris_parses_back_line_by_line():
+    papers = output_papers()
+    records = parse_ris(export.export(papers, "ris"))
+    assert len(records) == len(papers)
+    for record, p in zip(records, papers, strict=True):
+        assert record["TY"] == ["JOUR"] and record["ID"] == [p.id] and record["TI"] == [" ".join(p.title.split())]
+        assert record.get("AU", []) == p.authors
+        assert record.get("PY") == ([str(p.year)] if p.year is not None else None)
+        assert record.get("AB") == ([p.abstract] if p.abstract else None)
+    assert records[0]["UR"] == ["https://arxiv.org/abs/hep-th/9711200"]
+    assert export.to_ris([]) == ""
+
+
+def test_csv_parses_back_with_the_stdlib_reader():
+    result = _result(output_papers())
+    rows = list(csv.reader(io.StringIO(export.export(result, "csv", offset=10))))
+    assert rows[0] == ["rank", "id", "year", "title", "authors", "score"]
+    assert len(rows) == 1 + len(result.ranked)
+    for row, entry in zip(rows[1:], result.ranked, strict=True):
+        rank, pid, year, title, authors, score = row
+        assert pid == entry.paper.id and title == entry.paper.title and float(score) == entry.final_score
+        assert year == ("" if entry.paper.year is None else str(entry.paper.year))
+        assert authors.split("; ") == entry.paper.authors or (authors == "" and not entry.paper.authors)
+    assert [row[0] for row in rows[1:]] == [str(rank) for rank in range(11, 11 + len(result.ranked))]
+    plain = list(csv.reader(io.StringIO(export.export(output_papers()[:1], "csv"))))
+    assert plain[1][0] == "1" and plain[1][-1] == ""  # a plain paper has no score
+
+
+def test_jsonl_is_one_object_per_result():
+    result = _result(output_papers())
+    lines = export.export(result, "jsonl", offset=5).splitlines()
+    objects = [json.loads(line) for line in lines]
+    assert [o["rank"] for o in objects] == list(range(6, 6 + len(result.ranked)))
+    assert [o["id"] for o in objects] == [r.paper.id for r in result.ranked]
+    assert all(o["authors"] == r.paper.authors for o, r in zip(objects, result.ranked, strict=True))
+    as_papers = [json.loads(line) for line in export.export(output_papers()[:2], "jsonl").splitlines()]
+    assert as_papers[0]["abstract"] and as_papers[1]["rank"] == 2
+    records = [(p, 0.5, {"paper_id": p.id}) for p in output_papers()[:2]]
+    given = [json.loads(line) for line in export.export(records, "jsonl").splitlines()]
+    assert given[0] == {"rank": 1, "paper_id": "hep-th/9711200", "authors": ["Juan M. Maldacena"]}
+
+
+def test_json_is_the_documents_to_dict():
+    result = _result(output_papers()[:2])
+    assert json.loads(export.export(result, "json")) == json.loads(json.dumps(result.to_dict()))
+    assert json.loads(export.export(output_papers()[:1], "json"))[0]["id"] == "hep-th/9711200"
+    assert json.loads(export.export([], "json", document={"a": 1})) == {"a": 1}
+    with pytest.raises(ValueError, match="unknown export format"):
+        export.export([], "xml")
+
+
+# -- the CLI -----------------------------------------------------------------------------------------------------
+
+
+def test_search_json_is_format_json_and_every_format_parses(output_db, capsys):  # noqa: F811
+    argv = ["search", "black hole entropy", "--db", str(output_db), "--limit", "5"]
+    _, shorthand, _ = run(capsys, *argv, "--json")
+    _, long_form, _ = run(capsys, *argv, "--format", "json")
+    data = json.loads(shorthand)
+    assert json.loads(long_form)["results"] == data["results"] and len(data["results"]) == 5
+    ids = [r["id"] for r in data["results"]]
+    _, out, _ = run(capsys, *argv, "--format", "jsonl")
+    assert [json.loads(line)["id"] for line in out.splitlines()] == ids
+    _, out, _ = run(capsys, *argv, "--format", "csv")
+    assert [row[1] for row in list(csv.reader(io.StringIO(out)))[1:]] == ids
+    _, out, _ = run(capsys, *argv, "--format", "bibtex")
+    entries = parse_bibtex(out)
+    assert [e["title"] for e in entries] == [export.tex(r["title"]) for r in data["results"]]
+    _, out, _ = run(capsys, *argv, "--format", "ris")
+    assert [r["ID"] for r in parse_ris(out)] == [[pid] for pid in ids]
+
+
+def test_explain_exports_its_returned_papers(output_db, capsys):  # noqa: F811
+    argv = ["explain", "black hole entropy", "--db", str(output_db), "--top-k", "4"]
+    code, out, _ = run(capsys, *argv, "--json")
+    assert code == 0
+    run_json = json.loads(out)
+    ids = [r["node"]["paper_id"] if "node" in r else r["paper_id"] for r in run_json["results"]]
+    _, formatted, _ = run(capsys, *argv, "--format", "json")
+    assert json.loads(formatted)["results"] == run_json["results"]
+    _, out, _ = run(capsys, *argv, "--format", "bibtex")
+    entries = parse_bibtex(out)
+    assert len(entries) == len(ids) and all("author" in e.fields_dict or e.key.startswith("anon") for e in entries)
+    _, out, _ = run(capsys, *argv, "--format", "csv")
+    rows = list(csv.reader(io.StringIO(out)))[1:]
+    assert [row[1] for row in rows] == ids and all(float(row[5]) > 0 for row in rows)
+    _, out, _ = run(capsys, *argv, "--format", "jsonl")
+    assert [json.loads(line)["rank"] for line in out.splitlines()] == list(range(1, len(ids) + 1))

@@ -1,0 +1,241 @@
+"""Filters before the top k (years, authors, excluded words, phrases), paging and matched counts: checked against
+plain-Python computations over the same papers, on both the pruned and the scored-filter paths."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from retrieval import RetrievalClient, build_index
+from retrieval.corpus.names import matches, name_key, name_words
+from retrieval.corpus.paper import Paper
+from retrieval.errors import ConfigError
+from retrieval.search import lexical
+from retrieval.search.filters import Filters, contains, parse_years
+from tests.reference import ReferenceBM25, close, tokens
+
+WORDS = [f"w{i}" for i in range(40)] + ["black", "hole", "entropy", "string", "the", "of"]
+AUTHORS = [
+    "Juan M. Maldacena",
+    "J. Maldacena",
+    "Erwin Schrödinger",
+    'E. Schr\\"odinger',
+    "Schrodinger, Erwin",
+    "Edward Witten",
+    "Ana van der Berg",
+    "Zoë Ólafsdóttir",
+]
+
+
+def _papers(seed: int = 3, n: int = 160) -> list[Paper]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        pid = f"p{i:03d}"
+        words = rng.choices(WORDS, k=rng.randint(3, 30))
+        if rng.random() < 0.3:
+            at = rng.randrange(len(words))
+            words[at:at] = ["black", "hole"]
+        year = None if i % 17 == 0 else rng.randint(1990, 2005)
+        authors = rng.sample(AUTHORS, rng.randint(0, 3))
+        refs = [f"p{j:03d}" for j in rng.sample(range(n), 4) if j != i]
+        out.append(Paper(pid, " ".join(words[:4]), " ".join(words[4:]), year, authors, refs, source="t"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    papers = _papers()
+    db = tmp_path_factory.mktemp("filters") / "f.db"
+    build_index(papers, db, source="synthetic")
+    return db, {p.id: p for p in papers}
+
+
+def _passes(p: Paper, years=None, authors=(), exclude=(), phrases=()) -> bool:
+    """The filter's definition in plain Python."""
+    if years is not None:
+        lo, hi = years
+        if p.year is None or (lo is not None and p.year < lo) or (hi is not None and p.year > hi):
+            return False
+    for name in authors:
+        asked = name_words(name)
+        if not any(matches(asked, name_key(a)[1]) for a in p.authors):
+            return False
+    words = tokens(p.text)
+    if any(w in words for w in exclude):
+        return False
+    return all(contains(words, tuple(ph)) for ph in phrases)
+
+
+def _expected(papers: dict, query: str, k: int, **filters) -> list[tuple[str, float]]:
+    ref = ReferenceBM25({pid: p.text for pid, p in papers.items()})
+    scores = {pid: s for pid, s in ref.scores(query).items() if _passes(papers[pid], **filters)}
+    return sorted(scores.items(), key=lambda kv: (-round(kv[1], 10), kv[0]))[:k]
+
+
+FILTER_CASES = [
+    {"years": (1995, 2000)},
+    {"years": (None, 1992)},
+    {"years": (2004, None)},
+    {"authors": ("Maldacena",)},
+    {"authors": ("Schrodinger",)},
+    {"authors": ("J. Maldacena", "Witten")},
+    {"exclude": ("entropy",)},
+    {"exclude": ("w1", "w2", "w3")},
+    {"phrases": (("black", "hole"),)},
+    {"years": (1990, 2003), "exclude": ("w5",), "phrases": (("black", "hole"),)},
+]
+
+
+@pytest.fixture(params=["overfetch", "scored"])
+def path(request, monkeypatch):
+    """Both ways a filtered top k runs: the pruned top k + rejected (forced pruned), and scoring those that pass."""
+    if request.param == "overfetch":
+        monkeypatch.setattr(lexical, "OVERFETCH_MAX", 10**9)
+        monkeypatch.setattr(lexical, "READ_COST", 0.0)
+        monkeypatch.setattr(lexical, "LOOKUP_COST", 0.0)
+    else:
+        monkeypatch.setattr(lexical, "OVERFETCH_MAX", -1)  # never overfetch
+    return request.param
+
+
+@pytest.mark.parametrize("case", FILTER_CASES)
+@pytest.mark.parametrize("query", ["black hole entropy", "w1 w7 string of", "hole"])
+def test_filtered_top_k_equals_the_reference_over_the_papers_that_pass(corpus, path, case, query):
+    db, papers = corpus
+    filters = Filters.make(year=case.get("years"), authors=case.get("authors", ()),
+                           exclude=case.get("exclude", ()), phrases=case.get("phrases", ()))  # fmt: skip
+    expected = _expected(papers, query, 10, **case)
+    with RetrievalClient(db) as client:
+        got = client.lexical.search(query, 10, filters=filters)
+        plain = client.lexical.search(query, 10, filters=filters, exhaustive=True)
+        count = client.lexical.matched(query, filters)
+    assert [pid for pid, _ in got] == [pid for pid, _ in expected] == [pid for pid, _ in plain]
+    assert all(close(a, b) for (_, a), (_, b) in zip(got, expected, strict=True))
+    everything = _expected(papers, query, 10**6, **case)
+    assert count.exact and count.count == len(everything)
+
+
+def test_a_filter_is_not_the_survivors_of_an_unfiltered_top_k(corpus):
+    """The bug of masking an unfiltered top k: a rare year's best paper lies outside the unfiltered top 10."""
+    db, papers = corpus
+    query = "black hole"
+    with RetrievalClient(db) as client:
+        unfiltered = [pid for pid, _ in client.lexical.search(query, 10)]
+        years = {papers[pid].year for pid in unfiltered}
+        year = next(y for y in range(1990, 2006) if y not in years and _expected(papers, query, 1, years=(y, y)))
+        got = client.lexical.search(query, 10, filters=Filters.make(year=(year, year)))
+    assert got and all(papers[pid].year == year for pid, _ in got)
+    assert [pid for pid, _ in got] == [pid for pid, _ in _expected(papers, query, 10, years=(year, year))]
+
+
+def test_search_ranks_only_papers_that_pass_even_those_the_graph_adds(corpus):
+    db, papers = corpus
+    with RetrievalClient(db) as client:
+        config = client.config.replace(expand="always")
+        result = client.search("black hole entropy", config, limit=50, year="1996-1999")
+        unfiltered = client.search("black hole entropy", config, limit=200)
+    assert result.ranked and all(1996 <= r.paper.year <= 1999 for r in result.ranked)
+    assert any(r.graph_distance not in (None, 0) for r in unfiltered.ranked)  # the walk did add papers
+    assert result.matched == len(_expected(papers, "black hole entropy", 10**6, years=(1996, 1999)))
+
+
+def test_query_syntax_excludes_and_requires_phrases(corpus):
+    db, papers = corpus
+    with RetrievalClient(db) as client:
+        excluded = client.search("black hole -entropy", limit=100)
+        phrase = client.search('"hole black"', limit=100)
+        fields = client.search("string author:Maldacena year:1995-2000", limit=100)
+        plain = client.search('"hole black"', limit=100, syntax=False)
+    assert excluded.ranked and all("entropy" not in tokens(r.paper.text) for r in excluded.ranked)
+    expected = {pid for pid, p in papers.items() if contains(tokens(p.text), ("hole", "black"))}
+    assert {r.paper.id for r in phrase.ranked} <= expected and len(phrase.ranked) == min(100, phrase.hit_count)
+    assert phrase.matched == len(expected)
+    assert all(any("Maldacena" in a for a in r.paper.authors) and 1995 <= r.paper.year <= 2000 for r in fields.ranked)
+    assert fields.ranked
+    assert plain.matched > phrase.matched  # without syntax the quotes are nothing
+
+
+def test_paging_walks_one_ranking(corpus):
+    db, _ = corpus
+    with RetrievalClient(db) as client:
+        whole = client.search("black hole string", limit=40)
+        pages = [client.search("black hole string", limit=10, offset=o) for o in (0, 10, 20, 30)]
+    assert [r.paper.id for page in pages for r in page.ranked] == [r.paper.id for r in whole.ranked]
+    assert pages[2].to_dict()["results"][0]["rank"] == 21
+    assert all(page.matched == whole.matched for page in pages)
+
+
+def test_matched_counts_every_paper_with_a_query_word(corpus, monkeypatch):
+    db, papers = corpus
+    expected = sum(1 for p in papers.values() if {"w1", "w2"} & set(tokens(p.text)))
+    with RetrievalClient(db) as client:
+        assert client.search("w1 w2", limit=5).matched == expected
+        monkeypatch.setattr(lexical, "COUNT_EXACT_MAX", 0)  # estimated: near, and said to be an estimate
+        estimate = client.search("w1 w2", limit=5)
+    assert not estimate.matched_exact and abs(estimate.matched - expected) <= 0.25 * expected
+
+
+def test_warnings_say_what_the_query_could_not_use(corpus):
+    db, _ = corpus
+    with RetrievalClient(db) as client:
+        absent = client.search("qqqq zzzz")
+        partly = client.search("black qqqq")
+        surname = client.search("maldacena")
+        field = client.search("title:black")
+    assert not absent.ranked and "nothing to rank" in absent.warnings[0] and absent.matched == 0
+    assert partly.ranked and any("'qqqq'" in w for w in partly.warnings)
+    assert any("--author maldacena" in w for w in surname.warnings)
+    assert any("title: is not a field" in w for w in field.warnings) and field.ranked
+
+
+@pytest.mark.parametrize(
+    ("text", "years"),
+    [("1998-2001", (1998, 2001)), ("1998-", (1998, None)), ("-2001", (None, 2001)), ("1998", (1998, 1998))],
+)
+def test_year_ranges(text, years):
+    assert parse_years(text) == years
+
+
+@pytest.mark.parametrize("text", ["98-01", "2001-1998", "x", "-", "999-", "1998-2001-2002"])
+def test_bad_year_ranges_say_what_to_give(text):
+    with pytest.raises(ConfigError, match="year"):
+        parse_years(text)
+
+
+def test_limits_and_offsets_are_checked(corpus):
+    db, _ = corpus
+    with RetrievalClient(db) as client:
+        for bad in ({"limit": -5}, {"limit": 0}, {"offset": -1}, {"offset": 10**6}):
+            with pytest.raises(ConfigError):
+                client.search("black", **bad)
+
+
+@pytest.mark.parametrize(
+    ("asked", "stored", "expected"),
+    [
+        ("Maldacena", "Juan M. Maldacena", True),
+        ("J. Maldacena", "Juan M. Maldacena", True),
+        ("juan maldacena", "J. M. Maldacena", True),
+        ("J. M. Maldacena", "Juan Maldacena", False),  # two given names asked, one there
+        ("Pedro Maldacena", "Juan M. Maldacena", False),
+        ("MALDACENA", "maldacena, juan", True),
+        ("Schrödinger", 'E. Schr\\"odinger', True),
+        ('Schr\\"{o}dinger', "Erwin Schrödinger", True),
+        ("Schrodinger", "Schrödinger, Erwin", True),
+        ("Erwin", "Erwin Schrödinger", False),  # a given name alone is not a surname
+        ("Olafsdottir", "Zoë Ólafsdóttir", True),
+        ("van der Berg", "Ana van der Berg", True),
+        ("Witten", "Edward Witten Jr", False),  # the surname is the last word unless a comma says otherwise
+    ],
+)
+def test_author_names_match_case_and_accents_aside(asked, stored, expected):
+    assert matches(name_words(asked), name_key(stored)[1]) is expected
+
+
+def test_surname_forms():
+    assert name_key("Schrodinger, Erwin") == name_key("Erwin Schrödinger") == ("schrodinger", "erwin schrodinger")
+    assert name_key('E. Schr\\"odinger')[0] == "schrodinger"
+    assert name_key("Ana van der Berg") == ("berg", "ana van der berg")
+    assert name_key("  ") == ("", "")

@@ -1,0 +1,119 @@
+"""The CLI's filters, paging, similar and show, through ``main(argv)`` on a real index file."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+from retrieval import RetrievalConfig
+from retrieval.cli import main
+from retrieval.corpus.paper import Paper
+from tests.helpers import paper, write_jsonl
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("search_cli")
+    records = [
+        paper("a1", "Black hole entropy", "black hole entropy from strings", 1996, authors=["Juan Maldacena"]),
+        paper("a2", "Black hole evaporation", "hawking radiation of a black hole", 1999, ["a1"], ["Stephen Hawking"]),
+        paper("a3", "Entropy bounds", "holographic entropy bound", 2001, ["a1", "a2"], ["J. Maldacena", "L. Susskind"]),
+        paper("a4", "Strings and holes", "hole black strings", 2003, ["a1", "a2"], ["Erwin Schrödinger"]),
+        paper("a5", "Unrelated", "lattice gauge theory", 1990, ["a3"], ["K. Wilson"]),
+    ]
+    source = write_jsonl(tmp / "papers.jsonl", records)
+    path = tmp / "t.db"
+    assert main(["build", "--from", str(source), "--db", str(path)]) == 0
+    return str(path)
+
+
+def test_year_author_and_offset_filter_and_page(db, capsys):
+    code, out, _ = run(capsys, "search", "black hole entropy", "--db", db, "--json", "--year", "1997-")
+    data = json.loads(out)
+    assert code == 0 and {r["id"] for r in data["results"]} == {"a2", "a3", "a4"}
+    assert data["filters"]["year"] == [1997, None] and data["matched"] == 3
+    code, out, _ = run(capsys, "search", "entropy", "--db", db, "--json", "--author", "maldacena")
+    assert sorted(r["id"] for r in json.loads(out)["results"]) == ["a1", "a3"]
+    assert {r["id"]: r["authors"] for r in json.loads(out)["results"]}["a1"] == ["Juan Maldacena"]
+    code, out, _ = run(capsys, "search", "black hole entropy", "--db", db, "--json", "--offset", "1", "--limit", "2")
+    paged = json.loads(out)
+    _, out, _ = run(capsys, "search", "black hole entropy", "--db", db, "--json", "--limit", "3")
+    whole = json.loads(out)
+    assert [r["id"] for r in paged["results"]] == [r["id"] for r in whole["results"][1:3]]
+    assert paged["results"][0]["rank"] == 2
+
+
+def test_syntax_and_warnings_on_stderr(db, capsys):
+    code, out, err = run(capsys, "search", '"black hole" -entropy', "--db", db, "--json")
+    assert code == 0 and [r["id"] for r in json.loads(out)["results"]] == ["a2"]
+    code, out, err = run(capsys, "search", "title:entropy", "--db", db)
+    assert code == 0 and "retrieval: warning: title: is not a field" in err
+    code, out, err = run(capsys, "search", "zzzz qqqq", "--db", db)
+    assert code == 0 and "nothing to rank" in err
+    code, out, err = run(capsys, "search", "hawking", "--db", db)
+    assert "--author hawking" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "x", "--year", "1990-1980"],
+        ["search", "x", "--year", "soon"],
+        ["search", "x", "--offset", "-1"],
+        ["search", "x", "--author", "..."],
+        ["similar"],
+    ],
+)
+def test_bad_filters_are_errors_that_say_what_to_give(db, capsys, argv):
+    try:
+        code = main([*argv, "--db", db])
+    except SystemExit as exit:  # a usage error: argparse's exit
+        code = exit.code
+    err = capsys.readouterr().err
+    assert code in (1, 2) and "Traceback" not in err and ("give" in err or "expected" in err), err
+
+
+def test_similar_and_show(db, tmp_path, capsys):
+    code, out, _ = run(capsys, "similar", "a1", "--db", db, "--json")
+    data = json.loads(out)
+    assert code == 0 and data["seeds"] == ["a1"] and "a1" not in {r["id"] for r in data["results"]}
+    top = data["results"][0]
+    assert top["id"] in {"a2", "a3", "a4"} and top["why"]
+    have = tmp_path / "have.txt"
+    have.write_text(f"{top['id']}\n# a comment\n\n", encoding="utf-8")
+    code, out, _ = run(capsys, "similar", "a1", "--db", db, "--json", "--exclude", str(have))
+    assert top["id"] not in {r["id"] for r in json.loads(out)["results"]}
+    code, _, err = run(capsys, "similar", "nope", "--db", db)
+    assert code == 1 and "no paper 'nope'" in err
+    code, out, _ = run(capsys, "show", "a3", "--db", db, "--json")
+    shown = json.loads(out)
+    assert [r["id"] for r in shown["references"]] == ["a1", "a2"] and shown["references"][0]["title"]
+    assert [c["id"] for c in shown["citations"]] == ["a5"]
+    code, out, _ = run(capsys, "show", "a3", "--db", db)
+    assert code == 0 and "Entropy bounds" in out and "Black hole entropy" in out and "Unrelated" in out
+    code, out, _ = run(capsys, "similar", "a1", "--db", db)
+    assert code == 0 and all(len(line) <= 80 for line in out.splitlines())
+
+
+def test_hops_above_two_warn_that_they_are_clamped(db, capsys):
+    code, _, err = run(capsys, "search", "entropy", "--db", db, "--hops", "9")
+    assert code == 0 and "--hops 9 is more than 2: clamped to 2" in err
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert RetrievalConfig(max_hops=9).max_hops == 2
+    assert any("clamped" in str(w.message) for w in caught)
+
+
+def test_short_reprs():
+    p = Paper("x1", "A title " * 20, "abstract", 2001, ["A", "B"])
+    shown = repr(p)
+    assert shown.startswith("Paper('x1', 'A title A title") and shown.endswith("...', 2001, 2 authors)")
+    assert len(shown) < 80
