@@ -550,6 +550,8 @@ COMMANDS = {
         "rank papers by the evidence graph of the query's seeds, and say why (the Crase method)",
         "retrieval.evidence.cli",
     ),
+    "serve": ("serve the index over HTTP: a JSON API, read-only, on loopback by default", "retrieval.serve.cli"),
+    "mcp": ("serve search, similar, show and explain as MCP tools over stdio, for agents", "retrieval.serve.mcp"),
 }
 
 

@@ -118,7 +118,10 @@ def search(
     """Search the index at ``db``; see ``RetrievalClient.search`` (filters, paging, query syntax). ``tracer`` sees
     every statement that runs."""
     with RetrievalClient(db, config, tracer=tracer) as client:
-        result = client.search(query, limit=limit, offset=offset, year=year, authors=authors, syntax=syntax)
+        # No references or citing papers: no output of a search shows them (a hub has thousands).
+        result = client.search(
+            query, limit=limit, offset=offset, year=year, authors=authors, syntax=syntax, links=False
+        )
     info = client.last_stats.info if client.last_stats else None
     record_if_enabled(client.path, "search", result.query, result.config, result, info, limit=limit)  # never raises
     return result

@@ -28,6 +28,14 @@ class InputError(RetrievalError):
         return error
 
 
+class PaperNotFoundError(InputError):
+    """No paper with the id asked for is in the index."""
+
+
+class TooLargeError(ConfigError):
+    """A request asks for more work than the documented bounds allow (a query too long, too many terms)."""
+
+
 class IndexNotFoundError(RetrievalError):
     """There is no index file where one was asked for."""
 

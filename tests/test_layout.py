@@ -19,7 +19,7 @@ REPO = ROOT.parent
 
 #: The floors, top first: a module may import from its own floor or a lower one, never from a higher one.
 FLOORS = [
-    ("retrieval.cli", "retrieval.__main__", "retrieval.commands"),
+    ("retrieval.cli", "retrieval.__main__", "retrieval.commands", "retrieval.serve"),
     ("retrieval.eval",),
     ("retrieval.evidence",),
     ("retrieval.search", "retrieval.cli_types"),  # the option types parse a query

@@ -14,7 +14,7 @@ from collections import Counter
 
 from ..config import GRAPH_SCORES, RetrievalConfig, resolve_db_path
 from ..corpus.paper import Paper
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, PaperNotFoundError
 from ..store.database import IndexStats, check_index, connect
 from ..store.executor import Executor, Snapshot, StatementCache, Tracer
 from ..validate import LIMITS, check_int
@@ -118,13 +118,15 @@ class RetrievalClient:
         year: str | tuple[int | None, int | None] | None = None,
         authors: str | list[str] | tuple[str, ...] = (),
         syntax: bool = True,
+        links: bool = True,
     ) -> RetrievalResult:
         """Rank papers for ``query``: BM25 top-k seeds, the gate, a walk of up to ``max_hops``, the blend.
 
         ``limit`` entries are returned from ``offset`` on (the metrics still describe the whole merged list, and
         ``matched`` counts every paper that contains a query term and passes the filters); ``full`` also loads
-        the returned papers' abstracts, authors, references and citing papers (without it, entries carry id,
-        title and year).
+        the returned papers' abstracts, authors and, with ``links``, references and citing papers (without
+        ``full``, entries carry id, title and year; ``links=False`` saves reading the thousands of citing papers
+        a much-cited result has, when they are not shown).
 
         Filters apply before the top k (``retrieval.search.filters``): ``year`` (``"1998-2001"``, ``"1998-"``,
         ``"-2001"`` or ``(first, last)``), ``authors`` (papers by all of them), and what the query's text asks
@@ -166,7 +168,7 @@ class RetrievalClient:
                 allowed = None
                 hits, _ = lexical.top_papers(snap, wq, depth)
                 found = lexical.matched(snap, wq)
-            result = self._rank(snap, wq, hits, cfg, limit, full, start, offset=offset, allowed=allowed)
+            result = self._rank(snap, wq, hits, cfg, limit, full, start, offset=offset, allowed=allowed, links=links)
         result.matched, result.matched_exact = found
         result.warnings, result.filters = warnings, filters
         return result
@@ -194,8 +196,7 @@ class RetrievalClient:
         filters = Filters.make(year=year, authors=authors)
         with self.snapshot() as snap:
             result = find_similar(snap, seeds, limit, offset, set(exclude), filters if filters else None)
-            shown = {e.paper.id: e.paper for e in result.ranked}
-            add_links(snap, shown)
+            add_links(snap, {e.paper.id: e.paper for e in result.ranked}, links=False)  # authors: what it shows
         return result
 
     def show(self, paper_id: str) -> PaperPage:
@@ -204,7 +205,9 @@ class RetrievalClient:
         with self.snapshot() as snap:
             paper = self.papers([paper_id]).get(paper_id)
             if paper is None:
-                raise InputError(f"no paper {paper_id!r} in the index: give an id as `retrieval search` shows it")
+                raise PaperNotFoundError(
+                    f"no paper {paper_id!r} in the index: give an id as `retrieval search` shows it"
+                )
             linked = self.papers(list(dict.fromkeys(paper.references + paper.citations)), full=False)
             for pid, name in snap.rows("papers: authors", AUTHORS_SQL, {"paper_ids": json.dumps(list(linked))}):
                 linked[pid].authors.append(name)
@@ -260,7 +263,18 @@ class RetrievalClient:
         return distances, grown.evidence, grown.reaches, report
 
     def _rank(
-        self, snap, wq, hits, cfg, limit, full, start, memo: QueryMemo | None = None, offset: int = 0, allowed=None
+        self,
+        snap,
+        wq,
+        hits,
+        cfg,
+        limit,
+        full,
+        start,
+        memo: QueryMemo | None = None,
+        offset: int = 0,
+        allowed=None,
+        links: bool = True,
     ) -> RetrievalResult:
         distances, graph_scores, reaches, report = self._candidates(snap, wq, hits, cfg)
         if allowed is not None:  # the walk may pass through papers the filter rejects, but never ranks them
@@ -294,7 +308,7 @@ class RetrievalClient:
                 "returned papers: abstracts", ABSTRACTS_SQL, {"paper_ids": json.dumps(list(shown))}
             ):
                 shown[pid].abstract = abstract
-            add_links(snap, shown)
+            add_links(snap, shown, links)
         wall_ms = (time.perf_counter() - start) * 1000.0
         report["candidates_scored"] = hit_count
         return RetrievalResult(wq.text, ranked, hit_count, average, top, wall_ms, cfg, report, offset=offset)

@@ -332,7 +332,7 @@ PRUNE_MARGIN = 0.5
 OVERFETCH_MAX = 2000
 #: The matched count is exact when the query's postings number at most this (a read of their keys); above it,
 #: it is estimated from the terms' df as if terms occurred independently, and said to be an estimate.
-COUNT_EXACT_MAX = 200_000
+COUNT_EXACT_MAX = 50_000
 
 
 def below(term: QueryTerm, min_impact: int) -> float:

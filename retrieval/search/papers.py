@@ -53,13 +53,16 @@ JOIN papers AS p ON p.id = c.citing_id
 ORDER BY c.cited_id, c.citing_id"""
 
 
-def add_links(snap: Snapshot, papers: dict[str, Paper]) -> None:
-    """Fill in the authors, references and citing papers of ``papers`` (three statements)."""
+def add_links(snap: Snapshot, papers: dict[str, Paper], links: bool = True) -> None:
+    """Fill in the authors, and with ``links`` the references and citing papers, of ``papers`` (one statement
+    each). A much-cited paper has thousands of citing papers: a caller that shows none asks for no links."""
     if not papers:
         return
     ids = {"paper_ids": json.dumps(list(papers))}
     for pid, name in snap.rows("papers: authors", AUTHORS_SQL, ids):
         papers[pid].authors.append(name)
+    if not links:
+        return
     for pid, ref in snap.rows("papers: references", REFERENCES_SQL, ids):
         papers[pid].references.append(ref)
     for pid, citer in snap.rows("papers: citing papers", CITED_BY_SQL, ids):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter, namedtuple
 
-from ..errors import ConfigError
+from ..errors import ConfigError, TooLargeError
 from ..store.database import IndexStats
 from ..text import DEFAULT_ANALYSER, Analyser, clean
 from ..validate import LIMITS
@@ -58,12 +58,12 @@ class Query:
         if not isinstance(text, str):
             raise ConfigError(f"a query is a string, got {type(text).__name__}")
         if len(text) > MAX_QUERY_CHARS:
-            raise ConfigError(f"the query has {len(text):,} characters, more than {MAX_QUERY_CHARS:,}: shorten it")
+            raise TooLargeError(f"the query has {len(text):,} characters, more than {MAX_QUERY_CHARS:,}: shorten it")
         text = clean(text)
         analyser = DEFAULT_ANALYSER if analyser is None else analyser
         query = cls(text, tuple(analyser.analyse(text)), analyser, tuple(analyser.stopped(text)))
         if len(query.qtf) > MAX_QUERY_TERMS:
-            raise ConfigError(
+            raise TooLargeError(
                 f"the query has {len(query.qtf):,} distinct terms, more than {MAX_QUERY_TERMS:,}: shorten it"
             )
         return query

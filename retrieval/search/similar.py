@@ -23,7 +23,7 @@ import math
 import time
 
 from ..corpus.paper import Paper
-from ..errors import InputError
+from ..errors import PaperNotFoundError
 from ..store.executor import Snapshot
 from . import lexical
 from .filters import Filters, failing, passing
@@ -153,7 +153,7 @@ def similar(
     unknown = [pid for pid in seeds if pid not in found]
     if unknown:
         shown = ", ".join(repr(pid) for pid in unknown[:5])
-        raise InputError(f"no paper {shown} in the index: give ids as `retrieval search` shows them")
+        raise PaperNotFoundError(f"no paper {shown} in the index: give ids as `retrieval search` shows them")
     params = {"seeds": json.dumps(seeds)}
     together: dict[str, dict[str, int]] = {}
     for seed, pid, n in snap.rows("similar: co-cited papers", COCITED_SQL, params):

@@ -1,0 +1,298 @@
+"""The JSON API of ``retrieval serve``: ``create_app(service)`` is a FastAPI application over a ``Service``.
+
+FastAPI (on Starlette, served by uvicorn) because it derives the OpenAPI description (``/openapi.json``) from the
+routes' typed parameters and checks those types before a route runs, so the description and the checks cannot
+drift apart; what a value may be beyond its type (a limit's range, a query's length) is checked once, by
+``Service`` against ``BOUNDS`` with the library's messages, and only described here. The interactive docs pages
+are off: FastAPI's Swagger UI and ReDoc load their JavaScript from a CDN, and the server needs no network.
+
+Routes (each returns the object ``--json`` prints): ``GET /search``, ``GET /similar/{id}``, ``GET /papers/{id}``
+(ids may contain ``/``: ``hep-th/9711200``), ``POST /explain``, ``GET /stats``, ``GET /health``; and the web pages
+of ``retrieval.serve.web`` (``/``, ``/paper/{id}``, ``/explain-view``), which are not in the OpenAPI description.
+
+Errors are JSON, ``{"error": message, "kind": name}``: a ``ConfigError`` or ``InputError`` is 400, a
+``TooLargeError`` (a request beyond ``BOUNDS``, or a body over ``MAX_BODY`` bytes, refused before it is parsed)
+413, a ``PaperNotFoundError`` 404, an index that cannot be read (missing, not an index, another schema revision,
+locked or damaged) 503, and anything else 500 with a generic message (the traceback goes to the server's log
+only). A parameter of the wrong type or a missing one (FastAPI's own check) is 400 too, kind
+``RequestValidationError``: for a client it is the same mistake as a limit out of range. An unknown path is 404 and
+a wrong method 405, kind ``HTTPException``.
+
+Routes are plain functions, which Starlette runs in its thread pool; each thread reads through its own client
+(``Service.client()``). The pool is bounded to ``THREADS`` threads (SQLite connections) for the application's
+lifetime, and requests beyond those wait for a thread; ``retrieval serve`` also caps the requests and connections
+in flight at ``CONCURRENCY`` (uvicorn's ``limit_concurrency``), beyond which it answers 503 at once. Every request
+is logged as one line on the ``retrieval.serve`` logger: method, path and query, status, milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..errors import RetrievalError
+from .service import BOUNDS, EXPLAIN_SETTINGS, INTERNAL, STATUS, Service, status_of
+
+__all__ = ["INTERNAL", "MAX_BODY", "STATUS", "create_app", "status_of"]  # the status table lives in .service
+
+log = logging.getLogger("retrieval.serve")
+
+#: The largest request body accepted (``POST /explain``), in bytes: a query and ten sub-queries of the longest
+#: allowed fit (in ASCII); a larger body is refused with 413 before it is read whole or parsed.
+MAX_BODY = 256 * 1024
+#: Threads that answer requests (each with its own read-only SQLite connection).
+THREADS = 8
+#: Requests and connections in flight before uvicorn answers 503 (``retrieval serve``'s ``limit_concurrency``).
+CONCURRENCY = 64
+#: Characters of a request's path and query kept in its log line.
+LOG_TARGET_CHARS = 200
+
+
+def error_body(message: str, kind: str) -> dict:
+    return {"error": message, "kind": kind}
+
+
+class ErrorBody(BaseModel):
+    """Every error response."""
+
+    error: str = Field(description="what went wrong and what to do, as the CLI says it")
+    kind: str = Field(description="the error's class: ConfigError, TooLargeError, PaperNotFoundError, ...")
+
+
+def _errors(*codes: int) -> dict:
+    reasons = {
+        400: "a parameter is missing, of the wrong type or out of range",
+        404: "no paper with this id in the index",
+        413: "the request asks for more work than the bounds allow, or its body is too large",
+        503: "the index cannot be read (missing, not an index, another schema revision, locked)",
+    }
+    return {code: {"model": ErrorBody, "description": reasons[code]} for code in (*codes, 503)}
+
+
+class ExplainRequest(BaseModel):
+    """The body of ``POST /explain``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(description="the question", json_schema_extra={"maxLength": BOUNDS["query_chars"]})
+    subqueries: list[str] = Field(
+        default_factory=list,
+        description="sub-questions, each seeding the graph too",
+        json_schema_extra={"maxItems": BOUNDS["subqueries"]},
+    )
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description=f"evidence settings to change: any of {', '.join(EXPLAIN_SETTINGS)} "
+        f"(max_nodes at most {BOUNDS['max_nodes']:,}, top_k at most {BOUNDS['top_k']})",
+    )
+
+
+Limit = Annotated[
+    int,
+    Query(description=f"results to return, 1 to {BOUNDS['limit']}",
+          json_schema_extra={"minimum": 1, "maximum": BOUNDS["limit"]}),
+]  # fmt: skip
+Offset = Annotated[
+    int,
+    Query(description=f"results to skip first (paging), 0 to {BOUNDS['offset']:,}",
+          json_schema_extra={"minimum": 0, "maximum": BOUNDS["offset"]}),
+]  # fmt: skip
+Year = Annotated[str | None, Query(description="a year or a range: 1998, 1998-2001, 1998- or -2001")]
+Authors = Annotated[
+    list[str] | None,
+    Query(description="papers by this author (repeat: papers by all of them), as Maldacena or J. Maldacena"),
+]
+PaperId = Annotated[str, Path(description="a paper id as search shows it (may contain /: hep-th/9711200)")]
+
+
+class _Guard:
+    """ASGI middleware around the application: one log line per request, a request body of at most ``MAX_BODY``
+    bytes (413 before the route sees it), and a generic 500 for an unexpected error, whose traceback is logged."""
+
+    def __init__(self, app, max_body: int = MAX_BODY) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        target = scope.get("path", "")
+        if scope.get("query_string"):
+            target += "?" + scope["query_string"].decode("latin-1")
+        if len(target) > LOG_TARGET_CHARS:
+            target = target[: LOG_TARGET_CHARS - 3] + "..."
+        status = 500
+        started = False
+
+        async def sending(message) -> None:
+            nonlocal status, started
+            if message["type"] == "http.response.start":
+                status, started = message["status"], True
+            await send(message)
+
+        try:
+            replay = await self._body(scope, receive)
+            if replay is None:
+                await _send_json(sending, 413, error_body(
+                    f"the request body is larger than {self.max_body:,} bytes: send a shorter query", "TooLargeError"
+                ))  # fmt: skip
+            else:
+                await self.app(scope, replay, sending)
+        except Exception:
+            log.exception("%s %s failed", scope["method"], target)
+            if not started:
+                await _send_json(sending, 500, error_body(INTERNAL, "InternalError"))
+        finally:
+            ms = (time.perf_counter() - start) * 1000.0
+            log.info("%s %s %d %.1f ms", scope["method"], target, status, ms)
+
+    async def _body(self, scope, receive):
+        """``receive`` replaying the whole body once read, or None when it is larger than ``max_body``."""
+        if scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
+            return receive
+        headers = dict(scope.get("headers") or ())
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            return None
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                first = message
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_body:
+                return None
+            if not message.get("more_body", False):
+                first = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+                break
+        pending = [first]
+
+        async def replay():
+            return pending.pop() if pending else await receive()
+
+        return replay
+
+
+async def _send_json(send, status: int, body: dict) -> None:
+    payload = json.dumps(body, separators=(",", ":")).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        if error.get("type") == "json_invalid":
+            parts.append(f"the body is not valid JSON ({error.get('ctx', {}).get('error', 'JSON decode error')})")
+            continue
+        loc = [str(p) for p in error.get("loc", ()) if p not in ("query", "path", "body")]
+        parts.append(f"{'.'.join(loc) or 'body'}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts) or "the request is not valid"
+
+
+def create_app(service: Service) -> FastAPI:
+    """The API over ``service``, and the web pages."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        from anyio import to_thread
+
+        to_thread.current_default_thread_limiter().total_tokens = THREADS  # this event loop's thread pool
+        yield
+
+    app = FastAPI(
+        title="retrieval",
+        version=__version__,
+        description="An embedded literature-retrieval index over HTTP: BM25 in SQL, a citation-graph walk, and "
+        "evidence graphs; read-only. Every response is the JSON object `retrieval ... --json` prints.",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    app.add_middleware(_Guard)
+
+    @app.exception_handler(RetrievalError)
+    async def retrieval_error(request: Request, exc: RetrievalError) -> JSONResponse:
+        status = status_of(exc)
+        if status == 500:
+            log.error("%s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+            return JSONResponse(error_body(INTERNAL, "InternalError"), status_code=500)
+        return JSONResponse(error_body(str(exc), type(exc).__name__), status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(error_body(_validation_message(exc), "RequestValidationError"), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(error_body(str(exc.detail), "HTTPException"), status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))  # fmt: skip
+
+    @app.get("/search", tags=["api"], responses=_errors(400, 413))
+    def search(
+        q: Annotated[str, Query(description="the query: words, \"a phrase\", -word, author:NAME, year:1998-2001",
+                                json_schema_extra={"maxLength": BOUNDS["query_chars"]})],
+        limit: Limit = 10,
+        offset: Offset = 0,
+        year: Year = None,
+        author: Authors = None,
+    ) -> JSONResponse:  # fmt: skip
+        """Rank papers for a query (`retrieval search --json`): each result with its authors, abstract, scores
+        and why it is where it is; the metrics, the filters and the expansion's report."""
+        return JSONResponse(service.search(q, limit=limit, offset=offset, year=year, authors=author))
+
+    @app.get("/similar/{paper_id:path}", tags=["api"], responses=_errors(400, 404, 413))
+    def similar(
+        paper_id: PaperId,
+        limit: Limit = 10,
+        offset: Offset = 0,
+        exclude: Annotated[list[str] | None, Query(description="paper ids to leave out (repeat)")] = None,
+        year: Year = None,
+        author: Authors = None,
+    ) -> JSONResponse:
+        """Papers like this one (`retrieval similar --json`): co-citation, shared references and text similarity,
+        each with the seeds it is co-cited with, the references it shares and its text score."""
+        data = service.similar([paper_id], limit=limit, offset=offset, exclude=exclude, year=year, authors=author)
+        return JSONResponse(data)
+
+    @app.get("/papers/{paper_id:path}", tags=["api"], responses=_errors(400, 404))
+    def paper(paper_id: PaperId) -> JSONResponse:
+        """One paper (`retrieval show --json`): authors, year, abstract, its references and citing papers."""
+        return JSONResponse(service.paper(paper_id))
+
+    @app.post("/explain", tags=["api"], responses=_errors(400, 413))
+    def explain(body: ExplainRequest) -> JSONResponse:
+        """Rank papers by the evidence graph of the query's seeds (`retrieval explain --json`, never saved), with
+        the whole graph (`graph`: every node, and every edge with its Delta, weight, kept or pruned and why)."""
+        return JSONResponse(service.explain(body.query, subqueries=body.subqueries, settings=body.settings))
+
+    @app.get("/stats", tags=["api"], responses=_errors())
+    def stats() -> JSONResponse:
+        """What the index holds (`retrieval stats --json`)."""
+        return JSONResponse(service.stats())
+
+    @app.get("/health", tags=["api"], responses=_errors())
+    def health() -> JSONResponse:
+        """The index opens and answers: its paper count, tokeniser and the server's uptime."""
+        return JSONResponse(service.health())
+
+    from .web import pages  # here, not above: the pages import this module's neighbours
+
+    app.include_router(pages(service))
+    return app

@@ -1,0 +1,152 @@
+"""The ``retrieval serve`` subcommand: the JSON API (``retrieval.serve.app``) on uvicorn, one process, read-only.
+
+The main CLI imports this module only when ``retrieval serve`` runs and calls ``add_arguments`` on the subcommand's
+parser; FastAPI and uvicorn are imported only once the options are parsed, so a missing ``serve`` extra is a
+message (exit 1), not a traceback. The index is opened and checked before the port is taken: a server that says
+it serves is a server whose index opens.
+
+The socket is bound here rather than by uvicorn, so the URL printed is the one really served (``--port 0``: a free
+port the system picks) and a port in use is a one-line error. Loopback by default; any other address gets a
+warning, since the index is then open to the network. Each request is one log line on stderr (uvicorn's own
+access log is off; its warnings and errors stay). Ctrl-C or SIGTERM stop it: uvicorn stops accepting, lets the
+requests in flight finish (at most ``GRACE`` seconds), and the command exits 0 with ``retrieval: stopped``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import ipaddress
+import logging
+import socket
+import sys
+
+from ..config import DB_ENV_VAR, DEFAULT_DB
+from ..errors import RetrievalError
+
+#: Seconds that requests in flight get to finish once a stop is asked for.
+GRACE = 5
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535 (0: any free port), got {value}")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``retrieval serve`` on its parser ``p``."""
+    p.description = (
+        "Serve the index over HTTP: a JSON API (/search, /similar/ID, /papers/ID, POST /explain, /stats, /health; "
+        "described at /openapi.json). Read-only. Needs the serve extra: pip install 'retrieval[serve]'."
+    )
+    p.add_argument("--db", help=f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 opens it to the network)",
+    )
+    p.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0: any free port, printed)")
+    p.set_defaults(func=_cmd_serve)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (SO_REUSEADDR, as uvicorn's own), or a ``RetrievalError`` saying why not."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise RetrievalError(
+            f"--host {host!r} is not an address here ({exc.strerror}): give one such as 127.0.0.1"
+        ) from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        hint = {
+            errno.EADDRINUSE: f"another program listens on port {port}: choose another with --port (0: any free one)",
+            errno.EACCES: "ports below 1024 need privileges: choose another with --port, such as 8000",
+            errno.EADDRNOTAVAIL: "this machine has no such address: give one of its own, such as 127.0.0.1",
+        }.get(exc.errno, "check --host and --port")
+        raise RetrievalError(f"cannot listen on {host}:{port}: {exc.strerror}; {hint}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a bound address (``127.0.0.1``, ``::1``, ``0.0.0.0``) is reachable from this machine only."""
+    return ipaddress.ip_address(address.split("%")[0]).is_loopback
+
+
+def url_of(sock: socket.socket) -> str:
+    """The URL a listening socket serves: ``http://127.0.0.1:8000/`` (the port the system gave, for port 0)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+def _log_to_stderr() -> None:
+    """Our request lines (INFO) and uvicorn's warnings and errors, one line each on stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    for name, level in (("retrieval.serve", logging.INFO), ("uvicorn", logging.WARNING)):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(level)
+        logger.propagate = False
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from .app import CONCURRENCY, create_app
+    except ImportError as exc:
+        raise RetrievalError(
+            f"retrieval serve needs FastAPI and uvicorn ({exc.name or exc} is not installed): "
+            "install retrieval[serve] (pip install 'retrieval[serve]')"
+        ) from None
+    from .service import Service
+
+    service = Service(args.db)  # a missing or unreadable index stops here, before the port is taken
+    try:
+        sock = _listen(args.host, args.port)
+        url = url_of(sock)
+        if not is_loopback(sock.getsockname()[0]):
+            print(
+                f"retrieval: warning: listening on {args.host}: the index is then reachable from the network, by "
+                "anyone who can reach this port (there is no authentication); the default, 127.0.0.1, keeps it on "
+                "this machine",
+                file=sys.stderr,
+            )
+        _log_to_stderr()
+        config = uvicorn.Config(
+            create_app(service),
+            log_config=None,
+            access_log=False,
+            limit_concurrency=CONCURRENCY,
+            timeout_graceful_shutdown=GRACE,
+            lifespan="on",
+            server_header=False,
+        )
+        server = uvicorn.Server(config)
+        print(f"retrieval: serving {service.path} on {url} (API: {url}openapi.json; Ctrl-C stops)", flush=True)
+        try:
+            server.run(sockets=[sock])
+        except KeyboardInterrupt:  # uvicorn stopped on SIGINT or SIGTERM, then raised the signal again
+            pass
+        finally:
+            sock.close()
+        if not server.started:
+            raise RetrievalError("the server did not start: the messages above say why")
+    finally:
+        service.close()
+    print("retrieval: stopped", file=sys.stderr, flush=True)
+    return 0

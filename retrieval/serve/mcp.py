@@ -1,0 +1,317 @@
+"""``retrieval mcp --db PATH``: the index as Model Context Protocol tools over stdio, for a research agent.
+
+Four tools, each a thin call of ``retrieval.serve.service.Service`` (so every argument is checked against
+``BOUNDS`` and every result is the JSON object ``--json`` prints): ``search`` (papers on a topic), ``similar``
+(papers like given ones), ``show`` (one paper with its references and citing papers) and ``explain`` (the
+evidence graph behind a ranking). Served with the official SDK's ``MCPServer`` (``mcp`` 2), whose type hints and
+``Field`` descriptions are the tools' input schemas and whose ``dict`` returns are structured content.
+
+stdout is the protocol channel: the SDK points file descriptor 1 at stderr while it serves, and ``sys.stdout`` is
+``sys.stderr`` for the same time, so a stray ``print`` or warning can never corrupt a message. A library error
+(``RetrievalError``: an empty query, a limit out of range, an unknown id) becomes a tool error whose text is the
+library's message, never a traceback. Read-only: nothing is written to the index (no query log, no saved runs).
+
+The main CLI imports this module only when ``retrieval mcp`` runs; the SDK is imported when the server starts.
+"""
+
+# No ``from __future__ import annotations``: the SDK reads the tools' signatures, whose annotations name local
+# descriptions and pydantic's ``Field``, so they must be objects when each function is defined.
+import argparse
+import asyncio
+import functools
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+from ..config import DB_ENV_VAR, DEFAULT_DB
+from ..errors import ConfigError, RetrievalError
+from ..evidence.config import EvidenceConfig
+from .service import BOUNDS, Service, _paper_ids, check_query
+
+log = logging.getLogger("retrieval.mcp")
+
+#: What ``--help`` and the README say the command does.
+DESCRIPTION = (
+    "Serve the index as Model Context Protocol tools over stdio (search, similar, show, explain) for a research "
+    "agent: register `retrieval mcp --db PATH` as a stdio server in the MCP client. Read-only."
+)
+
+MISSING_SDK = (
+    "retrieval mcp needs the Model Context Protocol SDK (the `mcp` package, version 2 or later): "
+    "install retrieval[serve] (`pip install 'retrieval[serve]'`)"
+)
+
+INSTRUCTIONS = (
+    "A literature index of {papers:,} papers (title, abstract, year, authors, citations). Start with `search` "
+    "to find papers on a topic; read one with `show` (abstract, references, citing papers); grow a set of "
+    "papers with `similar`; use `explain` to see which papers support which through citations. Paper ids come "
+    "from these tools' results: pass them exactly as given."
+)
+
+DEFAULTS = EvidenceConfig()
+
+#: Threads that answer calls (a client may send several at once): each holds one read-only connection.
+WORKERS = 4
+
+
+def _bounds(low: int, high: int) -> dict:
+    """Bounds shown in the input schema but checked by ``Service``, so that a value outside them gets the
+    library's message (the same as the CLI's and the HTTP API's) rather than a schema validator's."""
+    return {"minimum": low, "maximum": high}
+
+
+# -- the tools' descriptions: what each returns, when to use it rather than another, its bounds ----------------
+SEARCH = f"""Find papers on a topic from words: BM25 over title and abstract, a walk of the citation graph from the
+best hits, and recency, blended into one score.
+
+Use it first, for any topical question ("papers on black hole entropy"); use `similar` instead for "more like
+this paper" or to extend a reading list, `show` to read one paper. The `id` of each result is what `similar`,
+`show` and `explain` take.
+
+Returns JSON: `results`, best first, each with `rank`, `id`, `title`, `year`, `authors`, `abstract`,
+`final_score` (with its parts `bm25_score`, `graph_score`, `recency_score`, `graph_distance`, `reached`) and
+`why` (one line that says why the paper is where it is); `matched` (papers containing a query word and passing
+the filters; `matched_exact` false when estimated), `warnings` (read them: a word in no paper, a word that is an
+author's surname), `filters`, `offset`, `metrics`, `expansion`. No results and a warning when no paper has the
+words.
+
+Query syntax: "a phrase", -word (leave out papers with it), author:NAME, year:1998-2001. Paging: `offset`
+walks one ranking (pages concatenate). Bounds: query at most {BOUNDS["query_chars"]:,} characters, `limit` 1 to
+{BOUNDS["limit"]}, `offset` 0 to {BOUNDS["offset"]:,}."""
+
+SIMILAR = f"""Papers like the given ones: "more like this paper", or what a reading list is missing. Scores each
+paper by co-citation (cited together with the given papers), bibliographic coupling (shared references) and the
+text similarity of title and abstract, a third each; the given papers and `exclude` are left out.
+
+Use it once you have ids (from `search`, `show` or an earlier `similar`); use `search` to find papers from words.
+
+Returns JSON: `seeds`, `results`, best first, each with `rank`, `id`, `title`, `year`, `authors`, `score`,
+`cocitation`, `coupling`, `text`, `cocited_with` and `shared_references_with` (counts per given paper) and `why`;
+`matched` (papers with any signal), `warnings`, `filters`, `offset`, `metrics`. An id not in the index is an
+error. Bounds: at most {BOUNDS["ids"]} ids in `paper_ids` and in `exclude`, `limit` 1 to {BOUNDS["limit"]},
+`offset` 0 to {BOUNDS["offset"]:,}."""
+
+SHOW = """One paper in full, to read it and follow its citations by hand.
+
+Use it on an id from `search`, `similar` or `explain` results, or on a reference of another paper (when
+`in_corpus` is true); use `similar` to rank the papers around it instead.
+
+Returns JSON: `id`, `title`, `abstract`, `year`, `authors`, `references` (the papers it cites) and `citations`
+(the papers that cite it), each link with `id`, `in_corpus`, and the linked paper's `title`, `year` and `authors`
+when it is in the index. An id not in the index is an error that says so."""
+
+EXPLAIN = f"""Why papers connect through citations (the evidence graph of a question): seeds from BM25 for the
+query and each sub-query, their 1.5-hop citation graph, each edge weighted by how well the cited paper supports
+the citing one (`delta`, and `weight` = delta x age discount) and pruned below a threshold, then a random walk
+(personalised PageRank `ppr`, or `salsa`) over the edges kept.
+
+Use it when the citation evidence matters: which papers support which, why a paper ranks where it does, whether
+a result is only a lexical match. It is slower and its answer larger than `search`, which is the tool for a plain
+topical search. Split a question into sub-queries for its aspects.
+
+Returns JSON: `results` (the `top_k` papers: `paper_id`, `title`, `year`, `role` (seed, reference, citing),
+`score`, `rank`, `via` (the seed edges that brought it in), `in_edges` and `out_edges` (the kept edges the walk
+used), each edge with `citing`, `cited`, `delta`, `weight`, `kept`, `reason`), `seeds`, `pruned_edges` (with the
+reason each was pruned), `dropped_nodes`, `health` (`status` and `warnings`: read them), `size`, `config`,
+`timings_ms`. Never saved. Bounds: query and each sub-query at most {BOUNDS["query_chars"]:,} characters, at
+most {BOUNDS["subqueries"]} sub-queries, `top_k` 1 to {BOUNDS["top_k"]}, `max_nodes` 1 to
+{BOUNDS["max_nodes"]:,}."""
+
+
+def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
+    """The four tools as (function, title, description): typed functions over ``service``."""
+    from pydantic import Field
+
+    year_help = "only papers of these years: '1998-2001', '1998-', '-2001' or '1998' (a paper without a year fails)"
+    authors_help = (
+        "only papers by all of these authors: a surname ('Maldacena') or a name ('J. Maldacena', 'Maldacena, "
+        "Juan'); case, accents and initials are matched"
+    )
+    limit_help = f"papers to return, 1 to {BOUNDS['limit']}"
+    offset_help = f"papers to skip first (the next page: offset = limit), 0 to {BOUNDS['offset']:,}"
+
+    def search(
+        query: Annotated[
+            str,
+            Field(
+                description=f"the words to search for, or a pasted abstract; at most {BOUNDS['query_chars']:,} "
+                "characters",
+            ),
+        ],
+        limit: Annotated[int, Field(description=limit_help, json_schema_extra=_bounds(1, BOUNDS["limit"]))] = 10,
+        offset: Annotated[int, Field(description=offset_help, json_schema_extra=_bounds(0, BOUNDS["offset"]))] = 0,
+        year: Annotated[str | int | None, Field(description=year_help)] = None,
+        authors: Annotated[list[str] | None, Field(description=authors_help)] = None,
+    ) -> dict[str, Any]:
+        check_query(query, "query")  # the message names this tool's parameter (the HTTP API's is `q`)
+        return service.search(query, limit=limit, offset=offset, year=_year(year), authors=authors)
+
+    def similar(
+        paper_ids: Annotated[
+            list[str],
+            Field(
+                description=f"the papers to find more like (1 to {BOUNDS['ids']} ids, exactly as search results "
+                "give them): one paper, or a reading list",
+                json_schema_extra={"minItems": 1, "maxItems": BOUNDS["ids"]},
+            ),
+        ],
+        limit: Annotated[int, Field(description=limit_help, json_schema_extra=_bounds(1, BOUNDS["limit"]))] = 10,
+        offset: Annotated[int, Field(description=offset_help, json_schema_extra=_bounds(0, BOUNDS["offset"]))] = 0,
+        exclude: Annotated[
+            list[str] | None,
+            Field(description=f"ids to leave out of the results, e.g. papers already read (at most {BOUNDS['ids']})"),
+        ] = None,
+        year: Annotated[str | int | None, Field(description=year_help)] = None,
+        authors: Annotated[list[str] | None, Field(description=authors_help)] = None,
+    ) -> dict[str, Any]:
+        _paper_ids(paper_ids, "paper_ids")  # the message names this tool's parameter (the HTTP API's is `ids`)
+        return service.similar(
+            paper_ids, limit=limit, offset=offset, exclude=exclude, year=_year(year), authors=authors
+        )
+
+    def show(
+        paper_id: Annotated[
+            str, Field(description="the paper's id, exactly as search, similar or explain results give it")
+        ],
+    ) -> dict[str, Any]:
+        return service.paper(paper_id)
+
+    def explain(
+        query: Annotated[
+            str,
+            Field(description=f"the question, in words (sub-query 0); at most {BOUNDS['query_chars']:,} characters"),
+        ],
+        subqueries: Annotated[
+            list[str] | None,
+            Field(
+                description=f"more aspects of the question, each seeding the graph too (at most "
+                f"{BOUNDS['subqueries']})",
+            ),
+        ] = None,
+        top_k: Annotated[
+            int,
+            Field(
+                description=f"papers to return, 1 to {BOUNDS['top_k']}",
+                json_schema_extra=_bounds(1, BOUNDS["top_k"]),
+            ),
+        ] = DEFAULTS.top_k,
+        max_nodes: Annotated[
+            int,
+            Field(
+                description=f"cap on the graph's papers (the work per call), 1 to {BOUNDS['max_nodes']:,}; over it "
+                "the graph is trimmed",
+                json_schema_extra=_bounds(1, BOUNDS["max_nodes"]),
+            ),
+        ] = DEFAULTS.max_nodes or BOUNDS["max_nodes"],
+        ranker: Annotated[
+            Literal["ppr", "salsa"],
+            Field(description="the walk: personalised PageRank (ppr) or SALSA (hubs and authorities)"),
+        ] = DEFAULTS.ranker,
+    ) -> dict[str, Any]:
+        settings = {"top_k": top_k, "max_nodes": max_nodes, "ranker": ranker}
+        data = service.explain(query, subqueries=subqueries, settings=settings)
+        data.pop("graph", None)  # every node and edge, for the web page's drawing: `--json` has the rest
+        return data
+
+    return [
+        (search, "Search papers", SEARCH),
+        (similar, "Papers like these", SIMILAR),
+        (show, "Show one paper", SHOW),
+        (explain, "Explain by citation evidence", EXPLAIN),
+    ]
+
+
+def _flow(text: str) -> str:
+    """A description's paragraphs each on one line (the source wraps them at 120 columns)."""
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in text.split("\n\n"))
+
+
+def _year(year: str | int | None) -> str | None:
+    return None if year is None else str(year)
+
+
+def _tool_call(name: str, fn: Callable[..., dict], workers: ThreadPoolExecutor) -> Callable[..., Awaitable[dict]]:
+    """``fn`` run on one of ``workers``, with a log line per call on stderr, and a library error turned into the
+    SDK's ``ToolError`` (the agent reads its message; anything else is a crash, whose text the SDK keeps from the
+    client). The workers are threads that live as long as the server: each keeps the index open on its own
+    connection (``Service.client``), where the SDK's own threads for a plain function end after 10 s idle and
+    would leave a connection behind for every one."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    @functools.wraps(fn)
+    async def call(**kwargs: Any) -> dict:
+        start = time.perf_counter()
+        try:
+            data = await asyncio.wrap_future(workers.submit(functools.partial(fn, **kwargs)))
+        except RetrievalError as exc:  # the SDK logs the refusal
+            raise ToolError(str(exc)) from None
+        count = len(data["results"]) if "results" in data else 1
+        log.info("retrieval mcp: %s: %d result(s), %.1f ms", name, count, (time.perf_counter() - start) * 1000)
+        return data
+
+    return call
+
+
+def make_server(service: Service, workers: ThreadPoolExecutor):
+    """The MCP server (``mcp.server.mcpserver.MCPServer``) with the four tools over ``service``, each call run on
+    one of ``workers``."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.types import ToolAnnotations
+    except ImportError:
+        raise ConfigError(MISSING_SDK) from None
+    from .. import __version__
+
+    @asynccontextmanager
+    async def stdout_to_stderr(_server):
+        # While the server runs, the SDK owns the real stdout; Python's goes to stderr with every stray write.
+        stdout, sys.stdout = sys.stdout, sys.stderr
+        try:
+            yield None
+        finally:
+            sys.stdout = stdout
+
+    server = MCPServer(
+        "retrieval",
+        title="retrieval: a literature index",
+        instructions=INSTRUCTIONS.format(papers=service.client().stats.n_papers),
+        version=__version__,
+        log_level="INFO",
+        lifespan=stdout_to_stderr,
+    )
+    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+    for fn, title, description in _tools(service):
+        server.add_tool(
+            _tool_call(fn.__name__, fn, workers), name=fn.__name__, title=title, description=_flow(description),
+            annotations=read_only, structured_output=True,
+        )  # fmt: skip
+    return server
+
+
+# -- the command --------------------------------------------------------------------------------------------------
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``retrieval mcp`` on its parser ``p``."""
+    p.description = DESCRIPTION
+    p.add_argument("--db", help=f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})")
+    p.set_defaults(func=_cmd_mcp)
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        import mcp.server.mcpserver  # noqa: F401  (the SDK first: without it there is nothing to serve)
+    except ImportError:
+        raise ConfigError(MISSING_SDK) from None
+    service = Service(args.db)  # the index checked before serving: a missing one is the usual message, exit 1
+    workers = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="retrieval-mcp")
+    try:
+        server = make_server(service, workers)
+        print(f"retrieval mcp: serving {service.path} over stdio (read-only)", file=sys.stderr)
+        server.run("stdio")
+    finally:
+        workers.shutdown(wait=False, cancel_futures=True)
+        service.close()
+    return 0

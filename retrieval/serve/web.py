@@ -1,0 +1,537 @@
+"""The web pages of ``retrieval serve``, rendered on the server: plain HTML with its CSS inline, no JavaScript and
+nothing loaded from the network. ``pages(service)`` is the router ``create_app`` includes.
+
+- ``/``: a search box with year and author filters; each result with its authors, year, the first sentences of
+  its abstract and the line that says why it is where it is, linked to its paper page, to papers like it and to
+  the evidence view; the matched count, warnings, and paging.
+- ``/paper/{id}``: the paper (authors, year, abstract), its references and citing papers (titles, linked when in
+  the corpus), and papers like it.
+- ``/explain-view?q=...``: the evidence graph of ``explain`` drawn as SVG (``retrieval.serve.svg``), the counts
+  drawn, and the ranked papers with how each came in.
+
+Everything from the index is escaped (``html.escape``). Parameters are read as text and checked here or by
+``Service``, so a bad one is an HTML page with the library's message and the status the JSON API gives it (400,
+404, 413, 503), never a JSON error in a browser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from html import escape
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from ..errors import ConfigError, RetrievalError
+from ..export import paper_url
+from ..text import sentences
+from . import svg
+from .service import BOUNDS, INTERNAL, Service, status_of
+
+PAGE_SIZE = 10
+#: References or citing papers listed before "show all".
+LIST_CAP = 100
+#: Authors named in a result before "et al.".
+AUTHORS_SHOWN = 6
+SIMILAR_SHOWN = 10
+
+CSS = """
+:root { --accent: #e8590c; --ink: #212529; --muted: #6c757d; --line: #dee2e6; --link: #1864ab; }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--ink);
+       margin: 0; background: #f8f9fa; }
+header { background: #fff; border-bottom: 1px solid var(--line); padding: 10px 24px; display: flex; gap: 24px;
+         align-items: center; }
+header .brand { font-weight: 700; font-size: 18px; color: var(--ink); text-decoration: none; }
+header .brand span { color: var(--accent); }
+main { max-width: 980px; margin: 0 auto; padding: 16px 24px 48px; }
+main.wide { max-width: 1240px; }
+header nav a { margin-left: 14px; font-size: 14px; }
+a { color: var(--link); text-decoration: none; }
+a:hover { text-decoration: underline; }
+h1 { font-size: 22px; margin: 8px 0 4px; }
+h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+form.search { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 8px 0 12px; }
+form.search input { font: inherit; padding: 6px 8px; border: 1px solid #adb5bd; border-radius: 4px; }
+form.search input[name=q] { flex: 1 1 360px; }
+form.search input[name=year] { width: 150px; }
+form.search input[name=author] { width: 170px; }
+form.search button { font: inherit; padding: 6px 14px; border: 0; border-radius: 4px; background: var(--accent);
+                     color: #fff; cursor: pointer; }
+header form.search { margin: 0; flex: 1; }
+.summary { color: var(--muted); margin: 4px 0 12px; }
+.warnings { background: #fff3bf; border: 1px solid #ffe066; border-radius: 4px; padding: 6px 12px 6px 28px;
+            margin: 8px 0; }
+.error { background: #ffe3e3; border: 1px solid #ffa8a8; border-radius: 4px; padding: 10px 14px; }
+ol.results { padding-left: 0; list-style: none; margin: 0; }
+li.result { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 10px 14px; margin: 0 0 10px; }
+li.result .title { font-size: 16px; font-weight: 600; }
+li.result .rank { color: var(--muted); font-weight: 400; margin-right: 6px; }
+.meta { color: var(--muted); font-size: 13px; }
+.meta .pid { font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
+.lead { margin: 4px 0; }
+.why { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; color: #495057;
+       background: #f1f3f5; border-radius: 3px; padding: 2px 6px; display: inline-block; margin: 2px 0; }
+.actions { font-size: 13px; }
+.actions a { margin-right: 14px; }
+nav.paging { display: flex; gap: 16px; margin: 12px 0; }
+.abstract { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 10px 14px; }
+ul.links { padding-left: 20px; margin: 4px 0; }
+ul.links li { margin: 2px 0; }
+.absent { color: var(--muted); }
+.legend { list-style: none; padding: 0; font-size: 13px; color: #495057; margin: 10px 0; }
+.legend li { margin: 0 0 6px; display: flex; gap: 8px; align-items: flex-start; }
+.legend svg { flex: none; margin-top: 3px; }
+aside h3 { font-size: 15px; margin: 16px 0 4px; }
+ol.top { padding-left: 26px; font-size: 14px; margin: 6px 0; }
+ol.top li { margin: 0 0 3px; }
+ol.top .meta { font-size: 12px; }
+.explain-grid { display: grid; grid-template-columns: minmax(0, 760px) minmax(260px, 1fr); gap: 20px;
+                align-items: start; }
+.explain-grid figure { margin: 0; }
+@media (max-width: 900px) { .explain-grid { grid-template-columns: 1fr; } }
+h1 .q { color: var(--accent); }
+.drawn { font-size: 14px; }
+figure.graph { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 6px; }
+ol.ranked li { margin: 0 0 8px; }
+ol.ranked li.focus { background: #fff3bf; }
+footer { color: var(--muted); font-size: 12px; text-align: center; padding: 12px; }
+"""
+
+
+def _page(title: str, body: str, *, header: str | None = None, wide: bool = False, status: int = 200) -> HTMLResponse:
+    """A whole page: ``header`` is the form in the top bar (by default an empty search box), ``wide`` for the
+    evidence view."""
+    form = _search_form(compact=True) if header is None else header
+    html = f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{escape(title)} · retrieval</title>
+<style>{CSS}{svg.CSS}</style>
+</head>
+<body>
+<header><a class="brand" href="/">re<span>trieval</span></a>{form}<nav><a href="/">search</a>
+<a href="/explain-view">evidence view</a></nav></header>
+<main{' class="wide"' if wide else ""}>
+{body}
+</main>
+<footer>retrieval · read-only · the same data as JSON: <a href="/openapi.json">/openapi.json</a></footer>
+</body>
+</html>
+"""
+    return HTMLResponse(html, status_code=status)
+
+
+def _search_form(q: str = "", year: str = "", author: str = "", *, compact: bool = False) -> str:
+    filters = ""
+    if not compact:
+        filters = (
+            f'<input name="year" value="{escape(year)}" placeholder="year: 1998-2001" aria-label="year or range">'
+            f'<input name="author" value="{escape(author)}" placeholder="author: Maldacena" aria-label="author">'
+        )
+    return (
+        f'<form class="search" method="get" action="/" role="search">'
+        f'<input type="search" name="q" value="{escape(q)}" placeholder="search papers: black hole entropy"'
+        f' aria-label="query"{"" if compact or q else " autofocus"}>{filters}'
+        '<button type="submit">Search</button></form>'
+    )
+
+
+def _error(exc: Exception, q: str = "") -> HTMLResponse:
+    status = status_of(exc)
+    message = INTERNAL if status == 500 else str(exc)
+    body = (
+        f'<h1>{status} · {escape(type(exc).__name__)}</h1><p class="error" data-status="{status}">{escape(message)}</p>'
+        f'<p><a href="/">Back to the search</a></p>'
+    )
+    return _page(f"error {status}", body, header=_search_form(q[:200], compact=True), status=status)
+
+
+def _guarded(render: Callable[[], HTMLResponse], q: str = "") -> HTMLResponse:
+    try:
+        return render()
+    except RetrievalError as exc:
+        return _error(exc, q)
+
+
+def _paper_href(pid: str) -> str:
+    return "/paper/" + quote(pid, safe="/")
+
+
+def _explain_href(q: str, focus: str | None = None) -> str:
+    params = {"q": q} if focus is None else {"q": q, "focus": focus}
+    return "/explain-view?" + urlencode(params)
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw[:40]!r}") from None
+
+
+def _authors(names: list[str]) -> str:
+    if not names:
+        return ""
+    shown = ", ".join(escape(n) for n in names[:AUTHORS_SHOWN])
+    return shown + (" et al." if len(names) > AUTHORS_SHOWN else "")
+
+
+def _year(year: int | None) -> str:
+    return "no year" if year is None else str(year)
+
+
+def _meta(pid: str, year: int | None, authors: list[str]) -> str:
+    parts = [f'<span class="pid">{escape(pid)}</span>', escape(_year(year))]
+    if authors:
+        parts.append(_authors(authors))
+    return '<div class="meta">' + " · ".join(parts) + "</div>"
+
+
+# -- search ------------------------------------------------------------------------------------------------------
+
+
+def _search_body(service: Service, request: Request) -> tuple[str, str]:
+    params = request.query_params
+    q = params.get("q", "")
+    year = params.get("year", "").strip()
+    author_values = [a.strip() for value in params.getlist("author") for a in value.split(";") if a.strip()]
+    author_text = "; ".join(author_values)
+    form = _search_form(q, year, author_text)
+    if not q.strip():
+        health = service.health()
+        body = (
+            f"<h1>Search the index</h1>{form}"
+            f'<p class="summary">{health["papers"]:,} papers. Words rank papers by BM25, a walk of the citation '
+            'graph from the best hits, and recency; <code>"a phrase"</code>, <code>-word</code>, '
+            "<code>author:NAME</code> and <code>year:1998-2001</code> work in the query. Each result says why it "
+            "is where it is; <em>explain</em> draws the evidence graph of a query.</p>"
+        )
+        return "retrieval", body
+    offset = _int_param(request, "offset", 0)
+    limit = _int_param(request, "limit", PAGE_SIZE)
+    data = service.search(q, limit=limit, offset=offset, year=year or None, authors=author_values or None)
+    results = data["results"]
+    matched = data.get("matched") or 0
+    about = "" if data.get("matched_exact", True) else "about "
+    out = [f"<h1>Search</h1>{form}"]
+    if results:
+        first, last = results[0]["rank"], results[-1]["rank"]
+        shown = f"Results {first:,}–{last:,}"
+    else:
+        shown = "No results" + (" on this page" if offset else "")
+    gate = (data.get("expansion") or {}).get("gate") or {}
+    graph = "graph expanded" if gate.get("fired") else "graph not expanded"
+    if gate.get("reason"):
+        graph += f" ({gate['reason']})"
+    ms = (data.get("metrics") or {}).get("wall_time_ms") or 0.0
+    out.append(
+        f'<p class="summary" id="summary" data-matched="{matched}" data-shown="{len(results)}">{shown} · '
+        f"{about}{matched:,} papers match the query · {escape(graph)} · {ms:.0f} ms</p>"
+    )
+    if data.get("warnings"):
+        items = "".join(f"<li>{escape(w)}</li>" for w in data["warnings"])
+        out.append(f'<ul class="warnings">{items}</ul>')
+    out.append(f'<ol class="results" start="{offset + 1}">')
+    for entry in results:
+        pid = entry["id"]
+        lead = " ".join(sentences(entry.get("abstract") or "", 2))
+        out.append(
+            f'<li class="result" data-id="{escape(pid)}" data-rank="{entry["rank"]}">'
+            f'<div class="title"><span class="rank">{entry["rank"]}.</span>'
+            f'<a href="{_paper_href(pid)}">{escape(entry.get("title") or pid)}</a></div>'
+            f"{_meta(pid, entry.get('year'), entry.get('authors') or [])}"
+            + (f'<p class="lead">{escape(lead)}</p>' if lead else "")
+            + f'<div><span class="why" title="why it is here">{escape(entry.get("why") or "")}</span></div>'
+            f'<div class="actions"><a href="{_paper_href(pid)}">paper</a>'
+            f'<a href="{_paper_href(pid)}#similar">similar</a>'
+            f'<a href="{escape(_explain_href(q, pid))}">explain</a></div></li>'
+        )
+    out.append("</ol>")
+    base = {"q": q, **({"year": year} if year else {}), **({"author": author_text} if author_text else {})}
+    if limit != PAGE_SIZE:
+        base["limit"] = str(limit)
+    links = []
+    if offset > 0:
+        prev = max(0, offset - limit)
+        links.append(f'<a rel="prev" href="/?{escape(urlencode({**base, "offset": prev}))}">← previous {limit}</a>')
+    if len(results) == limit and offset + limit < min(matched, BOUNDS["offset"] + 1):
+        nxt = offset + limit
+        links.append(f'<a rel="next" href="/?{escape(urlencode({**base, "offset": nxt}))}">next {limit} →</a>')
+    if links:
+        out.append('<nav class="paging">' + "".join(links) + "</nav>")
+    return f"{q[:60]} · search", "\n".join(out)
+
+
+# -- one paper ---------------------------------------------------------------------------------------------------
+
+
+def _link_list(items: list[dict], kind: str, pid: str, show_all: bool) -> str:
+    if not items:
+        return f'<p class="absent">No {kind} in the index.</p>'
+    shown = items if show_all else items[:LIST_CAP]
+    rows = []
+    for item in shown:
+        other = item["id"]
+        if item.get("in_corpus"):
+            authors = item.get("authors") or []
+            who = f" · {_authors(authors[:2])}{' et al.' if len(authors) > 2 else ''}" if authors else ""
+            rows.append(
+                f'<li class="in-corpus" data-id="{escape(other)}"><a href="{_paper_href(other)}">'
+                f"{escape(item.get('title') or other)}</a> "
+                f'<span class="meta"><span class="pid">{escape(other)}</span> · {_year(item.get("year"))}{who}</span>'
+                "</li>"
+            )
+        else:
+            rows.append(
+                f'<li class="absent" data-id="{escape(other)}"><span class="pid">{escape(other)}</span>'
+                " (not in the index)</li>"
+            )
+    more = ""
+    if len(shown) < len(items):
+        more = (
+            f'<p><a href="{_paper_href(pid)}?all=1#{kind}">show all {len(items):,}</a> '
+            f"({len(items) - len(shown):,} more)</p>"
+        )
+    return f'<ul class="links {kind}">' + "".join(rows) + "</ul>" + more
+
+
+def _paper_body(service: Service, pid: str, show_all: bool) -> tuple[str, str]:
+    data = service.paper(pid)
+    title = data.get("title") or pid
+    url = paper_url(pid)
+    abstract = data.get("abstract") or ""
+    refs, cites = data.get("references") or [], data.get("citations") or []
+    in_corpus = sum(1 for r in refs if r.get("in_corpus"))
+    out = [
+        f'<h1 data-id="{escape(pid)}">{escape(title)}</h1>',
+        '<div class="meta">'
+        + " · ".join(
+            p
+            for p in (
+                f'<span class="pid">{escape(pid)}</span>',
+                escape(_year(data.get("year"))),
+                ", ".join(escape(a) for a in data.get("authors") or []),
+                f'<a href="{escape(url)}">{escape(url)}</a>' if url else "",
+            )
+            if p
+        )
+        + "</div>",
+        f'<p class="actions"><a href="#references">{len(refs):,} references</a><a href="#citations">'
+        f'{len(cites):,} citing papers</a><a href="#similar">similar papers</a></p>',
+        f'<h2>Abstract</h2><div class="abstract">{escape(abstract) if abstract else "<em>No abstract.</em>"}</div>',
+        f'<p class="actions"><a href="{escape(_explain_href(title, pid))}">evidence graph for this title</a>'
+        f'<a href="{escape("/?" + urlencode({"q": title}))}">search for this title</a></p>',
+        f'<h2 id="references">References <span class="meta">{len(refs):,} ({in_corpus:,} in the index)</span></h2>',
+        _link_list(refs, "references", pid, show_all),
+        f'<h2 id="citations">Citing papers <span class="meta">{len(cites):,}</span></h2>',
+        _link_list(cites, "citations", pid, show_all),
+        '<h2 id="similar">Similar papers <span class="meta">co-citation, shared references, text</span></h2>',
+    ]
+    try:
+        similar = service.similar([pid], limit=SIMILAR_SHOWN)
+    except RetrievalError as exc:  # the page is still worth showing without them
+        out.append(f'<p class="error">{escape(str(exc))}</p>')
+    else:
+        if not similar["results"]:
+            out.append('<p class="absent">No paper shares citations, references or words with this one.</p>')
+        out.append('<ol class="results similar">')
+        for entry in similar["results"]:
+            other = entry["id"]
+            out.append(
+                f'<li class="result" data-id="{escape(other)}"><div class="title">'
+                f'<span class="rank">{entry["rank"]}.</span><a href="{_paper_href(other)}">'
+                f"{escape(entry.get('title') or other)}</a></div>"
+                f"{_meta(other, entry.get('year'), entry.get('authors') or [])}"
+                f'<div><span class="why">{escape(entry.get("why") or "")}</span></div></li>'
+            )
+        out.append("</ol>")
+    return title, "\n".join(out)
+
+
+# -- the evidence view -------------------------------------------------------------------------------------------
+
+
+def _legend() -> str:
+    def dot(fill: str, stroke: str = "#fff", dash: str = "") -> str:
+        extra = f' stroke-dasharray="{dash}"' if dash else ""
+        return (
+            f'<svg width="16" height="16" aria-hidden="true"><circle cx="8" cy="8" r="6" fill="{fill}" '
+            f'stroke="{stroke}" stroke-width="1.2"{extra}/></svg>'
+        )
+
+    def line(stroke: str, dash: str = "") -> str:
+        extra = f' stroke-dasharray="{dash}"' if dash else ""
+        return (
+            f'<svg width="28" height="10" aria-hidden="true"><line x1="1" y1="5" x2="27" y2="5" stroke="{stroke}" '
+            f'stroke-width="2"{extra}/></svg>'
+        )
+
+    return (
+        '<ul class="legend">'
+        f"<li>{dot(svg.SEED_FILL)}seed: one of the query's best BM25 hits (inner circle)</li>"
+        f"<li>{dot(svg.KEPT_FILL)}a paper the seeds cite (middle ring) or that cites them (outer ring)</li>"
+        f"<li>{dot('#fff', '#868e96', '2 2')}dropped: no edge left after pruning</li>"
+        f"<li>{line(svg.KEPT_EDGE)}kept edge, darker and wider with more weight</li>"
+        f"<li>{line(svg.PRUNED_EDGE, '4 3')}pruned edge: the citing paper's claims are not supported</li>"
+        '</ul><p class="meta">Area grows with the walk\'s score; numbers are ranks. Hover a paper for its title '
+        "and year, an edge for its Delta, weight and why it was kept or pruned.</p>"
+    )
+
+
+def _how(entry: dict) -> str:
+    """How a ranked paper came into the graph: as a seed, or through which seeds' edges."""
+    seed = entry.get("seed")
+    if seed:
+        hits = seed.get("hits") or []
+        best = min(hits, key=lambda h: h.get("rank") or 0) if hits else None
+        where = f"BM25 rank {best['rank']}" if best else "given"
+        return f"seed: {where}, relevance {seed.get('relevance') or 0.0:.3f}"
+    parts = []
+    for link in entry.get("via") or []:
+        edge = link.get("edge") or {}
+        verb = "cited by seed" if link.get("relation") == "reference" else "cites seed"
+        state = "kept" if edge.get("kept") else "pruned"
+        parts.append(
+            f"{verb} {link.get('seed')} (Delta {edge.get('delta') or 0.0:.2f}, weight {edge.get('weight') or 0.0:.3f}, "
+            f"{state})"
+        )
+    shown = "; ".join(parts[:4]) + (f"; and {len(parts) - 4} more" if len(parts) > 4 else "")
+    return shown or "reached through the graph"
+
+
+def _explain_form(q: str = "") -> str:
+    return (
+        f'<form class="search" method="get" action="/explain-view"><input type="search" name="q" value="{escape(q)}" '
+        f'placeholder="a question: black hole entropy" aria-label="query"{"" if q else " autofocus"}>'
+        '<button type="submit">Explain</button></form>'
+    )
+
+
+def _explain_body(service: Service, request: Request) -> tuple[str, str]:
+    params = request.query_params
+    q = params.get("q", "")
+    subs = [s for s in params.getlist("sub") if s.strip()]
+    focus = params.get("focus") or None
+    if not q.strip():
+        body = (
+            "<h1>Evidence view</h1><p class='summary'>Ask a question in the box above: the view draws the 1.5-hop "
+            "citation graph of its best BM25 hits (the seeds), each edge kept or pruned by how well the cited "
+            "paper supports the citing paper's claims, and ranks the papers by a walk of what is left.</p>"
+        )
+        return "evidence view", body
+    data = service.explain(q, subqueries=subs)
+    graph = data.get("graph") or {"nodes": [], "edges": []}
+    drawing = svg.draw(graph, focus=focus)
+    size = data.get("size") or {}
+    config = data.get("config") or {}
+    subs_note = f" with {len(subs)} sub-queries" if subs else ""
+    out = [f'<h1>Evidence for <span class="q">{escape(q[:120])}</span>{subs_note}</h1>', '<div class="explain-grid">']
+    out.append(f'<figure class="graph">{drawing.svg}</figure><aside>')
+    nodes_note = f"{drawing.nodes_drawn:,} of {drawing.nodes_total:,} papers"
+    if drawing.nodes_drawn < drawing.nodes_total:
+        nodes_note += f" (the seeds and the {svg.MAX_NODES} others of highest score)"
+    edges_note = f"{drawing.edges_drawn:,} of {drawing.edges_total:,} edges"
+    if drawing.edges_drawn < drawing.edges_total:
+        edges_note += " (those among the papers drawn" + (
+            f", at most {svg.MAX_EDGES:,})" if drawing.edges_drawn >= svg.MAX_EDGES else ")"
+        )
+    trimmed = f" The graph was trimmed to {size.get('cap'):,} papers." if size.get("trimmed") else ""
+    out.append(
+        f'<p class="drawn" id="drawn" data-nodes="{drawing.nodes_drawn}" data-nodes-total="{drawing.nodes_total}" '
+        f'data-seeds="{drawing.seeds_drawn}" data-edges="{drawing.edges_drawn}" '
+        f'data-edges-total="{drawing.edges_total}" data-kept="{drawing.kept_drawn}" '
+        f'data-pruned="{drawing.pruned_drawn}"><strong>Drawn:</strong> {nodes_note}, {drawing.seeds_drawn:,} of them '
+        f"seeds; {edges_note}: {drawing.kept_drawn:,} kept, {drawing.pruned_drawn:,} pruned "
+        f"(Delta below tau {config.get('tau', 0.0):g}).{trimmed}</p>"
+    )
+    health = data.get("health") or {}
+    if health.get("warnings"):
+        items = "".join(f"<li>{escape(w)}</li>" for w in health["warnings"])
+        out.append(f'<ul class="warnings"><li>evidence: {escape(str(health.get("status")))}</li>{items}</ul>')
+    if focus and focus not in drawing.drawn_ids:
+        out.append(f'<p class="warnings">{escape(focus)} is not in the drawn graph of this query.</p>')
+    elif focus:
+        out.append(f'<p class="summary">Ringed in black: <a href="{_paper_href(focus)}">{escape(focus)}</a>.</p>')
+    out.append(_legend())
+    results = data.get("results") or []
+    if results:
+        out.append('<h3>Top papers</h3><ol class="top">')
+        for entry in results:
+            out.append(
+                f'<li><a href="#rank-{entry.get("rank")}">{escape(entry.get("title") or entry["paper_id"])}</a> '
+                f'<span class="meta">{_year(entry.get("year"))}{" · seed" if entry.get("seed") else ""}</span></li>'
+            )
+        out.append("</ol>")
+    out.append("</aside></div>")
+    out.append(
+        f"<h2>Ranked by the evidence walk <span class='meta'>top {len(results)} ({escape(str(config.get('ranker')))}"
+        f", alpha {config.get('alpha', 0.0):g}, beta {config.get('beta', 0.0):g})</span></h2>"
+    )
+    out.append('<ol class="ranked results">')
+    for entry in results:
+        pid = entry["paper_id"]
+        focus_class = " focus" if pid == focus else ""
+        ins = sum(1 for e in entry.get("in_edges") or [] if e.get("kept"))
+        outs = sum(1 for e in entry.get("out_edges") or [] if e.get("kept"))
+        out.append(
+            f'<li class="result{focus_class}" id="rank-{entry.get("rank")}" data-id="{escape(pid)}">'
+            f'<div class="title"><span class="rank">{entry.get("rank")}.</span><a href="{_paper_href(pid)}">'
+            f"{escape(entry.get('title') or pid)}</a></div>"
+            f'<div class="meta"><span class="pid">{escape(pid)}</span> · {_year(entry.get("year"))} · '
+            f"{escape(entry.get('role') or '')} · score {entry.get('score') or 0.0:.4f} · "
+            f"{ins} kept edges in, {outs} out</div>"
+            f'<div><span class="why">{escape(_how(entry))}</span></div></li>'
+        )
+    out.append("</ol>")
+    dropped = [n for n in graph["nodes"] if not n.get("kept", True)]
+    if dropped:
+        out.append(f"<h2>Dropped <span class='meta'>{len(dropped)} papers</span></h2><ul class='links'>")
+        for node in dropped[:LIST_CAP]:
+            out.append(
+                f'<li><a href="{_paper_href(node["paper_id"])}">{escape(node.get("title") or node["paper_id"])}</a> '
+                f'<span class="meta">{escape(node.get("reason") or "")}</span></li>'
+            )
+        out.append("</ul>")
+    return f"{q[:60]} · evidence", "\n".join(out)
+
+
+def pages(service: Service) -> APIRouter:
+    """The HTML pages over ``service``: ``/``, ``/paper/{id}``, ``/explain-view``."""
+    router = APIRouter(include_in_schema=False)  # pages, not API: left out of the OpenAPI description
+
+    @router.get("/", response_class=HTMLResponse)
+    def search_page(request: Request) -> HTMLResponse:
+        q = request.query_params.get("q", "")
+
+        def render() -> HTMLResponse:
+            title, body = _search_body(service, request)
+            return _page(title, body, header="")
+
+        return _guarded(render, q)
+
+    @router.get("/paper/{paper_id:path}", response_class=HTMLResponse)
+    def paper_page(paper_id: str, request: Request) -> HTMLResponse:
+        def render() -> HTMLResponse:
+            title, body = _paper_body(service, paper_id, bool(request.query_params.get("all")))
+            return _page(title, body)
+
+        return _guarded(render)
+
+    @router.get("/explain-view", response_class=HTMLResponse)
+    def explain_page(request: Request) -> HTMLResponse:
+        q = request.query_params.get("q", "")
+
+        def render() -> HTMLResponse:
+            title, body = _explain_body(service, request)
+            return _page(title, body, header=_explain_form(q), wide=True)
+
+        return _guarded(render, q)
+
+    return router

@@ -1,0 +1,349 @@
+"""The JSON API of ``retrieval serve`` through FastAPI's ASGI test client (httpx), on a real index file: every
+endpoint answers what the library answers for the same request, and bad requests get the documented status
+and the library's own message."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from retrieval import RetrievalClient  # noqa: E402
+from retrieval.commands import build  # noqa: E402
+from retrieval.commands import stats as library_stats  # noqa: E402
+from retrieval.errors import ConfigError, PaperNotFoundError, TooLargeError  # noqa: E402
+from retrieval.evidence.config import EvidenceConfig  # noqa: E402
+from retrieval.evidence.pipeline import explain as library_explain  # noqa: E402
+from retrieval.serve.app import MAX_BODY, THREADS, create_app  # noqa: E402
+from retrieval.serve.service import BOUNDS, Service  # noqa: E402
+from tests.helpers import paper, write_jsonl  # noqa: E402
+
+MALDACENA, STROMINGER, VAFA, WITTEN, SEN = (
+    "Juan M. Maldacena", "Andrew Strominger", "Cumrun Vafa", "Edward Witten", "Ashoke Sen"
+)  # fmt: skip
+CORPUS = [
+    paper("hep-th/9601029", "Microscopic origin of the Bekenstein-Hawking entropy",
+          "The black hole entropy is counted from string states. D-branes give the microstates of the black hole.",
+          1996, authors=[STROMINGER, VAFA]),
+    paper("hep-th/9602043", "Black hole entropy in M-theory",
+          "We count the entropy of black holes in M-theory. The counting agrees with the area law.",
+          1997, ["hep-th/9601029"], [MALDACENA, STROMINGER]),
+    paper("hep-th/9711200", "The large N limit of superconformal field theories and supergravity",
+          "We show that the large N limit of conformal field theories is described by supergravity on anti de Sitter "
+          "space. Black hole entropy is reproduced.", 1997, ["hep-th/9601029"], [MALDACENA]),
+    paper("hep-th/9802109", "Gauge theory correlators from non-critical string theory",
+          "Correlators of the gauge theory are computed from string theory on anti de Sitter space.",
+          1998, ["hep-th/9711200"], ["Steven Gubser", "Igor Klebanov", "Alexander Polyakov"]),
+    paper("hep-th/9802150", "Anti de Sitter space and holography",
+          "Holography relates the gauge theory to gravity in anti de Sitter space. Black hole entropy follows.",
+          1998, ["hep-th/9711200"], [WITTEN]),
+    paper("hep-th/9803131", "Anti de Sitter space, thermal phase transition and confinement",
+          "The black hole in anti de Sitter space describes the thermal phase of the gauge theory.",
+          1998, ["hep-th/9802150", "hep-th/9711200"], [WITTEN]),
+    paper("hep-th/9805112", "Entropy of near extremal black holes",
+          "The entropy of near extremal black holes is computed from D-branes and strings.",
+          1998, ["hep-th/9601029", "hep-th/9602043"], [SEN]),
+    paper("hep-th/9904207", "Tachyon condensation in string field theory",
+          "Tachyon condensation is studied in open string field theory. The brane decays.", 1999, [], [SEN]),
+    paper("hep-th/9905111", "Large N field theories, string theory and gravity",
+          "A review of the correspondence between large N gauge theories and string theory on anti de Sitter space, "
+          "black hole entropy included.", 1999, ["hep-th/9711200", "hep-th/9802109", "hep-th/9802150"],
+          ["Ofer Aharony", "Steven Gubser", MALDACENA, "Hirosi Ooguri", "Yaron Oz"]),
+    paper("hep-th/0001001", "Black hole entropy and the holographic principle",
+          "The holographic principle bounds the entropy of a black hole by its area.", 2000,
+          ["hep-th/9802150", "hep-th/9601029"], [STROMINGER]),
+    paper("hep-th/0002002", "Cosmological constant and inflation",
+          "Inflation in a universe with a small cosmological constant.", 2000, [], ["Andrei Linde"]),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("serve")
+    path = folder / "hep.db"
+    build(db=path, source=write_jsonl(folder / "papers.jsonl", CORPUS))
+    return path
+
+
+@pytest.fixture(scope="module")
+def service(db):
+    service = Service(db)
+    yield service
+    service.close()
+
+
+@pytest.fixture(scope="module")
+def api(service):
+    with TestClient(create_app(service)) as client:  # with: runs the lifespan (the bounded thread pool)
+        yield client
+
+
+@pytest.fixture(scope="module")
+def library(db):
+    with RetrievalClient(db) as client:
+        yield client
+
+
+def plain(data: dict) -> dict:
+    """``data`` as it comes back from JSON, without the wall times (which differ between two runs)."""
+    data = json.loads(json.dumps(data))
+    data.get("metrics", {}).pop("wall_time_ms", None)
+    data.pop("timings_ms", None)
+    return data
+
+
+def answer(response, status: int = 200) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    return plain(response.json())
+
+
+# -- each endpoint equals the library ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "params, kwargs",
+    [
+        ({"q": "black hole entropy"}, {}),
+        ({"q": "black hole entropy", "limit": 3}, {"limit": 3}),
+        ({"q": "black hole entropy", "limit": 3, "offset": 2}, {"limit": 3, "offset": 2}),
+        ({"q": "anti de sitter", "year": "1998-1999"}, {"year": "1998-1999"}),
+        ({"q": "entropy", "author": ["Maldacena", "Strominger"]}, {"authors": ["Maldacena", "Strominger"]}),
+        ({"q": '"black hole" -holographic'}, {}),
+    ],
+)
+def test_search_answers_what_the_library_answers(api, library, params, kwargs):
+    got = answer(api.get("/search", params=params))
+    result = library.search(params["q"], limit=kwargs.pop("limit", 10), **kwargs)
+    expected = result.to_dict()
+    for entry, ranked in zip(expected["results"], result.ranked, strict=True):
+        entry["abstract"] = ranked.paper.abstract  # the API adds each result's abstract
+    assert got == plain(expected)
+    assert got["results"], "a request that finds nothing would prove little"
+
+
+def test_search_filters_and_offset_work(api):
+    everything = answer(api.get("/search", params={"q": "black hole entropy", "limit": 100}))["results"]
+    assert len(everything) >= 6
+    page = answer(api.get("/search", params={"q": "black hole entropy", "limit": 3, "offset": 3}))
+    assert [e["id"] for e in page["results"]] == [e["id"] for e in everything[3:6]]
+    assert [e["rank"] for e in page["results"]] == [4, 5, 6] and page["offset"] == 3
+    years = answer(api.get("/search", params={"q": "black hole entropy", "year": "1998-1999"}))
+    assert years["results"] and all(1998 <= e["year"] <= 1999 for e in years["results"])
+    assert years["filters"] is not None
+    both = answer(api.get("/search", params=[("q", "entropy"), ("author", "Maldacena"), ("author", "Strominger")]))
+    assert [e["id"] for e in both["results"]] == ["hep-th/9602043"]  # the one paper by both
+
+
+def test_similar_answers_what_the_library_answers(api, library):
+    pid = "hep-th/9711200"  # an id with a slash, in the path
+    got = answer(api.get(f"/similar/{pid}", params={"limit": 4}))
+    assert got == plain(library.similar([pid], 4).to_dict())
+    assert got["results"]
+    params = [("limit", 3), ("offset", 1), ("exclude", "hep-th/9802109"), ("exclude", "hep-th/9802150"),
+              ("year", "1998-"), ("author", "Witten")]  # fmt: skip
+    got = answer(api.get(f"/similar/{pid}", params=params))
+    expected = library.similar(
+        [pid], 3, offset=1, exclude=["hep-th/9802109", "hep-th/9802150"], year="1998-", authors=["Witten"]
+    )
+    assert got == plain(expected.to_dict())
+    assert all(e["id"] not in ("hep-th/9802109", "hep-th/9802150") for e in got["results"])
+
+
+def test_paper_answers_what_the_library_answers(api, library):
+    got = answer(api.get("/papers/hep-th/9711200"))
+    assert got == plain(library.show("hep-th/9711200").to_dict())
+    assert got["authors"] == [MALDACENA] and got["references"][0]["id"] == "hep-th/9601029"
+    assert {c["id"] for c in got["citations"]} >= {"hep-th/9802109", "hep-th/9802150"}
+
+
+def test_explain_answers_what_the_library_answers(api, library):
+    body = {"query": "black hole entropy", "subqueries": ["anti de sitter space"], "settings": {"top_k": 4}}
+    got = answer(api.post("/explain", json=body))
+    run = library_explain(
+        library, body["query"], subqueries=body["subqueries"], config=EvidenceConfig(top_k=4)
+    )  # max_nodes: the library's default, which is within the server's bound
+    expected = run.to_dict()
+    expected["graph"] = {
+        "nodes": [node.to_dict() for node in run.nodes.values()],
+        "edges": [edge.to_dict() for edge in run.edges.values()],
+    }
+    assert got == plain(expected)
+    assert got["run_id"] is None  # never saved
+    assert got["graph"]["nodes"] and got["graph"]["edges"] and len(got["results"]) <= 4
+
+
+def test_stats_and_health(api, db):
+    assert answer(api.get("/stats")) == plain(library_stats(db))
+    health = answer(api.get("/health"))
+    assert health["status"] == "ok" and health["papers"] == len(CORPUS)
+
+
+# -- bad requests: the status and the library's message -----------------------------------------------------------
+LONG = "entropy " * 3_750  # 30,000 characters
+
+
+@pytest.mark.parametrize(
+    "path, params, status, kind, call",
+    [
+        ("/search", {"q": ""}, 400, ConfigError, lambda s: s.search("")),
+        ("/search", {"q": "   "}, 400, ConfigError, lambda s: s.search("   ")),
+        ("/search", {"q": "entropy", "limit": 0}, 400, ConfigError, lambda s: s.search("entropy", limit=0)),
+        ("/search", {"q": "entropy", "limit": 10_000}, 400, ConfigError, lambda s: s.search("entropy", limit=10_000)),
+        ("/search", {"q": "entropy", "offset": -1}, 400, ConfigError, lambda s: s.search("entropy", offset=-1)),
+        ("/search", {"q": "entropy", "year": "soon"}, 400, ConfigError, lambda s: s.search("entropy", year="soon")),
+        ("/search", {"q": LONG}, 413, TooLargeError, lambda s: s.search(LONG)),
+        ("/papers/hep-th/0000000", {}, 404, PaperNotFoundError, lambda s: s.paper("hep-th/0000000")),
+        ("/similar/hep-th/0000000", {}, 404, PaperNotFoundError, lambda s: s.similar(["hep-th/0000000"])),
+        ("/similar/hep-th/9711200", {"limit": 101}, 400, ConfigError, lambda s: s.similar("hep-th/9711200", 101)),
+    ],
+)
+def test_bad_requests_get_the_status_and_the_library_message(api, service, path, params, status, kind, call):
+    with pytest.raises(kind) as raised:
+        call(service)
+    got = answer(api.get(path, params=params), status)
+    assert got == {"error": str(raised.value), "kind": kind.__name__}
+
+
+def test_the_long_query_bound_is_the_documented_one(api):
+    assert BOUNDS["query_chars"] < len(LONG)
+    assert api.get("/search", params={"q": "x" * BOUNDS["query_chars"]}).status_code == 200
+    assert api.get("/search", params={"q": "x" * (BOUNDS["query_chars"] + 1)}).status_code == 413
+
+
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("/search", "q: Field required"),
+        ("/search?q=entropy&limit=ten", "limit: Input should be a valid integer"),
+        ("/search?q=entropy&offset=1.5", "offset: Input should be a valid integer"),
+    ],
+)
+def test_parameters_of_the_wrong_type_are_400_in_the_same_shape(api, path, message):
+    got = answer(api.get(path), 400)
+    assert got["kind"] == "RequestValidationError" and got["error"].startswith(message)
+
+
+def test_explain_refuses_bad_bodies(api, service):
+    with pytest.raises(ConfigError) as raised:
+        service.explain("entropy", settings={"bogus": 1})
+    got = answer(api.post("/explain", json={"query": "entropy", "settings": {"bogus": 1}}), 400)
+    assert got == {"error": str(raised.value), "kind": "ConfigError"} and "unknown settings ['bogus']" in got["error"]
+    got = answer(api.post("/explain", json={"query": "entropy", "settings": {"max_nodes": 10_000}}), 400)
+    assert got["kind"] == "ConfigError" and "max_nodes must be between 1 and 5,000" in got["error"]
+    got = answer(api.post("/explain", json={"query": "", "subqueries": []}), 400)
+    assert got["error"].startswith("query is empty")
+    got = answer(api.post("/explain", json={"query": "entropy", "subqueries": ["a"] * 11}), 413)
+    assert got["kind"] == "TooLargeError"
+    got = answer(api.post("/explain", json={"query": "entropy", "limit": 3}), 400)  # not a field of the body
+    assert got["kind"] == "RequestValidationError" and got["error"].startswith("limit: Extra inputs")
+    got = answer(api.post("/explain", content=b"{not json", headers={"content-type": "application/json"}), 400)
+    assert got["error"].startswith("the body is not valid JSON")
+    assert answer(api.get("/explain"), 405)["kind"] == "HTTPException"
+
+
+def test_a_huge_body_is_refused_before_it_is_parsed(api):
+    huge = json.dumps({"query": "entropy " * (MAX_BODY // 8 + 10)}).encode()
+    got = answer(api.post("/explain", content=huge, headers={"content-type": "application/json"}), 413)
+    assert got["kind"] == "TooLargeError" and f"{MAX_BODY:,} bytes" in got["error"]
+
+    def chunks():  # no Content-Length: counted as it arrives
+        for _ in range(40):
+            yield b" " * 10_000
+
+    got = answer(api.post("/explain", content=chunks(), headers={"content-type": "application/json"}), 413)
+    assert got["kind"] == "TooLargeError"
+    small = json.dumps({"query": "entropy"}).encode()  # under the bound, sent in chunks too
+    small = answer(
+        api.post("/explain", content=iter([small[:5], small[5:]]), headers={"content-type": "application/json"})
+    )
+    assert small["query"] == "entropy"
+
+
+def test_an_unknown_path_is_a_json_404(api):
+    assert answer(api.get("/nothing/here"), 404) == {"error": "Not Found", "kind": "HTTPException"}
+
+
+def test_an_index_that_stops_being_one_is_503(tmp_path, db):
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(db.read_bytes())
+    service = Service(copy)  # checked: it is an index now
+    copy.write_bytes(b"this is not a database any more" * 100)
+    try:
+        with TestClient(create_app(service)) as client:
+            got = answer(client.get("/search", params={"q": "entropy"}), 503)
+    finally:
+        service.close()
+    assert got["kind"] == "NotAnIndexError" and str(copy) in got["error"]
+
+
+class _Broken(Service):
+    """A service with a bug: the error is no library error, so the client is told nothing of it."""
+
+    def stats(self) -> dict:
+        raise RuntimeError("a secret detail of the server")
+
+
+def test_an_unexpected_error_is_a_generic_500_and_its_traceback_is_logged(db, caplog):
+    service = _Broken(db)
+    try:
+        with caplog.at_level(logging.INFO, logger="retrieval.serve"), TestClient(create_app(service)) as client:
+            response = client.get("/stats")
+    finally:
+        service.close()
+    got = answer(response, 500)
+    assert got["kind"] == "InternalError" and "secret" not in response.text
+    failures = [r for r in caplog.records if r.exc_info]
+    assert failures and "a secret detail" in str(failures[0].exc_info[1])
+
+
+# -- the OpenAPI description, the log, the threads ------------------------------------------------------------------
+def test_openapi_lists_every_route_with_its_bounds(api):
+    spec = answer(api.get("/openapi.json"))
+    assert set(spec["paths"]) == {
+        "/search", "/similar/{paper_id}", "/papers/{paper_id}", "/explain", "/stats", "/health"
+    }  # fmt: skip
+    assert "post" in spec["paths"]["/explain"]
+    params = {p["name"]: p for p in spec["paths"]["/search"]["get"]["parameters"]}
+    assert set(params) == {"q", "limit", "offset", "year", "author"}
+    assert params["q"]["required"] and params["q"]["schema"]["maxLength"] == BOUNDS["query_chars"]
+    assert params["limit"]["schema"]["maximum"] == BOUNDS["limit"]
+    assert spec["paths"]["/papers/{paper_id}"]["get"]["responses"]["404"]
+    assert api.get("/docs").status_code == 404  # Swagger UI would load its JavaScript from a CDN: off
+
+
+def test_every_request_is_one_log_line(api, caplog):
+    with caplog.at_level(logging.INFO, logger="retrieval.serve"):
+        api.get("/health")
+        api.get("/search", params={"q": ""})
+    lines = [r.getMessage() for r in caplog.records if r.name == "retrieval.serve"]
+    assert len(lines) == 2
+    assert lines[0].startswith("GET /health 200 ") and lines[0].endswith(" ms")
+    assert lines[1].startswith("GET /search?q= 400 ")
+
+
+def test_the_thread_pool_is_bounded(api):
+    from anyio import to_thread
+
+    async def tokens() -> float:
+        return to_thread.current_default_thread_limiter().total_tokens
+
+    assert api.portal.call(tokens) == THREADS  # so at most THREADS connections to the index
+
+
+def test_clients_of_ended_threads_are_closed(db):
+    service = Service(db)
+    try:
+        for _ in range(3):  # a thread pool retiring idle threads
+            thread = threading.Thread(target=lambda: service.client().stats)
+            thread.start()
+            thread.join()
+        service.client()
+        assert len(service._clients) == 1  # this thread's; the three of the ended threads are closed
+    finally:
+        service.close()

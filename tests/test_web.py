@@ -1,0 +1,369 @@
+"""The web pages (``retrieval.serve.web``) through FastAPI's test client, and the evidence drawing
+(``retrieval.serve.svg``) as a pure function: what each page shows, escaping, errors as HTML pages with the API's
+status codes, and the graph's caps, classes, tooltips and deterministic layout. The same pages in a real browser:
+``tests/test_browser.py``."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import shutil
+from html.parser import HTMLParser
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from retrieval import RetrievalClient  # noqa: E402
+from retrieval.serve import svg  # noqa: E402
+from retrieval.serve.app import create_app  # noqa: E402
+from retrieval.serve.service import Service  # noqa: E402
+
+QUERY = "attention sparsity"
+
+
+class _Elements(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        self.found.append((tag, {k: v or "" for k, v in attrs}))
+
+    handle_startendtag = handle_starttag
+
+
+def elements(html: str, *classes: str, tag: str | None = None) -> list[dict]:
+    """The attributes of every element of ``html`` (of ``tag``, if given) whose class list holds all of
+    ``classes``, in document order."""
+    parser = _Elements()
+    parser.feed(html)
+    out = []
+    for name, attrs in parser.found:
+        if tag is not None and name != tag:
+            continue
+        if set(classes) <= set(attrs.get("class", "").split()):
+            out.append(attrs)
+    return out
+
+
+def listed_links(html: str) -> list[str]:
+    """The ids a paper page lists as references or citing papers (not its similar papers)."""
+    return [li["data-id"] for li in elements(html, tag="li") if li.get("data-id") and "result" not in li["class"]]
+
+
+def by_id(html: str, element_id: str) -> dict:
+    found = [attrs for attrs in elements(html) if attrs.get("id") == element_id]
+    assert len(found) == 1, f"expected one element #{element_id}, found {len(found)}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def service(demo_db):
+    service = Service(demo_db)
+    yield service
+    service.close()
+
+
+@pytest.fixture(scope="module")
+def web(service):
+    with TestClient(create_app(service)) as client:
+        yield client
+
+
+# -- the search page ---------------------------------------------------------------------------------------------
+
+
+def test_home_page_is_a_search_form(web):
+    page = web.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    form = elements(page.text, "search", tag="form")[0]
+    assert form["method"] == "get" and form["action"] == "/"
+    names = {attrs.get("name") for attrs in elements(page.text, tag="input")}
+    assert {"q", "year", "author"} <= names
+    assert "<script" not in page.text and "http://" not in page.text.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_search_page_shows_the_ranking_with_why_and_links(web, demo_db):
+    page = web.get("/", params={"q": QUERY})
+    assert page.status_code == 200
+    with RetrievalClient(demo_db) as client:
+        result = client.search(QUERY, limit=10)
+    shown = elements(page.text, "result", tag="li")
+    assert [r["data-id"] for r in shown] == [e.paper.id for e in result.ranked]
+    first = result.ranked[0]
+    assert first.why() in page.text.replace("&gt;", ">")
+    assert f'href="/paper/{first.paper.id}"' in page.text
+    assert f'href="/paper/{first.paper.id}#similar"' in page.text
+    assert "/explain-view?q=attention+sparsity&amp;focus=" in page.text
+    assert by_id(page.text, "summary")["data-matched"] == str(result.matched)
+    lead = " ".join(first.paper.lead(2))
+    if lead:
+        assert lead.replace("&", "&amp;")[:40] in page.text
+    for author in first.paper.authors[:3]:
+        assert author.replace("&", "&amp;").replace("'", "&#x27;") in page.text
+
+
+def test_search_page_pages_through_the_same_ranking(web, demo_db):
+    first = web.get("/", params={"q": "study", "limit": 5})
+    second = web.get("/", params={"q": "study", "limit": 5, "offset": 5})
+    with RetrievalClient(demo_db) as client:
+        ranked = [e.paper.id for e in client.search("study", limit=10).ranked]
+    ids = [r["data-id"] for r in elements(first.text, "result", tag="li")]
+    ids += [r["data-id"] for r in elements(second.text, "result", tag="li")]
+    assert ids == ranked and len(ranked) == 10
+    assert 'rel="next"' in first.text and "offset=5" in first.text
+    assert 'rel="prev"' in second.text
+    assert [r["data-rank"] for r in elements(second.text, "result", tag="li")][0] == "6"
+
+
+def test_search_page_applies_the_filters_and_shows_warnings(web, demo_db):
+    with RetrievalClient(demo_db) as client:
+        expected = client.search(QUERY, limit=10, year="2020-")
+    page = web.get("/", params={"q": QUERY, "year": "2020-"})
+    assert [r["data-id"] for r in elements(page.text, "result", tag="li")] == [e.paper.id for e in expected.ranked]
+    assert 'value="2020-"' in page.text
+    warned = web.get("/", params={"q": "attention qqqzzzunknownword"})
+    assert warned.status_code == 200 and 'class="warnings"' in warned.text and "qqqzzzunknownword" in warned.text
+
+
+def test_everything_from_a_request_or_the_index_is_escaped(web):
+    page = web.get("/", params={"q": '<script>alert("x")</script> attention'})
+    assert page.status_code == 200
+    assert "<script>" not in page.text and "&lt;script&gt;" in page.text
+    assert "<script>" not in web.get("/explain-view", params={"q": "<script>attention"}).text
+
+
+# -- the paper page ----------------------------------------------------------------------------------------------
+
+
+def _paper_with(demo_db, kind: str) -> str:
+    """A paper of the demo corpus with references (``kind="references"``) or citing papers (``"citations"``)."""
+    with RetrievalClient(demo_db) as client:
+        for entry in client.search("study", limit=100).ranked:
+            if getattr(client.show(entry.paper.id).paper, kind):
+                return entry.paper.id
+    pytest.fail(f"no paper of the demo corpus has {kind}")
+
+
+@pytest.mark.parametrize("kind", ["references", "citations"])
+def test_paper_page_lists_references_citing_papers_and_similar_ones(web, service, demo_db, kind):
+    pid = _paper_with(demo_db, kind)
+    page = web.get(f"/paper/{pid}")
+    assert page.status_code == 200
+    data = service.paper(pid)
+    assert data[kind]
+    assert by_id(page.text, "references") and by_id(page.text, "citations") and by_id(page.text, "similar")
+    listed = listed_links(page.text)
+    for ref in data["references"] + data["citations"]:
+        assert ref["id"] in listed
+        if ref["in_corpus"]:
+            assert f'href="/paper/{ref["id"]}"' in page.text
+            assert (ref["title"] or "").replace("&", "&amp;").replace("'", "&#x27;") in page.text
+    similar = service.similar([pid], limit=10)["results"]
+    shown = [li["data-id"] for li in elements(page.text, "result", tag="li")]
+    assert shown == [r["id"] for r in similar]
+    assert data["abstract"][:40].replace("&", "&amp;").replace("'", "&#x27;") in page.text
+
+
+def test_a_long_list_is_cut_with_a_link_to_all_of_it(web, service, demo_db, monkeypatch):
+    from retrieval.serve import web as pages
+
+    pid = _paper_with(demo_db, "citations")
+    monkeypatch.setattr(pages, "LIST_CAP", 1)
+    citing = service.paper(pid)["citations"]
+    assert len(citing) > 1
+    page = web.get(f"/paper/{pid}")
+    listed = listed_links(page.text)
+    assert citing[0]["id"] in listed and citing[1]["id"] not in listed
+    assert f"show all {len(citing)}" in page.text
+    whole = web.get(f"/paper/{pid}", params={"all": "1"}).text
+    assert all(f'data-id="{r["id"]}"' in whole for r in citing)
+
+
+# -- errors ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url, status, words",
+    [
+        ("/paper/no/such/paper", 404, "no paper 'no/such/paper' in the index"),
+        ("/?q=attention&offset=abc", 400, "offset must be a whole number"),
+        ("/?q=attention&limit=1000", 400, "limit must be between 1 and 100"),
+        ("/?q=attention&year=19x", 400, "is not a year range"),
+        ("/?q=" + "a" * 20_001, 413, "more than 20,000"),
+        ("/explain-view?q=" + "a" * 20_001, 413, "more than 20,000"),
+    ],
+)
+def test_errors_are_pages_with_the_message_and_the_status(web, url, status, words):
+    page = web.get(url)
+    assert page.status_code == status
+    assert page.headers["content-type"].startswith("text/html")
+    error = elements(page.text, "error")[0]
+    assert error["data-status"] == str(status)
+    assert words in page.text.replace("&#x27;", "'")
+
+
+def test_every_library_error_has_a_status_of_its_own():
+    """The pages and the API share one table (``retrieval.serve.service.STATUS``); every error the library raises
+    on purpose is a 4xx or a 503 there, never the 500 of an unexpected failure."""
+    from retrieval import errors
+    from retrieval.serve.service import status_of
+
+    kinds = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.RetrievalError)]
+    assert len(kinds) >= 9
+    for kind in kinds:
+        if kind is not errors.RetrievalError:
+            assert status_of(kind.__new__(kind)) in (400, 404, 413, 503), kind.__name__
+
+
+def test_an_index_that_went_away_is_503(demo_db, tmp_path):
+    copy = tmp_path / "gone.db"
+    shutil.copyfile(demo_db, copy)
+    service = Service(copy)
+    copy.unlink()
+    with TestClient(create_app(service)) as client:
+        page = client.get("/", params={"q": QUERY})
+    assert page.status_code == 503 and "no index at" in page.text and "<html" in page.text
+
+
+# -- the evidence view -------------------------------------------------------------------------------------------
+
+
+def test_evidence_view_draws_every_node_and_edge_of_the_run(web, service):
+    page = web.get("/explain-view", params={"q": QUERY})
+    assert page.status_code == 200
+    graph = service.explain(QUERY)["graph"]
+    nodes = elements(page.text, "node", tag="circle")
+    edges = elements(page.text, "edge", tag="path")
+    drawn = by_id(page.text, "drawn")
+    assert len(nodes) == len(graph["nodes"]) == int(drawn["data-nodes"]) == int(drawn["data-nodes-total"])
+    assert len(edges) == len(graph["edges"]) == int(drawn["data-edges"])
+    assert {n["data-id"] for n in nodes} == {n["paper_id"] for n in graph["nodes"]}
+    seeds = {n["data-id"] for n in elements(page.text, "node", "seed", tag="circle")}
+    assert seeds == {n["paper_id"] for n in graph["nodes"] if n["role"] == "seed"}
+    assert int(drawn["data-seeds"]) == len(seeds)
+    kept = elements(page.text, "edge", "kept", tag="path")
+    assert len(kept) == sum(e["kept"] for e in graph["edges"]) == int(drawn["data-kept"])
+    assert len(elements(page.text, "edge", "pruned", tag="path")) == int(drawn["data-pruned"])
+    ranked = [li["data-id"] for li in elements(page.text, "result", tag="li")]
+    assert ranked == [r["paper_id"] for r in service.explain(QUERY)["results"]]
+
+
+def test_evidence_view_rings_the_paper_asked_about(web, service):
+    graph = service.explain(QUERY)["graph"]
+    pid = graph["nodes"][-1]["paper_id"]
+    page = web.get("/explain-view", params={"q": QUERY, "focus": pid})
+    assert [n["data-id"] for n in elements(page.text, "node", "focus", tag="circle")] == [pid]
+    missing = web.get("/explain-view", params={"q": QUERY, "focus": "not/a/paper"})
+    assert "not in the drawn graph" in missing.text
+
+
+def test_evidence_view_without_a_query_is_a_form(web):
+    page = web.get("/explain-view")
+    assert page.status_code == 200 and 'action="/explain-view"' in page.text
+    assert "<svg" not in page.text.split("<main")[1]
+
+
+# -- the drawing, as a pure function -----------------------------------------------------------------------------
+
+
+def synthetic_graph(n_seeds: int, n_others: int, n_edges: int, seed: int = 7) -> dict:
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(n_seeds):
+        nodes.append(
+            dict(paper_id=f"s{i:03d}", title=f"Seed <{i}> & co", year=2000 + i % 10, role="seed",
+                 seed={"relevance": 1.0 - i / 100}, links=[], kept=True, score=rng.random())
+        )  # fmt: skip
+    for i in range(n_others):
+        links = [{"seed": f"s{rng.randrange(n_seeds):03d}", "relation": rng.choice(["reference", "citing"])}]
+        kept = rng.random() > 0.1
+        nodes.append(
+            dict(paper_id=f"p{i:04d}", title=f"Paper {i}", year=None if i % 17 == 0 else 1990 + i % 30,
+                 role=links[0]["relation"], seed=None, links=links, kept=kept,
+                 reason=None if kept else "no edge left after pruning", score=rng.random() * 0.1)
+        )  # fmt: skip
+    ids = [n["paper_id"] for n in nodes]
+    edges = {}
+    while len(edges) < n_edges:
+        a, b = rng.sample(ids, 2)
+        kept = rng.random() > 0.3
+        edges[(a, b)] = dict(
+            citing=a, cited=b, delta=1.0 if kept else 0.0, weight=rng.random() if kept else 0.0, kept=kept,
+            reason=None if kept else "Delta 0.000 < tau 0.3",
+        )  # fmt: skip
+    return {"nodes": nodes, "edges": list(edges.values())}
+
+
+def test_a_large_graph_is_capped_to_the_seeds_and_the_best_papers():
+    graph = synthetic_graph(12, 400, 1500)
+    drawing = svg.draw(graph)
+    best = sorted((n for n in graph["nodes"] if n["role"] != "seed"), key=lambda n: (-n["score"], n["paper_id"]))
+    expected = {n["paper_id"] for n in graph["nodes"] if n["role"] == "seed"} | {
+        n["paper_id"] for n in best[: svg.MAX_NODES]
+    }
+    assert drawing.drawn_ids == expected
+    assert (drawing.nodes_drawn, drawing.nodes_total, drawing.seeds_drawn) == (12 + svg.MAX_NODES, 412, 12)
+    among = [e for e in graph["edges"] if e["citing"] in expected and e["cited"] in expected]
+    assert drawing.edges_drawn == len(among) < drawing.edges_total == 1500
+    assert drawing.kept_drawn == sum(e["kept"] for e in among)
+    assert len(elements(drawing.svg, "node", tag="circle")) == drawing.nodes_drawn
+    assert len(elements(drawing.svg, "node", "seed", tag="circle")) == 12
+    assert len(elements(drawing.svg, "edge", "kept", tag="path")) == drawing.kept_drawn
+    assert len(elements(drawing.svg, "edge", "pruned", tag="path")) == drawing.pruned_drawn
+    assert not drawing.complete
+
+
+def test_the_edge_cap_keeps_kept_edges_by_weight():
+    graph = synthetic_graph(5, 40, 600)
+    drawing = svg.draw(graph, max_edges=100)
+    assert drawing.edges_drawn == 100
+    kept = sorted((e for e in graph["edges"] if e["kept"]), key=lambda e: -e["weight"])
+    drawn = {(a["data-citing"], a["data-cited"]) for a in elements(drawing.svg, "edge", tag="path")}
+    assert {(e["citing"], e["cited"]) for e in kept[:100]} == drawn
+
+
+def test_every_node_and_edge_has_a_tooltip_and_the_text_is_escaped():
+    graph = synthetic_graph(3, 20, 40)
+    drawing = svg.draw(graph)
+    titles = re.findall(r"<title>(.*?)</title>", drawing.svg, flags=re.S)
+    assert len(titles) == drawing.nodes_drawn + drawing.edges_drawn
+    assert "Seed &lt;0&gt; &amp; co (2000)" in drawing.svg
+    assert "<0>" not in drawing.svg
+    pruned = [t for t in titles if "pruned" in t]
+    assert pruned and all("Delta 0.000" in t for t in pruned)
+    assert any("no year" in t for t in titles)
+
+
+def test_the_layout_is_deterministic_and_inside_the_view():
+    graph = synthetic_graph(10, 150, 800)
+    assert svg.draw(graph).svg == svg.draw(graph).svg
+    shuffled = {"nodes": list(reversed(graph["nodes"])), "edges": list(reversed(graph["edges"]))}
+    assert svg.layout(shuffled["nodes"]) == svg.layout(graph["nodes"])
+    positions = svg.layout(graph["nodes"])
+    for node in graph["nodes"]:
+        x, y = positions[node["paper_id"]]
+        r = math.hypot(x - svg.CENTRE, y - svg.CENTRE)
+        if node["role"] == "seed":
+            assert r == pytest.approx(svg.RADII["seed"])
+        else:
+            assert svg.RADII["reference"] - 1 <= r <= svg.RADII["citing"] + svg.STAGGER + 1
+    box = [float(v) for v in re.search(r'viewBox="([^"]+)"', svg.draw(graph).svg).group(1).split()]
+    for x, y in positions.values():
+        assert box[0] < x < box[0] + box[2] and box[1] < y < box[1] + box[3]
+
+
+def test_node_size_grows_with_score_and_an_empty_graph_draws():
+    graph = synthetic_graph(2, 10, 5)
+    radii = {a["data-id"]: float(a["r"]) for a in elements(svg.draw(graph).svg, "node", tag="circle")}
+    ordered = sorted(graph["nodes"], key=lambda n: n["score"])
+    assert [radii[n["paper_id"]] for n in ordered] == sorted(radii.values())
+    empty = svg.draw({"nodes": [], "edges": []})
+    assert empty.nodes_drawn == empty.edges_drawn == 0 and empty.svg.startswith("<svg")
+    single = svg.draw({"nodes": graph["nodes"][:1], "edges": []})
+    assert single.seeds_drawn == 1
