@@ -49,6 +49,13 @@ def tf_norm(count: int, length: int, avgdl: float, k1: float = K1, b: float = B)
 #: ``tf_norm`` as SQL over a posting ``tf`` (its ``count`` and its paper's ``length``) with the parameters ``:k1``,
 #: ``:b`` and ``:avgdl``: the one text every scoring statement uses (a test checks it against ``tf_norm``).
 TF_NORM_SQL = "tf.count * (:k1 + 1.0) / (tf.count + :k1 * (1.0 - :b + :b * tf.length / :avgdl))"
+#: The same text on PostgreSQL, derived from it (so the operations and their order are the same by construction),
+#: every operand a double: ``REAL`` is float4 there and a bare ``1.0`` numeric, so both backends compute the same
+#: doubles.
+TF_NORM_SQL_POSTGRESQL = TF_NORM_SQL
+for _operand in ("1.0", ":k1", ":b", ":avgdl"):
+    TF_NORM_SQL_POSTGRESQL = TF_NORM_SQL_POSTGRESQL.replace(_operand, f"CAST({_operand} AS float8)")
+del _operand
 
 
 def impact(count: int, length: int, avgdl: float, k1: float = K1, b: float = B) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from importlib import import_module
 
 from .cli_types import add_output_args, bounded, hops, query, relations, unit, year_range
-from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalConfig, resolve_db_path
+from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalConfig, resolve_db
 from .errors import RetrievalError
 from .text import TOKENISER_VERSION
 from .validate import LIMITS
@@ -157,7 +157,8 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
 
     result = commands.upgrade(db=args.db)
     before, after = result
-    where = args.db or "the index"
+    located = resolve_db(args.db)
+    where = str(getattr(located, "shown", located)) if args.db else "the index"  # a server URL without its password
     reindexed = getattr(result, "reindexed", None)
     if before == after and reindexed is None:
         text = f"{where} is at schema revision {after} already: nothing to do"
@@ -167,7 +168,7 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
         text = f"upgraded {where} from schema revision {before} to {after}"
         if reindexed is not None:
             text += f", re-indexed from tokeniser v{reindexed} to v{TOKENISER_VERSION}"
-    fields = {"path": str(resolve_db_path(args.db)), "from_revision": before, "to_revision": after}
+    fields = {"path": str(getattr(located, "shown", located)), "from_revision": before, "to_revision": after}
     upgraded = before != after or reindexed is not None
     _print_summary(args, {**fields, "reindexed_from_tokeniser": reindexed, "upgraded": upgraded}, text)
     return 0

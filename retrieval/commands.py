@@ -5,14 +5,14 @@ an index from the lesson's two mock clients lives here too, so that ``RetrievalC
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from .config import RetrievalConfig, resolve_db_path
+from .config import DatabaseURL, RetrievalConfig, resolve_db, resolve_db_path
 from .errors import InputError
 from .search.client import RetrievalClient
 from .store.database import check_index, connect, edge_counts
+from .store.dialect import register
 from .store.querylog import record_if_enabled
 
 # The writers, the readers and the demo corpus are imported by the commands that use them, so that a process
@@ -56,17 +56,19 @@ def build(
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients
     from .store.build import build_index
 
-    path = resolve_db_path(db)
+    where = resolve_db(db)
+    if isinstance(where, DatabaseURL):  # a PostgreSQL server: the same build, copied in (retrieval.store.pgbuild)
+        from .store.pgbuild import build_postgres as build_index
     if source is None:
         corpus = build_corpus()
         papers = merge_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus))
         return build_index(
-            papers, path, source=BUILTIN, progress=progress, workers=workers, stem=stem, stopwords=stopwords
+            papers, where, source=BUILTIN, progress=progress, workers=workers, stem=stem, stopwords=stopwords
         )
     src = _corpus_file(source)
     papers = PaperFile(src, format)
     return build_index(
-        papers, path, source=src.name, progress=progress, workers=workers, stem=stem, stopwords=stopwords
+        papers, where, source=src.name, progress=progress, workers=workers, stem=stem, stopwords=stopwords
     )
 
 
@@ -77,21 +79,23 @@ def add(
     progress: Callable[[int], None] | None = None,
     format: str | None = None,
 ) -> WriteSummary:
-    """Add the papers of ``source`` to the index at ``db`` in one transaction; an id already there is an error
-    unless ``replace``. Statistics stay exact: the index equals a rebuild from the new corpus."""
+    """Add the papers of ``source`` to the index at ``db`` (a file or a PostgreSQL URL) in one transaction; an id
+    already there is an error unless ``replace``. Statistics stay exact: the index equals a rebuild from the new
+    corpus."""
     from .corpus.jsonl import read_papers
     from .store.writer import add_papers
 
-    path = resolve_db_path(db)
+    path = resolve_db(db)
     src = _corpus_file(source)
     return add_papers((p for _, p in read_papers(src, format)), path, replace=replace, progress=progress)
 
 
 def remove(ids: list[str], db: str | os.PathLike[str] | None = None) -> WriteSummary:
-    """Remove the papers ``ids`` and their edges from the index at ``db`` in one transaction."""
+    """Remove the papers ``ids`` and their edges from the index at ``db`` (a file or a PostgreSQL URL) in one
+    transaction."""
     from .store.writer import remove_papers
 
-    return remove_papers(ids, resolve_db_path(db))
+    return remove_papers(ids, resolve_db(db))
 
 
 def upgrade(db: str | os.PathLike[str] | None = None) -> tuple[str, str]:
@@ -100,7 +104,12 @@ def upgrade(db: str | os.PathLike[str] | None = None) -> tuple[str, str]:
     touched). Atomic: the old file stays as it was if the upgrade fails."""
     from .store.migrate import upgrade_index
 
-    return upgrade_index(resolve_db_path(db))
+    where = resolve_db(db)
+    if isinstance(where, DatabaseURL):
+        from .store.pgbuild import upgrade_server
+
+        return upgrade_server(where)
+    return upgrade_index(where)
 
 
 def search(
@@ -191,26 +200,44 @@ STATS_SQL = """\
 SELECT (SELECT count(*) FROM papers) AS papers,
        (SELECT count(*) FROM doc_freq) AS terms,
        (SELECT count(*) FROM term_freq) AS postings"""
+register(STATS_SQL, STATS_SQL)  # the same text on PostgreSQL
+
+
+# PostgreSQL: the same counts, and the size of the index's schema (its tables with their indexes and TOAST), the
+# counterpart of the file's size (the database may hold other schemas).
+SCHEMA_BYTES_SQL = """\
+SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)
+FROM pg_class AS c
+JOIN pg_namespace AS n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema()
+  AND c.relkind IN ('r', 'p', 'm')"""
+register(SCHEMA_BYTES_SQL, SCHEMA_BYTES_SQL)  # PostgreSQL only: the executor runs a statement's registered text
 
 
 def stats(db: str | os.PathLike[str] | None = None) -> dict:
-    """What the index at ``db`` holds: papers, edges, terms, avgdl, years, schema revision, file size, ..."""
-    path = resolve_db_path(db)
-    info = check_index(path)
-    conn = connect(path, readonly=True)
-    try:
-        conn.row_factory = sqlite3.Row
-        row = conn.execute(STATS_SQL).fetchone()
-        edges, dangling = edge_counts(conn)
-    finally:
-        conn.close()
+    """What the index at ``db`` holds: papers, edges, terms, avgdl, years, schema revision, file size, ...
+    (on PostgreSQL, ``file_bytes`` is the size of the index's schema ``retrieval``: tables, indexes, TOAST)."""
+    where = resolve_db(db)
+    if isinstance(where, DatabaseURL):
+        info, (papers, terms, postings), (edges, dangling), size = _server_stats(where)
+        path = where.shown
+    else:
+        path = where
+        info = check_index(path)
+        conn = connect(path, readonly=True)
+        try:
+            papers, terms, postings = conn.execute(STATS_SQL).fetchone()
+            edges, dangling = edge_counts(conn)
+        finally:
+            conn.close()
+        size = path.stat().st_size
     return {
         "path": str(path),
-        "papers": row["papers"],
+        "papers": papers,
         "edges": edges,
         "dangling_references": dangling,
-        "terms": row["terms"],
-        "postings": row["postings"],
+        "terms": terms,
+        "postings": postings,
         "avgdl": info.avgdl,
         "min_year": info.min_year,
         "max_year": info.max_year,
@@ -222,8 +249,27 @@ def stats(db: str | os.PathLike[str] | None = None) -> dict:
         "schema_revision": info.info.get("schema_revision"),
         "source": info.info.get("source"),
         "built_at": info.info.get("built_at"),
-        "file_bytes": path.stat().st_size,
+        "file_bytes": size,
     }
+
+
+def _server_stats(url: DatabaseURL):
+    """``stats``' reads on PostgreSQL, in one read snapshot: the checked statistics, the counts, the edges and
+    the schema's size."""
+    from .store.database import EDGE_COUNTS_SQL
+    from .store.executor import Executor
+    from .store.postgres import connect as server_connect
+
+    executor = Executor(server_connect(url, readonly=True), None, url)
+    try:
+        info = check_index(url, executor.rows)
+        with executor.snapshot() as snap:
+            counts = snap.rows("stats: counts", STATS_SQL)[0]
+            total, edges = snap.rows("stats: citation rows and edges", EDGE_COUNTS_SQL)[0]
+            size = snap.rows("stats: the schema's size", SCHEMA_BYTES_SQL)[0][0]
+    finally:
+        executor.conn.close()
+    return info, counts, (edges or 0, total - (edges or 0)), int(size)
 
 
 def log_enable(on: bool, db: str | os.PathLike[str] | None = None) -> bool:
@@ -231,14 +277,14 @@ def log_enable(on: bool, db: str | os.PathLike[str] | None = None) -> bool:
     Turning on an index at revision 0004 is refused with ``retrieval upgrade`` (see ``retrieval.store.querylog``)."""
     from .store.querylog import enable
 
-    return enable(resolve_db_path(db), on)
+    return enable(resolve_db(db), on)
 
 
 def log_status(db: str | os.PathLike[str] | None = None) -> bool:
     """Whether the index at ``db`` logs its queries."""
     from .store.querylog import is_enabled
 
-    path = resolve_db_path(db)
+    path = resolve_db(db)
     check_index(path)
     return is_enabled(path)
 
@@ -248,7 +294,7 @@ def log_entries(db: str | os.PathLike[str] | None = None, since: object = None) 
     it says otherwise): one dict per logged search, similar or explain."""
     from .store.querylog import entries
 
-    return entries(resolve_db_path(db), since)
+    return entries(resolve_db(db), since)
 
 
 def log_plot(out: str | os.PathLike[str], db: str | os.PathLike[str] | None = None, since: object = None) -> int:
@@ -256,7 +302,7 @@ def log_plot(out: str | os.PathLike[str], db: str | os.PathLike[str] | None = No
     latency over time. Returns the number of entries drawn. Needs matplotlib (``pip install 'retrieval[eval]'``)."""
     from .store.querylog import entries, plot
 
-    path = resolve_db_path(db)
+    path = resolve_db(db)
     rows = entries(path, since)
     plot(rows, out, title=f"query log of {path.name}")
     return len(rows)

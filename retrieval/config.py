@@ -19,14 +19,60 @@ MAX_HOPS = 2
 GRAPH_SCORES = {0: 1.0, 1: 0.6, 2: 0.3}
 
 
-def resolve_db_path(db: str | os.PathLike[str] | None = None) -> Path:
-    """The index file to use: ``db`` if given, else ``$RETRIEVAL_DB``, else ``./retrieval.db``."""
-    if db is not None and str(db) != "":
+class DatabaseURL(str):
+    """An index on a database server: a SQLAlchemy URL such as ``postgresql://user@host/papers`` (the text, with
+    ``dialect``; ``shown`` hides a password, for messages)."""
+
+    __slots__ = ()
+
+    @property
+    def dialect(self) -> str:
+        return self.split("://", 1)[0].split("+", 1)[0]
+
+    @property
+    def shown(self) -> str:
+        scheme, _, rest = self.partition("://")
+        who, at, where = rest.rpartition("@")
+        if at and ":" in who:
+            who = who.split(":", 1)[0] + ":***"
+        return f"{scheme}://{who}{at}{where}"
+
+
+#: URL schemes of the servers an index can live on (besides a SQLite file).
+SERVER_SCHEMES = ("postgresql", "postgres")
+
+
+def resolve_db(db: str | os.PathLike[str] | None = None) -> Path | DatabaseURL:
+    """Where the index is: ``db`` if given, else ``$RETRIEVAL_DB``, else ``./retrieval.db``. A plain path or a
+    ``sqlite:///PATH`` URL is a SQLite file (a ``Path``); ``postgresql://...`` is a ``DatabaseURL``; any other
+    ``scheme://`` is refused with ``ConfigError``."""
+    if db is None or str(db) == "":
+        db = os.environ.get(DB_ENV_VAR) or DEFAULT_DB
+    if isinstance(db, Path) or "://" not in str(db):
         return Path(db)
-    from_env = os.environ.get(DB_ENV_VAR)
-    if from_env:
-        return Path(from_env)
-    return Path(DEFAULT_DB)
+    text = str(db)
+    scheme = text.split("://", 1)[0].split("+", 1)[0].lower()
+    if scheme == "sqlite":
+        path = text.split("://", 1)[1]
+        return Path(path[1:] if path.startswith("/") else path)  # sqlite:///rel.db, sqlite:////abs.db
+    if scheme in SERVER_SCHEMES:
+        return DatabaseURL("postgresql" + text[len(text.split("://", 1)[0]) :].replace("postgresql+psycopg", ""))
+    raise ConfigError(
+        f"--db {text.split('://', 1)[0]}://... is not a kind of index retrieval knows: give a file path, "
+        "sqlite:///PATH or postgresql://USER@HOST/DATABASE"
+    )
+
+
+def resolve_db_path(db: str | os.PathLike[str] | None = None) -> Path:
+    """The index file to use (``resolve_db``), for what works on a SQLite file only: a server URL is refused
+    with a ``ConfigError`` that says so."""
+    where = resolve_db(db)
+    if isinstance(where, DatabaseURL):
+        raise ConfigError(
+            f"this command works on an index file, not yet on a PostgreSQL server ({where.shown}): "
+            "give a file path with --db"
+        )
+    return where
 
 
 #: How graph_score is computed: the expansion's evidence sum (the default) or the lesson's score by hop distance.

@@ -8,7 +8,7 @@ import pytest
 
 from retrieval import build_index, read_jsonl
 from retrieval.commands import build
-from tests.helpers import shared_corpus
+from tests.helpers import BACKENDS, shared_corpus
 
 
 @pytest.fixture(autouse=True)
@@ -31,3 +31,70 @@ def cacm_db(tmp_path_factory) -> tuple[Path, Path]:
     path = tmp_path_factory.mktemp("cacm") / "cacm.db"
     build_index((p for _, p in read_jsonl(corpus)), path, source=corpus.name)
     return path, corpus
+
+
+# -- PostgreSQL: a real server, started by .ci/run (`.ci/postgres start DIR PORT`) -------------------------------
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    """The URL of a PostgreSQL server's maintenance database (``$RETRIEVAL_TEST_POSTGRES``). Without one the
+    PostgreSQL tests skip, unless ``$RETRIEVAL_REQUIRE_POSTGRES`` is set (CI), where they fail."""
+    import os
+
+    url = os.environ.get("RETRIEVAL_TEST_POSTGRES")
+    if not url:
+        reason = "no PostgreSQL server: start one with `.ci/postgres start DIR PORT` and set RETRIEVAL_TEST_POSTGRES"
+        if os.environ.get("RETRIEVAL_REQUIRE_POSTGRES"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return url
+
+
+@pytest.fixture(scope="session")
+def pg_database(pg_server):
+    """A factory of fresh, empty databases on the test server (``pg_database("name")`` -> URL), dropped at the
+    end of the session."""
+    import uuid
+
+    import psycopg
+
+    made = []
+
+    def make(label: str = "t") -> str:
+        name = f"retrieval_{label}_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        made.append(name)
+        return pg_server.rsplit("/", 1)[0] + "/" + name
+
+    yield make
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        for name in made:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def demo_pg(pg_database) -> str:
+    """The demo corpus indexed on PostgreSQL (the URL)."""
+    url = pg_database("demo")
+    build(db=url)
+    return url
+
+
+# -- Tests that do not depend on the backend run on both: these fixtures take each backend as a parameter ----------
+@pytest.fixture(scope="session", params=BACKENDS)
+def demo_index(request, tmp_path_factory):
+    """The demo corpus indexed on each backend in turn."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("demo_db")
+    return request.getfixturevalue("demo_pg")
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def cacm_index(request):
+    """The CACM corpus indexed on each backend in turn: (index, corpus path)."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("cacm_db")
+    corpus = shared_corpus("cacm")
+    url = request.getfixturevalue("pg_database")("cacm")
+    build(db=url, source=corpus)
+    return url, corpus

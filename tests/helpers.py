@@ -34,3 +34,24 @@ def paper(pid: str, title: str = "", abstract: str = "", year=2000, references=(
         "authors": list(authors),
         "references": list(references),
     }
+
+
+#: The backends a test that does not depend on one runs on (a fixture parameter: ``tests/conftest.py``).
+BACKENDS = ("sqlite", "postgresql")
+
+
+def index_on(request, backend: str, papers, label: str, source: str = "synthetic"):
+    """``papers`` indexed on ``backend``: a file under a fresh temporary folder, or a fresh PostgreSQL database
+    (its URL)."""
+    from retrieval import build_index
+    from retrieval.config import resolve_db
+    from retrieval.store.pgbuild import build_postgres
+
+    if backend == "sqlite":
+        path = request.getfixturevalue("tmp_path_factory").mktemp(label) / f"{label}.db"
+        build_index(papers, path, source=source)
+        return path
+
+    url = request.getfixturevalue("pg_database")(label)
+    build_postgres(papers, resolve_db(url), source=source)
+    return url

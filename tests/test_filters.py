@@ -7,12 +7,13 @@ import random
 
 import pytest
 
-from retrieval import RetrievalClient, build_index
+from retrieval import RetrievalClient
 from retrieval.corpus.names import matches, name_key, name_words
 from retrieval.corpus.paper import Paper
 from retrieval.errors import ConfigError
 from retrieval.search import lexical
 from retrieval.search.filters import Filters, contains, parse_years
+from tests.helpers import BACKENDS, index_on
 from tests.reference import ReferenceBM25, close, tokens
 
 WORDS = [f"w{i}" for i in range(40)] + ["black", "hole", "entropy", "string", "the", "of"]
@@ -44,12 +45,11 @@ def _papers(seed: int = 3, n: int = 160) -> list[Paper]:
     return out
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
+@pytest.fixture(scope="module", params=BACKENDS)
+def corpus(request):
+    """The synthetic corpus on each backend in turn (the filters' statements have a text per dialect)."""
     papers = _papers()
-    db = tmp_path_factory.mktemp("filters") / "f.db"
-    build_index(papers, db, source="synthetic")
-    return db, {p.id: p for p in papers}
+    return index_on(request, request.param, papers, "filters"), {p.id: p for p in papers}
 
 
 def _passes(p: Paper, years=None, authors=(), exclude=(), phrases=()) -> bool:

@@ -25,14 +25,14 @@ def _check_against_reference(client: RetrievalClient, ref: ReferenceBM25, query:
     "query",
     ["attention sparsity", "retrieval augmentation embedding", "study 12", "low rank low rank", "topic 3 accuracy"],
 )
-def test_demo_corpus_matches_reference(demo_db, query):
+def test_demo_corpus_matches_reference(demo_index, query):
     ref = ReferenceBM25({p.id: p.text for p in build_corpus()})
-    with RetrievalClient(db=demo_db) as client:
+    with RetrievalClient(db=demo_index) as client:
         _check_against_reference(client, ref, query, 100)
 
 
-def test_real_corpus_matches_reference(cacm_db):
-    db, corpus = cacm_db
+def test_real_corpus_matches_reference(cacm_index):
+    db, corpus = cacm_index
     ref = ReferenceBM25({p.id: p.text for _, p in read_jsonl(corpus)})
     queries_file = corpus.parent / "queries-dev.jsonl"
     queries = [json.loads(line)["query"] for line in queries_file.read_text(encoding="utf-8").splitlines()]
@@ -49,10 +49,10 @@ def test_real_corpus_matches_reference(cacm_db):
                 assert close(scores[pid], ref.score(pid, query) if pid in ref.tf else 0.0)
 
 
-def test_agrees_with_bm25s_lucene(cacm_db):
+def test_agrees_with_bm25s_lucene(cacm_index):
     """bm25s's "lucene" variant has the same idf and omits the (k1 + 1) factor, so ours is (k1 + 1) times it."""
     bm25s = pytest.importorskip("bm25s")
-    db, corpus = cacm_db
+    db, corpus = cacm_index
     papers = [p for _, p in read_jsonl(corpus)]
     retriever = bm25s.BM25(method="lucene", k1=1.5, b=0.75)
     retriever.index([tokens(p.text) for p in papers], show_progress=False)

@@ -10,7 +10,7 @@ import pytest
 from retrieval import RetrievalConfig
 from retrieval.cli import main
 from retrieval.corpus.paper import Paper
-from tests.helpers import paper, write_jsonl
+from tests.helpers import BACKENDS, paper, write_jsonl
 
 
 def run(capsys, *argv):
@@ -19,8 +19,9 @@ def run(capsys, *argv):
     return code, out, err
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory):
+@pytest.fixture(scope="module", params=BACKENDS)
+def db(request, tmp_path_factory):
+    """A small corpus built through the CLI on each backend in turn (``--db`` a file, or a PostgreSQL URL)."""
     tmp = tmp_path_factory.mktemp("search_cli")
     records = [
         paper("a1", "Black hole entropy", "black hole entropy from strings", 1996, authors=["Juan Maldacena"]),
@@ -30,7 +31,7 @@ def db(tmp_path_factory):
         paper("a5", "Unrelated", "lattice gauge theory", 1990, ["a3"], ["K. Wilson"]),
     ]
     source = write_jsonl(tmp / "papers.jsonl", records)
-    path = tmp / "t.db"
+    path = tmp / "t.db" if request.param == "sqlite" else request.getfixturevalue("pg_database")("search_cli")
     assert main(["build", "--from", str(source), "--db", str(path)]) == 0
     return str(path)
 

@@ -7,10 +7,11 @@ import random
 
 import pytest
 
-from retrieval import RetrievalClient, build_index
+from retrieval import RetrievalClient
 from retrieval.corpus.paper import Paper
 from retrieval.errors import ConfigError, InputError
 from retrieval.search import similar as similar_module
+from tests.helpers import BACKENDS, index_on
 from tests.reference import ReferenceBM25
 
 WORDS = [f"w{i}" for i in range(30)]
@@ -28,12 +29,11 @@ def _papers(seed: int = 11, n: int = 120) -> list[Paper]:
     return out
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
+@pytest.fixture(scope="module", params=BACKENDS)
+def corpus(request):
+    """The synthetic corpus on each backend in turn."""
     papers = _papers()
-    db = tmp_path_factory.mktemp("similar") / "s.db"
-    build_index(papers, db, source="synthetic")
-    return db, {p.id: p for p in papers}
+    return index_on(request, request.param, papers, "similar"), {p.id: p for p in papers}
 
 
 def _expected(papers: dict, seeds: list[str], exclude=()) -> list[tuple[str, float]]:
@@ -61,7 +61,7 @@ def _expected(papers: dict, seeds: list[str], exclude=()) -> list[tuple[str, flo
         score = (co / len(seeds) + cp / len(seeds) + tx) / 3.0
         if co or cp or c in text_scores:
             out[c] = score
-    return sorted(out.items(), key=lambda kv: (-round(kv[1], 12), kv[0]))
+    return sorted(out.items(), key=lambda kv: (-round(kv[1], 10), kv[0]))
 
 
 @pytest.mark.parametrize("seeds", [["p000"], ["p005"], ["p010", "p011", "p012"]])

@@ -53,12 +53,26 @@ _TF_NORM = (
     f"(1.0 - {_INFO.format('b')} + {_INFO.format('b')} * l.length / {_INFO.format('avgdl')}))"
 )
 IMPACT_EXPR = f"CAST({_TF_NORM} AS INTEGER) + (({_TF_NORM}) > CAST({_TF_NORM} AS INTEGER))"
+# PostgreSQL has ceil(), and no integer + boolean.
+IMPACT_EXPR_POSTGRESQL = f"CAST(ceil({_TF_NORM.replace('AS REAL', 'AS DOUBLE PRECISION')}) AS INTEGER)"
 
 
 def upgrade() -> None:
+    impact = IMPACT_EXPR_POSTGRESQL if op.get_context().dialect.name == "postgresql" else IMPACT_EXPR
     op.execute("DROP VIEW IF EXISTS term_counts")
     op.rename_table("doc_len", "doc_len_0003")
     op.rename_table("term_freq", "term_freq_0003")
+    if op.get_context().dialect.name == "postgresql" and not op.get_context().as_sql:
+        # PostgreSQL names a key's index after the constraint, once per schema: the old tables' keys give way.
+        for table in ("doc_len_0003", "term_freq_0003"):
+            names = op.get_bind().execute(
+                sa.text(
+                    "SELECT conname FROM pg_constraint WHERE conrelid = CAST(:t AS regclass) AND contype IN ('p', 'u')"
+                ),
+                {"t": table},
+            )
+            for (name,) in names.fetchall():
+                op.execute(f'ALTER TABLE {table} RENAME CONSTRAINT "{name}" TO "{name}_0003"')
     op.create_table(
         "doc_len",
         sa.Column("doc_id", sa.Integer(), nullable=False),
@@ -86,7 +100,7 @@ def upgrade() -> None:
     )
     op.execute(
         "INSERT INTO term_freq (term_id, doc_id, count, length, impact) "
-        f"SELECT o.term_id, l.doc_id, o.count, l.length, {IMPACT_EXPR} "
+        f"SELECT o.term_id, l.doc_id, o.count, l.length, {impact} "
         "FROM term_freq_0003 AS o JOIN doc_len AS l ON l.paper_id = o.paper_id "
         "ORDER BY o.term_id, l.doc_id"
     )
@@ -97,6 +111,7 @@ def upgrade() -> None:
         ["term_id", "impact", "count", "length"],
         unique=False,
         sqlite_where=sa.text("impact >= 1250"),
+        postgresql_where=sa.text("impact >= 1250"),
     )
     op.drop_table("term_freq_0003")
     op.drop_table("doc_len_0003")

@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
+from ..store.dialect import register
 from ..store.executor import Snapshot
 from .config import EvidenceConfig
 
@@ -65,6 +66,63 @@ ORDER BY is_seed DESC,
          p.year DESC,
          l.paper_id"""
 
+# PostgreSQL: plain joins (its planner starts from the seeds' few rows by itself), bool_or for SQLite's max over
+# 0/1 (cast back to 0/1), json_agg for json_group_array (as text: the caller decodes it), ids ordered byte-wise.
+_NEIGHBOURHOOD_POSTGRESQL = """\
+WITH seeds(paper_id) AS (
+    SELECT DISTINCT p.id
+    FROM jsonb_array_elements_text(CAST(:seed_ids AS jsonb)) AS j (value)
+    JOIN papers AS p ON p.id = j.value
+),
+links(paper_id, seed_id, relation) AS (
+    SELECT s.paper_id, s.paper_id, 'seed'
+    FROM seeds AS s
+    UNION ALL
+    SELECT c.cited_id, s.paper_id, 'reference'
+    FROM seeds AS s
+    JOIN citations AS c ON c.citing_id = s.paper_id
+    JOIN papers AS p ON p.id = c.cited_id
+    UNION ALL
+    SELECT c.citing_id, s.paper_id, 'citing'
+    FROM seeds AS s
+    JOIN citations AS c ON c.cited_id = s.paper_id
+    JOIN papers AS p ON p.id = c.citing_id
+)"""
+
+# The year is read per node after the grouping (every node is a paper): joined before it, the planner, which
+# cannot know how few links there are, hashed the whole papers table.
+NODES_SQL_POSTGRESQL = f"""\
+{_NEIGHBOURHOOD_POSTGRESQL},
+nodes AS (
+    SELECT l.paper_id,
+           CAST(bool_or(l.relation = 'seed') AS integer) AS is_seed,
+           count(DISTINCT l.seed_id) FILTER (WHERE l.relation <> 'seed') AS seed_links,
+           CAST(json_agg(json_build_array(l.seed_id, l.relation)) FILTER (WHERE l.relation <> 'seed') AS text)
+               AS links
+    FROM links AS l
+    GROUP BY l.paper_id
+),
+dated AS (
+    SELECT n.paper_id,
+           n.is_seed,
+           n.seed_links,
+           (SELECT p.year FROM papers AS p WHERE p.id = n.paper_id) AS year,
+           n.links
+    FROM nodes AS n
+)
+SELECT paper_id,
+       is_seed,
+       seed_links,
+       year,
+       links
+FROM dated
+ORDER BY is_seed DESC,
+         seed_links DESC,
+         year IS NULL,
+         year DESC,
+         paper_id COLLATE "C\""""
+register(NODES_SQL, NODES_SQL_POSTGRESQL)
+
 #: E: every citation between two papers of V (both ends are papers, since V holds only papers).
 EDGES_SQL = """\
 SELECT c.citing_id,
@@ -73,12 +131,26 @@ FROM citations AS c
 WHERE c.citing_id IN (SELECT value FROM json_each(:node_ids))
   AND c.cited_id IN (SELECT value FROM json_each(:node_ids))
 ORDER BY c.citing_id, c.cited_id"""
+EDGES_SQL_POSTGRESQL = """\
+SELECT c.citing_id,
+       c.cited_id
+FROM citations AS c
+WHERE c.citing_id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:node_ids AS jsonb))))
+  AND c.cited_id IN (SELECT jsonb_array_elements_text(CAST(:node_ids AS jsonb)))
+ORDER BY c.citing_id COLLATE "C", c.cited_id COLLATE "C\""""
+register(EDGES_SQL, EDGES_SQL_POSTGRESQL)
 
 EDGE_COUNT_SQL = """\
 SELECT count(*)
 FROM citations AS c
 WHERE c.citing_id IN (SELECT value FROM json_each(:node_ids))
   AND c.cited_id IN (SELECT value FROM json_each(:node_ids))"""
+EDGE_COUNT_SQL_POSTGRESQL = """\
+SELECT count(*)
+FROM citations AS c
+WHERE c.citing_id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:node_ids AS jsonb))))
+  AND c.cited_id IN (SELECT jsonb_array_elements_text(CAST(:node_ids AS jsonb)))"""
+register(EDGE_COUNT_SQL, EDGE_COUNT_SQL_POSTGRESQL)
 
 
 @dataclass

@@ -144,7 +144,8 @@ def explain_index(query: str, db: str | os.PathLike[str] | None = None, **kwargs
     """``explain`` on the index at ``db`` (resolved as everywhere: ``--db``, ``$RETRIEVAL_DB``, ``./retrieval.db``)."""
     with RetrievalClient(db=db) as client:
         run = explain(client, query, **kwargs)
-    record_if_enabled(client.path, "explain", run.query, run.config, run)  # the query log; never raises
+    info = client.last_stats.info if client.last_stats else None  # the snapshot's index_info: no second read
+    record_if_enabled(client.path, "explain", run.query, run.config, run, info)  # the query log; never raises
     return run
 
 

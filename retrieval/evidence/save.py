@@ -21,6 +21,8 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..config import DatabaseURL
+from ..errors import StoreError
 from ..store.database import check_index
 from ..store.files import write_transaction
 from .records import EdgeRecord, EvidenceRun, NodeRecord
@@ -62,6 +64,11 @@ VALUES (
 def save_run(path: str | os.PathLike[str], run: EvidenceRun) -> int:
     """Store ``run`` in the index at ``path`` and return its id in ``evidence_runs`` (one transaction, under the
     writers' lock, so a rebuild never swaps in over it unseen)."""
+    if isinstance(path, DatabaseURL):
+        raise StoreError(
+            f"explain --save stores runs in an index file; on PostgreSQL ({path.shown}) it is not supported yet: "
+            "run explain without --save, or on a file index"
+        )
     path = Path(path)
     check_index(path)  # the head revision and its audit tables (an older index is refused: upgrade it)
     with write_transaction(path, BUSY_TIMEOUT_MS, "save the run in") as conn:

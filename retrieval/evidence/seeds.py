@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ..search import lexical
 from ..search.query import Query
+from ..store.dialect import register
 from ..store.executor import Snapshot
 from .config import EvidenceConfig, age
 
@@ -34,6 +35,12 @@ SELECT p.id,
        p.year
 FROM papers AS p
 WHERE p.id IN (SELECT value FROM json_each(:paper_ids))"""
+YEARS_SQL_POSTGRESQL = """\
+SELECT p.id,
+       p.year
+FROM papers AS p
+WHERE p.id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:paper_ids AS jsonb))))"""
+register(YEARS_SQL, YEARS_SQL_POSTGRESQL)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from typing import Protocol, runtime_checkable
 
 from ..bm25 import idf as bm25_idf
 from ..errors import InputError
+from ..store.dialect import register
 from ..store.executor import Snapshot
 from ..text import sentences, tokenise
 
@@ -39,6 +40,12 @@ SELECT d.term,
        d.df
 FROM doc_freq AS d
 WHERE d.term IN (SELECT value FROM json_each(:terms))"""
+DOC_FREQ_SQL_POSTGRESQL = """\
+SELECT d.term,
+       d.df
+FROM doc_freq AS d
+WHERE d.term = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:terms AS jsonb))))"""
+register(DOC_FREQ_SQL, DOC_FREQ_SQL_POSTGRESQL)
 
 
 def claims_of(title: str, abstract: str | None, max_claims: int) -> list[str]:

@@ -10,14 +10,16 @@
 - ``recency_score``: a linear ramp from 0 at the corpus's earliest year to 1 at its latest. A paper with no
   year gets 0; in a corpus whose papers all share one year, every dated paper gets 1.
 
-Order: final score descending, then paper id, so equal scores always come out in the same order. ``blend`` is a
-pure function of the numbers the passes computed; it reads nothing.
+Order: final score (rounded to ``SCORE_DECIMALS``, 10, places) descending, then paper id, so equal scores always
+come out in the same order, whatever order their terms were added in. ``blend`` is a pure function of the
+numbers the passes computed; it reads nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..bm25 import SCORE_DECIMALS
 from ..config import RetrievalConfig
 from ..corpus.paper import Paper
 from .expansion import Reach
@@ -195,5 +197,7 @@ def blend(
         entry = RankedPaper(paper, bm25[pid], distance, recency_score, final, bm25_norm, graph_score, config=cfg)
         entry.reached = list(reaches.get(pid, ()))[:3]
         ranked.append(entry)
-    ranked.sort(key=lambda r: (-r.final_score, r.paper.id))
+    # Ranked on the score rounded as the lexical pass rounds its own (SCORE_DECIMALS): sums of the same terms in
+    # another order (another plan, another backend) differ in the last bit, and must still tie on paper id.
+    ranked.sort(key=lambda r: (-round(r.final_score, SCORE_DECIMALS), r.paper.id))
     return ranked

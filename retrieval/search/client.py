@@ -12,7 +12,7 @@ import os
 import time
 from collections import Counter
 
-from ..config import GRAPH_SCORES, RetrievalConfig, resolve_db_path
+from ..config import GRAPH_SCORES, DatabaseURL, RetrievalConfig, resolve_db
 from ..corpus.paper import Paper
 from ..errors import ConfigError, PaperNotFoundError
 from ..store.database import IndexStats, check_index, connect
@@ -42,7 +42,8 @@ def lexical_depth(cfg: RetrievalConfig) -> int:
 class RetrievalClient:
     """Searches an index: BM25 seeds, a citation walk from them, and the blended ranking. Only reads.
 
-    ``db`` is resolved as everywhere (``--db``, ``$RETRIEVAL_DB``, ``./retrieval.db``); ``tracer`` is called with
+    ``db`` is resolved as everywhere (``--db``, ``$RETRIEVAL_DB``, ``./retrieval.db``; a ``postgresql://`` URL is an
+    index on PostgreSQL, read by the same statements in its dialect's text); ``tracer`` is called with
     every statement the client runs (``retrieval.store.executor.Trace`` keeps them).
     """
 
@@ -53,11 +54,17 @@ class RetrievalClient:
         *,
         tracer: Tracer | None = None,
     ) -> None:
-        self.path = resolve_db_path(db)
+        self.path = resolve_db(db)  # a file, or a DatabaseURL: an index on PostgreSQL
         self.config = config or RetrievalConfig()
-        if not self.path.exists():
-            check_index(self.path)  # the message that says how to build one
-        self._executor = Executor(connect(self.path, readonly=True), tracer, self.path)
+        if isinstance(self.path, DatabaseURL):
+            from ..store.postgres import connect as server_connect  # psycopg: imported for a server only
+
+            conn = server_connect(self.path, readonly=True)  # a missing database says how to create one
+        else:
+            if not self.path.exists():
+                check_index(self.path)  # the message that says how to build one
+            conn = connect(self.path, readonly=True)
+        self._executor = Executor(conn, tracer, self.path)
         try:
             check_index(self.path, self._executor.rows)
         except BaseException:

@@ -33,6 +33,7 @@ import math
 from collections import Counter, defaultdict, namedtuple
 
 from ..config import RetrievalConfig
+from ..store.dialect import register
 from ..store.executor import Snapshot
 from .query import WeightedQuery
 
@@ -133,10 +134,65 @@ SELECT s.value AS paper_id,
        AS degree
 FROM json_each(:sources) AS s"""
 
+# PostgreSQL: the sources by jsonb_array_elements_text; every ordering of ids byte-wise (COLLATE "C"), as SQLite's,
+# since which ``fanout`` citing papers are looked through and which neighbours a cap keeps depend on it.
+_SOURCES_POSTGRESQL = """\
+WITH sources AS (
+    SELECT value AS source
+    FROM jsonb_array_elements_text(CAST(:sources AS jsonb))
+)"""
+
+_RELATION_EDGES_POSTGRESQL = {
+    "references": _RELATION_EDGES["references"],
+    "citing": _RELATION_EDGES["citing"],
+    "cocitation": _RELATION_EDGES["cocitation"].replace(
+        "ORDER BY c.citing_id) AS position", 'ORDER BY c.citing_id COLLATE "C") AS position'
+    ),
+    "coupling": _RELATION_EDGES["coupling"].replace(
+        "ORDER BY c.citing_id) AS position", 'ORDER BY c.citing_id COLLATE "C") AS position'
+    ),
+}
+
+_CAPPED_POSTGRESQL = """\
+ranked AS (
+    SELECT e.source,
+           e.paper_id,
+           e.weight,
+           row_number() OVER (
+               PARTITION BY e.source
+               ORDER BY e.weight DESC,
+                        coalesce((SELECT n.cited_by FROM cited_counts AS n WHERE n.paper_id = e.paper_id), 0) DESC,
+                        e.paper_id COLLATE "C"
+           ) AS position
+    FROM edges AS e
+)
+SELECT source, paper_id, weight
+FROM ranked
+WHERE :max_neighbours < 0 OR position <= :max_neighbours
+ORDER BY source COLLATE "C", position"""
+
+DEGREE_SQL_POSTGRESQL = """\
+SELECT s.value AS paper_id,
+       (SELECT count(*) FROM citations AS c JOIN papers AS p ON p.id = c.cited_id WHERE c.citing_id = s.value)
+     + (SELECT count(*) FROM citations AS c JOIN papers AS p ON p.id = c.citing_id WHERE c.cited_id = s.value)
+       AS degree
+FROM jsonb_array_elements_text(CAST(:sources AS jsonb)) AS s (value)"""
+register(DEGREE_SQL, DEGREE_SQL_POSTGRESQL)
+
 
 def relation_sql(relation: str) -> str:
     """The statement that lists ``(source, neighbour, weight)`` for ``relation``, capped per source."""
     return f"{_SOURCES},\n{_RELATION_EDGES[relation]},\n{_CAPPED}"
+
+
+def relation_sql_postgresql(relation: str) -> str:
+    """``relation_sql`` on PostgreSQL."""
+    return f"{_SOURCES_POSTGRESQL},\n{_RELATION_EDGES_POSTGRESQL[relation]},\n{_CAPPED_POSTGRESQL}"
+
+
+for _relation in _RELATION_EDGES:
+    register(relation_sql(_relation), relation_sql_postgresql(_relation))
+del _relation
 
 
 class Gate(namedtuple("Gate", "mode fired survivors threshold min_survivors reason")):

@@ -12,6 +12,7 @@ import json
 
 from ..config import MAX_HOPS
 from ..errors import ConfigError
+from ..store.dialect import register
 from ..store.executor import Executor, Snapshot
 
 WALK_SQL = """\
@@ -42,6 +43,41 @@ SELECT paper_id,
 FROM walk
 GROUP BY paper_id
 ORDER BY distance, paper_id"""
+
+# PostgreSQL allows one reference to the recursive CTE in its recursive term: both directions are one lateral
+# union there (the same rows: UNION still drops a (paper, hops) pair already reached).
+WALK_SQL_POSTGRESQL = """\
+WITH RECURSIVE
+seeds(paper_id) AS (
+    SELECT j.value
+    FROM jsonb_array_elements_text(CAST(:seed_ids AS jsonb)) AS j (value)
+    JOIN papers ON papers.id = j.value
+),
+walk(paper_id, hops) AS (
+    SELECT paper_id, 0
+    FROM seeds
+    UNION
+    SELECT n.paper_id, w.hops + 1
+    FROM walk AS w
+    CROSS JOIN LATERAL (
+        SELECT c.cited_id AS paper_id
+        FROM citations AS c
+        JOIN papers AS p ON p.id = c.cited_id
+        WHERE c.citing_id = w.paper_id
+        UNION ALL
+        SELECT c.citing_id
+        FROM citations AS c
+        JOIN papers AS p ON p.id = c.citing_id
+        WHERE c.cited_id = w.paper_id
+    ) AS n
+    WHERE w.hops < :max_hops
+)
+SELECT paper_id,
+       min(hops) AS distance
+FROM walk
+GROUP BY paper_id
+ORDER BY distance, paper_id COLLATE "C\""""
+register(WALK_SQL, WALK_SQL_POSTGRESQL)
 
 
 def clamp_hops(max_hops: int) -> int:

@@ -45,8 +45,20 @@ import json
 import math
 from collections import namedtuple
 
-from ..bm25 import BOUND_SLACK, HEAD_IMPACT, IMPACT_SCALE, SCORE_DECIMALS, TF_NORM_SQL, TIE_SLACK, drift, idf
+from ..bm25 import (
+    BOUND_SLACK,
+    HEAD_IMPACT,
+    IMPACT_SCALE,
+    SCORE_DECIMALS,
+    TF_NORM_SQL,
+    TF_NORM_SQL_POSTGRESQL,
+    TIE_SLACK,
+    drift,
+    idf,
+)
 from ..errors import NotAnIndexError
+from ..store.database import shown
+from ..store.dialect import register
 from ..store.executor import Executor, Snapshot
 from .filters import Filters, Passing, every_doc, failing, passing
 from .query import Query, QueryTerm, WeightedQuery
@@ -60,6 +72,25 @@ FROM doc_freq AS d
 WHERE d.term IN (SELECT value FROM json_each(:terms))
 ORDER BY d.term_id"""
 
+# PostgreSQL: the JSON parameters are read by jsonb_array_elements(_text), whose ``->>`` gives text (cast back to
+# integer and double precision: the same doubles as SQLite's, a JSON number's shortest decimal being exact);
+# ``INDEXED BY`` has no counterpart (the planner takes ix_term_freq_head from the ``impact >= 1250`` predicate);
+# ``round`` takes a numeric; ids are ordered byte-wise, as SQLite's, by ``COLLATE "C"``. The terms are looked up as
+# ``= ANY (ARRAY(...))``, an index scan of doc_freq.term (an ``IN`` over the JSON, estimated at 100 rows, was
+# planned as a scan of the whole table).
+TERMS_SQL_POSTGRESQL = """\
+SELECT d.term,
+       d.term_id,
+       d.df,
+       d.max_impact
+FROM doc_freq AS d
+WHERE d.term = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:terms AS jsonb))))
+ORDER BY d.term_id"""
+register(TERMS_SQL, TERMS_SQL_POSTGRESQL)
+
+#: The score a top k is ranked on, ties then by paper id, on PostgreSQL (``round`` of a double needs a numeric).
+_ROUNDED_POSTGRESQL = "round(CAST({} AS numeric), " + str(SCORE_DECIMALS) + ")"
+
 # MATERIALIZED: the weights are read out of the JSON once, into a table, not once per posting joined to them
 # (which doubled the plain aggregation's time on whole-abstract queries).
 _WEIGHTED_TERMS = """\
@@ -67,6 +98,13 @@ WITH weighted_terms AS MATERIALIZED (
     SELECT value ->> 0 AS term_id,
            value ->> 1 AS weight
     FROM json_each(:weights)
+)"""
+
+_WEIGHTED_TERMS_POSTGRESQL = """\
+WITH weighted_terms AS MATERIALIZED (
+    SELECT CAST(value ->> 0 AS integer) AS term_id,
+           CAST(value ->> 1 AS double precision) AS weight
+    FROM jsonb_array_elements(CAST(:weights AS jsonb))
 )"""
 
 #: ``min_impact`` of a term whose postings are only looked up, never read (above any impact).
@@ -101,6 +139,33 @@ def _sample_slot(slot: int) -> str:
 
 _SAMPLE = "\n    UNION ALL\n".join(_sample_slot(slot) for slot in range(1, SAMPLE_TERMS + 1))
 
+
+def _sample_slot_postgresql(slot: int) -> str:
+    # A head read in the order of SQLite's backward scan of ix_term_freq_head (impact, count, length, then doc id),
+    # so that both sample the same papers.
+    return f"""\
+    SELECT doc_id, CAST(:weight_{slot} AS double precision) * part AS part FROM (
+        SELECT tf.doc_id,
+               {TF_NORM_SQL_POSTGRESQL} AS part
+        FROM term_freq AS tf
+        WHERE tf.term_id = :scan_{slot}
+        ORDER BY tf.impact DESC, tf.doc_id
+        LIMIT :sample_size
+    ) AS scan_{slot}
+    UNION ALL
+    SELECT doc_id, CAST(:weight_{slot} AS double precision) * part AS part FROM (
+        SELECT tf.doc_id,
+               {TF_NORM_SQL_POSTGRESQL} AS part
+        FROM term_freq AS tf
+        WHERE tf.term_id = :head_{slot}
+          AND tf.impact >= {HEAD_IMPACT}
+        ORDER BY tf.impact DESC, tf.count DESC, tf.length DESC, tf.doc_id DESC
+        LIMIT :sample_size
+    ) AS head_{slot}"""
+
+
+_SAMPLE_POSTGRESQL = "\n    UNION ALL\n".join(_sample_slot_postgresql(slot) for slot in range(1, SAMPLE_TERMS + 1))
+
 # The sampled papers are ranked by what the sampled terms give them, and only the best ``:scored`` are scored
 # exactly (a lookup per query term each), so a long query's sample stays cheap.
 THRESHOLD_SQL = f"""\
@@ -132,6 +197,37 @@ SELECT score
 FROM sample_scores
 ORDER BY score DESC
 LIMIT 1 OFFSET :k - 1"""
+
+THRESHOLD_SQL_POSTGRESQL = f"""\
+{_WEIGHTED_TERMS_POSTGRESQL},
+slots AS (
+{_SAMPLE_POSTGRESQL}
+),
+sample AS MATERIALIZED (
+    SELECT doc_id
+    FROM slots
+    GROUP BY doc_id
+    ORDER BY sum(part) DESC, doc_id
+    LIMIT :scored
+),
+sample_scores AS (
+    SELECT s.doc_id,
+           (
+               SELECT sum(w.weight * (
+                   SELECT {TF_NORM_SQL_POSTGRESQL}
+                   FROM term_freq AS tf
+                   WHERE tf.term_id = w.term_id
+                     AND tf.doc_id = s.doc_id
+               ))
+               FROM weighted_terms AS w
+           ) AS score
+    FROM sample AS s
+)
+SELECT score
+FROM sample_scores
+ORDER BY score DESC NULLS LAST
+LIMIT 1 OFFSET :k - 1"""
+register(THRESHOLD_SQL, THRESHOLD_SQL_POSTGRESQL)
 
 #: Lookup stages of the pruned top k: the terms looked up are split into this many groups, largest bound first,
 #: and a paper whose partial score plus the bounds still unread cannot reach the threshold is dropped after each.
@@ -170,6 +266,42 @@ lookups_{stage} AS MATERIALIZED (
 
 _STAGES = ",\n".join(_lookup_terms(i) + ",\n" + _lookup_stage(i) for i in range(1, LOOKUP_STAGES + 1))
 
+
+def _lookup_stage_postgresql(stage: int) -> str:
+    source = "candidates" if stage == 1 else f"stage_{stage - 1}"
+    return f"""\
+stage_{stage} AS MATERIALIZED (
+    SELECT c.doc_id,
+           c.partial + coalesce((
+               SELECT sum(p.weight * (
+                   SELECT {TF_NORM_SQL_POSTGRESQL}
+                   FROM term_freq AS tf
+                   WHERE tf.term_id = p.term_id
+                     AND tf.doc_id = c.doc_id
+                     AND tf.impact < p.min_impact
+               ))
+               FROM lookups_{stage} AS p
+           ), CAST(0.0 AS double precision)) AS partial
+    FROM {source} AS c
+    WHERE c.partial >= :need_{stage}
+)"""
+
+
+def _plan_terms_postgresql(name: str, parameter: str) -> str:
+    return f"""\
+{name} AS MATERIALIZED (
+    SELECT CAST(value ->> 0 AS integer) AS term_id,
+           CAST(value ->> 1 AS integer) AS min_impact,
+           CAST(value ->> 2 AS double precision) AS weight
+    FROM jsonb_array_elements(CAST(:{parameter} AS jsonb))
+)"""
+
+
+_STAGES_POSTGRESQL = ",\n".join(
+    _plan_terms_postgresql(f"lookups_{i}", f"lookups_{i}") + ",\n" + _lookup_stage_postgresql(i)
+    for i in range(1, LOOKUP_STAGES + 1)
+)
+
 TOP_K_SQL = f"""\
 WITH plan AS MATERIALIZED (
     SELECT value ->> 0 AS term_id,
@@ -207,6 +339,39 @@ WHERE c.partial >= :threshold
 ORDER BY round(score, {SCORE_DECIMALS}) DESC, dl.paper_id
 LIMIT :k"""
 
+TOP_K_SQL_POSTGRESQL = f"""\
+WITH {_plan_terms_postgresql("plan", "plan")},
+seen AS (
+    SELECT tf.doc_id,
+           p.weight * {TF_NORM_SQL_POSTGRESQL} AS part
+    FROM plan AS p
+    JOIN term_freq AS tf ON tf.term_id = p.term_id AND tf.impact >= p.min_impact
+    WHERE p.min_impact < {HEAD_IMPACT}
+    UNION ALL
+    SELECT tf.doc_id,
+           p.weight * {TF_NORM_SQL_POSTGRESQL} AS part
+    FROM plan AS p
+    JOIN term_freq AS tf
+        ON tf.term_id = p.term_id AND tf.impact >= {HEAD_IMPACT} AND tf.impact >= p.min_impact
+    WHERE p.min_impact >= {HEAD_IMPACT} AND p.min_impact < {NEVER}
+),
+candidates AS MATERIALIZED (
+    SELECT doc_id,
+           sum(part) AS partial
+    FROM seen
+    GROUP BY doc_id
+    HAVING sum(part) >= :min_partial
+),
+{_STAGES_POSTGRESQL}
+SELECT dl.paper_id,
+       c.partial AS score
+FROM stage_{LOOKUP_STAGES} AS c
+CROSS JOIN LATERAL (SELECT dl.paper_id FROM doc_len AS dl WHERE dl.doc_id = c.doc_id LIMIT 1) AS dl
+WHERE c.partial >= :threshold
+ORDER BY {_ROUNDED_POSTGRESQL.format("c.partial")} DESC, dl.paper_id COLLATE "C"
+LIMIT :k"""
+register(TOP_K_SQL, TOP_K_SQL_POSTGRESQL)
+
 EXHAUSTIVE_SQL = f"""\
 {_WEIGHTED_TERMS},
 scores AS (
@@ -222,6 +387,26 @@ FROM scores AS s
 CROSS JOIN doc_len AS dl ON dl.doc_id = s.doc_id
 ORDER BY round(s.score, {SCORE_DECIMALS}) DESC, dl.paper_id
 LIMIT :k"""
+
+# The paper ids are looked up per scored paper (LATERAL): PostgreSQL cannot see how few terms a JSON list holds
+# (it assumes 100), expects as many groups as papers, and would otherwise hash the whole of doc_len per query
+# (LIMIT 1 keeps the planner from flattening the lookup back into that join).
+EXHAUSTIVE_SQL_POSTGRESQL = f"""\
+{_WEIGHTED_TERMS_POSTGRESQL},
+scores AS (
+    SELECT tf.doc_id,
+           sum(w.weight * {TF_NORM_SQL_POSTGRESQL}) AS score
+    FROM weighted_terms AS w
+    JOIN term_freq AS tf ON tf.term_id = w.term_id
+    GROUP BY tf.doc_id
+)
+SELECT dl.paper_id,
+       s.score
+FROM scores AS s
+CROSS JOIN LATERAL (SELECT dl.paper_id FROM doc_len AS dl WHERE dl.doc_id = s.doc_id LIMIT 1) AS dl
+ORDER BY {_ROUNDED_POSTGRESQL.format("s.score")} DESC, dl.paper_id COLLATE "C"
+LIMIT :k"""
+register(EXHAUSTIVE_SQL, EXHAUSTIVE_SQL_POSTGRESQL)
 
 
 # A term with few postings beside the papers is read whole and each posting checked against the papers (about a
@@ -256,6 +441,35 @@ parts AS (
 )"""
 
 
+def _given_scores_postgresql(given: str) -> str:
+    """``_given_scores`` on PostgreSQL."""
+    return f"""\
+WITH weighted_terms AS MATERIALIZED (
+    SELECT CAST(value ->> 0 AS integer) AS term_id,
+           CAST(value ->> 1 AS double precision) AS weight,
+           CAST(value ->> 2 AS integer) <> 0 AS read_whole
+    FROM jsonb_array_elements(CAST(:weights AS jsonb))
+),
+given AS MATERIALIZED (
+{given}
+),
+parts AS (
+    SELECT tf.doc_id,
+           w.weight * {TF_NORM_SQL_POSTGRESQL} AS part
+    FROM weighted_terms AS w
+    JOIN term_freq AS tf ON tf.term_id = w.term_id
+    WHERE w.read_whole
+      AND tf.doc_id IN (SELECT doc_id FROM given)
+    UNION ALL
+    SELECT g.doc_id,
+           w.weight * {TF_NORM_SQL_POSTGRESQL} AS part
+    FROM given AS g
+    CROSS JOIN weighted_terms AS w
+    JOIN term_freq AS tf ON tf.term_id = w.term_id AND tf.doc_id = g.doc_id
+    WHERE NOT w.read_whole
+)"""
+
+
 _GIVEN_PAPERS = """\
     SELECT dl.doc_id,
            dl.paper_id
@@ -266,6 +480,16 @@ _GIVEN_DOCS = """\
     SELECT value AS doc_id
     FROM json_each(:doc_ids)"""
 
+_GIVEN_PAPERS_POSTGRESQL = """\
+    SELECT dl.doc_id,
+           dl.paper_id
+    FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
+    JOIN doc_len AS dl ON dl.paper_id = j.value"""
+
+_GIVEN_DOCS_POSTGRESQL = """\
+    SELECT CAST(value AS integer) AS doc_id
+    FROM jsonb_array_elements_text(CAST(:doc_ids AS jsonb))"""
+
 SCORES_FOR_SQL = f"""\
 {_given_scores(_GIVEN_PAPERS)}
 SELECT g.paper_id,
@@ -274,6 +498,16 @@ FROM parts AS p
 JOIN given AS g ON g.doc_id = p.doc_id
 GROUP BY g.paper_id
 ORDER BY g.paper_id"""
+
+SCORES_FOR_SQL_POSTGRESQL = f"""\
+{_given_scores_postgresql(_GIVEN_PAPERS_POSTGRESQL)}
+SELECT g.paper_id,
+       sum(p.part) AS score
+FROM parts AS p
+JOIN given AS g ON g.doc_id = p.doc_id
+GROUP BY g.paper_id
+ORDER BY g.paper_id COLLATE "C\""""
+register(SCORES_FOR_SQL, SCORES_FOR_SQL_POSTGRESQL)
 
 # A filtered top k scores every paper that passes (``retrieval.search.filters``), as ``SCORES_FOR_SQL`` scores
 # given papers, and counts those that match at all.
@@ -293,6 +527,23 @@ CROSS JOIN doc_len AS dl ON dl.doc_id = s.doc_id
 ORDER BY round(s.score, {SCORE_DECIMALS}) DESC, dl.paper_id
 LIMIT :k"""
 
+FILTERED_TOP_K_SQL_POSTGRESQL = f"""\
+{_given_scores_postgresql(_GIVEN_DOCS_POSTGRESQL)},
+scores AS (
+    SELECT doc_id,
+           sum(part) AS score
+    FROM parts
+    GROUP BY doc_id
+)
+SELECT dl.paper_id,
+       s.score,
+       count(*) OVER () AS matched
+FROM scores AS s
+CROSS JOIN LATERAL (SELECT dl.paper_id FROM doc_len AS dl WHERE dl.doc_id = s.doc_id LIMIT 1) AS dl
+ORDER BY {_ROUNDED_POSTGRESQL.format("s.score")} DESC, dl.paper_id COLLATE "C"
+LIMIT :k"""
+register(FILTERED_TOP_K_SQL, FILTERED_TOP_K_SQL_POSTGRESQL)
+
 # How many papers contain at least one query term (read from the postings' primary key, no scoring).
 MATCHED_SQL = """\
 SELECT count(DISTINCT tf.doc_id)
@@ -304,6 +555,19 @@ SELECT count(DISTINCT tf.doc_id)
 FROM term_freq AS tf
 WHERE tf.term_id IN (SELECT value FROM json_each(:term_ids))
   AND tf.doc_id IN (SELECT value FROM json_each(:doc_ids))"""
+
+MATCHED_SQL_POSTGRESQL = """\
+SELECT count(DISTINCT tf.doc_id)
+FROM term_freq AS tf
+WHERE tf.term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))"""
+register(MATCHED_SQL, MATCHED_SQL_POSTGRESQL)
+
+MATCHED_IN_SQL_POSTGRESQL = """\
+SELECT count(DISTINCT tf.doc_id)
+FROM term_freq AS tf
+WHERE tf.term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))
+  AND tf.doc_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:doc_ids AS jsonb)))"""
+register(MATCHED_IN_SQL, MATCHED_IN_SQL_POSTGRESQL)
 
 #: Best-impact papers of each sampled term scored to set the first threshold (at least k).
 SAMPLE_SIZE = 16
@@ -409,7 +673,7 @@ def weigh(snap: Snapshot, query: Query) -> WeightedQuery:
     for term, _, df, max_impact in rows:
         if not (isinstance(df, int) and 1 <= df <= stats.n_papers) or not isinstance(max_impact, int):
             raise NotAnIndexError(
-                f"{snap.executor.path} is damaged: doc_freq gives the term {term!r} df {df!r} and max_impact "
+                f"{shown(snap.executor.path)} is damaged: doc_freq gives the term {term!r} df {df!r} and max_impact "
                 f"{max_impact!r} in an index of {stats.n_papers:,} papers; rebuild it with `retrieval build`"
             )
     terms = tuple(

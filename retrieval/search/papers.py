@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from ..corpus.paper import Paper
+from ..store.dialect import register
 from ..store.executor import Snapshot
 
 # What the blend needs of every candidate; the rest is loaded for the returned entries only.
@@ -15,6 +16,16 @@ SELECT p.id,
        p.year
 FROM json_each(:paper_ids) AS j
 JOIN papers AS p ON p.id = j.value"""
+# PostgreSQL: the ids' list by jsonb_array_elements_text, in its order (as SQLite's loop over json_each gives the
+# rows), ids ordered byte-wise as SQLite's (COLLATE "C").
+CANDIDATES_SQL_POSTGRESQL = """\
+SELECT p.id,
+       p.title,
+       p.year
+FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) WITH ORDINALITY AS j (value, position)
+JOIN papers AS p ON p.id = j.value
+ORDER BY j.position"""
+register(CANDIDATES_SQL, CANDIDATES_SQL_POSTGRESQL)
 
 PAPERS_SQL = """\
 SELECT p.id,
@@ -23,12 +34,28 @@ SELECT p.id,
        p.year
 FROM json_each(:paper_ids) AS j
 JOIN papers AS p ON p.id = j.value"""
+PAPERS_SQL_POSTGRESQL = """\
+SELECT p.id,
+       p.title,
+       p.abstract,
+       p.year
+FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) WITH ORDINALITY AS j (value, position)
+JOIN papers AS p ON p.id = j.value
+ORDER BY j.position"""
+register(PAPERS_SQL, PAPERS_SQL_POSTGRESQL)
 
 ABSTRACTS_SQL = """\
 SELECT p.id,
        p.abstract
 FROM json_each(:paper_ids) AS j
 JOIN papers AS p ON p.id = j.value"""
+ABSTRACTS_SQL_POSTGRESQL = """\
+SELECT p.id,
+       p.abstract
+FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) WITH ORDINALITY AS j (value, position)
+JOIN papers AS p ON p.id = j.value
+ORDER BY j.position"""
+register(ABSTRACTS_SQL, ABSTRACTS_SQL_POSTGRESQL)
 
 AUTHORS_SQL = """\
 SELECT a.paper_id,
@@ -36,6 +63,13 @@ SELECT a.paper_id,
 FROM json_each(:paper_ids) AS j
 JOIN paper_authors AS a ON a.paper_id = j.value
 ORDER BY a.paper_id, a.position"""
+AUTHORS_SQL_POSTGRESQL = """\
+SELECT a.paper_id,
+       a.name
+FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
+JOIN paper_authors AS a ON a.paper_id = j.value
+ORDER BY a.paper_id COLLATE "C", a.position"""
+register(AUTHORS_SQL, AUTHORS_SQL_POSTGRESQL)
 
 REFERENCES_SQL = """\
 SELECT c.citing_id,
@@ -43,6 +77,13 @@ SELECT c.citing_id,
 FROM json_each(:paper_ids) AS j
 JOIN citations AS c ON c.citing_id = j.value
 ORDER BY c.citing_id, c.cited_id"""
+REFERENCES_SQL_POSTGRESQL = """\
+SELECT c.citing_id,
+       c.cited_id
+FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
+JOIN citations AS c ON c.citing_id = j.value
+ORDER BY c.citing_id COLLATE "C", c.cited_id COLLATE "C\""""
+register(REFERENCES_SQL, REFERENCES_SQL_POSTGRESQL)
 
 CITED_BY_SQL = """\
 SELECT c.cited_id,
@@ -51,6 +92,14 @@ FROM json_each(:paper_ids) AS j
 JOIN citations AS c ON c.cited_id = j.value
 JOIN papers AS p ON p.id = c.citing_id
 ORDER BY c.cited_id, c.citing_id"""
+CITED_BY_SQL_POSTGRESQL = """\
+SELECT c.cited_id,
+       c.citing_id
+FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
+JOIN citations AS c ON c.cited_id = j.value
+JOIN papers AS p ON p.id = c.citing_id
+ORDER BY c.cited_id COLLATE "C", c.citing_id COLLATE "C\""""
+register(CITED_BY_SQL, CITED_BY_SQL_POSTGRESQL)
 
 
 def add_links(snap: Snapshot, papers: dict[str, Paper], links: bool = True) -> None:

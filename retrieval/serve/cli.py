@@ -137,7 +137,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             server_header=False,
         )
         server = uvicorn.Server(config)
-        print(f"retrieval: serving {service.path} on {url} (API: {url}openapi.json; Ctrl-C stops)", flush=True)
+        where = getattr(service.path, "shown", service.path)  # a server URL without its password
+        print(f"retrieval: serving {where} on {url} (API: {url}openapi.json; Ctrl-C stops)", flush=True)
         try:
             server.run(sockets=[sock])
         except KeyboardInterrupt:  # uvicorn stopped on SIGINT or SIGTERM, then raised the signal again

@@ -309,7 +309,8 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     workers = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="retrieval-mcp")
     try:
         server = make_server(service, workers)
-        print(f"retrieval mcp: serving {service.path} over stdio (read-only)", file=sys.stderr)
+        where = getattr(service.path, "shown", service.path)  # a server URL without its password
+        print(f"retrieval mcp: serving {where} over stdio (read-only)", file=sys.stderr)
         server.run("stdio")
     finally:
         workers.shutdown(wait=False, cancel_futures=True)

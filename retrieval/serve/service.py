@@ -14,7 +14,7 @@ import os
 import threading
 import time
 
-from ..config import RetrievalConfig, resolve_db_path
+from ..config import RetrievalConfig, resolve_db
 from ..errors import (
     ConfigError,
     IndexNotFoundError,
@@ -81,7 +81,7 @@ class Service:
     that starts is a server whose index opens."""
 
     def __init__(self, db: str | os.PathLike[str] | None = None) -> None:
-        self.path = resolve_db_path(db)
+        self.path = resolve_db(db)  # a file or a PostgreSQL server
         check_index(self.path)
         self._local = threading.local()
         self._clients: list[tuple[threading.Thread, RetrievalClient]] = []
@@ -190,7 +190,7 @@ class Service:
         stats = client.stats
         return {
             "status": "ok",
-            "index": str(self.path),
+            "index": str(getattr(self.path, "shown", self.path)),
             "papers": stats.n_papers,
             "tokeniser": f"{stats.tokeniser} v{stats.tokeniser_version}",
             "uptime_s": round(time.time() - self.started, 1),

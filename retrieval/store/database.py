@@ -16,8 +16,10 @@ from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
 
+from ..config import DatabaseURL
 from ..errors import IndexNotFoundError, NotAnIndexError, RetrievalError, SchemaVersionError, StoreError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION, Analyser
+from .dialect import POSTGRESQL, register, text_for
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
 HEAD_REVISION = "0006"
@@ -140,11 +142,20 @@ SELECT count(*) AS references_total,
 FROM citations AS c
 LEFT JOIN papers AS citing ON citing.id = c.citing_id
 LEFT JOIN papers AS cited ON cited.id = c.cited_id"""
+# PostgreSQL has no sum over booleans: the same count as a filtered count.
+EDGE_COUNTS_SQL_POSTGRESQL = """\
+SELECT count(*) AS references_total,
+       count(*) FILTER (WHERE citing.id IS NOT NULL AND cited.id IS NOT NULL) AS edges
+FROM citations AS c
+LEFT JOIN papers AS citing ON citing.id = c.citing_id
+LEFT JOIN papers AS cited ON cited.id = c.cited_id"""
+register(EDGE_COUNTS_SQL, EDGE_COUNTS_SQL_POSTGRESQL)
 
 INDEX_INFO_SQL = """\
 SELECT key,
        value
 FROM index_info"""
+register(INDEX_INFO_SQL, INDEX_INFO_SQL)  # the same text on PostgreSQL
 
 
 def edge_counts(conn: sqlite3.Connection) -> tuple[int, int]:
@@ -221,6 +232,17 @@ def _number(info: dict[str, str], key: str, kind: type, low: float, high: float,
 
 
 TABLES_SQL = "SELECT name FROM sqlite_master WHERE type IN ('table', 'index')"
+# PostgreSQL: the tables and indexes of the index's schema (the first of the search_path: ``retrieval``, set by
+# ``retrieval.store.postgres.connect``; none when the database has no index yet).
+TABLES_SQL_POSTGRESQL = """\
+SELECT t.tablename AS name
+FROM pg_tables AS t
+WHERE t.schemaname = current_schema()
+UNION ALL
+SELECT i.indexname AS name
+FROM pg_indexes AS i
+WHERE i.schemaname = current_schema()"""
+register(TABLES_SQL, TABLES_SQL_POSTGRESQL)
 #: What a search reads, besides ``index_info`` and ``alembic_version`` (a test keeps it equal to the models).
 REQUIRED = (
     "papers", "paper_authors", "citations", "cited_counts", "field_sources", "doc_freq", "term_freq", "doc_len",
@@ -230,27 +252,62 @@ REQUIRED = (
 LAST_DOC_SQL = "SELECT coalesce(max(doc_id), 0) FROM doc_len"
 ANY_TERM_SQL = "SELECT EXISTS (SELECT 1 FROM doc_freq)"
 REVISION_SQL = "SELECT version_num FROM alembic_version"
+for _same in (LAST_DOC_SQL, ANY_TERM_SQL, REVISION_SQL):  # the same texts on PostgreSQL
+    register(_same, _same)
+del _same
 
 #: ``rows(name, sql)``: run a named statement and return its rows (an executor's, so that a trace shows it).
 Rows = Callable[[str, str], list]
 
 
-def _read_revision_and_info(path: Path, rows: Rows | None = None) -> tuple[str, dict[str, str]]:
+def shown(path: Path | DatabaseURL | str) -> Path | str:
+    """``path`` as messages name it: a server URL without its password."""
+    return path.shown if isinstance(path, DatabaseURL) else path
+
+
+def _server_rows(url: DatabaseURL):
+    """A connection to the index at ``url`` and a ``Rows`` on it that runs each statement's PostgreSQL text."""
+    from .postgres import connect as server_connect
+    from .postgres import is_error, server_error
+
+    conn = server_connect(url, readonly=True)
+
+    def rows(name: str, sql: str) -> list:
+        try:
+            return [tuple(row) for row in conn.execute(text_for(sql, POSTGRESQL, name)).fetchall()]
+        except Exception as exc:
+            if not is_error(exc):
+                raise
+            raise server_error(exc, url, "read") from None
+
+    return conn, rows
+
+
+def _read_revision_and_info(path: Path | DatabaseURL, rows: Rows | None = None) -> tuple[str, dict[str, str]]:
     conn = None
-    if rows is None:
+    where = shown(path)
+    if rows is None and isinstance(path, DatabaseURL):
+        conn, rows = _server_rows(path)
+    elif rows is None:
         conn = connect(path, readonly=True)
         rows = lambda name, sql: conn.execute(sql).fetchall()  # noqa: E731
     try:
         tables = {row[0] for row in rows("open: the tables and indexes", TABLES_SQL)}
+        if isinstance(path, DatabaseURL) and not tables:
+            raise IndexNotFoundError(
+                f"no index at {where} (the database has no schema {_SCHEMA!r}): build one with "
+                f"`retrieval build --db {where}` (or point --db / $RETRIEVAL_DB at an existing index)"
+            )
         if not {"alembic_version", "index_info", "papers"} <= tables:
+            kind = f"schema {_SCHEMA!r} of {where}" if isinstance(path, DatabaseURL) else f"{where} is a SQLite file"
             raise NotAnIndexError(
-                f"{path} is a SQLite file but not a retrieval index (no index_info/papers tables): "
+                f"{kind} but not a retrieval index (no index_info/papers tables): "
                 "choose another --db, or build one with `retrieval build --db PATH`"
             )
         revision = rows("open: the schema revision", REVISION_SQL)
         info = dict(rows("open: the statistics", INDEX_INFO_SQL))
         if revision and revision[0][0] in READABLE_REVISIONS:
-            _check_contents(path, tables, info, rows, revision[0][0])
+            _check_contents(where, tables, info, rows, revision[0][0])
     except sqlite3.DatabaseError as exc:
         error = store_error(exc, path, "read")
         if isinstance(error, StoreError):  # locked, unreadable: not a question of what the file holds
@@ -263,11 +320,16 @@ def _read_revision_and_info(path: Path, rows: Rows | None = None) -> tuple[str, 
         if conn is not None:
             conn.close()
     if not revision:
-        raise NotAnIndexError(f"{path} has no schema revision: rebuild it with `retrieval build --db {path}`")
+        raise NotAnIndexError(f"{where} has no schema revision: rebuild it with `retrieval build --db {where}`")
     return revision[0][0], info
 
 
-def _check_contents(path: Path, names: set[str], info: dict[str, str], rows: Rows, revision: str) -> None:
+#: The schema an index on PostgreSQL lives in (``retrieval.store.postgres.SCHEMA``, not imported: a SQLite
+#: reader does not load the PostgreSQL module).
+_SCHEMA = "retrieval"
+
+
+def _check_contents(path: Path | str, names: set[str], info: dict[str, str], rows: Rows, revision: str) -> None:
     """The tables and indexes a search reads are there (and those of ``revision``'s own additions), and the
     statistics agree with the tables."""
     added = [name for rev, names_at in REQUIRED_AT.items() if rev <= revision for name in names_at]
@@ -302,7 +364,9 @@ def index_revision(path: Path) -> str:
     return _read_revision_and_info(path)[0]
 
 
-def _require_file(path: Path) -> None:
+def _require_file(path: Path | DatabaseURL) -> None:
+    if isinstance(path, DatabaseURL):
+        return  # a server: opening it says whether the database and the index are there
     if not path.exists():
         raise IndexNotFoundError(
             f"no index at {path}: build one with `retrieval build --db {path}` "
@@ -310,7 +374,7 @@ def _require_file(path: Path) -> None:
         )
 
 
-def check_index(path: Path, rows: Rows | None = None) -> IndexStats:
+def check_index(path: Path | DatabaseURL, rows: Rows | None = None) -> IndexStats:
     """Check that ``path`` is a complete index this version can read, without changing it (through ``rows``,
     an executor's, when the caller has a connection open on it; else on a connection of its own).
 
@@ -319,6 +383,7 @@ def check_index(path: Path, rows: Rows | None = None) -> IndexStats:
     """
     _require_file(path)
     revision, info = _read_revision_and_info(path, rows)
+    path = shown(path)  # for the messages: a server URL without its password
     if revision not in READABLE_REVISIONS:
         if revision in KNOWN_REVISIONS:
             raise SchemaVersionError(

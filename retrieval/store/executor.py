@@ -13,6 +13,20 @@ from collections import namedtuple
 from collections.abc import Callable, Mapping
 
 from .database import INDEX_INFO_SQL, IndexStats, store_error
+from .dialect import SQLITE, register, text_for
+from .postgres import is_error as is_server_error
+from .postgres import server_error
+
+#: PostgreSQL: the tables a read snapshot reads, locked (ACCESS SHARE: writers' row changes never wait for it) as a
+#: snapshot begins, all at once and in this order. A rebuild's swap (``retrieval.store.pgbuild``) drops the old
+#: tables: with every lock taken up front, a search in flight never asks for a lock the swap holds (no deadlock),
+#: and one that begins during the swap waits for it, then reads the new tables from one snapshot, never a mix.
+#: A swap that locks the same tables in the same order first cannot deadlock with any reader.
+READ_LOCK_TABLES = (
+    "index_info", "papers", "paper_authors", "citations", "cited_counts", "doc_freq", "doc_len", "term_freq",
+)  # fmt: skip
+READ_LOCKS_SQL = f"LOCK TABLE {', '.join(READ_LOCK_TABLES)} IN ACCESS SHARE MODE"
+register(READ_LOCKS_SQL, READ_LOCKS_SQL)  # PostgreSQL only
 
 
 class Statement(namedtuple("Statement", "name sql params")):
@@ -52,6 +66,7 @@ class Executor:
 
     def __init__(self, conn: sqlite3.Connection, tracer: Tracer | None = None, path: object = "the index") -> None:
         self.conn = conn
+        self.dialect = getattr(conn, "dialect", SQLITE)  # a PostgreSQL connection says so (retrieval.store.postgres)
         self.tracer = tracer
         self.path = path  # for messages
         self.cache: StatementCache | None = None
@@ -62,12 +77,18 @@ class Executor:
         """Run ``sql`` with ``params`` (named placeholders) and return its cursor. An environment failure
         (locked, damaged, unreadable) becomes a ``RetrievalError`` that names the file and what to do."""
         params = {} if params is None else params
+        if self.dialect != SQLITE:
+            sql = text_for(sql, self.dialect, name)  # the statement's own text there (retrieval.store.dialect)
         if self.tracer is not None:
             self.tracer(Statement(name, sql, dict(params)))
         try:
             return self.conn.execute(sql, params)
         except sqlite3.DatabaseError as exc:
             raise store_error(exc, self.path, "read") from None
+        except Exception as exc:
+            if self.dialect == SQLITE or not is_server_error(exc):
+                raise
+            raise server_error(exc, self.path, "read") from None
 
     def rows(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
         cache = self.cache
@@ -83,6 +104,12 @@ class Executor:
             rows = cursor.fetchall()
         except sqlite3.DatabaseError as exc:
             raise store_error(exc, self.path, "read") from None
+        except Exception as exc:
+            if self.dialect == SQLITE or not is_server_error(exc):
+                raise
+            raise server_error(exc, self.path, "read") from None
+        if self.dialect != SQLITE:
+            rows = [tuple(row) for row in rows]
         if cache is not None:
             cache.results[key] = (rows, time.perf_counter() - began)
             return list(rows)
@@ -91,9 +118,14 @@ class Executor:
     def one(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> tuple | None:
         cursor = self.run(name, sql, params)
         try:
-            return cursor.fetchone()
+            row = cursor.fetchone()
         except sqlite3.DatabaseError as exc:
             raise store_error(exc, self.path, "read") from None
+        except Exception as exc:
+            if self.dialect == SQLITE or not is_server_error(exc):
+                raise
+            raise server_error(exc, self.path, "read") from None
+        return row if row is None or self.dialect == SQLITE else tuple(row)
 
     def snapshot(self) -> _SnapshotScope:
         """``with executor.snapshot() as snap``: one read transaction and the statistics as it sees them (read
@@ -117,6 +149,8 @@ class _SnapshotScope:
             return executor._snapshot
         executor.run("begin the read snapshot", "BEGIN")
         try:
+            if executor.dialect != SQLITE:  # before the snapshot is taken (at the first read)
+                executor.run("lock the index's tables for the snapshot", READ_LOCKS_SQL)
             stats = IndexStats.from_info(dict(executor.rows("index statistics", INDEX_INFO_SQL)))
         except BaseException:
             self._end()

@@ -129,6 +129,7 @@ class TermFreq(Base):
             "count",
             "length",
             sqlite_where=text(f"impact >= {HEAD_IMPACT}"),
+            postgresql_where=text(f"impact >= {HEAD_IMPACT}"),
         ),
         {"sqlite_with_rowid": False},
     )

@@ -28,6 +28,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..config import DatabaseURL, resolve_db
 from ..errors import ConfigError, RetrievalError, SchemaVersionError
 from .database import KNOWN_REVISIONS, _uri, check_index, connect, index_revision, store_error
 
@@ -83,6 +84,8 @@ def enable(path: str | os.PathLike[str], on: bool) -> bool:
     """Turn the query log of the index at ``path`` on or off; returns whether it was on before. The rows
     already logged stay when it is turned off. An index at revision 0004 has no log: turning it on there raises
     ``SchemaVersionError`` naming ``retrieval upgrade`` (turning it off is a no-op)."""
+    if isinstance(path, DatabaseURL) or (isinstance(path, str) and "://" in path):
+        return _server_enable(resolve_db(path), on)
     from .files import write_transaction
 
     path = Path(path)
@@ -107,6 +110,8 @@ def is_enabled(index: str | os.PathLike[str] | Mapping[str, str]) -> bool:
     read-only connection of its own) or its ``index_info`` as a snapshot read it (no read at all)."""
     if isinstance(index, Mapping):
         return index.get(FLAG_KEY) == ON
+    if isinstance(index, DatabaseURL) or (isinstance(index, str) and "://" in index):
+        return _server(resolve_db(index), lambda raw: _flag(raw) == ON, "read")
     conn = connect(Path(index), readonly=True)
     try:
         row = conn.execute(FLAG_SQL).fetchone()
@@ -161,7 +166,7 @@ def record(
     """
     try:
         row = _row(kind, query, config, result, limit, offset, ids, extra)
-        _insert(Path(path), row)
+        _insert(path if isinstance(path, DatabaseURL) else Path(path), row)
         return True
     except Exception as exc:  # the log never fails a search
         _warn(path, exc)
@@ -221,7 +226,10 @@ def _row(kind: str, query: object, config: object, result: object, limit, offset
     }
 
 
-def _insert(path: Path, row: dict) -> None:
+def _insert(path: Path | DatabaseURL, row: dict) -> None:
+    if isinstance(path, DatabaseURL):
+        _server(path, lambda raw: _server_insert(raw, row), "write the query log to")
+        return
     # mode=rw: never creates a file (an index removed since the search stays removed).
     conn = sqlite3.connect(_uri(path) + "?mode=rw", uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
@@ -286,18 +294,23 @@ def entries(path: str | os.PathLike[str], since: object = None) -> list[dict]:
     """The logged rows of the index at ``path``, oldest first (from ``since`` on when given, see
     ``since_bound``): dicts of the table's columns, with ``settings`` and ``result_ids`` decoded from JSON and
     ``gate_fired`` True, False or None. An index at revision 0004 has none."""
-    path = Path(path)
     bound = "" if since is None else since_bound(since)
-    check_index(path)
-    conn = connect(path, readonly=True)
-    try:
-        if not conn.execute(HAS_TABLE_SQL).fetchone()[0]:
-            return []
-        rows = conn.execute(ENTRIES_SQL, {"since": bound}).fetchall()
-    except sqlite3.Error as exc:
-        raise store_error(exc, path, "read") from None
-    finally:
-        conn.close()
+    if isinstance(path, DatabaseURL) or (isinstance(path, str) and "://" in path):
+        url = resolve_db(path)
+        check_index(url)
+        rows = _server(url, lambda raw: raw.execute(_pg(ENTRIES_SQL), {"since": bound}).fetchall(), "read")
+    else:
+        path = Path(path)
+        check_index(path)
+        conn = connect(path, readonly=True)
+        try:
+            if not conn.execute(HAS_TABLE_SQL).fetchone()[0]:
+                return []
+            rows = conn.execute(ENTRIES_SQL, {"since": bound}).fetchall()
+        except sqlite3.Error as exc:
+            raise store_error(exc, path, "read") from None
+        finally:
+            conn.close()
     out = []
     for values in rows:
         entry = dict(zip(COLUMNS, values, strict=True))
@@ -345,3 +358,52 @@ def plot(rows: list[dict], out: str | os.PathLike[str], title: str = "query log"
     except OSError as exc:
         raise store_error(exc, out, "write") from None
     return out
+
+
+# -- on a PostgreSQL server ---------------------------------------------------------------------------------------
+# The same table and statements; a row is one short transaction that waits at most BUSY_TIMEOUT_MS for a lock, the
+# switch one transaction under the writers' advisory lock (retrieval.store.pgwrite).
+def _pg(sql: str) -> str:
+    from .postgres import convert
+
+    return convert(sql)
+
+
+def _server(url: DatabaseURL, work, doing: str):
+    """``work(raw)`` on a writable connection to the index at ``url`` (its schema), closed after."""
+    from .postgres import SCHEMA, _psycopg, server_error
+
+    psycopg = _psycopg()
+    try:
+        with psycopg.connect(str(url), autocommit=True) as raw:
+            raw.execute(f'SET search_path TO "{SCHEMA}"')
+            return work(raw)
+    except psycopg.Error as exc:
+        raise server_error(exc, url, doing) from None
+
+
+def _flag(raw) -> str | None:
+    row = raw.execute(FLAG_SQL).fetchone()
+    return row[0] if row else None
+
+
+def _server_insert(raw, row: dict) -> None:
+    values = {**row, "gate_fired": None if row["gate_fired"] is None else bool(row["gate_fired"])}
+    with raw.transaction():
+        raw.execute(f"SET LOCAL lock_timeout = '{BUSY_TIMEOUT_MS}ms'")
+        raw.execute(_pg(INSERT_SQL), values)
+
+
+def _server_enable(url: DatabaseURL, on: bool) -> bool:
+    from .pgwrite import WRITER_LOCK_KEY
+
+    check_index(url)
+
+    def switch(raw) -> bool:
+        with raw.transaction():
+            raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
+            before = _flag(raw)
+            raw.execute(_pg(SET_FLAG_SQL), {"key": FLAG_KEY, "value": ON if on else OFF})
+        return before == ON
+
+    return _server(url, switch, "switch the query log of")

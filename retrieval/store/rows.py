@@ -12,12 +12,18 @@ from ..corpus.names import name_key
 from ..corpus.paper import Paper
 from ..errors import InputError
 from .database import edge_counts
+from .dialect import register
 
+# The same text on both backends (the plain inserts are sent as COPY on PostgreSQL: retrieval.store.pgwrite).
 INSERT_PAPER = "INSERT INTO papers (id, title, abstract, year, source) VALUES (?, ?, ?, ?, ?)"
 INSERT_AUTHOR = "INSERT INTO paper_authors (paper_id, position, name, surname, name_key) VALUES (?, ?, ?, ?, ?)"
 INSERT_SOURCE = "INSERT INTO field_sources (paper_id, field, source) VALUES (?, ?, ?)"
 INSERT_DOC_LEN = "INSERT INTO doc_len (doc_id, paper_id, length) VALUES (?, ?, ?)"
 UPSERT_INFO = "INSERT INTO index_info (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+YEARS_SQL = "SELECT min(year), max(year) FROM papers"
+TERM_TOTALS_SQL = "SELECT count(*), sum(df) FROM doc_freq"
+for _sql in (INSERT_PAPER, INSERT_AUTHOR, INSERT_SOURCE, INSERT_DOC_LEN, UPSERT_INFO, YEARS_SQL, TERM_TOTALS_SQL):
+    register(_sql, _sql)
 
 
 @dataclass
@@ -109,7 +115,7 @@ def write_statistics(
     an add, whose cost should follow its size, leaves to ``retrieval stats``."""
     if counts.n_papers == 0:
         raise InputError("the index would hold no papers: nothing to index (check the input)")
-    lo, hi = conn.execute("SELECT min(year), max(year) FROM papers").fetchone()
+    lo, hi = conn.execute(YEARS_SQL).fetchone()
     info = {
         "n_papers": counts.n_papers,
         "impact_avgdl": counts.impact_avgdl,
@@ -126,5 +132,5 @@ def write_statistics(
     summary.papers = counts.n_papers
     if count_edges:
         summary.edges, summary.dangling_references = edge_counts(conn)
-    summary.terms, postings = conn.execute("SELECT count(*), sum(df) FROM doc_freq").fetchone()
+    summary.terms, postings = conn.execute(TERM_TOTALS_SQL).fetchone()
     summary.postings = postings or 0

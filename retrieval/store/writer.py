@@ -4,6 +4,10 @@
 BM25 scores equal those of a full rebuild from the same final corpus (only the surrogate ``term_id`` numbers may
 differ). A failure (a bad record, a full disk, Ctrl-C) rolls the transaction back and leaves the index as it was.
 The full build is ``retrieval.store.build``.
+
+The same writer writes to an index on PostgreSQL (a ``DatabaseURL``): each statement below has its PostgreSQL
+text registered beside it (``register``), run by ``retrieval.store.pgwrite``, which also holds the writers' lock
+there (writers run one at a time; readers never wait).
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from itertools import islice
 from pathlib import Path
 
 from ..bm25 import impact
+from ..config import DatabaseURL
 from ..corpus.paper import Paper
 from ..errors import InputError
 from ..text import Analyser
 from .database import KNOWN_REVISIONS, check_index, index_revision
+from .dialect import register
 from .files import write_transaction
 from .migrate import upgrade_index
 from .rows import (
@@ -64,14 +70,56 @@ UPSERT_REFERENCE = """\
 INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
 VALUES (?, ?, 1, 0)
 ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_citing = 1"""
+UPSERT_REFERENCE_POSTGRESQL = """\
+INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
+VALUES (?, ?, true, false)
+ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_citing = true"""
+register(UPSERT_REFERENCE, UPSERT_REFERENCE_POSTGRESQL)
 UPSERT_CITED_BY = """\
 INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
 VALUES (?, ?, 0, 1)
 ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_cited = 1"""
+UPSERT_CITED_BY_POSTGRESQL = """\
+INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
+VALUES (?, ?, false, true)
+ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_cited = true"""
+register(UPSERT_CITED_BY, UPSERT_CITED_BY_POSTGRESQL)
 INSERT_TERM = "INSERT INTO doc_freq (term_id, term, df, max_impact) VALUES (?, ?, 0, 0)"
+register(INSERT_TERM, INSERT_TERM)
 ADD_DF = "UPDATE doc_freq SET df = df + ? WHERE term_id = ?"
+register(ADD_DF, ADD_DF)
 ADD_DF_IMPACT = "UPDATE doc_freq SET df = df + ?, max_impact = max(max_impact, ?) WHERE term_id = ?"
+ADD_DF_IMPACT_POSTGRESQL = "UPDATE doc_freq SET df = df + ?, max_impact = greatest(max_impact, ?) WHERE term_id = ?"
+register(ADD_DF_IMPACT, ADD_DF_IMPACT_POSTGRESQL)
 INSERT_TERM_FREQ = "INSERT INTO term_freq (term_id, doc_id, count, length, impact) VALUES (?, ?, ?, ?, ?)"
+register(INSERT_TERM_FREQ, INSERT_TERM_FREQ)  # sent as COPY on PostgreSQL (retrieval.store.pgwrite)
+DELETE_POSTING = "DELETE FROM term_freq WHERE term_id = ? AND doc_id = ?"
+register(DELETE_POSTING, DELETE_POSTING)
+DELETE_TERM = "DELETE FROM doc_freq WHERE term_id = ?"
+register(DELETE_TERM, DELETE_TERM)
+VOCABULARY_SQL = register("SELECT term, term_id FROM doc_freq", "SELECT term, term_id FROM doc_freq")
+LAST_DOC_ID_SQL = register("SELECT max(doc_id) FROM doc_len", "SELECT max(doc_id) FROM doc_len")
+INFO_SQL = register("SELECT key, value FROM index_info", "SELECT key, value FROM index_info")
+
+# A list parameter is JSON text on both: SQLite's json_each, PostgreSQL's jsonb_array_elements_text (text values;
+# term ids are cast). Ids are ordered by their bytes on both (PostgreSQL's collation might differ).
+_IDS = "SELECT value FROM json_each(:ids)"
+_IDS_POSTGRESQL = "SELECT value FROM jsonb_array_elements_text(CAST(:ids AS jsonb))"
+EXISTING_SQL = f"SELECT id FROM papers WHERE id IN ({_IDS}) ORDER BY id"
+register(EXISTING_SQL, f'SELECT id FROM papers WHERE id IN ({_IDS_POSTGRESQL}) ORDER BY id COLLATE "C"')
+REMOVED_TEXT_SQL = (
+    "SELECT p.id, p.title, p.abstract, l.doc_id FROM papers AS p JOIN doc_len AS l ON l.paper_id = p.id "
+    f"WHERE p.id IN ({_IDS})"
+)
+register(REMOVED_TEXT_SQL, REMOVED_TEXT_SQL.replace(_IDS, _IDS_POSTGRESQL))
+GONE_TERMS_SQL = "SELECT term_id, term FROM doc_freq WHERE df = 0 AND term_id IN (SELECT value FROM json_each(:t))"
+register(
+    GONE_TERMS_SQL,
+    "SELECT term_id, term FROM doc_freq WHERE df = 0 AND term_id IN "
+    "(SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:t AS jsonb)))",
+)
+TOUCHED_SQL = f"SELECT DISTINCT cited_id FROM citations WHERE citing_id IN ({_IDS}) OR cited_id IN ({_IDS})"
+register(TOUCHED_SQL, TOUCHED_SQL.replace(_IDS, _IDS_POSTGRESQL))
 
 # In-degrees of the given cited ids, recounted after their citation rows changed.
 RECOUNT_STATEMENTS = [
@@ -82,6 +130,7 @@ FROM citations
 WHERE cited_id IN (SELECT value FROM json_each(:ids))
 GROUP BY cited_id""",
 ]
+RECOUNT_STATEMENTS_POSTGRESQL = [sql.replace(_IDS, _IDS_POSTGRESQL) for sql in RECOUNT_STATEMENTS]
 
 REMOVE_STATEMENTS = [
     "DELETE FROM doc_len WHERE paper_id IN (SELECT value FROM json_each(:ids))",
@@ -96,6 +145,18 @@ WHERE (citing_id IN (SELECT value FROM json_each(:ids)) OR cited_id IN (SELECT v
   AND listed_by_citing = 0
   AND listed_by_cited = 0""",
 ]
+# The flags are booleans on PostgreSQL.
+REMOVE_STATEMENTS_POSTGRESQL = [
+    sql.replace(_IDS, _IDS_POSTGRESQL)
+    .replace("= 0 WHERE", "= false WHERE")
+    .replace("AND listed_by_citing = 0", "AND NOT listed_by_citing")
+    .replace("AND listed_by_cited = 0", "AND NOT listed_by_cited")
+    for sql in REMOVE_STATEMENTS
+]
+for _sqlite, _postgresql in zip(
+    RECOUNT_STATEMENTS + REMOVE_STATEMENTS, RECOUNT_STATEMENTS_POSTGRESQL + REMOVE_STATEMENTS_POSTGRESQL, strict=True
+):
+    register(_sqlite, _postgresql)
 
 
 def _batches(items: Iterable[Paper], size: int) -> Iterator[list[Paper]]:
@@ -116,10 +177,10 @@ class IndexWriter:
         self.conn = conn
         self.summary = summary
         self.cleaner = ReferenceCleaner()
-        self.vocabulary: dict[str, int] = dict(conn.execute("SELECT term, term_id FROM doc_freq"))
+        self.vocabulary: dict[str, int] = dict(conn.execute(VOCABULARY_SQL))
         self.next_term_id = max(self.vocabulary.values(), default=0) + 1
-        self.next_doc_id = (conn.execute("SELECT max(doc_id) FROM doc_len").fetchone()[0] or 0) + 1
-        info = dict(conn.execute("SELECT key, value FROM index_info"))
+        self.next_doc_id = (conn.execute(LAST_DOC_ID_SQL).fetchone()[0] or 0) + 1
+        info = dict(conn.execute(INFO_SQL))
         self.n_papers = int(info.get("n_papers", 0))
         self.total_tokens = int(info.get("total_tokens", 0))
         self.impact_avgdl = float(info.get("impact_avgdl") or 0.0)
@@ -153,8 +214,7 @@ class IndexWriter:
                 progress(done)
 
     def _existing(self, ids: list[str]) -> list[str]:
-        sql = "SELECT id FROM papers WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY id"
-        return [row[0] for row in self.conn.execute(sql, {"ids": json.dumps(ids)})]
+        return [row[0] for row in self.conn.execute(EXISTING_SQL, {"ids": json.dumps(ids)})]
 
     def _rows(self, chunk: list[Paper]) -> _Batch:
         batch = _Batch()
@@ -196,18 +256,14 @@ class IndexWriter:
             ADD_DF_IMPACT,
             ((delta, batch.max_impact[term_id], term_id) for term_id, delta in batch.df_delta.items()),
         )
+        conn.executemany(INSERT_DOC_LEN, batch.doc_len)  # before the postings that refer to it (a foreign key)
         conn.executemany(INSERT_TERM_FREQ, batch.term_freq)
-        conn.executemany(INSERT_DOC_LEN, batch.doc_len)
 
     # -- removing -----------------------------------------------------------------------------------------
     def remove(self, ids: list[str]) -> None:
         """Remove the papers ``ids`` (all must be in the index) with their postings and what their records
         declared. Postings are found by re-analysing the stored text, which is what was indexed."""
-        rows = self.conn.execute(
-            "SELECT p.id, p.title, p.abstract, l.doc_id FROM papers AS p JOIN doc_len AS l ON l.paper_id = p.id "
-            "WHERE p.id IN (SELECT value FROM json_each(:ids))",
-            {"ids": json.dumps(ids)},
-        ).fetchall()
+        rows = self.conn.execute(REMOVED_TEXT_SQL, {"ids": json.dumps(ids)}).fetchall()
         missing = sorted(set(ids) - {row[0] for row in rows})
         if missing:
             shown = ", ".join(repr(pid) for pid in missing[:5]) + (" ..." if len(missing) > 5 else "")
@@ -223,24 +279,14 @@ class IndexWriter:
             self.total_tokens -= len(tokens)
             self.n_papers -= 1
         conn = self.conn
-        conn.executemany("DELETE FROM term_freq WHERE term_id = ? AND doc_id = ?", postings)
+        conn.executemany(DELETE_POSTING, postings)
         conn.executemany(ADD_DF, ((-delta, term_id) for term_id, delta in df_delta.items()))
-        gone = conn.execute(
-            "SELECT term_id, term FROM doc_freq WHERE df = 0 AND term_id IN (SELECT value FROM json_each(:t))",
-            {"t": json.dumps(list(df_delta))},
-        ).fetchall()
-        conn.executemany("DELETE FROM doc_freq WHERE term_id = ?", ((term_id,) for term_id, _ in gone))
+        gone = conn.execute(GONE_TERMS_SQL, {"t": json.dumps(list(df_delta))}).fetchall()
+        conn.executemany(DELETE_TERM, ((term_id,) for term_id, _ in gone))
         for _, term in gone:
             del self.vocabulary[term]
         params = {"ids": json.dumps([row[0] for row in rows])}
-        touched = [
-            cited
-            for (cited,) in conn.execute(
-                "SELECT DISTINCT cited_id FROM citations WHERE citing_id IN (SELECT value FROM json_each(:ids)) "
-                "OR cited_id IN (SELECT value FROM json_each(:ids))",
-                params,
-            )
-        ]
+        touched = [cited for (cited,) in conn.execute(TOUCHED_SQL, params)]
         for statement in REMOVE_STATEMENTS:
             conn.execute(statement, params)
         self._recount(touched)
@@ -260,8 +306,10 @@ class IndexWriter:
         write_statistics(self.conn, counts, self.summary)
 
 
-def _update(path: str | os.PathLike[str], change: Callable[[IndexWriter], None]) -> WriteSummary:
+def _update(path: str | os.PathLike[str] | DatabaseURL, change: Callable[[IndexWriter], None]) -> WriteSummary:
     """Run ``change`` on the index at ``path`` in one write transaction; on any error nothing is changed."""
+    if isinstance(path, DatabaseURL):
+        return _update_server(path, change)
     target = Path(path)
     if index_revision(target) in KNOWN_REVISIONS[:-1]:
         upgrade_index(target)  # a writer may upgrade what it writes to (atomically, before it writes)
@@ -276,14 +324,30 @@ def _update(path: str | os.PathLike[str], change: Callable[[IndexWriter], None])
     return summary
 
 
+def _update_server(url: DatabaseURL, change: Callable[[IndexWriter], None]) -> WriteSummary:
+    """``_update`` on PostgreSQL: the same writer in one transaction under the writers' advisory lock
+    (``retrieval.store.pgwrite``: writers wait for each other, readers never wait)."""
+    from .pgwrite import write_transaction as server_transaction
+
+    started = time.perf_counter()
+    summary = WriteSummary(path=url.shown)
+    with server_transaction(url) as conn:
+        writer = IndexWriter(conn, summary)
+        change(writer)
+        writer.finish()
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
 def add_papers(
     papers: Iterable[Paper],
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | DatabaseURL,
     *,
     replace: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> WriteSummary:
-    """Add ``papers`` to the index at ``path`` in one transaction (``replace`` overwrites existing ids).
+    """Add ``papers`` to the index at ``path`` (a file, or a ``DatabaseURL``: PostgreSQL) in one transaction
+    (``replace`` overwrites existing ids).
 
     Cost is proportional to the papers added, not to the index. References from earlier papers to an added
     paper become live edges at once.
@@ -291,7 +355,7 @@ def add_papers(
     return _update(path, lambda writer: writer.add(papers, replace=replace, progress=progress))
 
 
-def remove_papers(ids: Iterable[str], path: str | os.PathLike[str]) -> WriteSummary:
+def remove_papers(ids: Iterable[str], path: str | os.PathLike[str] | DatabaseURL) -> WriteSummary:
     """Remove the papers ``ids`` and their edges from the index at ``path`` in one transaction.
 
     References that other papers make to a removed paper stay as dangling references, as they would in a

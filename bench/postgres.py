@@ -1,0 +1,188 @@
+"""SQLite against PostgreSQL on the same corpora, in one run: build papers/s, lexical and full search p50/p95, and
+throughput with 1, 4 and 8 concurrent client processes.
+
+    python bench/postgres.py                              # hepth and the 100K synthetic corpus
+    python bench/postgres.py --corpora hepth --queries 100
+    python bench/postgres.py --server postgresql://user@host/postgres   # a server of your own (databases made there)
+
+Without ``--server`` a throwaway server is started from the machine's packages (``.ci/postgres``, loopback,
+fsync off: builds on it are faster than on a durable server) and stopped at the end. Queries: the short query
+sets of ``bench/queries.py`` (synthetic: 2-6 terms by df band; hepth: the first words of dev-query titles).
+Each engine answers the same queries on the same corpus; results must be identical (checked on every query).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+SHARED = ROOT.parent / "shared" / "data"
+CACHE = Path.home() / ".cache" / "retrieval" / "bench"
+
+from retrieval import RetrievalClient  # noqa: E402
+from retrieval.commands import build  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _corpus(name: str) -> tuple[Path, list[str]]:
+    if name == "hepth":
+        queries = []
+        for line in (SHARED / "hepth" / "queries-dev.jsonl").read_text(encoding="utf-8").splitlines():
+            words = json.loads(line)["query"].split()
+            queries.append(" ".join(words[: 3 + len(queries) % 3]))
+        return SHARED / "hepth" / "papers.jsonl", queries
+    size = int(name)
+    import synthetic
+
+    corpus = CACHE / f"synthetic-{size}-seed42.jsonl"
+    if not corpus.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        synthetic.write(corpus, size, seed=42)
+    qfile = CACHE / f"synthetic-{size}-seed42.queries-200-seed7.json"
+    if qfile.exists():
+        return corpus, [q["text"] for q in json.loads(qfile.read_text())["queries"]]
+    raise SystemExit(f"no query set at {qfile}: run `python bench/scale.py --sizes {size} --no-hepth` once")
+
+
+def _latencies(db: str, queries: list[str], full: bool) -> tuple[list[float], list]:
+    out, answers = [], []
+    with RetrievalClient(db) as client:
+        for q in queries[:10]:  # warm-up
+            client.lexical.search(q, 10)
+        for q in queries:
+            start = time.perf_counter()
+            if full:
+                result = client.search(q, limit=10, links=False)
+                answer = [(r.paper.id, round(r.final_score, 9)) for r in result.ranked]
+            else:
+                answer = [(pid, round(score, 9)) for pid, score in client.lexical.search(q, 10)]
+            out.append((time.perf_counter() - start) * 1000)
+            answers.append(answer)
+    return out, answers
+
+
+def _client(db: str, queries: list[str], until: float, out) -> None:
+    done = 0
+    with RetrievalClient(db) as client:
+        while time.monotonic() < until:
+            client.search(queries[done % len(queries)], limit=10, links=False)
+            done += 1
+    out.put(done)
+
+
+def _throughput(db: str, queries: list[str], clients: int, seconds: float) -> float:
+    out = multiprocessing.Queue()
+    until = time.monotonic() + seconds
+    procs = [
+        multiprocessing.Process(target=_client, args=(db, queries[i::clients], until, out)) for i in range(clients)
+    ]
+    start = time.perf_counter()
+    for p in procs:
+        p.start()
+    done = sum(out.get(timeout=seconds + 120) for _ in procs)
+    for p in procs:
+        p.join(timeout=30)
+    return done / (time.perf_counter() - start)
+
+
+def _p(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=20)[q] if len(values) >= 20 else max(values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpora", default="hepth,100000")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=15.0, help="seconds per throughput level (default 15)")
+    parser.add_argument("--server", help="a PostgreSQL server's maintenance database URL (default: start one)")
+    args = parser.parse_args(argv)
+    import psycopg
+
+    tmp = tempfile.TemporaryDirectory(prefix="retrieval-bench-pg-")
+    server = args.server
+    started = None
+    if server is None:
+        started = Path(tempfile.mkdtemp(prefix="retrieval-bench-pgdata-"))  # its own folder: postgres must enter it
+        port = _free_port()
+        server = subprocess.run([str(ROOT / ".ci" / "postgres"), "start", str(started), str(port)],
+                                check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    rows = []
+    try:
+        for name in args.corpora.split(","):
+            corpus, queries = _corpus(name.strip())
+            queries = queries[: args.queries]
+            lite = str(Path(tmp.name) / f"{name}.db")
+            database = f"bench_{name}_{int(time.time())}"
+            with psycopg.connect(server, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{database}"')
+            pg = server.rsplit("/", 1)[0] + "/" + database
+            builds = {}
+            for engine, db in (("sqlite", lite), ("postgresql", pg)):
+                start = time.perf_counter()
+                summary = build(db=db, source=corpus)
+                builds[engine] = summary.papers / (time.perf_counter() - start)
+            result = {"corpus": name, "papers": summary.papers}
+            answers = {}
+            for engine, db in (("sqlite", lite), ("postgresql", pg)):
+                lexical, a = _latencies(db, queries, full=False)
+                full, b = _latencies(db, queries, full=True)
+                answers[engine] = (a, b)
+                result[engine] = {
+                    "build_papers_per_s": builds[engine],
+                    "lexical_p50": statistics.median(lexical), "lexical_p95": _p(lexical, 18),
+                    "full_p50": statistics.median(full), "full_p95": _p(full, 18),
+                    "throughput": {c: _throughput(db, queries, c, args.seconds) for c in (1, 4, 8)},
+                }  # fmt: skip
+            result["identical"] = answers["sqlite"] == answers["postgresql"]
+            rows.append(result)
+    finally:
+        if started is not None:
+            subprocess.run([str(ROOT / ".ci" / "postgres"), "stop", str(started)], check=False)
+            subprocess.run(["rm", "-rf", str(started)], check=False)
+        tmp.cleanup()
+    lines = [
+        "| corpus | engine | build papers/s | lexical p50 / p95 ms | full p50 / p95 ms "
+        "| searches/s at 1 / 4 / 8 clients |",
+        "|---|---|--:|--:|--:|--:|",
+    ]
+    for r in rows:
+        for engine in ("sqlite", "postgresql"):
+            e = r[engine]
+            t = e["throughput"]
+            lines.append(
+                f"| {r['corpus']} ({r['papers']:,}) | {engine} | {e['build_papers_per_s']:,.0f} | "
+                f"{e['lexical_p50']:.1f} / {e['lexical_p95']:.1f} | {e['full_p50']:.1f} / {e['full_p95']:.1f} | "
+                f"{t[1]:.0f} / {t[4]:.0f} / {t[8]:.0f} |"
+            )
+        s, p = r["sqlite"], r["postgresql"]
+        lines.append(
+            f"| {r['corpus']} | postgresql / sqlite | {p['build_papers_per_s'] / s['build_papers_per_s']:.2f}x | "
+            f"{p['lexical_p50'] / s['lexical_p50']:.2f}x / {p['lexical_p95'] / s['lexical_p95']:.2f}x | "
+            f"{p['full_p50'] / s['full_p50']:.2f}x / {p['full_p95'] / s['full_p95']:.2f}x | "
+            f"{p['throughput'][1] / s['throughput'][1]:.2f}x / {p['throughput'][4] / s['throughput'][4]:.2f}x / "
+            f"{p['throughput'][8] / s['throughput'][8]:.2f}x |"
+        )
+    identical = ", ".join(f"{r['corpus']}: {'identical' if r['identical'] else 'DIFFERENT'}" for r in rows)
+    print("\n".join(lines))
+    print(f"\nresults, SQLite against PostgreSQL on every query: {identical}")
+    return 0 if all(r["identical"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Building on a real PostgreSQL server: the migrated schema itself, the COPY'd rows against the SQLite build of
+the same corpus, and the atomic swap (a failed build leaves the previous index as it was)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from retrieval.commands import build
+from retrieval.errors import InputError
+from retrieval.store import pgbuild
+from tests.helpers import paper, write_jsonl
+
+psycopg = pytest.importorskip("psycopg")
+
+
+def _pg_tables(url: str) -> dict[str, list[tuple]]:
+    with psycopg.connect(url) as conn:
+        conn.execute('SET search_path TO "retrieval"')
+        out = {}
+        for table, columns in pgbuild.TABLES:
+            cols = ", ".join(f'"{c}"' for c in columns)
+            rows = conn.execute(f'SELECT {cols} FROM "{table}"').fetchall()
+            out[table] = sorted(tuple(_plain(v) for v in row) for row in rows)
+        return out
+
+
+def _lite_tables(path) -> dict[str, list[tuple]]:
+    with sqlite3.connect(path) as conn:
+        out = {}
+        for table, columns in pgbuild.TABLES:
+            cols = ", ".join(f'"{c}"' for c in columns)
+            rows = conn.execute(f'SELECT {cols} FROM "{table}"').fetchall()
+            out[table] = sorted(tuple(_plain(v) for v in row) for row in rows)
+        return out
+
+
+def _plain(value):
+    return int(value) if isinstance(value, bool) else value
+
+
+def _without_times(tables: dict) -> dict:
+    info = [row for row in tables["index_info"] if row[0] not in ("built_at", "updated_at", "build_seconds")]
+    return {**tables, "index_info": info}
+
+
+def test_the_migrated_schema_on_postgresql_matches_the_models(pg_database):
+    from alembic import command
+    from alembic.util.exc import CommandError
+
+    from retrieval.store.migrate import alembic_config
+
+    url = pg_database("schema")
+    cfg = alembic_config()
+    cfg.set_main_option("sqlalchemy.url", "postgresql+psycopg://" + url.split("://", 1)[1])
+    command.upgrade(cfg, "head")
+    try:
+        command.check(cfg)  # raises when the models and the migrated schema differ
+    except CommandError as exc:  # pragma: no cover - the failure is the message
+        pytest.fail(str(exc))
+    with psycopg.connect(url) as conn:
+        head = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_term_freq_head'").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+    assert "WHERE (impact >= 1250)" in head  # the partial head index, as on SQLite
+    assert {t for t, _ in pgbuild.TABLES} <= tables
+
+
+def test_a_postgresql_build_holds_the_rows_of_the_sqlite_build(tmp_path, pg_database):
+    url = pg_database("rows")
+    build(db=url)
+    build(db=tmp_path / "demo.db")
+    assert _without_times(_pg_tables(url)) == _without_times(_lite_tables(tmp_path / "demo.db"))
+    with psycopg.connect(url) as conn:  # psql sees the tables by their names: the database's search_path
+        assert conn.execute("SELECT count(*) FROM doc_freq").fetchone()[0] > 0
+
+
+def test_a_failed_build_leaves_the_previous_index_and_no_schema_behind(tmp_path, pg_database, monkeypatch):
+    url = pg_database("atomic")
+    good = write_jsonl(tmp_path / "good.jsonl", [paper("a", "black hole entropy"), paper("b", "string theory")])
+    build(db=url, source=good)
+    before = _pg_tables(url)
+    bad = write_jsonl(tmp_path / "bad.jsonl", [paper("c", "gauge theory"), {"id": "d"}])
+    with pytest.raises(InputError, match="bad.jsonl:2"):
+        build(db=url, source=bad)
+    assert _pg_tables(url) == before
+
+    def broken(*args, **kwargs):
+        raise OSError("the disk filled up during the copy")
+
+    monkeypatch.setattr(pgbuild, "copy_tables", broken)
+    other = write_jsonl(tmp_path / "other.jsonl", [paper("e", "lattice gauge theory")])
+    with pytest.raises(OSError, match="disk filled"):
+        build(db=url, source=other)
+    assert _pg_tables(url) == before
+    with psycopg.connect(url) as conn:
+        schemas = {r[0] for r in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'retrieval%'")}
+    assert schemas == {"retrieval"}  # the half-built schema was dropped
+
+
+def test_a_rebuild_replaces_the_index_in_one_swap(tmp_path, pg_database):
+    url = pg_database("swap")
+    first = write_jsonl(tmp_path / "one.jsonl", [paper("a", "black hole entropy")])
+    second = write_jsonl(tmp_path / "two.jsonl", [paper("x", "entanglement"), paper("y", "holography")])
+    build(db=url, source=first)
+    build(db=url, source=second)
+    assert [row[0] for row in _pg_tables(url)["papers"]] == ["x", "y"]
+
+
+def test_a_build_that_an_add_overtook_refuses_to_swap_in(tmp_path, pg_database, monkeypatch):
+    """An add committed while a rebuild ran would be lost by the swap: the build refuses, the add stays."""
+    from retrieval.commands import add
+    from retrieval.errors import StoreError
+
+    url = pg_database("race")
+    build(db=url, source=write_jsonl(tmp_path / "one.jsonl", [paper("a", "black hole entropy")]))
+    late = write_jsonl(tmp_path / "late.jsonl", [paper("late", "an add during the build")])
+    real = pgbuild.copy_tables
+
+    def copy_while_someone_adds(*args, **kwargs):
+        add(late, db=url)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pgbuild, "copy_tables", copy_while_someone_adds)
+    rebuild = write_jsonl(tmp_path / "two.jsonl", [paper("x", "entanglement")])
+    with pytest.raises(StoreError, match="another writer changed the index"):
+        build(db=url, source=rebuild)
+    assert [row[0] for row in _pg_tables(url)["papers"]] == ["a", "late"]
+
+
+def test_upgrade_brings_an_older_revision_on_the_server_to_the_head(tmp_path, pg_database, capsys):
+    from alembic import command
+    from sqlalchemy import create_engine, pool, text
+
+    from retrieval import RetrievalClient
+    from retrieval.cli import main
+    from retrieval.errors import SchemaVersionError
+    from retrieval.store.database import HEAD_REVISION
+    from retrieval.store.migrate import alembic_config
+
+    url = pg_database("upgrade")
+    corpus = write_jsonl(tmp_path / "a.jsonl", [paper("a", "black hole entropy", authors=["Juan Maldacena"])])
+    build(db=url, source=corpus)
+    engine = create_engine("postgresql+psycopg://" + url.split("://", 1)[1], poolclass=pool.NullPool)
+    with engine.begin() as connection:  # the index as revision 0005 left it: no author keys
+        connection.execute(text('SET LOCAL search_path TO "retrieval"'))
+        cfg = alembic_config()
+        cfg.attributes["connection"] = connection
+        command.downgrade(cfg, "0005")
+    engine.dispose()
+    with pytest.raises(SchemaVersionError, match="retrieval upgrade"):
+        RetrievalClient(url)
+    assert main(["upgrade", "--db", url]) == 0
+    assert f"from schema revision 0005 to {HEAD_REVISION}" in capsys.readouterr().out
+    with RetrievalClient(url) as client:
+        assert [r.paper.id for r in client.search("entropy", authors=["Maldacena"]).ranked] == ["a"]
+    assert main(["upgrade", "--db", url]) == 0 and "nothing to do" in capsys.readouterr().out
+
+
+def test_the_query_log_on_the_server(tmp_path, pg_database, capsys):
+    """`retrieval log on|off` and the rows of searches and similar, on PostgreSQL as on a file."""
+    from retrieval import commands
+    from retrieval.cli import main
+
+    url = pg_database("log")
+    build(
+        db=url,
+        source=write_jsonl(tmp_path / "a.jsonl", [paper("a", "black hole"), paper("b", "hole", references=["a"])]),
+    )
+    assert commands.log_status(db=url) is False
+    commands.search("black hole", db=url)
+    assert commands.log_entries(db=url) == []
+    assert main(["log", "on", "--db", url]) == 0
+    first = commands.search("black hole", db=url)
+    commands.similar(["a"], db=url)
+    rows = commands.log_entries(db=url)
+    assert [r["kind"] for r in rows] == ["search", "similar"]
+    assert rows[0]["result_ids"] == [r.paper.id for r in first.ranked] and rows[0]["gate_fired"] in (True, False)
+    assert commands.log_enable(False, db=url) is True
+    commands.search("black hole", db=url)
+    assert len(commands.log_entries(db=url)) == 2
+    capsys.readouterr()

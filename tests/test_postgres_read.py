@@ -1,0 +1,447 @@
+"""The read path on PostgreSQL, against a real server: every search gives what SQLite gives (the same ids in the
+same order, scores equal to 1e-9), on the demo corpus, CACM and (slow) hepth; every statement a search runs is a
+registered PostgreSQL text; ``--sql``, ``stats``, the open checks, and a reader across a rebuild.
+
+Needs ``$RETRIEVAL_TEST_POSTGRES`` (the fixtures in ``tests/conftest.py``); no mocks."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from retrieval import RetrievalConfig
+from retrieval.bm25 import TF_NORM_SQL_POSTGRESQL, tf_norm
+from retrieval.cli import main
+from retrieval.commands import build, stats
+from retrieval.errors import IndexNotFoundError, NotAnIndexError, PaperNotFoundError
+from retrieval.search.client import RetrievalClient
+from retrieval.search.filters import Filters
+from retrieval.store.dialect import registered
+from retrieval.store.executor import Trace
+from tests.helpers import paper, shared_corpus, write_jsonl
+
+psycopg = pytest.importorskip("psycopg")
+
+TOLERANCE = 1e-9
+
+DEMO_QUERIES = [
+    "attention sparsity",  # ties: papers of equal score, ordered by id
+    "retrieval augmentation passage index",
+    "low rank adapters fine tuning",
+    "dataset distillation synthetic compact training",
+    "evaluation harnesses benchmark task",
+    "this study reports perplexity accuracy wall time",  # every paper matches
+    "attention attention routing",  # a repeated token
+    "nothing matches zyzzyva",
+]
+
+
+def _queries(name: str, count: int) -> list[str]:
+    path = shared_corpus(name).parent / "queries-dev.jsonl"
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line)["query"] for line in handle][:count]
+
+
+CACM_SHORT = ["parallel algorithms", "computer programming language", "operating system time sharing",
+              "sorting", "matrix inversion", "compiler optimization loops"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cacm_pg(pg_database, cacm_db) -> str:
+    """CACM on PostgreSQL (the URL), from the same corpus file as ``cacm_db``."""
+    url = pg_database("cacm")
+    build(db=url, source=cacm_db[1])
+    return url
+
+
+@pytest.fixture(scope="module", params=["demo", "cacm"])
+def pair(request, demo_db, demo_pg, cacm_db):
+    """(SQLite client, PostgreSQL client, queries) over the same corpus."""
+    if request.param == "demo":
+        lite, pg, queries = demo_db, demo_pg, DEMO_QUERIES
+    else:
+        lite, pg = cacm_db[0], request.getfixturevalue("cacm_pg")
+        queries = CACM_SHORT + _queries("cacm", 12)
+    with RetrievalClient(lite) as a, RetrievalClient(pg) as b:
+        yield a, b, queries
+
+
+def same_hits(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> None:
+    assert [pid for pid, _ in a] == [pid for pid, _ in b]
+    for (pid, x), (_, y) in zip(a, b, strict=True):
+        assert abs(x - y) <= TOLERANCE, (pid, x, y)
+
+
+def same_result(a, b) -> None:
+    """Two ``RetrievalResult``s rank the same papers with the same numbers."""
+    assert [r.paper.id for r in a.ranked] == [r.paper.id for r in b.ranked]
+    for x, y in zip(a.ranked, b.ranked, strict=True):
+        for field in ("final_score", "bm25_score", "bm25_norm", "graph_score", "recency_score"):
+            assert abs(getattr(x, field) - getattr(y, field)) <= TOLERANCE, (x.paper.id, field)
+        assert x.graph_distance == y.graph_distance
+        assert (x.paper.title, x.paper.year, x.paper.abstract) == (y.paper.title, y.paper.year, y.paper.abstract)
+        assert x.paper.authors == y.paper.authors
+        assert x.paper.references == y.paper.references and x.paper.citations == y.paper.citations
+        assert [(r.source, r.relation, r.hop) for r in x.reached] == [(r.source, r.relation, r.hop) for r in y.reached]
+    assert (a.matched, a.matched_exact, a.hit_count) == (b.matched, b.matched_exact, b.hit_count)
+    assert abs(a.top_score - b.top_score) <= TOLERANCE and abs(a.average_score - b.average_score) <= TOLERANCE
+    assert a.expansion == b.expansion
+    assert a.warnings == b.warnings
+
+
+# -- the lexical pass ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("k", [1, 10, 100])
+def test_lexical_top_k_is_the_same_on_both_pruned_and_exhaustive(pair, k):
+    lite, pg, queries = pair
+    for query in queries:
+        for exhaustive in (False, True):
+            same_hits(lite.lexical.search(query, k, exhaustive=exhaustive), pg.lexical.search(query, k, exhaustive))
+        assert lite.lexical.matched(query) == pg.lexical.matched(query)
+
+
+def test_the_pruned_statement_runs_on_postgresql_and_agrees_with_the_plain_aggregation(cacm_db, cacm_pg):
+    """The pruned top k (TOP_K_SQL with its lookup stages) ran, not only the plain aggregation, and each plan
+    is the same on both (the same thresholds from the same samples)."""
+    trace = Trace()
+    with RetrievalClient(cacm_db[0]) as lite, RetrievalClient(cacm_pg, tracer=trace) as pg:
+        for query in CACM_SHORT + _queries("cacm", 12):
+            assert lite.lexical.plan(query, 10) == pg.lexical.plan(query, 10)
+            same_hits(pg.lexical.search(query, 10), pg.lexical.search(query, 10, exhaustive=True))
+    names = [s.name for s in trace.statements]
+    assert "lexical: top-k" in names and "lexical: top-k (plain aggregation)" in names
+
+
+def test_scores_of_given_papers_are_the_same(pair):
+    lite, pg, queries = pair
+    ids = [pid for pid, _ in lite.lexical.search(queries[0], 30, exhaustive=True)] + ["no-such-paper"]
+    for query in queries[:4]:
+        a, b = lite.lexical.scores(query, ids), pg.lexical.scores(query, ids)
+        assert list(a) == list(b)
+        assert all(abs(a[pid] - b[pid]) <= TOLERANCE for pid in a)
+
+
+def test_the_postgresql_tf_norm_text_computes_the_same_doubles(demo_pg):
+    """``TF_NORM_SQL_POSTGRESQL`` on the server gives exactly ``retrieval.bm25.tf_norm`` (no float4, no numeric)."""
+    sql = "SELECT " + TF_NORM_SQL_POSTGRESQL.replace("tf.count", "%(count)s").replace("tf.length", "%(length)s")
+    sql = re.sub(r":(\w+)", r"%(\1)s", sql)
+    with psycopg.connect(demo_pg) as conn:
+        for count, length, avgdl in [(1, 100, 109.39204872272035), (3, 7, 87.5), (12, 1000, 3.3), (2, 1, 1e-3)]:
+            got = conn.execute(sql, {"count": count, "length": length, "avgdl": avgdl, "k1": 1.5, "b": 0.75})
+            assert got.fetchone()[0] == tf_norm(count, length, avgdl)
+
+
+def test_the_head_is_read_through_the_partial_index(cacm_pg):
+    """PostgreSQL has no ``INDEXED BY``: the planner must take ``ix_term_freq_head`` for a plan that reads a term's
+    head, from the ``impact >= 1250`` predicate."""
+    trace = Trace()
+    with RetrievalClient(cacm_pg, tracer=trace) as pg:
+        raw = pg._executor.conn.raw
+        from retrieval.store.postgres import convert
+
+        for query in CACM_SHORT + _queries("cacm", 12):
+            trace.statements.clear()
+            pg.lexical.search(query, 10)
+            for statement in trace.statements:
+                if statement.name == "lexical: top-k" and any(
+                    1250 <= entry[1] < 1 << 30 for entry in json.loads(statement.params["plan"])
+                ):
+                    plan = "\n".join(
+                        row[0] for row in raw.execute("EXPLAIN " + convert(statement.sql), statement.params)
+                    )
+                    assert "ix_term_freq_head" in plan
+                    return
+    pytest.fail("no CACM query read a head: choose other queries")
+
+
+# -- filters ---------------------------------------------------------------------------------------------------
+def _filters(name: str) -> list[dict]:
+    if name == "demo":
+        return [{"year": "2020-"}, {"year": "-2019"}, {"year": "2021"}, {"authors": ["Author 1-1"]}]
+    return [{"year": "1970-1975"}, {"year": "1960-"}, {"year": "-1962"}, {"authors": ["Smith"]},
+            {"authors": ["D. E. Knuth"]}]  # fmt: skip
+
+
+@pytest.mark.parametrize("corpus", ["demo", "cacm"])
+def test_filtered_searches_are_the_same(corpus, request, demo_db, demo_pg, cacm_db):
+    lite_db, pg_db = (demo_db, demo_pg) if corpus == "demo" else (cacm_db[0], request.getfixturevalue("cacm_pg"))
+    queries = DEMO_QUERIES[:5] if corpus == "demo" else CACM_SHORT
+    syntax = (
+        ['attention -sparsity', '"low rank" adapters', '"attention sparsity" -routing -head']
+        if corpus == "demo"
+        else ['programming -language', '"operating system"', '"time sharing" system -ibm', 'sorting year:1965-1970']
+    )  # fmt: skip
+    with RetrievalClient(lite_db) as lite, RetrievalClient(pg_db) as pg:
+        for query in queries:
+            for options in _filters(corpus):
+                same_result(lite.search(query, **options), pg.search(query, **options))
+                filters = Filters.make(year=options.get("year"), authors=options.get("authors", ()))
+                for exhaustive in (False, True):
+                    same_hits(
+                        lite.lexical.search(query, 20, exhaustive, filters),
+                        pg.lexical.search(query, 20, exhaustive, filters),
+                    )
+                assert lite.lexical.matched(query, filters) == pg.lexical.matched(query, filters)
+        for query in syntax:
+            same_result(lite.search(query), pg.search(query))
+            same_result(lite.search(query, offset=5, limit=5), pg.search(query, offset=5, limit=5))
+
+
+# -- the whole search: the blend, the expansion, the lesson's walk ---------------------------------------------
+CONFIGS = {
+    "default": RetrievalConfig(),
+    "expand always": RetrievalConfig(expand="always"),
+    "every relation, two hops": RetrievalConfig(
+        expand="always", max_hops=2, relations=("references", "citing", "cocitation", "coupling"), fanout=5
+    ),
+    "lesson": RetrievalConfig.lesson(),
+}
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_full_searches_are_the_same(pair, config):
+    lite, pg, queries = pair
+    cfg = CONFIGS[config]
+    for query in queries:
+        same_result(lite.search(query, cfg), pg.search(query, cfg))
+    same_result(lite.search(queries[0], cfg, limit=3, offset=2), pg.search(queries[0], cfg, limit=3, offset=2))
+
+
+def test_the_lesson_walk_is_the_same(pair):
+    lite, pg, queries = pair
+    seeds = [pid for pid, _ in lite.lexical.search(queries[0], 10)]
+    for hops in (0, 1, 2):
+        a, b = lite.graph.expand(seeds, hops), pg.graph.expand(seeds, hops)
+        assert list(a.items()) == list(b.items())
+    assert pg.graph.expand(["no-such-paper"], 2) == {}
+
+
+def test_similar_and_show_are_the_same(pair):
+    lite, pg, queries = pair
+    top = [pid for pid, _ in lite.lexical.search(queries[1], 5)]
+    for seeds, options in (
+        (top[:1], {}),
+        (top[:3], {"exclude": top[3:5]}),
+        (top[:1], {"year": "1970-", "limit": 5, "offset": 2}),
+    ):
+        a, b = lite.similar(seeds, **options), pg.similar(seeds, **options)
+        assert [e.paper.id for e in a.ranked] == [e.paper.id for e in b.ranked]
+        for x, y in zip(a.ranked, b.ranked, strict=True):
+            assert abs(x.score - y.score) <= TOLERANCE and x.together == y.together and x.shared == y.shared
+            assert x.paper.authors == y.paper.authors
+        assert (a.matched, a.warnings) == (b.matched, b.warnings)
+    for pid in top:
+        assert lite.show(pid).to_dict() == pg.show(pid).to_dict()
+    with pytest.raises(PaperNotFoundError):
+        pg.show("no-such-paper")
+    assert lite.papers(top[::-1]).keys() == pg.papers(top[::-1]).keys()
+
+
+# -- what runs on PostgreSQL -----------------------------------------------------------------------------------
+def test_every_statement_a_search_runs_is_a_registered_postgresql_text(demo_pg, cacm_pg):
+    trace = Trace()
+    with RetrievalClient(cacm_pg, tracer=trace) as pg:  # the demo corpus is too small to prune
+        for query in CACM_SHORT:
+            pg.search(query, RetrievalConfig(top_k_lexical=10, lexical_depth=10), limit=10)
+    with RetrievalClient(demo_pg, tracer=trace) as pg:
+        for cfg in CONFIGS.values():
+            pg.search("attention sparsity", cfg, year="2019-", authors=["Author 1-1"])
+            pg.search('"attention sparsity" -routing', cfg)
+            pg.search("this study reports", cfg, year="2020")
+            pg.search("attention", cfg)
+        pg.lexical.search("attention sparsity", 5, exhaustive=True)
+        pg.lexical.scores("attention", ["p001", "p002"])
+        pg.similar(["p001", "p002"], exclude=["p003"], year="2019-")
+        pg.show("p001")
+    texts = set(registered().values())
+    ran = {s.name for s in trace.statements}
+    assert {"lexical: top-k", "lexical: threshold", "lexical: top-k (plain aggregation)",
+            "citation walk (recursive CTE)", "expansion: cocitation, hop 2", "similar: co-cited papers",
+            "papers: citing papers"} <= ran  # fmt: skip
+    for statement in trace.statements:
+        assert statement.sql in texts, statement.name
+    for sqlite, postgresql in registered().items():
+        for sqlite_only in ("json_each", "INDEXED BY", "sqlite_master", "json_group_array", "CROSS JOIN term_freq"):
+            assert sqlite_only not in postgresql, (sqlite_only, sqlite[:60])
+        assert not re.search(r"CROSS JOIN \w+ AS \w+ ON", postgresql), sqlite[:60]
+
+
+def test_sql_prints_the_postgresql_text(demo_pg, capsys):
+    assert main(["search", "attention sparsity", "--sql", "--db", demo_pg, "--expand", "always"]) == 0
+    out = capsys.readouterr().out
+    assert "jsonb_array_elements" in out and 'COLLATE "C"' in out and "REPEATABLE READ READ ONLY" in out
+    assert "json_each" not in out and "INDEXED BY" not in out and "sqlite_master" not in out
+
+
+def test_stats_on_postgresql_match_the_file(demo_db, demo_pg, capsys):
+    a, b = stats(demo_db), stats(demo_pg)
+    differ = {"path", "built_at", "file_bytes"}
+    assert {k: v for k, v in a.items() if k not in differ} == {k: v for k, v in b.items() if k not in differ}
+    assert b["path"] == demo_pg and b["file_bytes"] > 0
+    assert main(["stats", "--db", demo_pg, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["papers"] == 100
+
+
+def test_opening_what_is_not_an_index_says_what_to_do(pg_database, pg_server):
+    empty = pg_database("empty")
+    with pytest.raises(IndexNotFoundError, match="retrieval build --db"):
+        RetrievalClient(empty)
+    with psycopg.connect(empty, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA retrieval")
+        conn.execute("CREATE TABLE retrieval.other (x integer)")
+    with pytest.raises(NotAnIndexError, match="not a retrieval index"):
+        RetrievalClient(empty)
+    missing = pg_server.rsplit("/", 1)[0] + "/retrieval_no_such_database"
+    with pytest.raises(IndexNotFoundError, match="createdb"):
+        RetrievalClient(missing)
+    secret = missing.replace("://postgres@", "://postgres:hunter2@")
+    with pytest.raises(IndexNotFoundError) as error:
+        RetrievalClient(secret)
+    assert "hunter2" not in str(error.value) and "***" in str(error.value)
+    assert main(["search", "x", "--db", empty]) == 1
+
+
+def test_a_reader_keeps_answering_across_a_rebuild_and_then_sees_the_new_index(pg_database, tmp_path):
+    """A rebuild swaps a new schema in under the name ``retrieval``: a client opened before it keeps answering
+    (its statements name the tables by the search path) and, from its next snapshot on, reads the new index."""
+    url = pg_database("swap")
+    old = write_jsonl(tmp_path / "old.jsonl", [paper(f"o{i}", "black hole entropy", "old papers") for i in range(5)])
+    new = write_jsonl(
+        tmp_path / "new.jsonl",
+        [paper(f"n{i}", "black hole entropy", "new papers " * (i + 1), references=["n0"]) for i in range(8)],
+    )
+    build(db=url, source=old)
+    with RetrievalClient(url) as reader:
+        assert {r.paper.id for r in reader.search("black hole").ranked} == {f"o{i}" for i in range(5)}
+        build(db=url, source=new)
+        after = reader.search("black hole", RetrievalConfig(expand="always"))
+        assert {r.paper.id for r in after.ranked} == {f"n{i}" for i in range(8)}
+        assert reader.stats.n_papers == 8
+        assert reader.show("n1").paper.references == ["n0"]
+        lite = tmp_path / "new.db"
+        build(db=lite, source=new)
+        with RetrievalClient(lite) as fresh:
+            same_result(fresh.search("black hole entropy new"), reader.search("black hole entropy new"))
+
+
+READER = """
+import json, sys, time
+from retrieval.search.client import RetrievalClient
+url, seconds = sys.argv[1], float(sys.argv[2])
+out = {"searches": 0, "errors": [], "mixed": [], "worst": 0.0}
+with RetrievalClient(url) as client:
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        began = time.monotonic()
+        try:
+            ids = [r.paper.id for r in client.search("black hole entropy", limit=50).ranked]
+            if len({pid[0] for pid in ids}) != 1 or len(ids) != 50:
+                out["mixed"].append(ids[:5])
+        except Exception as exc:
+            out["errors"].append(repr(exc)[:200])
+        out["worst"] = max(out["worst"], time.monotonic() - began)
+        out["searches"] += 1
+print(json.dumps(out))
+"""
+
+
+def test_rebuilds_while_a_reader_process_searches_fail_neither(pg_database, tmp_path):
+    """A reader process searches throughout four rebuilds that alternate two corpora: every rebuild succeeds
+    (no deadlock between its swap and a search in flight), every search answers from one corpus, never a mix."""
+    import subprocess
+    import sys
+
+    url = pg_database("rebuilds")
+    corpora = [
+        write_jsonl(tmp_path / f"{letter}.jsonl",
+                    [paper(f"{letter}{i}", "black hole entropy", f"entropy {i} " * (i % 7 + 1), 1990 + i % 10,
+                           [f"{letter}{i // 2}"] if i else []) for i in range(300)])
+        for letter in "ab"
+    ]  # fmt: skip
+    build(db=url, source=corpora[0])
+    reader = subprocess.Popen([sys.executable, "-c", READER, url, "12"], stdout=subprocess.PIPE, text=True)
+    try:
+        for i in range(4):
+            build(db=url, source=corpora[(i + 1) % 2])
+        out, _ = reader.communicate(timeout=120)
+    finally:
+        reader.kill()
+    result = json.loads(out)
+    assert result["searches"] > 20 and result["errors"] == [] and result["mixed"] == []
+    assert result["worst"] < 5.0
+
+
+# -- the evidence pipeline (explain) ---------------------------------------------------------------------------
+def same_data(a, b, where: str = "") -> None:
+    """Two JSON-like values are equal, floats to ``TOLERANCE`` (timings aside)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for key in a:
+            if key != "timings_ms":
+                same_data(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            same_data(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert abs(a - b) <= TOLERANCE, (where, a, b)
+    else:
+        assert a == b, (where, a, b)
+
+
+def test_explain_runs_are_the_same(pair, capsys):
+    from retrieval.evidence.config import EvidenceConfig
+    from retrieval.evidence.pipeline import explain, explain_index
+
+    lite, pg, queries = pair
+    for query in queries[:6]:
+        for cfg in (EvidenceConfig(), EvidenceConfig(ranker="salsa", max_nodes=20, cap_policy="trim")):
+            same_data(explain(lite, query, config=cfg).to_dict(), explain(pg, query, config=cfg).to_dict())
+        same_data(explain(lite, query, subqueries=queries[6:8]).to_dict(),
+                  explain(pg, query, subqueries=queries[6:8]).to_dict())  # fmt: skip
+    db = pg._executor.path
+    explain_index(queries[0], db=db)
+    assert capsys.readouterr().err == ""  # no query-log warning: the log is off, read from the snapshot's info
+    assert main(["explain", queries[0], "--db", db, "--json"]) == 0
+    capsys.readouterr()
+    assert main(["explain", queries[0], "--db", db, "--save"]) == 1
+    assert "not supported yet" in capsys.readouterr().err
+
+
+# -- hepth (slow) ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def hepth_pair(tmp_path_factory, pg_database):
+    corpus = shared_corpus("hepth")
+    lite = tmp_path_factory.mktemp("hepth") / "hepth.db"
+    build(db=lite, source=corpus)
+    url = pg_database("hepth")
+    build(db=url, source=corpus)
+    with RetrievalClient(lite) as a, RetrievalClient(url) as b:
+        yield a, b
+
+
+HEPTH_SHORT = ["black hole entropy", "string theory duality", "supersymmetric gauge theories", "d-branes",
+               "noncommutative geometry", "matrix model", "ads/cft correspondence", "tachyon condensation"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_hepth_is_the_same_on_both(hepth_pair):
+    lite, pg = hepth_pair
+    for query in HEPTH_SHORT + _queries("hepth", 10):
+        for exhaustive in (False, True):
+            same_hits(lite.lexical.search(query, 100, exhaustive), pg.lexical.search(query, 100, exhaustive))
+    for query in HEPTH_SHORT:
+        for cfg in CONFIGS.values():
+            same_result(lite.search(query, cfg), pg.search(query, cfg))
+        same_result(lite.search(query, year="1998-2001"), pg.search(query, year="1998-2001"))
+        same_result(lite.search(query, authors=["Maldacena"]), pg.search(query, authors=["Maldacena"]))
+    for seeds in (["hep-th/9711200"], ["hep-th/9802150", "hep-th/9802109"]):
+        a, b = lite.similar(seeds), pg.similar(seeds)
+        assert [e.paper.id for e in a.ranked] == [e.paper.id for e in b.ranked]
+        assert all(abs(x.score - y.score) <= TOLERANCE for x, y in zip(a.ranked, b.ranked, strict=True))
+    assert lite.show("hep-th/9711200").to_dict() == pg.show("hep-th/9711200").to_dict()
+    from retrieval.evidence.pipeline import explain
+
+    for query in HEPTH_SHORT[:4]:
+        same_data(explain(lite, query).to_dict(), explain(pg, query).to_dict())
