@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from importlib import import_module
 
 from .cli_types import add_output_args, bounded, hops, query, relations, unit, year_range
-from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, RELATIONS, RetrievalConfig, resolve_db
+from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, PRF_METHODS, RELATIONS, RetrievalConfig, resolve_db
 from .errors import RetrievalError
 from .text import TOKENISER_VERSION
 from .validate import LIMITS
@@ -113,11 +113,15 @@ def _cmd_build(args: argparse.Namespace) -> int:
         workers=args.workers,
         stem=args.stem,
         stopwords=args.stopwords,
+        shards=args.shards,
     )
+    for warning in summary.warnings:
+        print(f"retrieval: warning: {warning}", file=sys.stderr)
+    shards = f" over {len(summary.shards)} shards" if summary.shards else ""
     _print_summary(
         args,
         summary.to_dict(),
-        f"built {summary.path}: {summary.papers:,} papers, {summary.edges:,} citation edges, "
+        f"built {summary.path}{shards}: {summary.papers:,} papers, {summary.edges:,} citation edges, "
         f"{summary.dangling_references:,} dangling references, "
         f"{summary.self_citations_dropped:,} self-citations dropped, {summary.terms:,} terms, "
         f"{summary.seconds:.1f} s",
@@ -203,10 +207,15 @@ def _config(args: argparse.Namespace) -> RetrievalConfig:
         "gate_min_survivors": args.gate_survivors,
         "max_neighbours": args.max_neighbours,
         "max_candidates": args.max_candidates,
+        "prf": getattr(args, "prf", None),
+        "ranking": getattr(args, "ranking", None),
+        "model": getattr(args, "model", None),
     }
     changes = {key: value for key, value in given.items() if value is not None}
     if args.no_hub_weighting:
         changes["hub_weighting"] = False
+    if changes.get("model"):
+        changes["ranking"] = "learned"
     return base.replace(**changes)
 
 
@@ -289,6 +298,12 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         help="drop these stop words (english: Lucene's 33); default: none. Both are recorded in the index",
     )
     p.add_argument("--db", help=DB_HELP)
+    p.add_argument(
+        "--shards",
+        metavar="URL,URL,...",
+        help="partition the index over these PostgreSQL servers, --db being their coordinator (postgres_fdw); "
+        "a rebuild of a sharded index keeps its shards",
+    )
     p.add_argument("--json", action="store_true", help=SUMMARY_JSON_HELP)
     p.set_defaults(func=_cmd_build)
 
@@ -340,9 +355,21 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-candidates",
         type=bounded("max_candidates"),
-        help=f"papers the graph may add (default 1000, at most {LIMITS['max_candidates']:,})",
+        help=f"papers the graph may add (default 100, at most {LIMITS['max_candidates']:,})",
     )
     p.add_argument("--no-hub-weighting", action="store_true", help="no 1/ln(e + degree) down-weighting")
+    p.add_argument(
+        "--ranking",
+        choices=("expansion", "learned"),
+        help="expansion: the hand-weighted blend; learned: the learned linear blend (INDEX.ranker.json when "
+        "`retrieval train` wrote one, else the shipped model)",
+    )
+    p.add_argument("--model", metavar="FILE", help="the learned ranking's model file (implies --ranking learned)")
+    p.add_argument(
+        "--prf",
+        choices=PRF_METHODS,
+        help="pseudo-relevance feedback: rm3 expands the query by its top 10 papers' 10 best terms (default none)",
+    )
     _filter_args(p)
     p.add_argument(
         "--plain",
@@ -546,6 +573,10 @@ COMMANDS = {
     "eval": (
         "measure recall, MAP, nDCG and MRR of every retrieval mode on a corpus and a query file",
         "retrieval.eval.cli",
+    ),
+    "train": (
+        "fit the learned ranking on judged queries, print its cross-validated figures, write it beside the index",
+        "retrieval.eval.train_cli",
     ),
     "explain": (
         "rank papers by the evidence graph of the query's seeds, and say why (the Crase method)",

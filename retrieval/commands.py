@@ -4,12 +4,13 @@ an index from the lesson's two mock clients lives here too, so that ``RetrievalC
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 from .config import DatabaseURL, RetrievalConfig, resolve_db, resolve_db_path
-from .errors import InputError
+from .errors import ConfigError, InputError
 from .search.client import RetrievalClient
 from .store.database import check_index, connect, edge_counts
 from .store.dialect import register
@@ -45,20 +46,35 @@ def build(
     workers: int | None = None,
     stem: str | None = None,
     stopwords: str | None = None,
+    shards: str | list[str] | None = None,
 ) -> WriteSummary:
     """Build the index at ``db`` (resolved as everywhere) from the corpus file ``source`` (``format`` jsonl,
     openalex or s2; detected when None), or from the built-in demo corpus when ``source`` is None, with
     ``workers`` tokenising processes (see ``build_index``, which says what ``progress`` is told), stemming with
     the Snowball stemmer ``stem`` (e.g. ``"english"``) and dropping the stop words ``stopwords`` (``"english"``)
     when given (recorded in the index; later adds and queries use them). Replaces an existing index only when the
-    build succeeds."""
+    build succeeds.
+
+    ``shards`` (PostgreSQL URLs, a list or ``"URL,URL,..."``) makes ``db`` the coordinator of an index
+    partitioned over those servers (``retrieval.store.shards``); a rebuild of a sharded index without it keeps
+    its shards."""
     from .corpus.jsonl import PaperFile
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients
     from .store.build import build_index
 
     where = resolve_db(db)
+    if shards is not None and not isinstance(where, DatabaseURL):
+        raise ConfigError(f"--shards needs a PostgreSQL coordinator: --db postgresql://..., not {where}")
     if isinstance(where, DatabaseURL):  # a PostgreSQL server: the same build, copied in (retrieval.store.pgbuild)
         from .store.pgbuild import build_postgres as build_index
+        from .store.shards import build_sharded, parse_shards, recorded_shards
+
+        urls = parse_shards(shards) if shards is not None else recorded_shards(where)
+        if urls:  # sharded: the coordinator at ``where`` and its shards (retrieval.store.shards)
+
+            def build_index(papers, url, **options):
+                return build_sharded(papers, url, urls, **options)
+
     if source is None:
         corpus = build_corpus()
         papers = merge_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus))
@@ -216,7 +232,8 @@ register(SCHEMA_BYTES_SQL, SCHEMA_BYTES_SQL)  # PostgreSQL only: the executor ru
 
 def stats(db: str | os.PathLike[str] | None = None) -> dict:
     """What the index at ``db`` holds: papers, edges, terms, avgdl, years, schema revision, file size, ...
-    (on PostgreSQL, ``file_bytes`` is the size of the index's schema ``retrieval``: tables, indexes, TOAST)."""
+    (on PostgreSQL, ``file_bytes`` is the size of the index's schema ``retrieval``: tables, indexes, TOAST; of a
+    sharded index's coordinator, its own tables, and ``shards`` lists the shards)."""
     where = resolve_db(db)
     if isinstance(where, DatabaseURL):
         info, (papers, terms, postings), (edges, dangling), size = _server_stats(where)
@@ -250,6 +267,7 @@ def stats(db: str | os.PathLike[str] | None = None) -> dict:
         "source": info.info.get("source"),
         "built_at": info.info.get("built_at"),
         "file_bytes": size,
+        **({"shards": ", ".join(s["url"] for s in json.loads(info.info["shards"]))} if "shards" in info.info else {}),
     }
 
 
@@ -268,6 +286,7 @@ def _server_stats(url: DatabaseURL):
             total, edges = snap.rows("stats: citation rows and edges", EDGE_COUNTS_SQL)[0]
             size = snap.rows("stats: the schema's size", SCHEMA_BYTES_SQL)[0][0]
     finally:
+        executor.close_shards()  # a sharded index: its shards' connections too
         executor.conn.close()
     return info, counts, (edges or 0, total - (edges or 0)), int(size)
 

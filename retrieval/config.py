@@ -76,9 +76,11 @@ def resolve_db_path(db: str | os.PathLike[str] | None = None) -> Path:
 
 
 #: How graph_score is computed: the expansion's evidence sum (the default) or the lesson's score by hop distance.
-RANKINGS = ("expansion", "hops")
+RANKINGS = ("expansion", "hops", "learned")
 EXPAND_MODES = ("never", "always", "auto")
 RELATIONS = ("references", "citing", "cocitation", "coupling")
+#: Pseudo-relevance feedback of the lexical pass: none, or RM3 (``retrieval.search.prf``).
+PRF_METHODS = ("none", "rm3")
 
 
 #: The fields of ``RetrievalConfig`` and their defaults, in order.
@@ -96,8 +98,10 @@ _FIELDS = {
     "relations": ("references", "citing"),
     "max_neighbours": 30,
     "hub_weighting": True,
-    "max_candidates": 1000,
+    "max_candidates": 100,
     "fanout": 100,
+    "model": None,
+    "prf": "none",
 }
 
 
@@ -112,10 +116,16 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
       ``retrieval.search.expansion``); candidates are the BM25 top ``lexical_depth`` plus what the expansion adds.
     - ``"hops"``: the lesson's 1.0 / 0.6 / 0.3 at 0 / 1 / 2 hops from a seed, over the seeds and a recursive-CTE
       walk of references and citing papers (``RetrievalConfig.lesson()`` gives the lesson's whole setting).
+    - ``"learned"``: a linear model over the candidates' features (``retrieval.search.learned``): ``model`` (a
+      ranker file's path or a loaded model), else ``<index>.ranker.json`` beside the index, else the shipped
+      ``retrieval/models/ranker-v2.json``; the model's own candidate settings replace relations, hops and gate.
 
     Defaults were chosen on the development sets (docs/eval): seeds 20, one hop, references and citing papers,
-    at most 30 neighbours per paper and relation, hub down-weighting, graph weight 0.5, recency 0.05, and a gate
+    at most 30 neighbours per paper and relation, at most 100 papers added per query (the strongest by
+    evidence: docs/eval/gate.md), hub down-weighting, graph weight 0.5, recency 0.05, and a gate
     that expands unless 3 seeds each match 30% of the query's attainable BM25. ``max_hops`` above 2 is clamped.
+    ``prf="rm3"`` expands the query by RM3 pseudo-relevance feedback before the lexical pass
+    (``retrieval.search.prf``: 10 feedback papers, 10 terms, original weight 0.5); the default ``"none"``.
     """
 
     __slots__ = ()
@@ -166,11 +176,18 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
             check_number(name, getattr(self, name))
         check_choice("ranking", self.ranking, RANKINGS)
         check_choice("expand", self.expand, EXPAND_MODES)
+        check_choice("prf", self.prf, PRF_METHODS)
         check_int("lexical_depth", self.lexical_depth, 1, LIMITS["lexical_depth"])
         check_int("gate_min_survivors", self.gate_min_survivors, 1, LIMITS["gate_min_survivors"])
         check_int("max_neighbours", self.max_neighbours, 1, LIMITS["max_neighbours"], allow_none=True)
         check_int("max_candidates", self.max_candidates, 0, LIMITS["max_candidates"], allow_none=True)
         check_int("fanout", self.fanout, 1, LIMITS["fanout"])
+        if (
+            self.model is not None
+            and not isinstance(self.model, (str, os.PathLike))
+            and not hasattr(self.model, "contributions")
+        ):
+            raise ConfigError(f"model must be a path to a ranker file or a loaded model, got {self.model!r}")
         relations = tuple(self.relations) if not isinstance(self.relations, str) else (self.relations,)
         unknown = [r for r in relations if r not in RELATIONS]
         if unknown or not relations:

@@ -309,6 +309,9 @@ def summary_lines(result: RetrievalResult, width: int, offset: int = 0, matched:
     first.append(f"top {m['top_score']:.4f}, average {m['avg_score']:.4f}, {m['wall_time_ms']:.1f} ms")
     graph = "evidence" if config.ranking == "expansion" else "1/.6/.3 by hops"
     formula = f"final = {config.w_bm25:g}*bm25/max + {config.w_graph:g}*graph({graph}) + {config.w_recency:g}*recency"
+    model = result.expansion.get("model") if config.ranking == "learned" else None
+    if model:
+        formula = f"final = learned model {model['name']}: sum of weight*feature over {model['features']} features"
     lines = clauses(first, width) + wrap(formula, width, hanging=2)
     gate = result.expansion.get("gate", {})
     if gate:
@@ -422,7 +425,8 @@ def run_lines(run: EvidenceRun, width: int, links_shown: int = 4, pruned_shown: 
          f"pruned {len(run.pruned_edges):,} edges ({pruning})", f"dropped {len(run.dropped_nodes):,} papers"],
     ]  # fmt: skip
     lines = [line for pieces in statements for line in clauses(pieces, width)]
-    ranker = [f"ranker {cfg.ranker}: alpha {cfg.alpha:g}", f"beta {cfg.beta:g}",
+    walk = f"citing {cfg.vote_citing:g}, own {cfg.vote_self:g}" if cfg.ranker == "vote" else f"alpha {cfg.alpha:g}"
+    ranker = [f"ranker {cfg.ranker}: {walk}", f"beta {cfg.beta:g}",
               f"reference year {run.reference_year} ({cfg.recency})", f"{run.iterations} iterations",
               f"{run.timings_ms.get('total', 0.0):.0f} ms"]  # fmt: skip
     lines += clauses(ranker, width, sep=", ")

@@ -80,6 +80,52 @@ def demo_pg(pg_database) -> str:
     return url
 
 
+# -- Sharded PostgreSQL: a coordinator (the server above) and shard servers, all started by .ci/run --------------
+@pytest.fixture(scope="session")
+def pg_shard_servers(pg_server) -> list[str]:
+    """The URLs of the shard servers' maintenance databases (``$RETRIEVAL_TEST_POSTGRES_SHARDS``, comma
+    separated; at least two). Skips without them, unless ``$RETRIEVAL_REQUIRE_POSTGRES`` is set (CI)."""
+    import os
+
+    urls = [u for u in os.environ.get("RETRIEVAL_TEST_POSTGRES_SHARDS", "").split(",") if u]
+    if len(urls) < 2:
+        reason = (
+            "no shard servers: start two more with `.ci/postgres start DIR PORT` and set "
+            "RETRIEVAL_TEST_POSTGRES_SHARDS=URL,URL"
+        )
+        if os.environ.get("RETRIEVAL_REQUIRE_POSTGRES"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return urls
+
+
+@pytest.fixture(scope="session")
+def sharded_database(pg_database, pg_shard_servers):
+    """A factory of fresh databases for a sharded index: ``sharded_database("name")`` -> (coordinator URL,
+    [shard URLs]), one database on the coordinator's server and one on each shard server, dropped at the end."""
+    import uuid
+
+    import psycopg
+
+    made = []
+
+    def make(label: str = "t") -> tuple[str, list[str]]:
+        coordinator = pg_database(label)
+        shards = []
+        for server in pg_shard_servers:
+            name = f"retrieval_{label}_shard_{uuid.uuid4().hex[:8]}"
+            with psycopg.connect(server, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            made.append((server, name))
+            shards.append(server.rsplit("/", 1)[0] + "/" + name)
+        return coordinator, shards
+
+    yield make
+    for server, name in made:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 # -- Tests that do not depend on the backend run on both: these fixtures take each backend as a parameter ----------
 @pytest.fixture(scope="session", params=BACKENDS)
 def demo_index(request, tmp_path_factory):

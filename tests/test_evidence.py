@@ -198,7 +198,7 @@ def test_plan_files_json_text_and_planner(tmp_path):
 
 
 def test_seeds_follow_the_documented_blend(client):
-    cfg = EvidenceConfig(seeds_per_subquery=5, seed_pool=12, seed_recency_weight=0.2)
+    cfg = EvidenceConfig(seeds_per_subquery=5, seed_pool=12, seed_recency_weight=0.2, beta=0.5)
     run = explain(client, QUERY, config=cfg)
     hits = client.lexical.search(QUERY, 12)
     years = {p.id: p.year for p in client.papers([pid for pid, _ in hits], full=False).values()}
@@ -346,7 +346,8 @@ def test_tfidf_scorer_is_the_cosine_of_index_idf_vectors(client):
 
 
 def test_pruning_removes_unsupported_edges_and_stranded_papers(client):
-    run = explain(client, QUERY, subqueries=["graph vertex colouring"])
+    # The hard coverage rule (the earlier default, now EvidenceConfig.crase()); the soft rule has its own tests.
+    run = explain(client, QUERY, subqueries=["graph vertex colouring"], config=EvidenceConfig.crase())
     cfg = run.config
     assert run.pruned_edges, "the corpus has unsupported edges (across topics)"
     for edge in run.edges.values():
@@ -363,7 +364,7 @@ def test_pruning_removes_unsupported_edges_and_stranded_papers(client):
     unpruned = explain(client, QUERY, subqueries=["graph vertex colouring"], config=replace(cfg, prune=False))
     assert not unpruned.pruned_edges and all(n.kept for n in unpruned.nodes.values())
     assert {k: e.delta for k, e in unpruned.edges.items()} == {k: e.delta for k, e in run.edges.items()}
-    strict = explain(client, QUERY, config=EvidenceConfig(theta=1.0, tau=1.0))
+    strict = explain(client, QUERY, config=EvidenceConfig.crase(theta=1.0, tau=1.0))
     assert strict.health.status == "all-pruned" and not strict.kept_edges
     assert {pid for pid, _ in strict.ranking} == {s.paper_id for s in strict.seeds}
 
@@ -413,7 +414,7 @@ def test_a_run_ranks_its_kept_graph_as_networkx_does(client, ranker):
 
 def test_weights_are_delta_times_age_discount(client):
     for recency, year in (("corpus", None), ("query-year", 1998)):
-        run = explain(client, QUERY, config=EvidenceConfig(recency=recency, query_year=year, beta=0.5))
+        run = explain(client, QUERY, config=EvidenceConfig.crase(recency=recency, query_year=year, beta=0.5))
         ref = client.stats.max_year if year is None else year
         assert run.reference_year == ref
         for (_, v), edge in run.edges.items():
@@ -448,7 +449,8 @@ def test_seeds_without_edges_give_an_empty_graph_reported_as_such(client):
 
 
 def test_a_lexically_similar_distractor_has_its_unsupported_edges_pruned(client):
-    run = explain(client, QUERY)
+    # Under the Crase walk's hard rule; under the default soft rule see test_soft_delta_ranks_the_distractor_low.
+    run = explain(client, QUERY, config=EvidenceConfig.crase())
     assert "distractor" in {s.paper_id for s in run.seeds}, "the distractor is a strong lexical match"
     distractor_edges = [e for e in run.edges.values() if "distractor" in (e.citing, e.cited)]
     assert distractor_edges and all(not e.kept for e in distractor_edges)
@@ -473,6 +475,7 @@ def test_save_stores_the_run_queryable_with_sqlite3(writable_db):
     with RetrievalClient(db=writable_db) as c:
         run = explain(c, QUERY, subqueries=["graph vertex colouring"], save=True)
         second = explain(c, QUERY, config=EvidenceConfig(ranker="salsa"), save=True)
+    assert run.config.ranker == "vote"  # the default ranker
     assert (run.run_id, second.run_id) == (1, 2)
     conn = sqlite3.connect(writable_db)
     try:
@@ -484,7 +487,7 @@ def test_save_stores_the_run_queryable_with_sqlite3(writable_db):
         assert row == (
             QUERY,
             json.dumps(run.subqueries),
-            "ppr",
+            "vote",
             run.size.nodes,
             run.size.edges,
             len(run.kept_edges),
@@ -597,12 +600,14 @@ def test_cli_prints_json_and_text_and_saves(writable_db, tmp_path, capsys):
 
 def test_eval_modes_answer_with_backfill_and_distances(client):
     modes = evidence_modes()
-    assert len(modes) == 8
+    assert len(modes) == 16
     assert {"evidence-ppr", "evidence-salsa", "evidence-ppr-noprune-qyear", "evidence-salsa-qyear"} <= set(modes)
+    assert {"evidence-ppr-hard", "evidence-vote", "evidence-vote-noprune", "evidence-vote-nosplit"} <= set(modes)
+    assert modes["evidence-vote"].settings == EvidenceConfig() and modes["evidence-vote"].ranker == "vote"
     bm25 = client.lexical.search(QUERY, 100)
     query = LexicalPass(Query.parse(QUERY), bm25, len(bm25))
-    run = explain(client, QUERY, config=EvidenceConfig(theta=0.2, top_k=60), lexical=bm25)
-    mode = replace(modes["evidence-ppr"], settings=EvidenceConfig(theta=0.2))
+    run = explain(client, QUERY, config=EvidenceConfig.crase(theta=0.2, top_k=60), lexical=bm25)
+    mode = replace(modes["evidence-ppr"], settings=EvidenceConfig.crase(theta=0.2))
     out = mode.run(client, query, None, 60)
     walked = [pid for pid, _ in run.ranking]
     unranked = [pid for pid in run.nodes if pid not in walked]

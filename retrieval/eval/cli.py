@@ -80,6 +80,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             runs_dir=args.runs_dir,
             limit_queries=args.limit_queries,
             protocol=args.protocol,
+            dates=args.dates,
             progress=bar,
         )
     finally:
@@ -146,6 +147,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--protocol",
         choices=PROTOCOLS,
         default=AUTO,
-        help="citation: remove query papers; judged: remove nothing; auto (default): decide from the files",
+        help="citation: remove query papers; judged: remove nothing; time-honest: citation, and each query sees no "
+        "paper newer than its own; auto (default): citation or judged, from the files",
+    )
+    p.add_argument(
+        "--dates",
+        metavar="FILE",
+        help="time-honest: `id<TAB>YYYY-MM-DD` per line, papers compared by day (default: dates.tsv beside --corpus, "
+        "else by year)",
     )
     p.set_defaults(func=_cmd_eval)

@@ -17,6 +17,14 @@ Query-year recency needs the query's year. The runner's ``LexicalPass`` does not
 ``year`` attribute (the citation-recommendation query paper's year) the modes use it. Until then, and for a query
 without a year, they fall back to the corpus's latest year and count the fallback in ``costs``.
 
+The modes (``evidence_modes``): the Crase walk's ablation, ``evidence-{ppr,salsa}[-noprune][-qyear]`` (PPR or
+SALSA over ``w = Delta * age^-0.5`` with 10 seeds, under the soft coverage rule at tau 0.3: pruned against not,
+corpus year against query year), ``evidence-ppr-hard`` (the same PPR under the earlier hard coverage, the walk as
+first shipped), and the pipeline's default, the seeds' vote, ``evidence-vote``, with one change each:
+``-noprune``, ``-nosplit`` (no sentence sub-queries), ``-delta`` (edges weighted by Delta), ``-hard`` (pruned by
+the earlier hard coverage at tau 0.3), ``-recency`` and ``-recency-qyear`` (edges weighted by age^-0.5 from the
+corpus's or the query's year).
+
 Every mode also records the cost of each query in ``costs`` (|V|, |E|, scorer calls, milliseconds per stage, the
 run's health): ``cost_summary()`` gives the means for a report.
 """
@@ -125,19 +133,64 @@ def backfilled(run: EvidenceRun, bm25: list[tuple[str, float]], depth: int, back
     return ranking
 
 
+#: The Crase walk's settings in the eight PPR/SALSA modes: the earlier defaults (10 seeds, no split, ``w = Delta *
+#: age^-0.5``, tau 0.3) with the soft coverage of ``retrieval.evidence.support``, so that pruning removes edges
+#: that weigh something unpruned. ``evidence-ppr-hard`` is the same walk under the earlier hard coverage.
+CRASE_SOFT = EvidenceConfig.crase(coverage="soft", support_floor=EvidenceConfig().support_floor)
+
+
 def _describe(ranker: str, prune: bool, recency: str) -> str:
     walk = "personalised PageRank" if ranker == "ppr" else "personalised SALSA (authorities)"
-    pruning = "edges with Delta < tau pruned" if prune else "no pruning"
+    pruning = "edges with soft Delta < 0.3 pruned" if prune else "no pruning"
     year = "the corpus's latest year" if recency == "corpus" else "the query's year"
-    return f"evidence graph of BM25+recency seeds, {walk}, {pruning}, age from {year}; graph then BM25 backfill"
+    return (
+        f"Crase walk: 10 BM25 seeds, {walk}, w = Delta * age^-0.5, {pruning}, age from {year}; graph then BM25 backfill"
+    )
 
 
 def evidence_modes() -> dict[str, EvidenceMode]:
-    """The eight evidence modes: {ppr, salsa} x {pruned, not} x {corpus year, query year}, by name."""
+    """The evidence modes, by name: the Crase walk's eight ({ppr, salsa} x {pruned, not} x {corpus year, query
+    year}) under soft coverage, the same PPR under the earlier hard coverage, and the seeds' vote (the pipeline's
+    default) with its ablations."""
     modes = {}
     for ranker in ("ppr", "salsa"):
         for prune in (True, False):
             for recency in ("corpus", "query-year"):
                 name = f"evidence-{ranker}" + ("" if prune else "-noprune") + ("" if recency == "corpus" else "-qyear")
-                modes[name] = EvidenceMode(name, _describe(ranker, prune, recency), ranker, prune, recency)
+                modes[name] = EvidenceMode(
+                    name, _describe(ranker, prune, recency), ranker, prune, recency, settings=CRASE_SOFT
+                )
+    modes["evidence-ppr-hard"] = EvidenceMode(
+        "evidence-ppr-hard",
+        "the Crase walk (PPR) as first shipped: hard coverage (share of claims at theta 0.1), tau 0.3",
+        "ppr",
+        settings=EvidenceConfig.crase(),
+    )
+    vote = EvidenceConfig()
+    variants = {
+        "evidence-vote": (
+            "the default: 15 BM25 seeds + 3 per sentence sub-query, the seeds' vote, tau 0.1",
+            True,
+            vote,
+        ),
+        "evidence-vote-noprune": ("the default without pruning", False, vote),
+        "evidence-vote-nosplit": ("the default without sentence sub-queries", True, replace(vote, split="none")),
+        "evidence-vote-delta": ("the default with edges weighted by Delta", True, replace(vote, support_power=1.0)),
+        "evidence-vote-hard": (
+            "the default pruned by the earlier hard coverage at tau 0.3",
+            True,
+            replace(vote, coverage="hard", support_floor=0.0, tau=0.3),
+        ),
+        "evidence-vote-recency": ("the default with edges weighted by age^-0.5", True, replace(vote, beta=0.5)),
+    }
+    for name, (description, prune, settings) in variants.items():
+        modes[name] = EvidenceMode(name, description + "; graph then BM25 backfill", "vote", prune, settings=settings)
+    modes["evidence-vote-recency-qyear"] = EvidenceMode(
+        "evidence-vote-recency-qyear",
+        "the default with edges weighted by age^-0.5 from the query's year; graph then BM25 backfill",
+        "vote",
+        True,
+        "query-year",
+        settings=replace(vote, beta=0.5),
+    )
     return modes

@@ -21,6 +21,8 @@ from ..config import RetrievalConfig
 from ..errors import ConfigError
 from ..search.client import RetrievalClient
 from .evidence_modes import evidence_modes
+from .learned_modes import learned_modes
+from .prf_modes import prf_modes
 from .records import LexicalPass, ModeOutput
 
 #: The deepest cutoff of the metrics, and so the length of every ranking and of the shared BM25 list.
@@ -46,6 +48,8 @@ class LexicalMode:
     name: str = "bm25"
     description: str = "BM25 alone (no graph, no recency)"
     hops: int | None = None
+    #: the runner's shared BM25 list already leaves a time-honest exclusion out
+    honours_exclusion: bool = True
 
     def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
         return ModeOutput([pid for pid, _ in query.bm25[:depth]], query.matching)
@@ -70,9 +74,15 @@ class BlendMode:
         base = RetrievalConfig.lesson() if self.lesson else RetrievalConfig()
         return base.replace(max_hops=self.hops, **dict(self.overrides))
 
+    @property
+    def honours_exclusion(self) -> bool:
+        """Whether a per-query exclusion (time-honest) can apply: the expansion ranking's walk, not the lesson's."""
+        return not self.lesson
+
     def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
         cfg = self.settings(config)
-        result = client.rank(query.query, query.bm25, cfg, limit=None, full=False, memo=query.memo)
+        exclude = getattr(query, "exclusion", None)
+        result = client.rank(query.query, query.bm25, cfg, limit=None, full=False, memo=query.memo, exclude=exclude)
         ranking = [r.paper.id for r in result.ranked[:depth]]
         distances = {r.paper.id: r.graph_distance for r in result.ranked if r.graph_distance is not None}
         gate = result.expansion.get("gate", {})
@@ -89,7 +99,7 @@ MODES: dict[str, Mode] = {
     "blend-1hop": BlendMode("blend-1hop", "the lesson's blend: 10 seeds, one CTE hop, 0.5/0.3/0.2", hops=1),
     "blend-2hop": BlendMode("blend-2hop", "the lesson's blend: 10 seeds, two CTE hops, 0.5/0.3/0.2", hops=2),
     # The policies of retrieval.search.expansion; "policy" is the shipped default.
-    "policy": _policy("policy", "the default: gate auto (0.3, 3), references+citing, caps 30 / 1000, hub weights"),
+    "policy": _policy("policy", "the default: gate auto (0.3, 3), references+citing, caps 30 / 100, hub weights"),
     "expand-never": _policy("expand-never", "evidence ranking, never expanding (BM25 plus recency)", expand="never"),
     "expand-always": _policy("expand-always", "always expanding, with the default caps", expand="always"),
     "expand-always-uncapped": _policy(
@@ -111,6 +121,10 @@ MODES: dict[str, Mode] = {
     # The evidence graph of retrieval.evidence (the Crase method): PPR or SALSA, with and without pruning,
     # corpus-year or query-year recency.
     **evidence_modes(),
+    # The learned blend (retrieval.search.learned): the shipped model, and each set by the model fitted on the others.
+    **learned_modes(),
+    # Pseudo-relevance feedback (retrieval.search.prf): BM25 of the RM3-expanded query, and the policy over it.
+    **prf_modes(),
 }
 
 

@@ -7,6 +7,8 @@ Two kinds of query file:
   run searches: its node, its references, and every mention of it in the remaining papers' references and
   citing-paper lists, so that no citation row mentions it. Removed papers are dropped from every relevant list.
 - ``judged`` (human relevance judgments, e.g. CACM): qids are not papers; nothing is removed.
+- ``time-honest``: ``citation``, and per query every paper newer than the query paper is left out of what it
+  searches and of its relevant list (``retrieval.eval.timehonest``; never chosen by ``auto``).
 
 ``auto`` picks ``citation`` when every query is a paper query (its qid is a corpus id and its text starts with
 that paper's title, compared token by token) and ``judged`` when none is. Checking the title matters: CACM's
@@ -22,7 +24,7 @@ relevant paper is skipped and listed with its reason, never scored as a silent z
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..corpus.jsonl import read_papers
@@ -30,11 +32,13 @@ from ..corpus.paper import Paper
 from ..errors import ConfigError, InputError
 from ..text import tokenise
 from .queries import Query
+from .timehonest import Chronology
 
 AUTO = "auto"
 CITATION = "citation"
 JUDGED = "judged"
-PROTOCOLS = (AUTO, CITATION, JUDGED)
+TIME_HONEST = "time-honest"
+PROTOCOLS = (AUTO, CITATION, JUDGED, TIME_HONEST)
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ class CorpusScan:
     #: every distinct (citing, cited) pair a record declares (in ``references`` or ``citations``) that involves a
     #: qid, self-citations left out
     qid_edges: frozenset[tuple[str, str]]
+    #: every paper's year (the time-honest protocol's clock, where no dates file gives days)
+    years: dict[str, int | None] = field(default_factory=dict)
 
     def edges_touching(self, removed: frozenset[str]) -> int:
         """Distinct citation edges, both ends in the corpus, with at least one end in ``removed``."""
@@ -67,8 +73,10 @@ def scan_corpus(path: Path, qids: set[str]) -> CorpusScan:
     titles: dict[str, str] = {}
     years: dict[str, int | None] = {}
     edges: set[tuple[str, str]] = set()
+    every_year: dict[str, int | None] = {}
     for _, paper in read_papers(path):
         ids.add(paper.id)
+        every_year[paper.id] = paper.year
         if paper.id in qids:
             titles[paper.id] = paper.title
             years[paper.id] = paper.year
@@ -79,7 +87,12 @@ def scan_corpus(path: Path, qids: set[str]) -> CorpusScan:
     if not ids:
         raise InputError(f"the corpus {path} holds no papers: give a JSONL file of papers with --corpus")
     return CorpusScan(
-        n_papers=len(ids), ids=frozenset(ids), qid_titles=titles, qid_years=years, qid_edges=frozenset(edges)
+        n_papers=len(ids),
+        ids=frozenset(ids),
+        qid_titles=titles,
+        qid_years=years,
+        qid_edges=frozenset(edges),
+        years=every_year,
     )
 
 
@@ -98,15 +111,15 @@ def decide_protocol(requested: str, queries: list[Query], scan: CorpusScan, sour
         raise ConfigError(f"unknown protocol {requested!r}: choose one of {', '.join(PROTOCOLS)}")
     if requested == JUDGED:
         return JUDGED
-    if requested == CITATION:
+    if requested in (CITATION, TIME_HONEST):
         missing = [q for q in queries if q.qid not in scan.ids]
         if missing:
             first = ", ".join(f"{source}:{q.line} ({q.qid!r})" for q in missing[:3])
             raise InputError(
-                f"--protocol citation needs every qid to be a paper of the corpus, but {len(missing)} are not "
+                f"--protocol {requested} needs every qid to be a paper of the corpus, but {len(missing)} are not "
                 f"(first: {first}): check that the query file belongs to this corpus, or use --protocol judged"
             )
-        return CITATION
+        return requested
     paper_queries = [q for q in queries if is_paper_query(q, scan)]
     if len(paper_queries) == len(queries):
         return CITATION
@@ -161,6 +174,11 @@ class EvalSet:
     relevant_not_in_corpus: int
     relevant_removed: int
     limit: int | None = None
+    #: the time-honest protocol's clock (None for the others), the relevant entries it dropped as newer than
+    #: their query paper, and the dates file it read (its name only)
+    chronology: Chronology | None = None
+    relevant_newer: int = 0
+    dates_file: str | None = None
 
     @property
     def index_papers(self) -> int:
@@ -194,16 +212,38 @@ class EvalSet:
             "mean_relevant": self.mean_relevant,
             "base_rate": self.base_rate,
             "skipped": [s.to_dict() for s in self.skipped],
+            **(
+                {
+                    "dates_file": self.dates_file,
+                    "papers_with_a_date": self.chronology.by_day,
+                    "relevant_newer_than_query_dropped": self.relevant_newer,
+                }
+                if self.chronology is not None
+                else {}
+            ),
         }
 
 
-def apply_protocol(queries: list[Query], scan: CorpusScan, kind: str, source: str, limit: int | None = None) -> EvalSet:
-    """Drop what the protocol drops, skip what cannot be scored, keep the first ``limit`` evaluable queries."""
-    removed = frozenset(q.qid for q in queries) & scan.ids if kind == CITATION else frozenset()
+def apply_protocol(
+    queries: list[Query],
+    scan: CorpusScan,
+    kind: str,
+    source: str,
+    limit: int | None = None,
+    chronology: Chronology | None = None,
+    dates_file: str | None = None,
+) -> EvalSet:
+    """Drop what the protocol drops, skip what cannot be scored, keep the first ``limit`` evaluable queries.
+    ``time-honest`` takes the ``chronology`` (from ``scan.years`` when not given)."""
+    if kind == TIME_HONEST and chronology is None:
+        chronology = Chronology(scan.years)
+    if kind != TIME_HONEST:
+        chronology = None
+    removed = frozenset(q.qid for q in queries) & scan.ids if kind in (CITATION, TIME_HONEST) else frozenset()
     edges_removed = scan.edges_touching(removed)
     evaluable: list[EvalQuery] = []
     skipped: list[Skipped] = []
-    duplicates = not_in_corpus = dropped_removed = total = 0
+    duplicates = not_in_corpus = dropped_removed = total = newer_dropped = 0
     for q in queries:
         total += len(q.relevant)
         unique = dict.fromkeys(q.relevant)
@@ -213,13 +253,18 @@ def apply_protocol(queries: list[Query], scan: CorpusScan, kind: str, source: st
         not_in_corpus += len(absent)
         dropped_removed += len(gone)
         relevant = frozenset(unique) - set(absent) - removed
+        newer = {r for r in relevant if chronology.is_newer(r, q.qid)} if chronology is not None else set()
+        newer_dropped += len(newer)
+        relevant -= newer
         if relevant:
-            year = scan.qid_years.get(q.qid) if kind == CITATION else None
+            year = scan.qid_years.get(q.qid) if kind in (CITATION, TIME_HONEST) else None
             evaluable.append(EvalQuery(q.qid, q.text, relevant, q.line, year))
         elif not unique:
             skipped.append(Skipped(q.qid, q.line, "empty relevant list in the query file"))
         elif len(absent) == len(unique):
             skipped.append(Skipped(q.qid, q.line, "none of its relevant ids is a paper of the corpus"))
+        elif newer:
+            skipped.append(Skipped(q.qid, q.line, "every relevant paper is newer than the query paper (time-honest)"))
         elif not absent:
             skipped.append(Skipped(q.qid, q.line, "every relevant paper is a query paper, removed by the protocol"))
         else:
@@ -248,6 +293,9 @@ def apply_protocol(queries: list[Query], scan: CorpusScan, kind: str, source: st
         relevant_not_in_corpus=not_in_corpus,
         relevant_removed=dropped_removed,
         limit=limit,
+        chronology=chronology,
+        relevant_newer=newer_dropped,
+        dates_file=dates_file,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..search.cutoff import Exclusion
 from ..search.memo import QueryMemo
 from ..search.query import Query
 
@@ -20,6 +21,8 @@ class LexicalPass:
     year: int | None = None  # the query paper's year, where the query is a paper
     #: work the modes of this query share (candidates' BM25 scores, edge support); see retrieval.search.memo
     memo: QueryMemo | None = field(default=None, compare=False, repr=False)
+    #: papers this query may not see (the time-honest protocol's newer papers; ``retrieval.search.cutoff``)
+    exclusion: Exclusion | None = field(default=None, compare=False, repr=False)
 
     @property
     def text(self) -> str:

@@ -86,7 +86,7 @@ class EvalReport:
             f"- Corpus: `{c['file']}`, {p['corpus_papers']:,} papers, sha256 `{c['sha256']}`.",
             f"- Queries: `{q['file']}`, {p['queries_in_file']:,} queries, sha256 `{q['sha256']}`.",
         ]
-        if p["kind"] == "citation":
+        if p["kind"] in ("citation", "time-honest"):
             lines.append(
                 f"- Protocol: **citation recommendation** (qids are corpus papers). The {p['query_papers_removed']:,} "
                 f"query papers of the file were removed from the index searched, with their "
@@ -94,7 +94,15 @@ class EvalReport:
                 f"{p['relevant_removed_query_papers_dropped']:,} relevant entries that were query papers were dropped "
                 "from the relevant lists."
             )
-        else:
+        if p["kind"] == "time-honest":
+            dated = f"by day where `{p['dates_file']}` dates both" if p.get("dates_file") else "by year"
+            lines.append(
+                f"- **Time-honest**: each query also could not see any paper newer than the query paper ({dated}, "
+                "else by year): not in its BM25 list, not reached or walked through by the expansion, and "
+                f"{p['relevant_newer_than_query_dropped']:,} relevant entries newer than their query paper were "
+                "dropped. BM25 statistics (N, df) are the whole index's."
+            )
+        elif p["kind"] != "citation":
             lines.append(
                 "- Protocol: **human judgments** (qids are not corpus papers): nothing removed from the index."
             )

@@ -12,25 +12,37 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
 from .. import __version__
 from ..config import RetrievalConfig
 from ..errors import ConfigError, InputError, StoreError
+from ..search import cutoff, prf
 from ..search.client import RetrievalClient
+from ..search.lexical import weigh
 from ..search.memo import QueryMemo
 from ..search.query import Query
 from .cache import CachedIndex, cache_key, ensure_index, file_sha256, index_identity, resolve_cache_dir
 from .graphrag import by_hop, by_seed_quality
 from .metrics import CUTOFFS, Effectiveness, effectiveness, latency_summary, require_library
-from .modes import LEXICAL_DEPTH, LexicalPass, Mode, select_modes
+from .modes import LEXICAL_DEPTH, MODES, LexicalPass, Mode, select_modes
 from .plot import plot_recall_at_k, require_matplotlib
-from .protocol import AUTO, EvalSet, apply_protocol, decide_protocol, index_papers, scan_corpus
+from .protocol import (
+    AUTO,
+    CITATION,
+    TIME_HONEST,
+    EvalSet,
+    apply_protocol,
+    decide_protocol,
+    index_papers,
+    scan_corpus,
+)
 from .queries import read_queries
 from .records import ModeAnswer, QueryRun, hop_counts
 from .report import EvalReport
+from .timehonest import Chronology, find_dates, read_dates
 from .trec import write_run
 
 #: ``progress(stage, done, total)``: stage is "index" (papers written) or "queries" (queries evaluated).
@@ -65,6 +77,8 @@ class Prepared:
     corpus_sha256: str
     queries_sha256: str
     evalset: EvalSet
+    dates: Path | None = None
+    dates_sha256: str | None = None
 
     def file_info(self) -> dict:
         return {
@@ -78,11 +92,19 @@ class Prepared:
                 "sha256": self.queries_sha256,
                 "bytes": self.queries.stat().st_size,
             },
+            **(
+                {"dates": {"file": display_name(self.dates), "sha256": self.dates_sha256}}
+                if self.dates is not None
+                else {}
+            ),
         }
 
 
-def prepare(corpus: Path, queries: Path, protocol: str, limit_queries: int | None) -> Prepared:
-    """Read and check both files and apply the protocol; nothing is built yet."""
+def prepare(
+    corpus: Path, queries: Path, protocol: str, limit_queries: int | None, dates: Path | None = None
+) -> Prepared:
+    """Read and check both files and apply the protocol; nothing is built yet. ``dates``: the time-honest
+    protocol's dates file (default: ``dates.tsv`` beside the corpus, when there is one)."""
     if limit_queries is not None and limit_queries < 1:
         raise ConfigError(f"--limit-queries must be at least 1, got {limit_queries}")
     if not corpus.is_file():
@@ -90,8 +112,20 @@ def prepare(corpus: Path, queries: Path, protocol: str, limit_queries: int | Non
     query_list = read_queries(queries)
     scan = scan_corpus(corpus, {q.qid for q in query_list})
     kind = decide_protocol(protocol, query_list, scan, str(queries))
-    evalset = apply_protocol(query_list, scan, kind, str(queries), limit_queries)
-    return Prepared(corpus, queries, file_sha256(corpus), file_sha256(queries), evalset)
+    chronology, dates_path = None, None
+    if kind == TIME_HONEST:
+        dates_path = find_dates(corpus, dates)
+        chronology = Chronology(scan.years, read_dates(dates_path) if dates_path else None)
+    shown_dates = display_name(dates_path) if dates_path else None
+    evalset = apply_protocol(query_list, scan, kind, str(queries), limit_queries, chronology, shown_dates)
+    prepared = Prepared(corpus, queries, file_sha256(corpus), file_sha256(queries), evalset)
+    return replace(prepared, dates=dates_path, dates_sha256=file_sha256(dates_path)) if dates_path else prepared
+
+
+def index_kind(kind: str) -> str:
+    """The protocol whose index a run searches: time-honest searches the citation protocol's (its newer papers
+    are a per-query exclusion, not a removal)."""
+    return CITATION if kind == TIME_HONEST else kind
 
 
 def open_index(prepared: Prepared, cache_dir: Path, progress: Progress | None) -> CachedIndex:
@@ -101,17 +135,29 @@ def open_index(prepared: Prepared, cache_dir: Path, progress: Progress | None) -
     manifest = {
         "corpus": {k: info["corpus"][k] for k in ("file", "sha256")},
         "queries": {k: info["queries"][k] for k in ("file", "sha256")},
-        "protocol": evalset.kind,
+        "protocol": index_kind(evalset.kind),
         **index_identity(),
     }
     return ensure_index(
         cache_dir,
-        cache_key(prepared.corpus_sha256, prepared.queries_sha256, evalset.kind),
+        cache_key(prepared.corpus_sha256, prepared.queries_sha256, index_kind(evalset.kind)),
         lambda: index_papers(prepared.corpus, evalset.removed),
         manifest,
         source=f"evaluation index of {display_name(prepared.corpus)}",
         progress=(lambda done: progress("index", done, evalset.index_papers)) if progress else None,
     )
+
+
+def refuse_unless_honest(modes: list[Mode]) -> None:
+    """A ``ConfigError`` naming the modes that cannot leave a per-query exclusion out of their walk (the lesson's
+    hop walk, the evidence graph), so that a time-honest report never holds a leaking row."""
+    leaking = [m.name for m in modes if not getattr(m, "honours_exclusion", False)]
+    if leaking:
+        honest = [name for name, m in MODES.items() if getattr(m, "honours_exclusion", False)]
+        raise ConfigError(
+            f"--protocol time-honest: the mode(s) {', '.join(leaking)} cannot leave newer papers out of their walk; "
+            f"choose among {', '.join(honest)}"
+        )
 
 
 def evaluate(
@@ -128,14 +174,25 @@ def evaluate(
     runs: list[QueryRun] = []
     depth = max(LEXICAL_DEPTH, config.top_k_lexical)
     total = len(evalset.queries)
+    clock = evalset.chronology
+    if clock is not None:
+        refuse_unless_honest(modes)
+        with client.snapshot() as snap:
+            doc_ids, n_papers = cutoff.doc_ids(snap), snap.stats.n_papers
     for done, query in enumerate(evalset.queries, start=1):
         started = time.perf_counter()
         parsed = Query.parse(query.text)
-        bm25 = client.lexical.search(parsed, depth)
+        if clock is None:
+            exclusion = None
+            bm25 = client.lexical.search(parsed, depth)
+        else:
+            exclusion = cutoff.Exclusion.make(clock.newer(query.qid), doc_ids, n_papers)
+            with client.snapshot() as snap:
+                bm25 = prf.top(snap, weigh(snap, parsed), depth, exclusion.passing)
         lexical_seconds = time.perf_counter() - started
         with client.snapshot() as snap:
             matching = snap.one("eval: papers matching the query", MATCHING_SQL, {"terms": parsed.distinct_json})[0]
-        shared = LexicalPass(parsed, bm25, matching, query.year, QueryMemo())
+        shared = LexicalPass(parsed, bm25, matching, query.year, QueryMemo(), exclusion)
         ids = [pid for pid, _ in bm25]
         seeds = ids[: config.top_k_lexical]
         run = QueryRun(query.qid, query.relevant, ids[:LEXICAL_DEPTH], seeds, matching, lexical_seconds)
@@ -261,6 +318,7 @@ def run_eval(
     runs_dir: str | os.PathLike[str] | None = None,
     limit_queries: int | None = None,
     protocol: str = AUTO,
+    dates: str | os.PathLike[str] | None = None,
     config: RetrievalConfig | None = None,
     progress: Progress | None = None,
 ) -> EvalReport:
@@ -268,7 +326,8 @@ def run_eval(
 
     Writes ``report.md``, ``report.json`` and ``recall_at_k.png`` into ``out`` and one TREC run file per mode
     into ``runs_dir`` (default: ``out``); returns the report. ``limit_queries`` keeps the first N evaluable
-    queries; ``protocol`` is ``auto``, ``citation`` or ``judged`` (see ``retrieval.eval.protocol``); the
+    queries; ``protocol`` is ``auto``, ``citation``, ``judged`` or ``time-honest`` (see ``retrieval.eval.protocol``;
+    ``dates``: its dates file, default ``dates.tsv`` beside the corpus); the
     evaluation index is cached under ``cache_dir`` (see ``retrieval.eval.cache``). Raises ``RetrievalError``
     subclasses with what to do next.
     """
@@ -277,7 +336,7 @@ def run_eval(
     selected = select_modes(modes)
     require_library()  # fail before the long part, not after it
     require_matplotlib()
-    prepared = prepare(Path(corpus), Path(queries), protocol, limit_queries)
+    prepared = prepare(Path(corpus), Path(queries), protocol, limit_queries, Path(dates) if dates else None)
     out_dir = Path(out)
     runs_path = Path(runs_dir) if runs_dir is not None else out_dir
     _make_dirs(out_dir, runs_path)

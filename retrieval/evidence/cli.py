@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..cli_types import add_output_args, bounded, non_negative, query, unit, year
 from ..config import DB_ENV_VAR, DEFAULT_DB
 from ..errors import ConfigError
-from .config import CAP_POLICIES, RANKERS, RECENCY, EvidenceConfig
+from .config import CAP_POLICIES, COVERAGES, RANKERS, RECENCY, EvidenceConfig
 
 if TYPE_CHECKING:  # the pipeline (and NumPy) is imported when the command runs, not when it is registered
     from .records import EvidenceRun
@@ -26,9 +26,9 @@ DEFAULTS = EvidenceConfig()
 
 
 DESCRIPTION = (
-    "Seeds from the query and its sub-queries (BM25 and recency), their 1.5-hop citation graph, edges "
-    "weighted and pruned by how well the cited paper supports the citing one, and a recency-aware "
-    "personalised PageRank or SALSA over what remains. Prints, per returned paper, the seeds and edges "
+    "Seeds from the query, its sub-queries and (for a long query) its sentences, their 1.5-hop citation "
+    "graph, edges pruned by how well the cited paper supports the citing one, and the seeds' vote (or "
+    "personalised PageRank or SALSA) over what remains. Prints, per returned paper, the seeds and edges "
     "that brought it in, and the pruned edges with the reason."
 )
 
@@ -44,8 +44,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='sub-queries from a file: a JSON list, {"subqueries": [...]}, or one per line',
     )
-    p.add_argument("--ranker", choices=RANKERS, default=DEFAULTS.ranker, help="walk (default: ppr)")
+    p.add_argument(
+        "--ranker", choices=RANKERS, default=DEFAULTS.ranker, help="the seeds' vote, PageRank or SALSA (default: vote)"
+    )
     p.add_argument("--no-prune", action="store_true", help="keep every edge, whatever its Delta")
+    p.add_argument(
+        "--no-split", action="store_true", help="no automatic sentence sub-queries for a long query (40+ tokens)"
+    )
+    p.add_argument(
+        "--coverage",
+        choices=COVERAGES,
+        default=DEFAULTS.coverage,
+        help="Delta: soft (mean support ramped to theta, floor 0.05; default) or hard (share of claims at theta)",
+    )
     p.add_argument(
         "--recency",
         choices=RECENCY,
@@ -57,11 +68,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--seeds",
         type=bounded("seeds_per_subquery"),
         default=DEFAULTS.seeds_per_subquery,
-        help="seeds per sub-query (default 10)",
+        help="seeds per sub-query (default 15)",
     )
     p.add_argument("--theta", type=unit, default=DEFAULTS.theta, help="support a claim needs (default 0.1)")
-    p.add_argument("--tau", type=unit, default=DEFAULTS.tau, help="Delta below which an edge is pruned (default 0.3)")
-    p.add_argument("--beta", type=non_negative, default=DEFAULTS.beta, help="age discount exponent (default 0.5)")
+    p.add_argument("--tau", type=unit, default=DEFAULTS.tau, help="Delta below which an edge is pruned (default 0.1)")
+    p.add_argument("--beta", type=non_negative, default=DEFAULTS.beta, help="age discount exponent (default 0)")
     p.add_argument(
         "--max-nodes",
         type=bounded("max_nodes"),
@@ -88,6 +99,8 @@ def config_from_args(args: argparse.Namespace) -> EvidenceConfig:
         theta=args.theta,
         tau=args.tau,
         prune=not args.no_prune,
+        coverage=args.coverage,
+        split="none" if args.no_split else DEFAULTS.split,
         beta=args.beta,
         recency=recency,
         query_year=args.query_year,

@@ -1,9 +1,10 @@
 """``explain``: the evidence-graph ranking (the Crase method) as one bounded, inspectable run.
 
-1. seeds from the query and its sub-queries (``seeds``);
+1. seeds from the query, its given sub-queries and, for a long query, one automatic sub-query per sentence
+   (``split``; ``seeds``);
 2. the seeds' 1.5-hop citation graph in SQL, its size and the scorer bound fixed before any scoring (``graph``);
 3. edge support, pruning of edges with Delta below tau and of papers left without an edge (``support``);
-4. recency-aware personalised PageRank or SALSA over what remains (``rank``).
+4. the seeds' vote (the default), or recency-aware personalised PageRank or SALSA, over what remains (``rank``).
 
 Stages 1 and 2 read the index in one read transaction, so a paper added meanwhile by another process is either
 wholly in the run or wholly out of it. The returned ``EvidenceRun`` holds every number; ``save=True`` stores it in
@@ -27,7 +28,17 @@ from .plan import Planner, collect_subqueries
 from .rank import WALKS
 from .records import STATUSES, EdgeRecord, EvidenceRun, GraphSize, Health, NodeRecord
 from .seeds import Seed, given_seeds, select_seeds
-from .support import CountingScorer, EdgeSupport, SupportScorer, TfidfCosineScorer, claims_of, score_edges, scorer_bound
+from .split import split_query
+from .support import (
+    CountingScorer,
+    EdgeSupport,
+    SupportScorer,
+    TfidfCosineScorer,
+    best_supports,
+    claims_of,
+    edge_supports,
+    scorer_bound,
+)
 
 
 def explain(
@@ -55,15 +66,25 @@ def explain(
     """
     cfg = config or EvidenceConfig()
     clock = _Clock()
-    queries = [Query.parse(text) for text in collect_subqueries(query, subqueries, plan, planner)]
+    given = collect_subqueries(query, subqueries, plan, planner)
+    if cfg.split == "sentences":  # automatic sentence sub-queries after the given ones (``split``)
+        parts = split_query(query, cfg.split_min_tokens, cfg.split_max)
+        texts = collect_subqueries(query, [*given[1:], *parts]) if parts else given
+    else:
+        texts = given
+    queries = [Query.parse(text) for text in texts]
     texts = [q.text for q in queries]  # valid Unicode, as stored by --save and printed
+    # Seeds per sub-query: m for the query and the given sub-queries, ``split_seeds`` for the automatic ones.
+    per_subquery = [cfg.seeds_per_subquery] * len(given) + [cfg.split_seeds] * (len(texts) - len(given))
     with client.snapshot() as snap:
         stats = snap.stats
         reference_year = cfg.reference_year(stats.max_year)
         if seeds is not None:
             seed_list = given_seeds(snap, queries, list(seeds))
         else:
-            seed_list = select_seeds(snap, queries, cfg, reference_year, stats.min_year, first_hits=lexical)
+            seed_list = select_seeds(
+                snap, queries, cfg, reference_year, stats.min_year, first_hits=lexical, per_subquery=per_subquery
+            )
         clock.lap("seeds")
 
         graph = build_graph(snap, [seed.paper_id for seed in seed_list], cfg)
@@ -85,19 +106,21 @@ def explain(
         counting = CountingScorer(scorer or TfidfCosineScorer(snap))
         # Edge support depends only on the edges, the papers' claims and theta: runs that differ in ranker,
         # pruning or recency but share a graph (an evaluation's evidence modes) compute it once.
-        key = (tuple(graph.edges), cfg.theta, cfg.max_claims) if memo is not None and scorer is None else None
+        # The best supports do not depend on theta or the coverage rule: only Delta is recomputed per run.
+        key = (tuple(graph.edges), cfg.max_claims) if memo is not None and scorer is None else None
         shared = memo.support.get(key) if key is not None else None
         if shared is None:
             began = time.perf_counter()
             counting.prepare(sorted({claim for paper_claims in claims.values() for claim in paper_claims}))
     if shared is None:
-        support = score_edges(graph.edges, claims, counting, cfg.theta)
+        best = best_supports(graph.edges, claims, counting)
         calls = counting.calls
         if key is not None:
-            memo.support[key] = (support, calls, time.perf_counter() - began)
+            memo.support[key] = (best, calls, time.perf_counter() - began)
     else:
-        support, calls, seconds = shared
+        best, calls, seconds = shared
         memo.charge(seconds)
+    support = edge_supports(best, cfg.theta, cfg.coverage, cfg.support_floor)
     if calls != size.scorer_bound:
         raise RetrievalError(
             f"the scorer was called {calls:,} times, not the announced {size.scorer_bound:,}: "
@@ -111,7 +134,12 @@ def explain(
     kept_nodes = [pid for pid, node in nodes.items() if node.kept]
     weighted = [(e.citing, e.cited, e.weight) for e in edges.values() if e.kept]
     teleport = {seed.paper_id: teleport_mass(seed, cfg.teleport) for seed in seed_list}
-    walk = ranker(kept_nodes, weighted, teleport, cfg.alpha, cfg.tolerance, cfg.max_iterations) if seed_list else None
+    if not seed_list:
+        walk = None
+    elif cfg.ranker == "vote":
+        walk = ranker(kept_nodes, weighted, teleport, cfg.vote_citing, cfg.vote_self)
+    else:
+        walk = ranker(kept_nodes, weighted, teleport, cfg.alpha, cfg.tolerance, cfg.max_iterations)
     ranking = walk.ranking() if walk else []
     for rank, (pid, score) in enumerate(ranking, start=1):
         nodes[pid].score, nodes[pid].rank = score, rank
@@ -176,7 +204,7 @@ def _prune(
         age_weight = ages[v] ** -cfg.beta
         kept = not cfg.prune or edge_support.delta >= cfg.tau
         reason = None if kept else _pruned_because(edge_support, cfg)
-        weight = edge_support.delta * age_weight if kept else 0.0
+        weight = edge_support.delta**cfg.support_power * age_weight if kept else 0.0
         edges[(u, v)] = EdgeRecord(u, v, edge_support, age_weight, weight, kept, reason)
         if kept:
             touched.update((u, v))
@@ -198,6 +226,13 @@ def _pruned_because(edge_support: EdgeSupport, cfg: EvidenceConfig) -> str:
         return "the citing paper has no claim (no abstract, no title)"
     if not edge_support.premises:
         return "the cited paper has no claim (no abstract, no title)"
+    if cfg.coverage == "soft":
+        mean = sum(edge_support.best) / len(edge_support.best)
+        return (
+            f"Delta {edge_support.delta:.3f} < tau {cfg.tau:g}: the citing paper's {len(edge_support.best)} claims "
+            f"have mean best support {mean:.3f} against theta {cfg.theta:g} ({edge_support.covered} reach it; "
+            f"best {max(edge_support.best):.3f})"
+        )
     return (
         f"Delta {edge_support.delta:.3f} < tau {cfg.tau:g}: {edge_support.covered} of {len(edge_support.best)} "
         f"claims of the citing paper supported at theta {cfg.theta:g} (best support "

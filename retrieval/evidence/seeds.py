@@ -104,8 +104,10 @@ def pick_for_subquery(
     config: EvidenceConfig,
     reference_year: int | None,
     earliest_year: int | None,
+    m: int | None = None,
 ) -> list[tuple[str, SeedHit]]:
-    """The top m of one sub-query's BM25 list (best first) re-ranked by the blend of the module docstring."""
+    """The top m (default ``seeds_per_subquery``) of one sub-query's BM25 list (best first) re-ranked by the
+    blend of the module docstring."""
     pool = hits[: config.seed_pool]
     if not pool:
         return []
@@ -119,7 +121,9 @@ def pick_for_subquery(
     scored.sort()  # by blend descending, then BM25 position (which already breaks score ties by id)
     return [
         (pid, SeedHit(index, rank, bm25, norm, recency, -negative_blend))
-        for rank, (negative_blend, _, pid, bm25, norm, recency) in enumerate(scored[: config.seeds_per_subquery], 1)
+        for rank, (negative_blend, _, pid, bm25, norm, recency) in enumerate(
+            scored[: m or config.seeds_per_subquery], 1
+        )
     ]
 
 
@@ -130,9 +134,11 @@ def select_seeds(
     reference_year: int | None,
     earliest_year: int | None,
     first_hits: list[tuple[str, float]] | None = None,
+    per_subquery: list[int] | None = None,
 ) -> list[Seed]:
     """The union of every sub-query's picks. ``first_hits`` may carry sub-query 0's BM25 list when the caller
-    already has it at least ``seed_pool`` deep (an evaluation shares one list between modes)."""
+    already has it at least ``seed_pool`` deep (an evaluation shares one list between modes); ``per_subquery``
+    gives each sub-query's m (default ``seeds_per_subquery`` for all)."""
     lists = []
     for index, query in enumerate(subqueries):
         if index == 0 and first_hits is not None:
@@ -143,7 +149,8 @@ def select_seeds(
     years = read_years(snap, sorted({pid for hits in lists for pid, _ in hits}))
     picked: dict[str, list[SeedHit]] = {}
     for index, hits in enumerate(lists):
-        for pid, hit in pick_for_subquery(index, hits, years, config, reference_year, earliest_year):
+        m = per_subquery[index] if per_subquery is not None else None
+        for pid, hit in pick_for_subquery(index, hits, years, config, reference_year, earliest_year, m):
             picked.setdefault(pid, []).append(hit)
     return [Seed(pid, years.get(pid), tuple(hits), max(hit.bm25_norm for hit in hits)) for pid, hits in picked.items()]
 

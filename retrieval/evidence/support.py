@@ -5,9 +5,17 @@ the lead a reader sees; a paper without an abstract has its title as its one cla
 none.
 
 **Support.** For an edge u -> v (u cites v), a scorer fills the support matrix ``M[i][j]`` in [0, 1]: how well v's
-claim j supports u's claim i. u's claim i is *covered* when its best support ``max_j M[i][j]`` reaches ``theta``,
-and the coverage affinity ``Delta(u, v)`` is the share of u's claims that are covered (0 when either paper has no
-claim). Every pair of claims is one scorer call, so the calls of a run are exactly
+claim j supports u's claim i; u's claim i is *covered* when its best support ``b_i = max_j M[i][j]`` reaches
+``theta``. The coverage affinity ``Delta(u, v)`` (0 when either paper has no claim) is, under
+
+- ``coverage="soft"`` (the default): ``floor + (1 - floor) * mean_i min(1, b_i / theta)``, a ramp instead of a
+  step, so Delta grows with every bit of support up to theta and an edge between unrelated claims (every b_i 0)
+  gets the floor (0.05): low, not zero. Pruning at tau above the floor then removes edges that weigh something
+  unpruned, and changes the ranking;
+- ``coverage="hard"`` (the earlier rule): the share of u's claims that are covered. Unrelated claims get exactly
+  0, so a pruned edge (Delta below tau <= 1/3) weighed 0 anyway and pruning changed nothing but the audit trail.
+
+Every pair of claims is one scorer call, so the calls of a run are exactly
 ``sum over E of |claims(u)| * |claims(v)|``, the bound announced with the graph's size; the run checks it.
 
 **Scorers.** Anything with the ``SupportScorer`` shape: a ``name``, ``prepare(claims)`` (called once with every
@@ -161,10 +169,12 @@ class EdgeSupport:
     best: tuple[float, ...]  # one per claim of u
     premises: int  # claims of v
     delta: float
+    theta: float = 0.0  # the support a claim needs to count as covered (``covered``)
 
     @property
     def covered(self) -> int:
-        return round(self.delta * len(self.best))
+        """u's claims whose best support reaches theta (under the hard rule, ``delta * len(best)``)."""
+        return sum(1 for value in self.best if value >= self.theta)
 
 
 def scorer_bound(edges: Sequence[tuple[str, str]], claims: dict[str, list[str]]) -> int:
@@ -172,18 +182,56 @@ def scorer_bound(edges: Sequence[tuple[str, str]], claims: dict[str, list[str]])
     return sum(len(claims[u]) * len(claims[v]) for u, v in edges)
 
 
-def score_edges(
-    edges: Sequence[tuple[str, str]], claims: dict[str, list[str]], scorer: CountingScorer, theta: float
-) -> dict[tuple[str, str], EdgeSupport]:
-    """``EdgeSupport`` of every edge (see the module docstring), in the order given."""
+def coverage_delta(best: Sequence[float], theta: float, coverage: str = "soft", floor: float = 0.0) -> float:
+    """Delta from u's claims' best supports ``best`` (see the module docstring): the share reaching ``theta``
+    (``"hard"``), or ``floor + (1 - floor) * mean(min(1, best_i / theta))`` (``"soft"``; theta 0 counts every
+    claim as covered). 0 when u has no claim."""
+    if not best:
+        return 0.0
+    if coverage == "hard":
+        return sum(1 for value in best if value >= theta) / len(best)
+    ramp = [1.0 if theta <= 0.0 else min(1.0, value / theta) for value in best]
+    return floor + (1.0 - floor) * (sum(ramp) / len(ramp))
+
+
+def best_supports(
+    edges: Sequence[tuple[str, str]], claims: dict[str, list[str]], scorer: CountingScorer
+) -> dict[tuple[str, str], tuple[tuple[float, ...], int]]:
+    """Per edge u -> v, in the order given: u's claims' best support by v's claims (``max_j M[i][j]``), and
+    v's number of claims. An edge one of whose papers has no claim is not scored: 0 per claim of u."""
     out = {}
     for u, v in edges:
         hypotheses, premises = claims[u], claims[v]
         if not hypotheses or not premises:
-            out[(u, v)] = EdgeSupport(tuple(0.0 for _ in hypotheses), len(premises), 0.0)
+            out[(u, v)] = (tuple(0.0 for _ in hypotheses), len(premises))
             continue
         matrix = scorer.support(hypotheses, premises)
-        best = tuple(max(row) for row in matrix)
-        covered = sum(1 for value in best if value >= theta)
-        out[(u, v)] = EdgeSupport(best, len(premises), covered / len(hypotheses))
+        out[(u, v)] = (tuple(max(row) for row in matrix), len(premises))
     return out
+
+
+def edge_supports(
+    best: dict[tuple[str, str], tuple[tuple[float, ...], int]],
+    theta: float,
+    coverage: str = "hard",
+    floor: float = 0.0,
+) -> dict[tuple[str, str], EdgeSupport]:
+    """``EdgeSupport`` of every edge from its best supports (``best_supports``) under the coverage rule. An edge
+    one of whose papers has no claim has Delta 0 under either rule (no evidence, not weak evidence)."""
+    out = {}
+    for key, (values, premises) in best.items():
+        delta = coverage_delta(values, theta, coverage, floor) if values and premises else 0.0
+        out[key] = EdgeSupport(values, premises, delta, theta)
+    return out
+
+
+def score_edges(
+    edges: Sequence[tuple[str, str]],
+    claims: dict[str, list[str]],
+    scorer: CountingScorer,
+    theta: float,
+    coverage: str = "hard",
+    floor: float = 0.0,
+) -> dict[tuple[str, str], EdgeSupport]:
+    """``EdgeSupport`` of every edge (see the module docstring), in the order given."""
+    return edge_supports(best_supports(edges, claims, scorer), theta, coverage, floor)

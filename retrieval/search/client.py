@@ -18,7 +18,7 @@ from ..errors import ConfigError, PaperNotFoundError
 from ..store.database import IndexStats, check_index, connect
 from ..store.executor import Executor, Snapshot, StatementCache, Tracer
 from ..validate import LIMITS, check_int
-from . import expansion, lexical
+from . import expansion, learned, lexical, prf
 from .blend import RetrievalResult, blend
 from .filters import Filters, author_papers, failing, passing
 from .graph import CitationGraph, walk
@@ -31,11 +31,14 @@ from .syntax import parse as syntax_parse
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a query process starts faster)
 if TYPE_CHECKING:
+    from .cutoff import Exclusion
     from .memo import QueryMemo
 
 
 def lexical_depth(cfg: RetrievalConfig) -> int:
     """How deep the BM25 list of a search is: the expansion ranking also ranks its first ``lexical_depth``."""
+    if cfg.ranking == "learned":  # the model's candidates: at least its own lexical depth (100)
+        return max(cfg.top_k_lexical, cfg.lexical_depth, learned.DEFAULT_CANDIDATES["lexical_depth"])
     return max(cfg.top_k_lexical, cfg.lexical_depth) if cfg.ranking == "expansion" else cfg.top_k_lexical
 
 
@@ -90,6 +93,7 @@ class RetrievalClient:
         return self._executor.last_stats
 
     def close(self) -> None:
+        self._executor.close_shards()  # a sharded index's shard connections (none otherwise)
         self._executor.conn.close()
 
     def __enter__(self) -> RetrievalClient:
@@ -163,6 +167,8 @@ class RetrievalClient:
         with self.snapshot() as snap:  # one state of the file, even while another process adds papers
             wq = lexical.weigh(snap, parsed)
             warnings += _term_warnings(snap, parsed, wq, filters)
+            if cfg.prf != "none" and wq.terms:  # pseudo-relevance feedback: every pass uses the expanded query
+                wq = prf.expand_query(snap, wq, cfg.prf)
             if not wq.terms:
                 wall = (time.perf_counter() - start) * 1000.0
                 return RetrievalResult(
@@ -227,26 +233,44 @@ class RetrievalClient:
 
     def rank(
         self,
-        query: str | Query,
+        query: str | Query | WeightedQuery,
         hits: list[tuple[str, float]],
         config: RetrievalConfig | None = None,
         limit: int | None = None,
         full: bool = True,
         memo: QueryMemo | None = None,
+        exclude: Exclusion | None = None,
     ) -> RetrievalResult:
         """The gate, the graph pass and the blend for a BM25 list already computed (``(id, bm25)``, best first).
 
         Its first ``top_k_lexical`` entries are the seeds; the expansion ranking also ranks its first
         ``lexical_depth``. An evaluation computes the list once and passes it to every mode, with a ``memo``
         (``retrieval.search.memo``) that keeps the candidates' BM25 scores for the next mode of the same query.
+        ``query`` may be a ``WeightedQuery`` weighed before (an RM3-expanded one, whose weights then score the
+        candidates too); ``config.prf`` is not applied here, since ``hits`` are given. ``exclude``
+        (``retrieval.search.cutoff``): papers treated as absent by the walk and the blend (``hits`` must already
+        be without them; the lesson's ``hops`` walk does not support it).
         """
         cfg = config or self.config
         start = time.perf_counter()
         with self.snapshot() as snap:
-            wq = lexical.weigh(snap, Query.parse(query))
-            return self._rank(snap, wq, hits, cfg, limit, full, start, memo)
+            wq = query if isinstance(query, WeightedQuery) else lexical.weigh(snap, Query.parse(query))
+            if not exclude:
+                return self._rank(snap, wq, hits, cfg, limit, full, start, memo)
+            if cfg.ranking == "hops":
+                raise ConfigError("an exclusion needs the expansion ranking: the lesson's hop walk does not support it")
+            return self._rank(
+                snap, wq, hits, cfg, limit, full, start, memo, allowed=exclude.passing, excluded=exclude.paper_ids
+            )
 
-    def _candidates(self, snap: Snapshot, wq: WeightedQuery, hits: list[tuple[str, float]], cfg: RetrievalConfig):
+    def _candidates(
+        self,
+        snap: Snapshot,
+        wq: WeightedQuery,
+        hits: list[tuple[str, float]],
+        cfg: RetrievalConfig,
+        excluded: frozenset[str] = frozenset(),
+    ):
         """Each candidate's graph distance and graph score, its reaches, and the expansion's report."""
         seeds = hits[: cfg.top_k_lexical]
         gate = expansion.decide(wq, seeds, cfg)
@@ -257,7 +281,7 @@ class RetrievalClient:
             report = {"gate": gate.to_dict(), "candidates_added": len(walked) - len(seeds),
                       "new_per_hop": {str(h): n for h, n in sorted(counts.items()) if h > 0}}  # fmt: skip
             return walked, scores, {}, report
-        grown = expansion.expand(snap, seeds, cfg, gate)
+        grown = expansion.expand(snap, seeds, cfg, gate, excluded)
         distances: dict[str, int | None] = dict.fromkeys((pid for pid, _ in hits[: cfg.lexical_depth]), None)
         distances.update((pid, 0) for pid, _ in seeds)
         listed = len(distances)
@@ -282,8 +306,11 @@ class RetrievalClient:
         offset: int = 0,
         allowed=None,
         links: bool = True,
+        excluded: frozenset[str] = frozenset(),
     ) -> RetrievalResult:
-        distances, graph_scores, reaches, report = self._candidates(snap, wq, hits, cfg)
+        model = learned.resolve_model(cfg, self.path) if cfg.ranking == "learned" else None
+        shown_cfg, cfg = cfg, (model.candidate_config(cfg) if model is not None else cfg)
+        distances, graph_scores, reaches, report = self._candidates(snap, wq, hits, cfg, excluded)
         if allowed is not None:  # the walk may pass through papers the filter rejects, but never ranks them
             known = {pid for pid, _ in hits}
             for pid in failing(snap, [pid for pid in distances if pid not in known], allowed):
@@ -305,7 +332,14 @@ class RetrievalClient:
         seeds = hits[: cfg.top_k_lexical]
         best = seeds[0][1] if seeds else 0.0
         years = (snap.stats.min_year, snap.stats.max_year)
-        ranked = blend(cfg, papers, distances, bm25, best, graph_scores, reaches, years)
+        if model is not None:
+            degrees = dict(snap.rows("learned: the candidates' in-degrees", learned.IN_DEGREE_SQL,
+                                     {"paper_ids": json.dumps(list(distances))}))  # fmt: skip
+            ranked = learned.rank(model, cfg, papers, distances, bm25, hits, wq.attainable, reaches, degrees, years)
+            report["model"] = learned.describe(model)
+            cfg = shown_cfg
+        else:
+            ranked = blend(cfg, papers, distances, bm25, best, graph_scores, reaches, years)
         scores = [r.final_score for r in ranked]
         hit_count, average, top = len(ranked), (sum(scores) / len(scores) if scores else 0.0), max(scores, default=0.0)
         ranked = ranked[offset:] if limit is None else ranked[offset : offset + limit]

@@ -59,7 +59,7 @@ from ..bm25 import (
 from ..errors import NotAnIndexError
 from ..store.database import shown
 from ..store.dialect import register
-from ..store.executor import Executor, Snapshot
+from ..store.executor import Executor, Snapshot, scatter
 from .filters import Filters, Passing, every_doc, failing, passing
 from .query import Query, QueryTerm, WeightedQuery
 
@@ -228,6 +228,10 @@ FROM sample_scores
 ORDER BY score DESC NULLS LAST
 LIMIT 1 OFFSET :k - 1"""
 register(THRESHOLD_SQL, THRESHOLD_SQL_POSTGRESQL)
+# A sharded index (retrieval.store.shards) runs the statements that read only the postings on every shard, with
+# the corpus-wide weights and avgdl as parameters, and merges their results: each shard's pruned top k is exact
+# for the shard, and the corpus's top k is the best k of theirs.
+scatter(THRESHOLD_SQL, "max")
 
 #: Lookup stages of the pruned top k: the terms looked up are split into this many groups, largest bound first,
 #: and a paper whose partial score plus the bounds still unread cannot reach the threshold is dropped after each.
@@ -371,6 +375,7 @@ WHERE c.partial >= :threshold
 ORDER BY {_ROUNDED_POSTGRESQL.format("c.partial")} DESC, dl.paper_id COLLATE "C"
 LIMIT :k"""
 register(TOP_K_SQL, TOP_K_SQL_POSTGRESQL)
+scatter(TOP_K_SQL, "top_k")
 
 EXHAUSTIVE_SQL = f"""\
 {_WEIGHTED_TERMS},
@@ -407,6 +412,7 @@ CROSS JOIN LATERAL (SELECT dl.paper_id FROM doc_len AS dl WHERE dl.doc_id = s.do
 ORDER BY {_ROUNDED_POSTGRESQL.format("s.score")} DESC, dl.paper_id COLLATE "C"
 LIMIT :k"""
 register(EXHAUSTIVE_SQL, EXHAUSTIVE_SQL_POSTGRESQL)
+scatter(EXHAUSTIVE_SQL, "top_k")
 
 
 # A term with few postings beside the papers is read whole and each posting checked against the papers (about a
@@ -508,6 +514,7 @@ JOIN given AS g ON g.doc_id = p.doc_id
 GROUP BY g.paper_id
 ORDER BY g.paper_id COLLATE "C\""""
 register(SCORES_FOR_SQL, SCORES_FOR_SQL_POSTGRESQL)
+scatter(SCORES_FOR_SQL, "concat")
 
 # A filtered top k scores every paper that passes (``retrieval.search.filters``), as ``SCORES_FOR_SQL`` scores
 # given papers, and counts those that match at all.
@@ -543,6 +550,7 @@ CROSS JOIN LATERAL (SELECT dl.paper_id FROM doc_len AS dl WHERE dl.doc_id = s.do
 ORDER BY {_ROUNDED_POSTGRESQL.format("s.score")} DESC, dl.paper_id COLLATE "C"
 LIMIT :k"""
 register(FILTERED_TOP_K_SQL, FILTERED_TOP_K_SQL_POSTGRESQL)
+scatter(FILTERED_TOP_K_SQL, "top_k")
 
 # How many papers contain at least one query term (read from the postings' primary key, no scoring).
 MATCHED_SQL = """\
@@ -561,6 +569,7 @@ SELECT count(DISTINCT tf.doc_id)
 FROM term_freq AS tf
 WHERE tf.term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))"""
 register(MATCHED_SQL, MATCHED_SQL_POSTGRESQL)
+scatter(MATCHED_SQL, "sum")
 
 MATCHED_IN_SQL_POSTGRESQL = """\
 SELECT count(DISTINCT tf.doc_id)
@@ -568,6 +577,7 @@ FROM term_freq AS tf
 WHERE tf.term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))
   AND tf.doc_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:doc_ids AS jsonb)))"""
 register(MATCHED_IN_SQL, MATCHED_IN_SQL_POSTGRESQL)
+scatter(MATCHED_IN_SQL, "sum")
 
 #: Best-impact papers of each sampled term scored to set the first threshold (at least k).
 SAMPLE_SIZE = 16

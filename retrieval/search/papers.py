@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ..corpus.paper import Paper
-from ..store.dialect import register
+from ..store.dialect import register, register_sharded
 from ..store.executor import Snapshot
 
 # What the blend needs of every candidate; the rest is loaded for the returned entries only.
@@ -26,6 +26,29 @@ FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) WITH ORDINALITY AS j (
 JOIN papers AS p ON p.id = j.value
 ORDER BY j.position"""
 register(CANDIDATES_SQL, CANDIDATES_SQL_POSTGRESQL)
+# A sharded index's coordinator: the papers read once, by the id array, then put in the list's order.
+_IDS_SHARDED = """\
+WITH j AS MATERIALIZED (
+    SELECT value,
+           position
+    FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) WITH ORDINALITY AS j (value, position)
+),"""
+CANDIDATES_SQL_SHARDED = f"""\
+{_IDS_SHARDED}
+p AS MATERIALIZED (
+    SELECT p.id,
+           p.title,
+           p.year
+    FROM papers AS p
+    WHERE p.id = ANY (ARRAY(SELECT value FROM j))
+)
+SELECT p.id,
+       p.title,
+       p.year
+FROM j
+JOIN p ON p.id = j.value
+ORDER BY j.position"""
+register_sharded(CANDIDATES_SQL, CANDIDATES_SQL_SHARDED)
 
 PAPERS_SQL = """\
 SELECT p.id,
@@ -56,6 +79,20 @@ FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) WITH ORDINALITY AS j (
 JOIN papers AS p ON p.id = j.value
 ORDER BY j.position"""
 register(ABSTRACTS_SQL, ABSTRACTS_SQL_POSTGRESQL)
+ABSTRACTS_SQL_SHARDED = f"""\
+{_IDS_SHARDED}
+p AS MATERIALIZED (
+    SELECT p.id,
+           p.abstract
+    FROM papers AS p
+    WHERE p.id = ANY (ARRAY(SELECT value FROM j))
+)
+SELECT p.id,
+       p.abstract
+FROM j
+JOIN p ON p.id = j.value
+ORDER BY j.position"""
+register_sharded(ABSTRACTS_SQL, ABSTRACTS_SQL_SHARDED)
 
 AUTHORS_SQL = """\
 SELECT a.paper_id,
@@ -70,6 +107,14 @@ FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
 JOIN paper_authors AS a ON a.paper_id = j.value
 ORDER BY a.paper_id COLLATE "C", a.position"""
 register(AUTHORS_SQL, AUTHORS_SQL_POSTGRESQL)
+# (Each id once, as the PostgreSQL text joins each listed id once.)
+AUTHORS_SQL_SHARDED = """\
+SELECT a.paper_id,
+       a.name
+FROM paper_authors AS a
+WHERE a.paper_id = ANY (ARRAY(SELECT value FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb))))
+ORDER BY a.paper_id COLLATE "C", a.position"""
+register_sharded(AUTHORS_SQL, AUTHORS_SQL_SHARDED)
 
 REFERENCES_SQL = """\
 SELECT c.citing_id,
@@ -84,6 +129,13 @@ FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
 JOIN citations AS c ON c.citing_id = j.value
 ORDER BY c.citing_id COLLATE "C", c.cited_id COLLATE "C\""""
 register(REFERENCES_SQL, REFERENCES_SQL_POSTGRESQL)
+REFERENCES_SQL_SHARDED = """\
+SELECT c.citing_id,
+       c.cited_id
+FROM citations AS c
+WHERE c.citing_id = ANY (ARRAY(SELECT value FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb))))
+ORDER BY c.citing_id COLLATE "C", c.cited_id COLLATE "C\""""
+register_sharded(REFERENCES_SQL, REFERENCES_SQL_SHARDED)
 
 CITED_BY_SQL = """\
 SELECT c.cited_id,
@@ -100,6 +152,24 @@ JOIN citations AS c ON c.cited_id = j.value
 JOIN papers AS p ON p.id = c.citing_id
 ORDER BY c.cited_id COLLATE "C", c.citing_id COLLATE "C\""""
 register(CITED_BY_SQL, CITED_BY_SQL_POSTGRESQL)
+CITED_BY_SQL_SHARDED = """\
+WITH c AS MATERIALIZED (
+    SELECT c.cited_id,
+           c.citing_id
+    FROM citations AS c
+    WHERE c.cited_id = ANY (ARRAY(SELECT value FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb))))
+),
+live AS MATERIALIZED (
+    SELECT p.id
+    FROM papers AS p
+    WHERE p.id = ANY (ARRAY(SELECT DISTINCT citing_id FROM c))
+)
+SELECT c.cited_id,
+       c.citing_id
+FROM c
+WHERE c.citing_id IN (SELECT id FROM live)
+ORDER BY c.cited_id COLLATE "C", c.citing_id COLLATE "C\""""
+register_sharded(CITED_BY_SQL, CITED_BY_SQL_SHARDED)
 
 
 def add_links(snap: Snapshot, papers: dict[str, Paper], links: bool = True) -> None:

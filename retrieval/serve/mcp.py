@@ -208,8 +208,11 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
             ),
         ] = DEFAULTS.max_nodes or BOUNDS["max_nodes"],
         ranker: Annotated[
-            Literal["ppr", "salsa"],
-            Field(description="the walk: personalised PageRank (ppr) or SALSA (hubs and authorities)"),
+            Literal["vote", "ppr", "salsa"],
+            Field(
+                description="the ranking: the seeds' vote (vote, the default), personalised PageRank (ppr) or SALSA "
+                "(hubs and authorities)"
+            ),
         ] = DEFAULTS.ranker,
     ) -> dict[str, Any]:
         settings = {"top_k": top_k, "max_nodes": max_nodes, "ranker": ranker}

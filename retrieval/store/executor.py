@@ -13,7 +13,7 @@ from collections import namedtuple
 from collections.abc import Callable, Mapping
 
 from .database import INDEX_INFO_SQL, IndexStats, store_error
-from .dialect import SQLITE, register, text_for
+from .dialect import HASH_JOINS, HASH_JOINS_OFF_SQL, HASH_JOINS_ON_SQL, SHARDED, SQLITE, register, text_for
 from .postgres import is_error as is_server_error
 from .postgres import server_error
 
@@ -27,6 +27,42 @@ READ_LOCK_TABLES = (
 )  # fmt: skip
 READ_LOCKS_SQL = f"LOCK TABLE {', '.join(READ_LOCK_TABLES)} IN ACCESS SHARE MODE"
 register(READ_LOCKS_SQL, READ_LOCKS_SQL)  # PostgreSQL only
+
+
+#: Statements that read only the co-located postings tables (``term_freq``, ``doc_len``) and whose results
+#: merge exactly: on a sharded index (``retrieval.store.shards``) each runs on every shard and the results are
+#: merged by the rule it was declared with (``scatter``). Keyed by the SQLite text, as ``register``.
+SCATTERED: dict[str, str] = {}
+#: The merge rules: ``top_k``, rows ``(paper id, score)`` best first (rounded score, then id), the best
+#: ``params["k"]`` of every shard's; ``max``, one value, the largest (a lower bound of a k-th score stays one: a
+#: shard whose k-th best reaches t gives the corpus k papers of at least t); ``sum``, one count of disjoint sets
+#: (each paper is on one shard); ``concat``, the rows of every shard (disjoint), in shard order.
+MERGE_RULES = ("top_k", "max", "sum", "concat")
+
+
+def scatter(sql: str, rule: str) -> str:
+    """Declare that ``sql`` runs on every shard of a sharded index, its results merged by ``rule``."""
+    if rule not in MERGE_RULES:
+        raise ValueError(f"unknown merge rule {rule!r}")
+    SCATTERED[sql] = rule
+    return sql
+
+
+def merge(rule: str, parts: list[list[tuple]], params: Mapping[str, object]) -> list[tuple]:
+    """The rows of a scattered statement from each shard's ``parts``, merged by ``rule`` (see ``SCATTERED``)."""
+    from ..bm25 import SCORE_DECIMALS
+
+    if rule == "concat":
+        return [row for part in parts for row in part]
+    if rule == "sum":
+        return [(sum(part[0][0] or 0 for part in parts if part),)]
+    if rule == "max":
+        values = [part[0][0] for part in parts if part and part[0][0] is not None]
+        return [(max(values),)] if values else []
+    rows = [row for part in parts for row in part]
+    # The order of each shard's statement: rounded score descending, then id by its bytes (COLLATE "C").
+    rows.sort(key=lambda row: (-round(row[1], SCORE_DECIMALS), row[0].encode()))
+    return rows[: int(params["k"])]
 
 
 class Statement(namedtuple("Statement", "name sql params")):
@@ -72,13 +108,31 @@ class Executor:
         self.cache: StatementCache | None = None
         self._snapshot: Snapshot | None = None
         self.last_stats: IndexStats | None = None  # what the latest snapshot read (its ``info`` too)
+        self.shards: list[Executor] | None = None  # a sharded index: one executor per shard (retrieval.store.shards)
+        self._layout: str | None = None  # the layout the shard executors were opened for
+        self._pool = None  # the threads that run a statement on every shard at once
+        # Where a sharded search's time went (bench/shards.py): seconds of scattered statements per shard, and
+        # the wall time the coordinator waited for them.
+        self.shard_seconds: dict[int, float] = {}
+        self.scatter_seconds = 0.0
 
     def run(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> sqlite3.Cursor:
         """Run ``sql`` with ``params`` (named placeholders) and return its cursor. An environment failure
         (locked, damaged, unreadable) becomes a ``RetrievalError`` that names the file and what to do."""
         params = {} if params is None else params
+        if sql in HASH_JOINS and self.dialect != SQLITE and not self.shards and self.conn.in_transaction:
+            # A single server's lookups-only sessions, for this statement only (its rows are fetched by execute).
+            # (A failing statement ends the transaction, and SET LOCAL with it.)
+            self.run("planner: hash joins for the next statement", HASH_JOINS_ON_SQL)
+            cursor = self._run(name, sql, params)
+            self.run("planner: lookups again", HASH_JOINS_OFF_SQL)
+            return cursor
+        return self._run(name, sql, params)
+
+    def _run(self, name: str, sql: str, params: Mapping[str, object]) -> sqlite3.Cursor:
         if self.dialect != SQLITE:
-            sql = text_for(sql, self.dialect, name)  # the statement's own text there (retrieval.store.dialect)
+            # The statement's own text there (retrieval.store.dialect); a sharded index's coordinator may have its own.
+            sql = text_for(sql, SHARDED if self.shards else self.dialect, name)
         if self.tracer is not None:
             self.tracer(Statement(name, sql, dict(params)))
         try:
@@ -91,6 +145,8 @@ class Executor:
             raise server_error(exc, self.path, "read") from None
 
     def rows(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
+        if self.shards and sql in SCATTERED:
+            return self._scattered(name, sql, params or {})
         cache = self.cache
         if cache is not None:
             key = (sql, tuple(sorted(params.items())) if params else ())
@@ -115,7 +171,78 @@ class Executor:
             return list(rows)
         return rows
 
+    def _scattered(self, name: str, sql: str, params: Mapping[str, object]) -> list[tuple]:
+        """``sql`` on every shard at once (a thread each: the shards work in parallel, the query waits for the
+        slowest), traced in shard order before any runs, the results merged by its rule."""
+        shards = self.shards
+        assert shards is not None
+        if self.tracer is not None:
+            text = text_for(sql, shards[0].dialect, name)
+            for i in range(len(shards)):
+                self.tracer(Statement(f"{name} (shard {i})", text, dict(params)))
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=len(shards), thread_name_prefix="retrieval-shard")
+        began = time.perf_counter()
+        futures = [self._pool.submit(_timed, shard, sql, params) for shard in shards]
+        parts = []
+        for i, future in enumerate(futures):
+            rows, seconds = future.result()
+            parts.append(rows)
+            self.shard_seconds[i] = self.shard_seconds.get(i, 0.0) + seconds
+        self.scatter_seconds += time.perf_counter() - began
+        return merge(SCATTERED[sql], parts, params)
+
+    def begin_shards(self, info: Mapping[str, str]) -> None:
+        """A read snapshot of a sharded index (``retrieval.store.shards``) has begun here: begin one on every
+        shard, opening the shard executors on first use (or again when a rebuild changed the layout). A shard's
+        snapshot is its own: an add that commits between two shards' snapshots is seen on one and not the other
+        (docs/scale-out.md)."""
+        import json
+
+        from .postgres import connect_shards
+
+        text = info.get("shards")  # retrieval.store.shards.LAYOUT_KEY
+        if self._layout != text:
+            self.close_shards()
+            if text:
+                layout = json.loads(text)
+                conns = connect_shards(self.conn, layout)
+                # No tracer of their own: this executor traces each shard's statements, in shard order.
+                self.shards = [
+                    Executor(conn, None, path=f"shard {entry['shard']} of {self.path}")
+                    for conn, entry in zip(conns, layout, strict=True)
+                ]
+                # The coordinator's own joins are of the few rows each statement fetched from the shards (the
+                # texts of ``register_sharded``): hashed, not looked up row by row (retrieval.store.postgres turns
+                # hash joins off for a single server's lookups).
+                self.conn.raw.execute("SET enable_hashjoin = on")
+            self._layout = text
+        for i, shard in enumerate(self.shards or ()):
+            if self.tracer is not None:
+                self.tracer(Statement(f"begin the read snapshot (shard {i})", text_for("BEGIN", shard.dialect), {}))
+            shard.run("", "BEGIN")
+
+    def close_shards(self) -> None:
+        """Close the shard executors' connections (if any), and the threads that ran statements on them."""
+        if not self.shards and self._pool is None:
+            return
+        import contextlib
+
+        for shard in self.shards or ():
+            with contextlib.suppress(Exception):  # closing what may already be broken: nothing to report
+                shard.conn.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+        self.shards = None
+        self._layout = None
+
     def one(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> tuple | None:
+        if self.shards and sql in SCATTERED:
+            rows = self._scattered(name, sql, params or {})
+            return rows[0] if rows else None
         cursor = self.run(name, sql, params)
         try:
             row = cursor.fetchone()
@@ -132,6 +259,12 @@ class Executor:
         once). Every statement inside sees the same state of the file, even while another process adds papers
         (WAL mode); nested use joins the outer snapshot."""
         return _SnapshotScope(self)
+
+
+def _timed(executor: Executor, sql: str, params: Mapping[str, object]) -> tuple[list[tuple], float]:
+    began = time.perf_counter()
+    rows = executor.rows("", sql, params)
+    return rows, time.perf_counter() - began
 
 
 class _SnapshotScope:
@@ -151,7 +284,10 @@ class _SnapshotScope:
         try:
             if executor.dialect != SQLITE:  # before the snapshot is taken (at the first read)
                 executor.run("lock the index's tables for the snapshot", READ_LOCKS_SQL)
-            stats = IndexStats.from_info(dict(executor.rows("index statistics", INDEX_INFO_SQL)))
+            info = dict(executor.rows("index statistics", INDEX_INFO_SQL))
+            stats = IndexStats.from_info(info)
+            if executor.dialect != SQLITE and (executor.shards or "shards" in info):
+                executor.begin_shards(info)  # a sharded index: each shard's own snapshot, begun now
         except BaseException:
             self._end()
             raise
@@ -166,6 +302,11 @@ class _SnapshotScope:
     def _end(self) -> None:
         executor = self.executor
         executor._snapshot = None
+        for i, shard in enumerate(executor.shards or ()):
+            if shard.conn.in_transaction:
+                if executor.tracer is not None:
+                    executor.tracer(Statement(f"end the read snapshot (shard {i})", "COMMIT", {}))
+                shard.run("", "COMMIT")
         if executor.conn.in_transaction:  # an error inside may already have ended it
             executor.run("end the read snapshot", "COMMIT")
 

@@ -143,8 +143,6 @@ def build_postgres(
 ):
     """Build the index of ``papers`` at ``url`` (see the module docstring); returns the build's summary."""
     from .build import build_index
-    from .executor import READ_LOCK_TABLES
-    from .pgwrite import WRITER_LOCK_KEY
 
     psycopg = _psycopg()
     started = time.perf_counter()
@@ -190,28 +188,7 @@ def build_postgres(
                             f'coalesce((SELECT max({column}) FROM "{schema}".{table}), 0) + 1, false)'
                         )
                 raw.execute(f'ANALYZE "{schema}".term_freq')
-                with raw.transaction():
-                    # Under the writers' lock: an add that committed since the build began would be lost.
-                    raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
-                    if _fingerprint(raw) != before:
-                        raise StoreError(
-                            f"another writer changed the index at {url.shown} while this build ran: nothing was "
-                            "replaced; run the build again (or add those papers to its corpus)"
-                        )
-                    old = f"{SCHEMA}_old_{os.getpid()}_{int(time.time() * 1000)}"
-                    exists = raw.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (SCHEMA,)).fetchone()
-                    if exists and before is not None:
-                        # The tables in the order every search locks them (retrieval.store.executor), so a search
-                        # that begins meanwhile waits for the swap instead of deadlocking with it.
-                        tables = ", ".join(f'"{SCHEMA}"."{t}"' for t in READ_LOCK_TABLES)
-                        raw.execute(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
-                    if exists:
-                        raw.execute(f'ALTER SCHEMA "{SCHEMA}" RENAME TO "{old}"')
-                    raw.execute(f'ALTER SCHEMA "{schema}" RENAME TO "{SCHEMA}"')
-                    if exists:
-                        raw.execute(f'DROP SCHEMA "{old}" CASCADE')
-                    database = raw.execute("SELECT current_database()").fetchone()[0]
-                    raw.execute(f'ALTER DATABASE "{database}" SET search_path = "{SCHEMA}", public')
+                swap_schema(raw, url, schema, before)
             except BaseException:
                 with contextlib.suppress(psycopg.Error):  # the failure itself is what to report
                     raw.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
@@ -225,7 +202,37 @@ def build_postgres(
     return summary
 
 
-__all__ = ["SCHEMA", "StoreError", "build_postgres", "copy_tables", "migrate_schema"]
+def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None) -> None:
+    """Make the built schema ``schema`` the index: in one transaction under the writers' lock, refused when a
+    writer changed the index since the build read its fingerprint ``before``; the old schema is dropped."""
+    from .executor import READ_LOCK_TABLES
+    from .pgwrite import WRITER_LOCK_KEY
+
+    with raw.transaction():
+        # Under the writers' lock: an add that committed since the build began would be lost.
+        raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
+        if _fingerprint(raw) != before:
+            raise StoreError(
+                f"another writer changed the index at {url.shown} while this build ran: nothing was "
+                "replaced; run the build again (or add those papers to its corpus)"
+            )
+        old = f"{SCHEMA}_old_{os.getpid()}_{int(time.time() * 1000)}"
+        exists = raw.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (SCHEMA,)).fetchone()
+        if exists and before is not None:
+            # The tables in the order every search locks them (retrieval.store.executor), so a search
+            # that begins meanwhile waits for the swap instead of deadlocking with it.
+            tables = ", ".join(f'"{SCHEMA}"."{t}"' for t in READ_LOCK_TABLES)
+            raw.execute(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
+        if exists:
+            raw.execute(f'ALTER SCHEMA "{SCHEMA}" RENAME TO "{old}"')
+        raw.execute(f'ALTER SCHEMA "{schema}" RENAME TO "{SCHEMA}"')
+        if exists:
+            raw.execute(f'DROP SCHEMA "{old}" CASCADE')
+        database = raw.execute("SELECT current_database()").fetchone()[0]
+        raw.execute(f'ALTER DATABASE "{database}" SET search_path = "{SCHEMA}", public')
+
+
+__all__ = ["SCHEMA", "StoreError", "build_postgres", "copy_tables", "migrate_schema", "swap_schema"]
 
 
 def upgrade_server(url: DatabaseURL):

@@ -75,12 +75,18 @@ class PgConnection:
         self.raw.close()
 
 
-def connect(url: DatabaseURL, readonly: bool = True) -> PgConnection:
-    """A connection to the index at ``url`` (autocommit; read-only sessions when ``readonly``)."""
+def connect(url: DatabaseURL, readonly: bool = True, schema: str = SCHEMA) -> PgConnection:
+    """A connection to the index at ``url`` (autocommit; read-only sessions when ``readonly``), its tables those
+    of ``schema`` (a shard's schema is named by its coordinator: ``retrieval.store.shards``)."""
+    from psycopg import sql
+
     psycopg = _psycopg()
     try:
         raw = psycopg.connect(str(url), autocommit=True)
-        raw.execute(f'SET search_path TO "{SCHEMA}"')  # the index's schema (retrieval.store.pgbuild)
+        raw.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))  # retrieval.store.pgbuild
+        # A sharded index's tables are partitioned (retrieval.store.shards): an aggregate such as max(doc_id) then
+        # runs on each shard, not over every row fetched (no effect on a single server's plain tables).
+        raw.execute("SET enable_partitionwise_aggregate = on")
         if readonly:
             raw.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
             # A search's statements are short; JIT compiling one (its estimated cost passes jit_above_cost on
@@ -103,3 +109,50 @@ def is_error(exc: BaseException) -> bool:
     except ImportError:
         return False
     return isinstance(exc, psycopg.Error)
+
+
+# -- a sharded index (retrieval.store.shards): how the coordinator reaches its shards -----------------------------
+def server_params(coordinator, server: str) -> dict[str, str]:
+    """How to reach the shard behind the coordinator's foreign server ``server``: its options and the public
+    user mapping's."""
+    options = dict(
+        coordinator.execute(
+            "SELECT split_part(o, '=', 1), substr(o, strpos(o, '=') + 1) "
+            "FROM pg_foreign_server AS s, unnest(s.srvoptions) AS o WHERE s.srvname = %s",
+            (server,),
+        ).fetchall()
+    )
+    mapping = dict(
+        coordinator.execute(
+            "SELECT split_part(o, '=', 1), substr(o, strpos(o, '=') + 1) "
+            "FROM pg_user_mappings AS m, unnest(m.umoptions) AS o WHERE m.srvname = %s AND m.usename = 'public'",
+            (server,),
+        ).fetchall()
+    )
+    return {k: v for k, v in {**options, **mapping}.items() if k in ("host", "port", "dbname", "user", "password")}
+
+
+def url_of(params: dict[str, str]) -> str:
+    """A ``postgresql://`` URL from connection parameters (host, port, dbname, user, password)."""
+    from urllib.parse import quote
+
+    user = quote(params.get("user", ""), safe="")
+    password = params.get("password")
+    auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+    port = f":{params['port']}" if "port" in params else ""
+    return f"postgresql://{auth}{params.get('host', '')}{port}/{quote(params.get('dbname', ''), safe='')}"
+
+
+def connect_shards(coordinator: PgConnection, layout: list[dict]) -> list[PgConnection]:
+    """Read-only connections to the shards of a sharded index, each on its shard's schema, reached as the
+    coordinator's foreign servers reach them (their options and the public user mapping)."""
+    out: list[PgConnection] = []
+    try:
+        for entry in layout:
+            url = DatabaseURL(url_of(server_params(coordinator.raw, entry["server"])))
+            out.append(connect(url, schema=entry["schema"]))
+    except BaseException:
+        for conn in out:
+            conn.close()
+        raise
+    return out

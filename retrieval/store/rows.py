@@ -43,6 +43,8 @@ class WriteSummary:
     postings: int = 0
     seconds: float = 0.0
     stages: dict[str, float] = field(default_factory=dict)  # seconds per stage of a bulk build
+    shards: list[dict] | None = None  # a sharded build: each shard's URL (password hidden) and rows per table
+    warnings: list[str] = field(default_factory=list)  # what went wrong after the index was safely written
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -65,24 +65,37 @@ class _Batch:
     new_terms: list[tuple] = field(default_factory=list)
 
 
-# An edge may already be there, declared by the other paper's record: then only the flag is set.
+# An edge may already be there, declared by the other paper's record: then only the flag is set. PostgreSQL:
+# an update, else an insert, in one statement (the writers' lock keeps it from racing another writer), because
+# ON CONFLICT needs a unique index there, which a table partitioned over shards cannot have
+# (retrieval.store.shards).
+_UPSERT_POSTGRESQL = """\
+WITH edge (citing_id, cited_id) AS (
+    VALUES (CAST(? AS text), CAST(? AS text))
+),
+updated AS (
+    UPDATE citations AS c
+    SET {flag} = true
+    FROM edge AS e
+    WHERE c.citing_id = e.citing_id
+      AND c.cited_id = e.cited_id
+    RETURNING c.citing_id
+)
+INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
+SELECT e.citing_id, e.cited_id, {values}
+FROM edge AS e
+WHERE NOT EXISTS (SELECT 1 FROM updated)"""
 UPSERT_REFERENCE = """\
 INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
 VALUES (?, ?, 1, 0)
 ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_citing = 1"""
-UPSERT_REFERENCE_POSTGRESQL = """\
-INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
-VALUES (?, ?, true, false)
-ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_citing = true"""
+UPSERT_REFERENCE_POSTGRESQL = _UPSERT_POSTGRESQL.format(flag="listed_by_citing", values="true, false")
 register(UPSERT_REFERENCE, UPSERT_REFERENCE_POSTGRESQL)
 UPSERT_CITED_BY = """\
 INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
 VALUES (?, ?, 0, 1)
 ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_cited = 1"""
-UPSERT_CITED_BY_POSTGRESQL = """\
-INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
-VALUES (?, ?, false, true)
-ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_cited = true"""
+UPSERT_CITED_BY_POSTGRESQL = _UPSERT_POSTGRESQL.format(flag="listed_by_cited", values="false, true")
 register(UPSERT_CITED_BY, UPSERT_CITED_BY_POSTGRESQL)
 INSERT_TERM = "INSERT INTO doc_freq (term_id, term, df, max_impact) VALUES (?, ?, 0, 0)"
 register(INSERT_TERM, INSERT_TERM)

@@ -1,0 +1,91 @@
+"""The learned ranking's evaluation modes: ``learned`` (the shipped model, ``retrieval/models/ranker-v2.json``)
+and ``learned-cv`` (each development set ranked by the model fitted on the other two, as the shipped file
+records its hold-one-set-out folds; ``retrieval.eval.train``).
+
+Both rank the shared BM25 list's candidates through ``RetrievalClient.rank`` under ``ranking="learned"``, as a
+search does. ``learned-cv`` finds its fold by the sha256 of the corpus file the evaluation index was built from
+(the cache's manifest beside the index); on a corpus the shipped model was not trained on, it is the shipped
+model itself, which is held out there already.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import RetrievalConfig
+from ..errors import ConfigError
+from ..search.client import RetrievalClient
+from ..search.learned import SHIPPED_MODEL, RankerModel, file_sha256, load_cached
+from .records import LexicalPass, ModeOutput
+
+
+def _shipped_sha() -> str:
+    try:
+        return file_sha256(SHIPPED_MODEL)[:12]
+    except OSError:  # pragma: no cover - a broken installation
+        return "missing"
+
+
+def _corpus_sha(client: RetrievalClient) -> str | None:
+    """The sha256 of the corpus the evaluation index at ``client.path`` was built from (its cache manifest)."""
+    sidecar = Path(client.path).with_suffix(".json")
+    try:
+        return json.loads(sidecar.read_text(encoding="utf-8"))["corpus"]["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def held_out_model(model: RankerModel, corpus_sha256: str | None) -> RankerModel:
+    """The fold of ``model``'s hold-one-set-out cross-validation that held out the corpus ``corpus_sha256``; for
+    a corpus the model was not trained on, the model itself (it is held out there already)."""
+    folds = model.meta.get("cross_validation", {}).get("folds", [])
+    for fold in folds:
+        inputs = fold.get("held_out_inputs") or {}
+        if corpus_sha256 is not None and inputs.get("corpus", {}).get("sha256") == corpus_sha256:
+            return RankerModel(model.features, fold["weights"], fold["scales"],
+                               name=f"{model.name}-cv-{fold['held_out']}", candidates=model.candidates)  # fmt: skip
+    trained = {s.get("corpus", {}).get("sha256") for s in model.meta.get("training_sets", [])}
+    if corpus_sha256 is None or corpus_sha256 not in trained:
+        return model
+    sets = ", ".join(f.get("held_out", "?") for f in folds) or "none"
+    raise ConfigError(
+        f"the model {model.name} was trained on this corpus but has no fold that held it out (held out: {sets}): "
+        "refit it with `retrieval train` on several sets"
+    )
+
+
+@dataclass(frozen=True)
+class LearnedMode:
+    """The learned ranking under the shipped model (``cv=False``) or its held-out fold (``cv=True``)."""
+
+    name: str
+    description: str
+    cv: bool = False
+    hops: int | None = 1
+
+    def model(self, client: RetrievalClient) -> RankerModel:
+        shipped = load_cached(SHIPPED_MODEL)
+        return held_out_model(shipped, _corpus_sha(client)) if self.cv else shipped
+
+    def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
+        cfg = RetrievalConfig(ranking="learned", model=self.model(client))
+        result = client.rank(query.query, query.bm25, cfg, limit=None, full=False, memo=query.memo)
+        ranking = [r.paper.id for r in result.ranked[:depth]]
+        distances = {r.paper.id: r.graph_distance for r in result.ranked if r.graph_distance is not None}
+        return ModeOutput(ranking, result.hit_count, distances, result.expansion.get("candidates_added"), True)
+
+
+def learned_modes() -> dict[str, LearnedMode]:
+    sha = _shipped_sha()
+    stem = SHIPPED_MODEL.stem
+    return {
+        "learned": LearnedMode("learned", f"learned linear blend, shipped model {stem} (sha256 {sha})"),
+        "learned-cv": LearnedMode(
+            "learned-cv", f"learned blend fitted on the other development sets ({stem} {sha} folds)", cv=True
+        ),
+    }
+
+
+__all__ = ["LearnedMode", "held_out_model", "learned_modes"]

@@ -1,0 +1,74 @@
+"""The ``retrieval train`` subcommand: parsing and printing only; the work is ``retrieval.eval.train.train``.
+
+Writes the fitted model beside the index (``<index>.ranker.json``, the index from ``--db`` as everywhere), where a
+search with ``--ranking learned`` finds it, or to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..cli_types import positive_int
+from .cache import DEFAULT_CACHE_DIR
+from .protocol import AUTO, PROTOCOLS
+
+DESCRIPTION = (
+    "Fit the learned ranking (a linear model over BM25, citation-evidence, in-degree and recency features, by "
+    "coordinate ascent on nDCG@10) on judged queries in the eval's format, print its cross-validated figures "
+    "(hold one set out with several --corpus/--queries pairs, 5-fold over queries with one), and write it beside "
+    "the index (INDEX.ranker.json), where `retrieval search --ranking learned` uses it."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``retrieval train`` on its parser ``p``."""
+    p.description = DESCRIPTION
+    p.add_argument("--corpus", required=True, action="append", metavar="FILE", help="corpus of papers (JSONL); "
+                   "repeat with --queries for several sets")  # fmt: skip
+    p.add_argument("--queries", required=True, action="append", metavar="FILE",
+                   help='judged queries (JSONL {"qid", "query", "relevant"}), one per --corpus')  # fmt: skip
+    p.add_argument("--db", help="the index whose searches use the model: written beside it as INDEX.ranker.json")
+    p.add_argument("--out", metavar="FILE", help="write the model here instead of beside the index")
+    p.add_argument("--name", default="ranker", help="the model's name, shown by --why (default: ranker)")
+    p.add_argument("--cache-dir", metavar="DIR", help=f"evaluation indexes' cache (default: {DEFAULT_CACHE_DIR})")
+    p.add_argument("--limit-queries", type=positive_int, metavar="N", help="use only the first N queries of each set")
+    p.add_argument("--protocol", choices=PROTOCOLS, default=AUTO, help="as for `retrieval eval` (default: auto)")
+    p.add_argument("--rounds", type=positive_int, default=None, help="coordinate-ascent rounds at most (default 8)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_cmd_train)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from ..config import resolve_db_path
+    from ..errors import ConfigError
+    from .train import ROUNDS, model_for_index, train
+
+    if len(args.corpus) != len(args.queries):
+        raise ConfigError(
+            f"give one --queries per --corpus ({len(args.corpus)} corpora, {len(args.queries)} query files)"
+        )
+    out = args.out or model_for_index(resolve_db_path(args.db))
+    summary = train(
+        list(zip(args.corpus, args.queries, strict=True)), out, name=args.name, cache_dir=args.cache_dir,
+        limit_queries=args.limit_queries, protocol=args.protocol, rounds=args.rounds or ROUNDS,
+    )  # fmt: skip
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    cv = summary["cross_validation"]
+    print(f"cross-validation ({cv['kind']}), nDCG@10 on the held-out queries:")
+    print(f"  {'held out':<16} {'queries':>7} {'start':>8} {'learned':>8} {'train':>8}")
+    for fold in cv["folds"]:
+        print(f"  {fold['held_out']:<16} {fold['test_queries']:>7} {fold['test_ndcg@10_start']:8.4f} "
+              f"{fold['test_ndcg@10']:8.4f} {fold['train_ndcg@10']:8.4f}")  # fmt: skip
+    print(f"  {'every query':<16} {sum(f['test_queries'] for f in cv['folds']):>7} "
+          f"{cv['test_ndcg@10_start_mean']:8.4f} {cv['test_ndcg@10_mean']:8.4f}")  # fmt: skip
+    fitted = summary["fitted"]
+    print(f"fitted on every query: nDCG@10 {fitted['train_ndcg@10_policy_weights']:.4f} (the policy's weights) "
+          f"-> {fitted['train_ndcg@10']:.4f}")  # fmt: skip
+    shown = sorted(summary["weights"].items(), key=lambda kv: (-abs(kv[1]), kv[0]))
+    print("weights (over features / their std): " + ", ".join(f"{k} {v:+.3f}" for k, v in shown if v))
+    print(f"wrote {summary['model']} (sha256 {summary['sha256'][:12]})", file=sys.stdout)
+    return 0

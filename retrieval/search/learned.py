@@ -1,0 +1,423 @@
+"""The learned ranking (``RetrievalConfig(ranking="learned")``): a linear model over the features a search
+already computes, read from a small versioned JSON file, applied at query time without any training.
+
+Candidates: the BM25 top ``lexical_depth`` (100) and the papers a one-hop expansion from the ``top_k_lexical``
+(20) seeds adds along all four relations (references, citing, co-citation, coupling; at most 30 neighbours per
+seed and relation, hub down-weighting, at most 1,000 added; ``retrieval.search.expansion``), always expanding.
+The model file says which candidate settings it was fitted with (``candidates``), and a search under it uses
+those, whatever the configuration's own relations, hops and gate.
+
+Features of a candidate (``FEATURES``, in this order):
+
+- ``bm25_norm``: its BM25 score over the best seed's; ``bm25_match``: over the query's attainable score (the
+  gate's measure); ``lexical_rr``: 1 / its rank in the BM25 list (0 beyond ``lexical_depth``); ``seed``: 1 for
+  the ``top_k_lexical`` seeds;
+- ``ev_<relation>``: the expansion's hub-weighted evidence along that relation (sum over the seeds reaching it
+  of strength x weight x relation weight / ln(e + degree of the seed)), for references, citing, co-citation
+  and coupling; ``n_<relation>``: ln(1 + how many seeds reach it along that relation);
+- ``in_degree``: ln(1 + how many papers cite it) (``cited_counts``);
+- ``recency``: the blend's ramp over the corpus's years; ``recency_sq``: its square; ``undated``: 1 for a paper
+  without a year;
+- ``year_gap``: (the seeds' median year - its year) over the corpus's span of years, an estimate of how much
+  older than the query's work it is, observable at query time (0 without years); ``year_gap_abs``: its size;
+- how dense the graph is around this query (``DERIVED_FEATURES``, ranker-v2): with ``linked`` the share of the
+  BM25 top ``lexical_depth`` candidates that any seed reaches along any relation (the same for every candidate
+  of a query; low on a thin graph such as CACM's), ``ev_<relation>_x_linked`` is the evidence times ``linked``
+  and ``bm25_norm_x_unlinked`` is ``bm25_norm`` times (1 - ``linked``), so one set of weights can lean on the
+  graph where it is dense and on BM25 where it is thin.
+
+Score: ``sum_i weight_i * feature_i / scale_i``; each product is the feature's contribution (``entry.why()``),
+so the contributions sum to the score. Order: the score rounded to ``SCORE_DECIMALS`` descending, then paper id.
+
+Which model: ``RetrievalConfig.model`` (a path to a model file, or a loaded ``RankerModel``), else the file
+``<index>.ranker.json`` beside the index when it exists (what ``retrieval train`` writes), else the shipped
+``retrieval/models/ranker-v2.json`` (fitted on the three development sets; see docs/eval/learned.md; the
+previous ``ranker-v1.json``, over the 18 ``BASE_FEATURES``, stays loadable).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..bm25 import SCORE_DECIMALS
+from ..config import RetrievalConfig
+from ..corpus.paper import Paper
+from ..errors import ConfigError, InputError
+from ..store.dialect import register
+from .blend import RankedPaper, recency
+from .expansion import Reach
+
+RELATIONS = ("references", "citing", "cocitation", "coupling")
+#: The features of one candidate alone (ranker-v1's 18).
+BASE_FEATURES = (
+    "bm25_norm", "bm25_match", "lexical_rr", "seed",
+    *(f"ev_{r}" for r in RELATIONS), *(f"n_{r}" for r in RELATIONS),
+    "in_degree", "recency", "recency_sq", "undated", "year_gap", "year_gap_abs",
+)  # fmt: skip
+#: The features that also depend on the query's candidates as a whole (``derived_values``; ranker-v2).
+DERIVED_FEATURES = (*(f"ev_{r}_x_linked" for r in RELATIONS), "bm25_norm_x_unlinked")
+FEATURES = BASE_FEATURES + DERIVED_FEATURES
+
+MODEL_FORMAT = "retrieval-ranker"
+MODEL_VERSION = 1
+#: The model shipped inside the package, and the name of the file ``retrieval train`` writes beside an index.
+SHIPPED_MODEL = Path(__file__).resolve().parent.parent / "models" / "ranker-v2.json"
+BESIDE_SUFFIX = ".ranker.json"
+
+#: The candidate settings of a model file that does not say (those of ranker-v1).
+DEFAULT_CANDIDATES = {
+    "top_k_lexical": 20,
+    "lexical_depth": 100,
+    "max_hops": 1,
+    "expand": "always",
+    "relations": list(RELATIONS),
+    "max_neighbours": 30,
+    "hub_weighting": True,
+    "max_candidates": 1000,
+    "fanout": 100,
+}
+
+IN_DEGREE_SQL = """\
+SELECT n.paper_id,
+       n.cited_by
+FROM json_each(:paper_ids) AS j
+JOIN cited_counts AS n ON n.paper_id = j.value"""
+IN_DEGREE_SQL_POSTGRESQL = """\
+SELECT n.paper_id,
+       n.cited_by
+FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
+JOIN cited_counts AS n ON n.paper_id = j.value"""
+register(IN_DEGREE_SQL, IN_DEGREE_SQL_POSTGRESQL)
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The sha256 of the file's bytes, as hex."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+class RankerModel:
+    """A linear ranking model: feature names, weights and scales, the candidate settings, and what it was
+    fitted on (``meta``: training sets, cross-validated figures). Compare by content (``key``)."""
+
+    __slots__ = ("name", "features", "weights", "scales", "candidates", "meta", "source", "sha256")
+
+    def __init__(
+        self,
+        features: Sequence[str],
+        weights: Sequence[float],
+        scales: Sequence[float],
+        *,
+        name: str = "ranker",
+        candidates: Mapping | None = None,
+        meta: Mapping | None = None,
+        source: str = "",
+        sha256: str = "",
+    ) -> None:
+        features = tuple(features)
+        unknown = [f for f in features if f not in FEATURES]
+        if unknown:
+            raise InputError(f"model {name!r} uses unknown feature(s) {', '.join(unknown)}: known are {FEATURES}")
+        if not (len(features) == len(weights) == len(scales)):
+            raise InputError(f"model {name!r}: features, weights and scales must have the same length")
+        for value in (*weights, *scales):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise InputError(f"model {name!r}: weights and scales must be finite numbers, got {value!r}")
+        if any(s <= 0 for s in scales):
+            raise InputError(f"model {name!r}: every scale must be positive")
+        self.name = name
+        self.features = features
+        self.weights = tuple(float(w) for w in weights)
+        self.scales = tuple(float(s) for s in scales)
+        self.candidates = {**DEFAULT_CANDIDATES, **(dict(candidates) if candidates else {})}
+        self.meta = dict(meta) if meta else {}
+        self.source = source
+        self.sha256 = sha256
+
+    @property
+    def key(self) -> tuple:
+        return (self.features, self.weights, self.scales, json.dumps(self.candidates, sort_keys=True))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RankerModel) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"RankerModel({self.name!r}, {len(self.features)} features)"
+
+    def with_weights(self, weights: Sequence[float], name: str | None = None) -> RankerModel:
+        """The same features, scales and candidates with other weights."""
+        return RankerModel(self.features, weights, self.scales, name=name or self.name,
+                           candidates=self.candidates, meta=self.meta)  # fmt: skip
+
+    def contributions(self, values: Mapping[str, float]) -> dict[str, float]:
+        """Each feature's product weight x value / scale (a missing feature is 0)."""
+        return {f: w * values.get(f, 0.0) / s for f, w, s in zip(self.features, self.weights, self.scales, strict=True)}
+
+    def score(self, values: Mapping[str, float]) -> float:
+        """The sum of the contributions, in feature order."""
+        return sum(self.contributions(values).values())
+
+    def candidate_config(self, cfg: RetrievalConfig) -> RetrievalConfig:
+        """``cfg`` with the model's candidate settings (the expansion ranking over them)."""
+        c = self.candidates
+        return cfg.replace(
+            ranking="expansion", top_k_lexical=c["top_k_lexical"], lexical_depth=c["lexical_depth"],
+            max_hops=c["max_hops"], expand=c["expand"], relations=tuple(c["relations"]),
+            max_neighbours=c["max_neighbours"], hub_weighting=c["hub_weighting"],
+            max_candidates=c["max_candidates"], fanout=c["fanout"],
+        )  # fmt: skip
+
+    def to_dict(self) -> dict:
+        return {
+            "format": MODEL_FORMAT,
+            "version": MODEL_VERSION,
+            "name": self.name,
+            "algorithm": "linear; score = sum of weight * feature / scale",
+            "features": list(self.features),
+            "weights": [round(w, 12) for w in self.weights],
+            "scales": [round(s, 12) for s in self.scales],
+            "candidates": self.candidates,
+            **self.meta,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=False, ensure_ascii=True) + "\n"
+
+    def save(self, path: str | os.PathLike[str]) -> str:
+        """Write the model to ``path`` atomically; returns the file's sha256."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            tmp.write_text(self.to_json(), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise InputError(f"cannot write the model file {path} ({exc}): choose another place") from None
+        return file_sha256(path)
+
+    @classmethod
+    def from_dict(cls, data: Mapping, source: str = "", sha256: str = "") -> RankerModel:
+        if not isinstance(data, Mapping) or data.get("format") != MODEL_FORMAT:
+            raise InputError(f"{source or 'the model'} is not a retrieval ranker file (format {MODEL_FORMAT!r})")
+        if data.get("version") != MODEL_VERSION:
+            raise InputError(
+                f"{source or 'the model'} is a ranker file of version {data.get('version')!r}; this retrieval "
+                f"reads version {MODEL_VERSION}: refit it with `retrieval train`"
+            )
+        try:
+            meta = {k: v for k, v in data.items() if k not in _OWN_KEYS}
+            return cls(data["features"], data["weights"], data["scales"], name=data.get("name", "ranker"),
+                       candidates=data.get("candidates"), meta=meta, source=source, sha256=sha256)  # fmt: skip
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"{source or 'the model'} lacks a field of a ranker file ({exc})") from None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> RankerModel:
+        """Read a model file (``InputError`` naming the file when it is missing or malformed)."""
+        path = Path(path)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read the model file {path} ({exc.strerror or exc})") from None
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"{path} is not a JSON ranker file ({exc})") from None
+        return cls.from_dict(data, source=str(path), sha256=hashlib.sha256(raw).hexdigest())
+
+
+_OWN_KEYS = {"format", "version", "name", "algorithm", "features", "weights", "scales", "candidates"}
+_LOADED: dict[tuple[str, int, int], RankerModel] = {}
+
+
+def load_cached(path: Path) -> RankerModel:
+    """``RankerModel.load``, kept per (path, mtime, size) so a process reads a model file once."""
+    try:
+        st = path.stat()
+    except OSError:
+        return RankerModel.load(path)  # the error that names the file
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _LOADED:
+        _LOADED[key] = RankerModel.load(path)
+    return _LOADED[key]
+
+
+def beside(index: str | os.PathLike[str]) -> Path:
+    """The model file ``retrieval train`` writes for the index file ``index``: ``<index>.ranker.json``."""
+    index = Path(index)
+    return index.with_name(index.name + BESIDE_SUFFIX)
+
+
+def resolve_model(cfg: RetrievalConfig, index: object = None) -> RankerModel:
+    """The model a learned search uses: ``cfg.model`` (a ``RankerModel`` or a path), else the file beside the
+    index file ``index`` when there is one, else the shipped model."""
+    chosen = getattr(cfg, "model", None)
+    if isinstance(chosen, RankerModel):
+        return chosen
+    if chosen is not None:
+        return load_cached(Path(chosen))
+    if isinstance(index, Path):
+        local = beside(index)
+        if local.is_file():
+            return load_cached(local)
+    if not SHIPPED_MODEL.is_file():  # pragma: no cover - a broken installation
+        raise ConfigError(f"the shipped model {SHIPPED_MODEL} is missing: reinstall retrieval")
+    return load_cached(SHIPPED_MODEL)
+
+
+class LearnedPaper(RankedPaper):
+    """A result ranked by a ``RankerModel``: ``features`` (every feature's value) and ``contributions`` (weight x
+    value / scale per feature of the model, summing to ``final_score``)."""
+
+    __slots__ = ("features", "contributions", "model_name")
+
+    def why(self, config: RetrievalConfig | None = None) -> str:
+        """The score as the sum of its largest contributions (the rest summed as ``other``)."""
+        shown = sorted(self.contributions.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
+        parts = [f"{name} {value:+.3f}" for name, value in shown[:5] if value != 0.0]
+        rest = sum(value for _, value in shown[5:])
+        if rest:
+            parts.append(f"other {rest:+.3f}")
+        return f"{self.model_name}: " + " ".join(parts or ["0"]) + f" = {self.final_score:.4f} ({self.how()})"
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out["features"] = dict(self.features)
+        out["contributions"] = dict(self.contributions)
+        out["model"] = self.model_name
+        return out
+
+
+def feature_values(
+    pid: str,
+    paper: Paper,
+    *,
+    bm25: float,
+    best_bm25: float,
+    attainable: float,
+    lexical_rank: int | None,
+    seed: bool,
+    reaches: Sequence[Reach],
+    in_degree: int,
+    years: tuple[int | None, int | None],
+    era: float | None = None,
+) -> dict[str, float]:
+    """Every feature of ``FEATURES`` for one candidate (see the module docstring)."""
+    ev = dict.fromkeys(RELATIONS, 0.0)
+    sources: dict[str, set] = {r: set() for r in RELATIONS}
+    for reach in reaches:
+        ev[reach.relation] += reach.contribution
+        sources[reach.relation].add(reach.source)
+    rec = recency(paper.year, *years)
+    span = (years[1] - years[0]) if years[0] is not None and years[1] is not None else 0
+    gap = (era - paper.year) / max(1, span) if era is not None and paper.year is not None else 0.0
+    values = {
+        "bm25_norm": bm25 / best_bm25 if best_bm25 > 0 else 0.0,
+        "bm25_match": bm25 / attainable if attainable > 0 else 0.0,
+        "lexical_rr": 1.0 / lexical_rank if lexical_rank else 0.0,
+        "seed": 1.0 if seed else 0.0,
+        **{f"ev_{r}": ev[r] for r in RELATIONS},
+        **{f"n_{r}": math.log1p(len(sources[r])) for r in RELATIONS},
+        "in_degree": math.log1p(in_degree),
+        "recency": rec,
+        "recency_sq": rec * rec,
+        "undated": 1.0 if paper.year is None else 0.0,
+        "year_gap": gap,
+        "year_gap_abs": abs(gap),
+    }
+    return values
+
+
+def linked_share(rows: Sequence[Mapping[str, float]]) -> float:
+    """The share of ``rows`` (a query's candidates' base features) in the BM25 top ``lexical_depth``
+    (``lexical_rr`` > 0) that some seed reaches along some relation (``n_<relation>`` > 0); 0 without any."""
+    lexical = [v for v in rows if v["lexical_rr"] > 0]
+    if not lexical:
+        return 0.0
+    return sum(1 for v in lexical if any(v[f"n_{r}"] > 0 for r in RELATIONS)) / len(lexical)
+
+
+def derived_values(values: Mapping[str, float], linked: float) -> dict[str, float]:
+    """The ``DERIVED_FEATURES`` of one candidate, from its base features and the query's ``linked_share``."""
+    return {
+        **{f"ev_{r}_x_linked": values[f"ev_{r}"] * linked for r in RELATIONS},
+        "bm25_norm_x_unlinked": values["bm25_norm"] * (1.0 - linked),
+    }
+
+
+def rank(
+    model: RankerModel,
+    cfg: RetrievalConfig,
+    papers: Mapping[str, Paper],
+    distances: Mapping[str, int | None],
+    bm25: Mapping[str, float],
+    hits: Sequence[tuple[str, float]],
+    attainable: float,
+    reaches: Mapping[str, list[Reach]],
+    in_degrees: Mapping[str, int],
+    years: tuple[int | None, int | None],
+) -> list[LearnedPaper]:
+    """Every candidate of ``distances`` scored by ``model`` and sorted by score (rounded), then id. ``cfg`` is
+    the candidate configuration (``model.candidate_config``); ``hits`` the BM25 list, best first."""
+    seeds = hits[: cfg.top_k_lexical]
+    best = seeds[0][1] if seeds else 0.0
+    lexical_rank = {pid: i for i, (pid, _) in enumerate(hits[: cfg.lexical_depth], start=1)}
+    seed_ids = {pid for pid, _ in seeds}
+    era = median([papers[pid].year for pid in seed_ids if pid in papers and papers[pid].year is not None])
+    every: dict[str, dict[str, float]] = {}
+    for pid in distances:
+        every[pid] = feature_values(
+            pid, papers[pid], bm25=bm25[pid], best_bm25=best, attainable=attainable,
+            lexical_rank=lexical_rank.get(pid), seed=pid in seed_ids, reaches=reaches.get(pid, ()),
+            in_degree=in_degrees.get(pid, 0), years=years, era=era,
+        )  # fmt: skip
+    linked = linked_share(list(every.values()))
+    ranked: list[LearnedPaper] = []
+    for pid, distance in distances.items():
+        paper = papers[pid]
+        found = reaches.get(pid, ())
+        values = every[pid]
+        values.update(derived_values(values, linked))
+        parts = model.contributions(values)
+        final = sum(parts.values())
+        graph = sum(values[f"ev_{r}"] for r in RELATIONS)
+        entry = LearnedPaper(paper, bm25[pid], distance, values["recency"], final, values["bm25_norm"], graph,
+                             list(found)[:3], cfg)  # fmt: skip
+        entry.features = values
+        entry.contributions = parts
+        entry.model_name = model.name
+        ranked.append(entry)
+    ranked.sort(key=lambda r: (-round(r.final_score, SCORE_DECIMALS), r.paper.id))
+    return ranked
+
+
+def median(values: Sequence[int]) -> float | None:
+    """The median of ``values`` (the mean of the middle two for an even count), None when empty."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    mid = len(ordered) // 2
+    return float(ordered[mid]) if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+def describe(model: RankerModel) -> dict:
+    """What a result's report says about its model."""
+    return {"name": model.name, "features": len(model.features), "sha256": model.sha256 or None}
+
+
+__all__ = [
+    "BASE_FEATURES",
+    "DERIVED_FEATURES",
+    "FEATURES",
+    "LearnedPaper",
+    "RankerModel",
+    "beside",
+    "rank",
+    "resolve_model",
+]

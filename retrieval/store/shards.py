@@ -1,0 +1,464 @@
+"""An index sharded across PostgreSQL servers: declarative hash partitioning whose partitions are ``postgres_fdw``
+foreign tables on the shards, behind one coordinator that every command talks to.
+
+**Document partitioning.** Every row of a paper lives on one shard's partition of its table, and every shard holds
+a slice of every posting list. A query's lexical pass then reads, per shard, only the postings of its own terms,
+and the coordinator adds up exact scores (a paper's score is a sum over its own postings, all on one shard);
+an add writes each paper's rows to one shard; a remove deletes on the shards the papers live on. Term
+partitioning would instead send every posting of a query term to the coordinator from the one shard that owns
+the term (the long lists of common words from one server), put a paper's postings on as many shards as it has
+distinct words (an add writes to all of them), and leave the busiest terms' shards hot.
+
+**The layout** (the distribution column of each table, as Citus would name it):
+
+==================  ============================  ==========================================================
+table               where                          key
+==================  ============================  ==========================================================
+``papers``          distributed                    ``id``
+``paper_authors``   distributed, with ``papers``   ``paper_id``
+``field_sources``   distributed, with ``papers``   ``paper_id``
+``citations``       distributed, with ``papers``   ``citing_id`` (a paper's reference list is on its shard)
+``cited_counts``    distributed, with ``papers``   ``paper_id``
+``doc_len``         distributed                    ``doc_id``
+``term_freq``       distributed, with ``doc_len``  ``doc_id`` (a paper's postings are on one shard)
+``doc_freq``        reference (coordinator)        the corpus-wide df and impact bounds
+``index_info``      reference (coordinator)        N, avgdl, the analyser: the corpus-wide statistics
+``alembic_version`` coordinator                    the schema revision
+``query_log``,      coordinator (local)            what the coordinator's own sessions write
+``evidence_*``
+==================  ============================  ==========================================================
+
+Two groups are co-located (tables partitioned on the same value with the same modulus share a shard): the text
+rows by paper id, the postings by doc id. **Exact global BM25**: the corpus's N, avgdl and df live once, on the
+coordinator, and each query term's weight ``qtf * idf`` is computed from them before any posting is read; no shard
+ever scores with statistics of its own (the known flaw of per-shard indexes). The coordinator runs the same
+statements as a single server; PostgreSQL sends each foreign partition's part of a scan to its shard (the term's
+postings there, the impact bound pushed down) and sums the parts.
+
+**Build** (``build_sharded``): the SQLite build, as for a single server; on the coordinator a new schema from the
+Alembic migrations whose distributed tables are turned into hash-partitioned ones, each partition a foreign table
+of a new schema on its shard; each shard's rows copied there with ``COPY`` (which partition a key belongs to is
+asked of the coordinator: ``satisfies_hash_partition``, PostgreSQL's own hash); then the same swap as a single
+server's, under the writers' lock. A build that fails at any step drops every new schema and foreign server and
+leaves the previous index, its shards included, as it was; the previous index's shard schemas go once the swap
+has committed.
+
+Adds and removes through the coordinator are PostgreSQL's partition routing: each row goes to the shard its key
+hashes to, in the writer's transaction (``postgres_fdw`` opens one on each shard it touches and commits them
+after the coordinator's statements succeed; it is not a two-phase commit: see docs/scale-out.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ..config import DatabaseURL, resolve_db
+from ..corpus.paper import Paper
+from ..errors import ConfigError, IndexNotFoundError, StoreError
+from .postgres import SCHEMA, _psycopg, server_error, server_params, url_of
+
+#: The distributed tables, each with its partition key (the distribution column), in load order.
+DISTRIBUTED = {
+    "papers": "id",
+    "paper_authors": "paper_id",
+    "field_sources": "paper_id",
+    "citations": "citing_id",
+    "cited_counts": "paper_id",
+    "doc_len": "doc_id",
+    "term_freq": "doc_id",
+}
+#: The coordinator's own tables (reference and local): the corpus-wide statistics, the revision, the logs.
+COORDINATOR_TABLES = ("alembic_version", "index_info", "doc_freq")
+#: The key of ``index_info`` that records the layout (JSON: one entry per shard, in partition order).
+LAYOUT_KEY = "shards"
+#: Foreign keys kept on a shard: between tables co-located on the same key (the others span shards).
+SHARD_FOREIGN_KEYS = {("paper_authors", "papers"), ("field_sources", "papers"), ("term_freq", "doc_len")}
+#: Rows fetched from a shard per round trip (postgres_fdw's default is 100).
+FETCH_SIZE = 10_000
+MAX_SHARDS = 64
+
+
+def parse_shards(value: str | Sequence[str]) -> list[DatabaseURL]:
+    """The shard URLs of ``--shards URL,URL,...`` (or a list): each a PostgreSQL URL, all distinct."""
+    items = [v.strip() for v in (value.split(",") if isinstance(value, str) else value)]
+    items = [v for v in items if v]
+    if not items:
+        raise ConfigError("--shards needs at least one PostgreSQL URL (postgresql://USER@HOST:PORT/DB,...)")
+    if len(items) > MAX_SHARDS:
+        raise ConfigError(f"--shards names {len(items)} servers; at most {MAX_SHARDS} are supported")
+    urls = []
+    for item in items:
+        url = resolve_db(item)
+        if not isinstance(url, DatabaseURL):
+            raise ConfigError(f"--shards takes PostgreSQL URLs (postgresql://USER@HOST:PORT/DB), got {item!r}")
+        urls.append(url)
+    if len({_server_key(u) for u in urls}) != len(urls):
+        raise ConfigError("--shards names the same database twice: give each shard its own database")
+    return urls
+
+
+def _server_key(url: DatabaseURL) -> tuple:
+    info = _conninfo(url)
+    return (info.get("host", ""), info.get("port", "5432"), info.get("dbname", ""))
+
+
+def _conninfo(url: DatabaseURL) -> dict[str, str]:
+    from psycopg.conninfo import conninfo_to_dict
+
+    return {k: str(v) for k, v in conninfo_to_dict(str(url)).items() if v is not None}
+
+
+def layout_of(info: dict[str, str]) -> list[dict] | None:
+    """The shards recorded in an index's ``index_info`` (None: not sharded)."""
+    value = info.get(LAYOUT_KEY)
+    return json.loads(value) if value else None
+
+
+def _connect(url: DatabaseURL):
+    psycopg = _psycopg()
+    try:
+        return psycopg.connect(str(url), autocommit=True)
+    except psycopg.Error as exc:
+        raise server_error(exc, url, "open") from None
+
+
+def _server_options(url: DatabaseURL) -> tuple[dict[str, str], dict[str, str]]:
+    """The foreign server's options and the user mapping's, from a shard's URL."""
+    info = _conninfo(url)
+    server = {k: info[k] for k in ("host", "port", "dbname") if k in info}
+    # Remote estimates: the planner asks a shard for a foreign scan's cost, and only then considers scans
+    # parameterised by a join (a lookup per key instead of a whole foreign table: 12 s to 0.3 s per search on hepth).
+    server.update(fetch_size=str(FETCH_SIZE), async_capable="true", use_remote_estimate="true")
+    mapping = {k: info[k] for k in ("user", "password") if k in info}
+    return server, mapping
+
+
+def _options(options: dict[str, str]):
+    from psycopg import sql
+
+    return sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(k), sql.Literal(v)) for k, v in options.items())
+
+
+def _create_servers(raw, tag: str, shards: list[DatabaseURL]) -> list[str]:
+    """One foreign server (and a user mapping for every role of the coordinator) per shard."""
+    from psycopg import sql
+
+    raw.execute("CREATE EXTENSION IF NOT EXISTS postgres_fdw")
+    names = []
+    for i, url in enumerate(shards):
+        name = f"{SCHEMA}_{tag}_s{i}"
+        server, mapping = _server_options(url)
+        raw.execute(
+            sql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER postgres_fdw OPTIONS ({})").format(
+                sql.Identifier(name), _options(server)
+            )
+        )
+        raw.execute(
+            sql.SQL("CREATE USER MAPPING FOR PUBLIC SERVER {} OPTIONS ({})").format(
+                sql.Identifier(name), _options(mapping)
+            )
+            if mapping
+            else sql.SQL("CREATE USER MAPPING FOR PUBLIC SERVER {}").format(sql.Identifier(name))
+        )
+        names.append(name)
+    return names
+
+
+def _partition_coordinator(raw, schema: str, servers: list[str], shard_schema: str) -> None:
+    """Turn ``schema``'s distributed tables (as the migrations made them) into hash-partitioned tables whose
+    partitions are the shards' tables."""
+    n = len(servers)
+    indexes = raw.execute(
+        "SELECT i.tablename, i.indexdef FROM pg_indexes AS i JOIN pg_class AS c ON c.relname = i.indexname "
+        "JOIN pg_index AS x ON x.indexrelid = c.oid JOIN pg_namespace AS s ON s.oid = c.relnamespace "
+        "WHERE i.schemaname = %s AND s.nspname = %s AND NOT x.indisunique",
+        (schema, schema),
+    ).fetchall()
+    for table, key in DISTRIBUTED.items():
+        # A serial column's sequence is kept (later adds draw doc ids from it) and handed to the new table.
+        sequences = raw.execute(
+            "SELECT a.attname, pg_get_serial_sequence(%s, a.attname) FROM pg_attribute AS a "
+            "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped "
+            "AND pg_get_serial_sequence(%s, a.attname) IS NOT NULL",
+            (f'"{schema}"."{table}"', f'"{schema}"."{table}"', f'"{schema}"."{table}"'),
+        ).fetchall()
+        for _, seq in sequences:
+            raw.execute(f"ALTER SEQUENCE {seq} OWNED BY NONE")
+        raw.execute(
+            f'CREATE TABLE "{schema}"."{table}__sharded" (LIKE "{schema}"."{table}" INCLUDING DEFAULTS) '
+            f'PARTITION BY HASH ("{key}")'
+        )
+        raw.execute(f'DROP TABLE "{schema}"."{table}" CASCADE')  # its keys, and the keys other tables had to it
+        raw.execute(f'ALTER TABLE "{schema}"."{table}__sharded" RENAME TO "{table}"')
+        for column, seq in sequences:
+            raw.execute(f'ALTER SEQUENCE {seq} OWNED BY "{schema}"."{table}"."{column}"')
+        for i, server in enumerate(servers):
+            raw.execute(
+                f'CREATE FOREIGN TABLE "{schema}"."{table}_s{i}" PARTITION OF "{schema}"."{table}" '
+                f'FOR VALUES WITH (MODULUS {n}, REMAINDER {i}) SERVER "{server}" '
+                f"OPTIONS (schema_name '{shard_schema}', table_name '{table}')"
+            )
+        # The secondary indexes, as definitions on the coordinator: PostgreSQL creates them on no foreign
+        # partition (each shard has its own), and they keep the schema the one the checks and psql expect.
+        for on, definition in indexes:
+            if on == table:
+                raw.execute(definition)
+
+
+def _assign(raw, schema: str, table: str, keys: list, n: int) -> list[set]:
+    """Which partition of ``schema.table`` each key belongs to, asked of the coordinator (PostgreSQL's hash)."""
+    kind = "integer[]" if table in ("doc_len", "term_freq") else "text[]"
+    parts: list[set] = []
+    for i in range(n):
+        rows = raw.execute(
+            f"SELECT k FROM unnest(%s::{kind}) AS k WHERE satisfies_hash_partition(%s::regclass::oid, %s, %s, k)",
+            (keys, f'"{schema}"."{table}"', n, i),
+        ).fetchall()
+        parts.append({row[0] for row in rows})
+    return parts
+
+
+def _load_shard(lite: sqlite3.Connection, raw, url: DatabaseURL, schema: str, papers: set, docs: set) -> dict[str, int]:
+    """Create ``schema`` on one shard (the migrations' distributed tables) and copy its rows into it."""
+    from .pgbuild import BOOLEANS, INTEGER_TABLES, TABLES, _constraints, _secondary_indexes, migrate_schema
+    from .postgres import PgConnection
+
+    raw.execute(f'CREATE SCHEMA "{schema}"')
+    migrate_schema(PgConnection(raw, url), schema)
+    tables = [name for (name,) in raw.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))]
+    for table in tables:
+        if table not in DISTRIBUTED:
+            raw.execute(f'DROP TABLE "{schema}"."{table}" CASCADE')
+    indexes = _secondary_indexes(raw, schema)
+    keys = _constraints(raw, schema)
+    counts = {}
+    with raw.transaction():
+        for name, _ in indexes:
+            raw.execute(f'DROP INDEX "{schema}"."{name}"')
+        for table, name, _, _ in keys:
+            raw.execute(f'ALTER TABLE "{schema}"."{table}" DROP CONSTRAINT "{name}"')
+        columns_of = dict(TABLES)
+        for table, key in DISTRIBUTED.items():
+            columns = columns_of[table]
+            keep = docs if table in ("doc_len", "term_freq") else papers
+            at = columns.index(key)
+            flags = [(table, c) in BOOLEANS for c in columns]
+            cols = ", ".join(f'"{c}"' for c in columns)
+            n = 0
+            with raw.cursor().copy(f'COPY "{schema}"."{table}" ({cols}) FROM STDIN') as copy:
+                cursor = lite.execute(f'SELECT {cols} FROM "{table}"')
+                if table in INTEGER_TABLES:
+                    while rows := cursor.fetchmany(50_000):
+                        mine = [row for row in rows if row[at] in keep]
+                        copy.write("".join("\t".join(map(str, row)) + "\n" for row in mine))
+                        n += len(mine)
+                else:
+                    for row in cursor:
+                        if row[at] not in keep:
+                            continue
+                        if any(flags):
+                            row = tuple(bool(v) if f and v is not None else v for v, f in zip(row, flags, strict=True))
+                        copy.write_row(row)
+                        n += 1
+            counts[table] = n
+        for table, name, kind, definition in reversed(keys):
+            if kind == "f" and not any(table == t and f"REFERENCES {r}(" in definition for t, r in SHARD_FOREIGN_KEYS):
+                continue  # a key to a row that may live on another shard
+            raw.execute(f'ALTER TABLE "{schema}"."{table}" ADD CONSTRAINT "{name}" {definition}')
+        for _, definition in indexes:
+            raw.execute(definition)
+        raw.execute(f'CREATE INDEX ix_term_freq_doc_id ON "{schema}".term_freq (doc_id)')
+    raw.execute(f'ANALYZE "{schema}".term_freq')
+    raw.execute(f'ANALYZE "{schema}".doc_len')
+    raw.execute(f'ANALYZE "{schema}".papers')
+    return counts
+
+
+def _copy_coordinator(lite: sqlite3.Connection, raw, schema: str, layout: list[dict]) -> None:
+    """The coordinator's own tables from the SQLite build, the layout recorded in ``index_info``."""
+    from .pgbuild import TABLES
+
+    columns_of = dict(TABLES)
+    for table in COORDINATOR_TABLES:
+        columns = columns_of[table]
+        cols = ", ".join(f'"{c}"' for c in columns)
+        raw.execute(f'DELETE FROM "{schema}"."{table}"')
+        with raw.cursor().copy(f'COPY "{schema}"."{table}" ({cols}) FROM STDIN') as copy:
+            for row in lite.execute(f'SELECT {cols} FROM "{table}"'):
+                copy.write_row(row)
+    raw.execute(f'INSERT INTO "{schema}".index_info (key, value) VALUES (%s, %s)', (LAYOUT_KEY, json.dumps(layout)))
+    raw.execute(
+        f"SELECT setval(pg_get_serial_sequence('\"{schema}\".doc_freq', 'term_id'), "
+        f'coalesce((SELECT max(term_id) FROM "{schema}".doc_freq), 0) + 1, false)'
+    )
+    last_doc = lite.execute("SELECT coalesce(max(doc_id), 0) FROM doc_len").fetchone()[0]
+    raw.execute(f"SELECT setval(pg_get_serial_sequence('\"{schema}\".doc_len', 'doc_id'), %s, false)", (last_doc + 1,))
+    raw.execute(f'ANALYZE "{schema}".doc_freq')
+
+
+def _old_layout(raw) -> list[dict] | None:
+    exists = raw.execute("SELECT to_regclass(%s)", (f'"{SCHEMA}".index_info',)).fetchone()[0]
+    if exists is None:
+        return None
+    row = raw.execute(f'SELECT value FROM "{SCHEMA}".index_info WHERE key = %s', (LAYOUT_KEY,)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def build_sharded(
+    papers: Iterable[Paper],
+    url: DatabaseURL,
+    shards: list[DatabaseURL],
+    *,
+    source: str = "",
+    progress=None,
+    workers: int | None = None,
+    stem: str | None = None,
+    stopwords: str | None = None,
+):
+    """Build the index of ``papers`` at the coordinator ``url``, its distributed tables partitioned over
+    ``shards`` (see the module docstring); returns the build's summary (``summary.shards``: rows per shard)."""
+    from .build import build_index
+    from .pgbuild import _fingerprint, migrate_schema, swap_schema
+    from .postgres import PgConnection
+
+    psycopg = _psycopg()
+    if any(_server_key(s) == _server_key(url) for s in shards):
+        raise ConfigError("a shard cannot be the coordinator's own database: give each shard its own database")
+    started = time.perf_counter()
+    coordinator = _connect(url)  # every server is reached before the corpus is read
+    opened = []
+    try:
+        for i, shard in enumerate(shards):
+            try:
+                opened.append(_connect(shard))
+            except IndexNotFoundError:
+                raise IndexNotFoundError(
+                    f"shard {i} of --shards has no database at {shard.shown}: create it (`createdb`) on that "
+                    "server, then run the build again"
+                ) from None
+            except StoreError as exc:
+                raise StoreError(f"shard {i} of --shards: {exc}") from None
+        before = _fingerprint(coordinator)
+        old_layout = _old_layout(coordinator)
+    except BaseException:
+        for c in [coordinator, *opened]:
+            c.close()
+        raise
+    tag = f"{os.getpid()}_{int(time.time() * 1000)}"
+    schema = f"{SCHEMA}_build_{tag}"
+    shard_schema = f"{SCHEMA}_shard_{tag}"
+    servers: list[str] = []
+    created_on: list[int] = []
+    doing, where = "write to", url
+    try:
+        with tempfile.TemporaryDirectory(prefix="retrieval-shardbuild-") as tmp:
+            file = Path(tmp) / "index.db"
+            summary = build_index(papers, file, source=source, progress=progress, workers=workers, stem=stem,
+                                  stopwords=stopwords)  # fmt: skip
+            lite = sqlite3.connect(f"file:{file}?mode=ro", uri=True)
+            try:
+                coordinator.execute(f'CREATE SCHEMA "{schema}"')
+                migrate_schema(PgConnection(coordinator, url), schema)
+                with coordinator.transaction():
+                    servers = _create_servers(coordinator, tag, shards)
+                    _partition_coordinator(coordinator, schema, servers, shard_schema)
+                paper_ids = [r[0] for r in lite.execute("SELECT id FROM papers")]
+                doc_ids = [r[0] for r in lite.execute("SELECT doc_id FROM doc_len")]
+                paper_parts = _assign(coordinator, schema, "papers", paper_ids, len(shards))
+                doc_parts = _assign(coordinator, schema, "doc_len", doc_ids, len(shards))
+                per_shard = []
+                for i, (shard, raw) in enumerate(zip(shards, opened, strict=True)):
+                    where = shard
+                    created_on.append(i)
+                    per_shard.append(_load_shard(lite, raw, shard, shard_schema, paper_parts[i], doc_parts[i]))
+                where = url
+                layout = [
+                    {"shard": i, "url": s.shown, "server": servers[i], "schema": shard_schema}
+                    for i, s in enumerate(shards)
+                ]
+                with coordinator.transaction():
+                    _copy_coordinator(lite, coordinator, schema, layout)
+            finally:
+                lite.close()
+            swap_schema(coordinator, url, schema, before)
+    except BaseException as exc:
+        _drop_new(coordinator, opened, schema, shard_schema, servers, created_on)
+        for c in [coordinator, *opened]:
+            c.close()
+        if isinstance(exc, psycopg.Error):
+            raise server_error(exc, where, doing) from None
+        raise
+    # The previous index's shard schemas and servers: no longer read by anything (best effort; a failure here
+    # leaves unused tables behind, named in the warning, and loses nothing).
+    leftovers = _drop_old(coordinator, old_layout)
+    for c in [coordinator, *opened]:
+        c.close()
+    summary.path = url.shown
+    summary.seconds = time.perf_counter() - started
+    summary.shards = [
+        {"shard": i, "url": s.shown, "rows": rows} for i, (s, rows) in enumerate(zip(shards, per_shard, strict=True))
+    ]
+    summary.warnings.extend(
+        f"the replaced index's {left} could not be dropped: drop it by hand (nothing reads it)" for left in leftovers
+    )
+    return summary
+
+
+def _drop_new(coordinator, opened, schema, shard_schema, servers, created_on) -> None:
+    psycopg = _psycopg()
+    with contextlib.suppress(psycopg.Error):
+        coordinator.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    for name in servers:
+        with contextlib.suppress(psycopg.Error):
+            coordinator.execute(f'DROP SERVER IF EXISTS "{name}" CASCADE')
+    for i in created_on:
+        with contextlib.suppress(psycopg.Error):
+            opened[i].execute(f'DROP SCHEMA IF EXISTS "{shard_schema}" CASCADE')
+
+
+def _drop_old(coordinator, layout: list[dict] | None) -> list[str]:
+    """Drop the replaced index's shard schemas (reached through its foreign servers) and the servers."""
+    psycopg = _psycopg()
+    left = []
+    for entry in layout or []:
+        server, schema = entry["server"], entry["schema"]
+        try:
+            coordinator.execute(
+                "SELECT 1 FROM pg_foreign_server WHERE srvname = %s", (server,)
+            ).fetchone() and _drop_remote_schema(coordinator, server, schema)
+            coordinator.execute(f'DROP SERVER IF EXISTS "{server}" CASCADE')
+        except (psycopg.Error, StoreError):
+            left.append(f"schema {schema} on {entry['url']}")
+    return left
+
+
+def _drop_remote_schema(coordinator, server: str, schema: str) -> bool:
+    """Drop ``schema`` on the shard behind the foreign server ``server``, with the server's own options."""
+    psycopg = _psycopg()
+    with psycopg.connect(autocommit=True, **server_params(coordinator, server)) as raw:
+        raw.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return True
+
+
+def recorded_shards(url: DatabaseURL) -> list[DatabaseURL] | None:
+    """The shards of the index at the coordinator ``url`` as its foreign servers reach them (None: the index
+    there is not sharded, or there is none): a rebuild without ``--shards`` keeps the layout."""
+    raw = _connect(url)
+    try:
+        layout = _old_layout(raw)
+        if not layout:
+            return None
+        out = []
+        for entry in layout:
+            params = server_params(raw, entry["server"])
+            out.append(DatabaseURL(url_of(params)))
+        return out
+    finally:
+        raw.close()

@@ -1,0 +1,390 @@
+"""The learned ranking: the shipped model file (loads, is the one docs/eval/learned.md reports, ranks
+deterministically), scores against a plain-Python dot product, coordinate ascent, and ``retrieval train`` end to
+end on a generated corpus, whose model the next search on that index uses."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import re
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval import RetrievalClient, RetrievalConfig, build_index
+from retrieval.cli import main
+from retrieval.errors import ConfigError, InputError
+from retrieval.eval.learned_modes import held_out_model
+from retrieval.eval.train import QueryData, coordinate_ascent, cross_validate, fit, mean_ndcg, ndcg, with_derived
+from retrieval.search.learned import (
+    BASE_FEATURES,
+    DERIVED_FEATURES,
+    FEATURES,
+    MODEL_VERSION,
+    SHIPPED_MODEL,
+    RankerModel,
+    beside,
+)
+from tests.helpers import write_jsonl
+
+REPO = Path(__file__).resolve().parents[1]
+TOPICS = (
+    "quark gluon plasma viscosity",
+    "neural network pruning sparsity",
+    "citation graph random walk",
+    "protein folding energy landscape",
+    "black hole entropy counting",
+    "sparse attention transformer memory",
+)
+PER_TOPIC = 12
+
+
+def pid(topic: int, i: int) -> str:
+    return f"t{topic}p{i:02d}"
+
+
+def records() -> list[dict]:
+    """Six topics of twelve papers; paper 11 of each (the query paper) cites papers 0-6 of its topic; papers 2-10
+    cite papers 0 and 1; the texts share their topic's words, so BM25 alone cannot tell the cited ones apart."""
+    out = []
+    for t, words in enumerate(TOPICS):
+        for i in range(PER_TOPIC):
+            refs = [pid(t, 0), pid(t, 1)] if 2 <= i <= 10 else []
+            if i == PER_TOPIC - 1:
+                refs = [pid(t, j) for j in range(7)]
+            out.append({
+                "id": pid(t, i), "title": f"{words.title()} note {i}",
+                "abstract": f"We study {words} with method m{t}x{i % 4}. {words.split()[0]} again.",
+                "year": 1990 + i, "authors": [f"Author {t}{i}"], "references": refs,
+            })  # fmt: skip
+    return out
+
+
+def queries(recs: list[dict]) -> list[dict]:
+    by_id = {r["id"]: r for r in recs}
+    out = []
+    for t in range(len(TOPICS)):
+        paper = by_id[pid(t, PER_TOPIC - 1)]
+        out.append({"qid": paper["id"], "query": f"{paper['title']}. {paper['abstract']}",
+                    "relevant": paper["references"]})  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("learned")
+    recs = records()
+    corpus = write_jsonl(base / "papers.jsonl", recs)
+    qfile = write_jsonl(base / "queries.jsonl", queries(recs))
+    from retrieval import read_jsonl
+
+    db = base / "index.db"
+    build_index((p for _, p in read_jsonl(corpus)), db, source="generated")
+    return {"corpus": corpus, "queries": qfile, "db": db, "cache": base / "cache", "base": base}
+
+
+# -- the shipped model -----------------------------------------------------------------------------------------
+
+
+def test_the_shipped_model_loads_and_is_the_one_the_report_used():
+    data = json.loads(SHIPPED_MODEL.read_text(encoding="utf-8"))
+    model = RankerModel.load(SHIPPED_MODEL)
+    assert data["format"] == "retrieval-ranker" and data["version"] == MODEL_VERSION == 1
+    assert model.name == "ranker-v2" and SHIPPED_MODEL.name == "ranker-v2.json"
+    assert model.features == FEATURES  # the 18 base features and the graph-density interactions
+    assert "run from each start" in data["fitted"]["method"]
+    assert set(model.features) <= set(FEATURES) and len(model.weights) == len(model.features)
+    assert model.sha256 == hashlib.sha256(SHIPPED_MODEL.read_bytes()).hexdigest()
+    trained = {s["name"]: s for s in data["training_sets"]}
+    assert set(trained) == {"hepth", "ml-arxiv", "cacm"}
+    for entry in trained.values():
+        assert re.fullmatch(r"[0-9a-f]{64}", entry["corpus"]["sha256"])
+        assert re.fullmatch(r"[0-9a-f]{64}", entry["queries"]["sha256"])
+    folds = data["cross_validation"]["folds"]
+    assert [f["held_out"] for f in folds] == ["hepth", "ml-arxiv", "cacm"]
+    # docs/eval/learned.md names the sha256 of the model file its figures were measured with
+    report = (REPO / "docs" / "eval" / "learned.md").read_text(encoding="utf-8")
+    assert f"sha256 `{model.sha256}`" in report
+
+
+def test_the_shipped_folds_are_the_reported_held_out_figures():
+    # each fold's held-out nDCG@10 is the committed report's learned-cv row, and CACM's is not below BM25's
+    folds = {f["held_out"]: f for f in RankerModel.load(SHIPPED_MODEL).meta["cross_validation"]["folds"]}
+    for name, fold in folds.items():
+        report = json.loads((REPO / "docs" / "eval" / "learned" / name / "report.json").read_text(encoding="utf-8"))
+        assert fold["test_ndcg@10"] == pytest.approx(report["modes"]["learned-cv"]["ndcg@10"], abs=1e-4)
+        if name == "cacm":
+            assert fold["test_ndcg@10"] >= report["modes"]["bm25"]["ndcg@10"]
+
+
+def test_the_previous_model_ranker_v1_still_loads_and_ranks(files):
+    v1 = SHIPPED_MODEL.with_name("ranker-v1.json")
+    model = RankerModel.load(v1)
+    assert model.name == "ranker-v1" and model.features == BASE_FEATURES
+    with RetrievalClient(files["db"]) as client:
+        result = client.search(TOPICS[1], RetrievalConfig(ranking="learned", model=str(v1)))
+    assert result.ranked and all(set(e.contributions) == set(BASE_FEATURES) for e in result.ranked)
+    for entry in result.ranked:
+        assert sum(entry.contributions.values()) == pytest.approx(entry.final_score, abs=1e-12)
+
+
+def test_the_shipped_model_is_packaged():
+    tomllib = pytest.importorskip("tomllib")
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert "models/*.json" in setuptools["package-data"]["retrieval"]
+    assert SHIPPED_MODEL.parent.name == "models" and SHIPPED_MODEL.parent.parent.name == "retrieval"
+
+
+def test_a_held_out_fold_is_found_by_its_corpus_sha():
+    model = RankerModel.load(SHIPPED_MODEL)
+    fold = model.meta["cross_validation"]["folds"][0]
+    cv = held_out_model(model, fold["held_out_inputs"]["corpus"]["sha256"])
+    assert list(cv.weights) == fold["weights"] and cv.name.endswith(fold["held_out"])
+    assert held_out_model(model, "0" * 64) is model  # a corpus it was not trained on: held out already
+    assert held_out_model(model, None) is model
+    broken = RankerModel(model.features, model.weights, model.scales, name="broken",
+                         meta={"training_sets": model.meta["training_sets"]})  # fmt: skip
+    with pytest.raises(ConfigError, match="no fold that held it out"):
+        held_out_model(broken, fold["held_out_inputs"]["corpus"]["sha256"])
+
+
+# -- ranking -------------------------------------------------------------------------------------------------
+
+
+def plain_score(data: dict, features: dict) -> float:
+    """The model file's score of one candidate, from the JSON alone: sum of weight * feature / scale."""
+    return sum(w * features[f] / s for f, w, s in zip(data["features"], data["weights"], data["scales"], strict=True))
+
+
+def test_scores_are_the_dot_product_and_the_ranking_is_deterministic(files):
+    data = json.loads(SHIPPED_MODEL.read_text(encoding="utf-8"))
+    cfg = RetrievalConfig(ranking="learned", model=str(SHIPPED_MODEL))
+    with RetrievalClient(files["db"]) as client:
+        first = client.search(TOPICS[2], cfg)
+        second = client.search(TOPICS[2], cfg)
+    assert [e.paper.id for e in first.ranked] == [e.paper.id for e in second.ranked]
+    assert [e.final_score for e in first.ranked] == [e.final_score for e in second.ranked]
+    assert len(first.ranked) >= 10
+    for entry in first.ranked:
+        assert set(entry.features) == set(FEATURES)
+        assert entry.final_score == pytest.approx(plain_score(data, entry.features), abs=1e-12)
+        assert sum(entry.contributions.values()) == pytest.approx(entry.final_score, abs=1e-12)
+    keys = [(-round(e.final_score, 10), e.paper.id) for e in first.ranked]
+    assert keys == sorted(keys)  # score, then id
+    assert first.expansion["model"]["name"] == "ranker-v2"
+    assert first.expansion["model"]["sha256"] == hashlib.sha256(SHIPPED_MODEL.read_bytes()).hexdigest()
+
+
+def test_the_density_features_match_a_plain_reference_and_the_training_rows(tmp_path):
+    from retrieval import Paper
+
+    # six papers with the same words, of which only a1 -> b2 is linked: linked = 2/6 of the lexical hits
+    db = tmp_path / "partly.db"
+    papers = [
+        Paper(i, "identical twin text", "the same words", 2000 + n)
+        for n, i in enumerate(["a1", "b2", "c3", "d4", "e5", "f6"])
+    ]
+    papers[0] = Paper("a1", "identical twin text", "the same words", 2000, references=["b2"])
+    build_index(papers, db, source="partly")
+    with RetrievalClient(db) as client:
+        result = client.search("identical twin text", RetrievalConfig(ranking="learned"))
+    rows = [e.features for e in result.ranked]
+    lexical = [v for v in rows if v["lexical_rr"] > 0]
+    reached = [v for v in lexical if v["n_references"] + v["n_citing"] + v["n_cocitation"] + v["n_coupling"] > 0]
+    linked = len(reached) / len(lexical)
+    assert len(lexical) == 6 and linked == pytest.approx(2 / 6)
+    for v in rows:
+        for r in ("references", "citing", "cocitation", "coupling"):
+            assert v[f"ev_{r}_x_linked"] == pytest.approx(v[f"ev_{r}"] * linked, abs=1e-15)
+        assert v["bm25_norm_x_unlinked"] == pytest.approx(v["bm25_norm"] * (1 - linked), abs=1e-15)
+    # training completes cached base rows to the same values the search computed
+    ids = sorted(range(len(rows)), key=lambda i: result.ranked[i].paper.id)
+    base = np.array([[rows[i][f] for f in BASE_FEATURES] for i in ids])
+    q = with_derived(QueryData("q", [result.ranked[i].paper.id for i in ids], base, np.zeros(len(ids)), 1))
+    full = np.array([[rows[i][f] for f in FEATURES] for i in ids])
+    assert q.x.shape == (len(ids), len(FEATURES)) and np.allclose(q.x, full, rtol=0, atol=1e-15)
+
+
+def test_without_links_the_density_features_fall_back_to_bm25(tmp_path):
+    db = tmp_path / "unlinked.db"
+    build_index([_paper(i) for i in ("a1", "b2", "c3")], db, source="unlinked")
+    with RetrievalClient(db) as client:
+        result = client.search("identical twin text", RetrievalConfig(ranking="learned"))
+    for entry in result.ranked:
+        assert all(entry.features[f] == 0.0 for f in DERIVED_FEATURES[:-1])
+        assert entry.features["bm25_norm_x_unlinked"] == entry.features["bm25_norm"]
+
+
+def test_equal_scores_tie_by_id(tmp_path):
+    # Identical papers with no links: every feature but the lexical rank is equal, so a model without it gives
+    # equal scores, and the order is by id; the shipped model orders them by id as well (their BM25 list's order).
+    ids = ["z9", "a1", "m5", "b2"]
+    db = tmp_path / "ties.db"
+    build_index([_paper(i) for i in ids], db, source="ties")
+    weights = [1.0 if f in ("bm25_norm", "recency", "in_degree") else 0.0 for f in FEATURES]
+    flat = RankerModel(FEATURES, weights, [1.0] * len(FEATURES), name="flat")
+    with RetrievalClient(db) as client:
+        result = client.search("identical twin text", RetrievalConfig(ranking="learned", model=flat))
+        shipped = client.search("identical twin text", RetrievalConfig(ranking="learned"))
+    assert [e.paper.id for e in result.ranked] == sorted(ids)
+    assert len({e.final_score for e in result.ranked}) == 1
+    assert [e.paper.id for e in shipped.ranked] == sorted(ids)
+
+
+def _paper(pid: str):
+    from retrieval import Paper
+
+    return Paper(pid, "identical twin text", "the same words", 2000)
+
+
+def test_a_linear_model_in_memory_ranks_by_its_weights(files):
+    weights = [0.0] * len(FEATURES)
+    weights[FEATURES.index("year_gap")] = -1.0  # the newest first
+    model = RankerModel(FEATURES, weights, [1.0] * len(FEATURES), name="newest")
+    with RetrievalClient(files["db"]) as client:
+        result = client.search(TOPICS[0], RetrievalConfig(ranking="learned", model=model))
+    years = [e.paper.year for e in result.ranked]
+    assert years == sorted(years, reverse=True)
+    assert result.ranked[0].why().startswith("newest: year_gap")
+
+
+def test_a_bad_model_file_is_a_clear_error(files, tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something else"}', encoding="utf-8")
+    with RetrievalClient(files["db"]) as client, pytest.raises(InputError, match="not a retrieval ranker file"):
+        client.search("quark", RetrievalConfig(ranking="learned", model=str(bad)))
+    assert main(["search", "quark", "--db", str(files["db"]), "--model", str(tmp_path / "absent.json")]) == 1
+    err = capsys.readouterr().err
+    assert "cannot read the model file" in err and "Traceback" not in err
+    with pytest.raises(ConfigError, match="model must be"):
+        RetrievalConfig(ranking="learned", model=3)
+
+
+# -- fitting -------------------------------------------------------------------------------------------------
+
+
+def _generated_queries(seed: int = 7, n: int = 30) -> list[QueryData]:
+    """Queries whose relevant candidates are those with a high feature 2 (feature 0 is noise)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for q in range(n):
+        x = rng.random((40, len(FEATURES)))
+        relevant = (x[:, 2] > 0.8).astype(float)
+        out.append(QueryData(f"q{q:02d}", [f"d{i:02d}" for i in range(40)], x, relevant, int(relevant.sum())))
+    return out
+
+
+def test_ndcg_matches_a_hand_computed_value():
+    q = QueryData("q", ["a", "b", "c"], np.zeros((3, 1)), np.array([0.0, 1.0, 1.0]), 3)
+    # scores rank c, a, b: gains 1, 0, 1 over an ideal of three relevant
+    got = ndcg(q, np.array([0.5, 0.1, 0.9]))
+    ideal = 1 + 1 / math.log2(3) + 1 / math.log2(4)
+    assert got == pytest.approx((1 + 1 / math.log2(4)) / ideal)
+    # a tie goes to the smaller id: a (not relevant) before b, then c
+    assert ndcg(q, np.array([0.5, 0.5, 0.0])) == pytest.approx((1 / math.log2(3) + 1 / math.log2(4)) / ideal)
+    assert ndcg(q, np.array([0.5, 0.5, 0.0]), cutoff=1) == 0.0
+
+
+def test_coordinate_ascent_improves_the_objective_deterministically():
+    data = _generated_queries()
+    start = np.zeros(len(FEATURES))
+    start[0] = 1.0
+    w, history = coordinate_ascent(data, start)
+    assert history[0] == pytest.approx(mean_ndcg(data, start / np.abs(start).sum()))
+    assert history[-1] > history[0] + 0.2
+    assert all(b >= a for a, b in zip(history[:-1], history[1:], strict=True))
+    assert history[-1] == pytest.approx(mean_ndcg(data, w))
+    assert abs(w[2]) == max(abs(w))  # the informative feature carries the most weight
+    again, _ = coordinate_ascent(data, start)
+    assert again.tolist() == w.tolist()
+
+
+def test_cross_validation_holds_out_whole_sets():
+    from retrieval.eval.train import SetData
+
+    sets = [SetData(name, _generated_queries(seed, 10), {}) for seed, name in ((1, "a"), (2, "b"), (3, "c"))]
+    cv = cross_validate(sets, rounds=2)
+    assert cv["kind"] == "hold-one-set-out"
+    assert [(f["held_out"], f["train_queries"], f["test_queries"]) for f in cv["folds"]] == [
+        ("a", 20, 10), ("b", 20, 10), ("c", 20, 10)
+    ]  # fmt: skip
+    scales, w, _ = fit([q for s in sets[1:] for q in s.queries], rounds=2)
+    assert cv["folds"][0]["weights"] == [round(float(v), 12) for v in w]
+
+
+# -- retrieval train, end to end -----------------------------------------------------------------------------
+
+
+def test_train_writes_a_model_beside_the_index_that_the_next_search_uses(files):
+    db = files["db"]
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["train", "--corpus", str(files["corpus"]), "--queries", str(files["queries"]), "--db", str(db),
+                     "--cache-dir", str(files["cache"]), "--name", "mine", "--rounds", "3"])  # fmt: skip
+    assert code == 0
+    text = out.getvalue()
+    assert "cross-validation (5-fold over queries)" in text and "every query" in text
+    written = beside(db)
+    assert written == db.with_name("index.db.ranker.json") and written.is_file()
+    data = json.loads(written.read_text(encoding="utf-8"))
+    assert data["name"] == "mine" and len(data["cross_validation"]["folds"]) == 5
+    assert data["training_sets"][0]["queries_used"] == len(TOPICS)
+    sha = hashlib.sha256(written.read_bytes()).hexdigest()
+    assert sha[:12] in text
+    with RetrievalClient(db) as client:
+        result = client.search(TOPICS[4], RetrievalConfig(ranking="learned"))
+    assert result.expansion["model"] == {"name": "mine", "features": len(FEATURES), "sha256": sha}
+    assert all(e.why().startswith("mine: ") for e in result.ranked)
+    # the CLI: --ranking learned, --why and --json show the contributions of the same model
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["search", TOPICS[4], "--db", str(db), "--ranking", "learned", "--json", "--limit", "3"]) == 0
+    doc = json.loads(out.getvalue())
+    assert doc["expansion"]["model"]["sha256"] == sha
+    first = doc["results"][0]
+    assert first["model"] == "mine"
+    assert sum(first["contributions"].values()) == pytest.approx(first["final_score"], abs=1e-9)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["search", TOPICS[4], "--db", str(db), "--ranking", "learned", "--why", "--limit", "3"]) == 0
+    assert "mine: " in out.getvalue() and "learned model mine" in out.getvalue()
+    # the same training twice writes the same bytes
+    again = files["base"] / "again.json"
+    with redirect_stdout(io.StringIO()):
+        code = main(["train", "--corpus", str(files["corpus"]), "--queries", str(files["queries"]), "--out", str(again),
+                     "--cache-dir", str(files["cache"]), "--name", "mine", "--rounds", "3"])  # fmt: skip
+    assert code == 0
+    assert hashlib.sha256(again.read_bytes()).hexdigest() == sha
+
+
+def test_train_needs_paired_files(files, capsys):
+    code = main(["train", "--corpus", str(files["corpus"]), "--corpus", str(files["corpus"]),
+                 "--queries", str(files["queries"]), "--out", str(files["base"] / "x.json")])  # fmt: skip
+    assert code == 1
+    assert "one --queries per --corpus" in capsys.readouterr().err
+
+
+def test_the_eval_reports_name_the_shipped_model_and_cacm_reproduces(tmp_path):
+    sha = hashlib.sha256(SHIPPED_MODEL.read_bytes()).hexdigest()
+    for name in ("hepth", "ml-arxiv", "cacm"):
+        report = json.loads((REPO / "docs" / "eval" / "learned" / name / "report.json").read_text(encoding="utf-8"))
+        assert sha[:12] in report["modes"]["learned"]["description"]
+        assert sha[:12] in report["modes"]["learned-cv"]["description"]
+    pytest.importorskip("ir_measures", reason="the eval extra (ir-measures) is not installed")
+    pytest.importorskip("matplotlib", reason="the eval extra (matplotlib) is not installed")
+    from retrieval.eval import run_eval
+    from tests.helpers import shared_corpus
+
+    corpus = shared_corpus("cacm")
+    again = run_eval(corpus, corpus.parent / "queries-dev.jsonl", tmp_path / "out", cache_dir=tmp_path / "cache",
+                     modes=["learned", "learned-cv"])  # fmt: skip
+    committed = json.loads((REPO / "docs" / "eval" / "learned" / "cacm" / "report.json").read_text(encoding="utf-8"))
+    for mode in ("learned", "learned-cv"):
+        assert round(again.modes[mode]["ndcg@10"], 6) == committed["modes"][mode]["ndcg@10"]  # the JSON's 6 places
+        assert {k: round(v, 6) for k, v in again.modes[mode]["pooled_recall"].items()} == committed["modes"][mode][
+            "pooled_recall"
+        ]

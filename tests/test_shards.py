@@ -1,0 +1,310 @@
+"""The index sharded over PostgreSQL servers (``retrieval.store.shards``), against three real servers (a
+coordinator and two shards, started by .ci/run): the layout itself, every row on the shard PostgreSQL's hash
+assigns it, adds and removes through the coordinator landing on the right shard with the global statistics
+exact, and a failed build that leaves the previous index, shards included, as it was. That searches on the
+coordinator equal a single server's is checked in tests/test_postgres_read.py (the ``pair`` fixture)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from retrieval.bm25 import SCORE_DECIMALS
+from retrieval.cli import main
+from retrieval.commands import add, build, remove
+from retrieval.errors import ConfigError, IndexNotFoundError, InputError
+from retrieval.search.client import RetrievalClient
+from retrieval.store import pgbuild
+from retrieval.store.executor import merge
+from retrieval.store.shards import COORDINATOR_TABLES, DISTRIBUTED, parse_shards
+from tests.helpers import paper, write_jsonl
+
+psycopg = pytest.importorskip("psycopg")  # (the merge tests at the end need no server)
+
+TOLERANCE = 1e-9
+
+
+def _corpus(tmp_path, n: int = 60):
+    records = [
+        paper(
+            f"p{i:03d}",
+            f"Paper {i} on {'black holes' if i % 3 else 'string duality'}",
+            f"We study {'entropy' if i % 2 else 'branes'} and {'gauge' if i % 5 else 'gravity'} number {i}.",
+            year=1995 + i % 9,
+            references=[f"p{j:03d}" for j in range(max(0, i - 3), i)],
+            authors=[f"A. Author{i % 7}"],
+        )
+        for i in range(n)
+    ]
+    return write_jsonl(tmp_path / "corpus.jsonl", records), records
+
+
+def _rows(url: str, schema: str, table: str, columns) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        cols = ", ".join(f'"{c}"' for c in columns)
+        return sorted(tuple(int(v) if isinstance(v, bool) else v for v in row)
+                      for row in conn.execute(f'SELECT {cols} FROM "{schema}"."{table}"'))  # fmt: skip
+
+
+def _layout(url: str) -> list[dict]:
+    with psycopg.connect(url) as conn:
+        return json.loads(conn.execute("SELECT value FROM retrieval.index_info WHERE key = 'shards'").fetchone()[0])
+
+
+def _schemas(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [r[0] for r in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'retrieval%'")]
+
+
+def _expected_shard(coordinator: str, table: str, key) -> int:
+    """The partition PostgreSQL's own hash gives ``key`` in ``table`` (asked of the coordinator)."""
+    with psycopg.connect(coordinator) as conn:
+        n = conn.execute(
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = %s::regclass", (f"retrieval.{table}",)
+        ).fetchone()[0]
+        kind = "integer" if DISTRIBUTED[table] == "doc_id" else "text"
+        for i in range(n):
+            ok = conn.execute(
+                f"SELECT satisfies_hash_partition(%s::regclass::oid, %s, %s, %s::{kind})",
+                (f"retrieval.{table}", n, i, key),
+            ).fetchone()[0]
+            if ok:
+                return i
+    raise AssertionError(f"no partition for {key!r}")
+
+
+def _check_placement(coordinator: str, shards: list[str]) -> None:
+    """Every row of every distributed table is on the shard its key hashes to, and on no other."""
+    layout = _layout(coordinator)
+    columns = dict(pgbuild.TABLES)
+    for table, key in DISTRIBUTED.items():
+        for i, entry in enumerate(layout):
+            rows = _rows(shards[i], entry["schema"], table, [key])
+            for (value,) in rows[:: max(1, len(rows) // 25)]:  # a sample of each shard's keys
+                assert _expected_shard(coordinator, table, value) == i, (table, value)
+        total = sum(len(_rows(shards[i], e["schema"], table, columns[table])) for i, e in enumerate(layout))
+        assert total == len(_rows(coordinator, "retrieval", table, columns[table]))
+
+
+def _same_index(lite_path, coordinator: str) -> None:
+    """The sharded index holds exactly the rows (statistics included) of the SQLite index of the same corpus."""
+    with sqlite3.connect(lite_path) as conn:
+        for table, columns in pgbuild.TABLES:
+            cols = ", ".join(f'"{c}"' for c in columns)
+            lite = sorted(conn.execute(f'SELECT {cols} FROM "{table}"').fetchall())
+            pg = _rows(coordinator, "retrieval", table, columns)
+            if table == "index_info":
+                skip = ("built_at", "updated_at", "build_seconds", "shards", "source")
+                lite = [r for r in lite if r[0] not in skip]
+                pg = [r for r in pg if r[0] not in skip]
+            assert lite == pg, table
+
+
+def _same_searches(lite_path, coordinator: str, queries) -> None:
+    with RetrievalClient(lite_path) as lite, RetrievalClient(coordinator) as sharded:
+        for query in queries:
+            for exhaustive in (False, True):
+                a = lite.lexical.search(query, 20, exhaustive=exhaustive)
+                b = sharded.lexical.search(query, 20, exhaustive=exhaustive)
+                assert [p for p, _ in a] == [p for p, _ in b]
+                assert all(abs(x - y) <= TOLERANCE for (_, x), (_, y) in zip(a, b, strict=True))
+            x, y = lite.search(query), sharded.search(query)
+            assert [(r.paper.id, round(r.final_score, 9)) for r in x.ranked] == [
+                (r.paper.id, round(r.final_score, 9)) for r in y.ranked
+            ]
+
+
+QUERIES = ["black holes entropy", "string duality branes", "gauge gravity", "paper number 7"]
+
+
+def test_the_layout_partitions_every_distributed_table_over_the_shards(sharded_database, tmp_path):
+    corpus, _ = _corpus(tmp_path)
+    coordinator, shards = sharded_database("layout")
+    summary = build(db=coordinator, source=corpus, shards=shards)
+    assert [s["url"] for s in summary.shards] == shards
+    assert all(s["rows"]["papers"] > 0 and s["rows"]["term_freq"] > 0 for s in summary.shards)  # both hold rows
+    with psycopg.connect(coordinator) as conn:
+        partitioned = {
+            r[0]
+            for r in conn.execute(
+                "SELECT c.relname FROM pg_partitioned_table AS p JOIN pg_class AS c ON c.oid = p.partrelid "
+                "JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = 'retrieval'"
+            )
+        }
+        assert partitioned == set(DISTRIBUTED)
+        foreign = conn.execute(
+            "SELECT c.relname, s.srvname FROM pg_foreign_table AS f JOIN pg_class AS c ON c.oid = f.ftrelid "
+            "JOIN pg_foreign_server AS s ON s.oid = f.ftserver ORDER BY c.relname"
+        ).fetchall()
+        assert len(foreign) == 2 * len(DISTRIBUTED)
+        plain = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'retrieval'")}
+        assert set(COORDINATOR_TABLES) <= plain  # the corpus-wide statistics live on the coordinator
+    for url, entry in zip(shards, _layout(coordinator), strict=True):
+        with psycopg.connect(url) as conn:
+            there = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
+                                                (entry["schema"],))}  # fmt: skip
+        assert there == set(DISTRIBUTED)  # no statistics of its own on a shard
+    _check_placement(coordinator, shards)
+    lite = tmp_path / "single.db"
+    build(db=lite, source=corpus)
+    _same_index(lite, coordinator)
+    _same_searches(lite, coordinator, QUERIES)
+
+
+def test_adds_and_removes_through_the_coordinator_land_on_the_right_shard(sharded_database, tmp_path):
+    corpus, records = _corpus(tmp_path)
+    coordinator, shards = sharded_database("writes")
+    build(db=coordinator, source=corpus, shards=shards)
+    new = [
+        paper("n1", "Black holes and string duality", "New entropy counting.", year=2004, references=["p001", "p002"]),
+        paper(
+            "n2", "Zyzzyva gravity", "A new word, zyzzyva.", year=2004, references=["n1", "p010"], authors=["B. Writer"]
+        ),  # fmt: skip
+        paper("p005", "Paper 5 replaced", "Entirely new text about branes.", year=1999, references=["p001"]),
+    ]
+    add(write_jsonl(tmp_path / "new.jsonl", new), db=coordinator, replace=True)
+    remove(["p007", "p030"], db=coordinator)
+    _check_placement(coordinator, shards)
+    layout = _layout(coordinator)
+    for pid in ("n1", "n2"):
+        home = _expected_shard(coordinator, "papers", pid)
+        for i, entry in enumerate(layout):
+            found = _rows(shards[i], entry["schema"], "papers", ["id"])
+            assert ((pid,) in found) == (i == home), (pid, i)
+    with psycopg.connect(coordinator) as conn:
+        doc = conn.execute("SELECT doc_id FROM retrieval.doc_len WHERE paper_id = 'n2'").fetchone()[0]
+    home = _expected_shard(coordinator, "term_freq", doc)
+    for i, entry in enumerate(layout):
+        postings = [r for r in _rows(shards[i], entry["schema"], "term_freq", ["doc_id"]) if r[0] == doc]
+        assert bool(postings) == (i == home)
+    # The global statistics equal a rebuild's from the corpus as it now is.
+    current = [r for r in records if r["id"] not in ("p007", "p030", "p005")] + new
+    lite = tmp_path / "rebuilt.db"
+    build(db=lite, source=write_jsonl(tmp_path / "current.jsonl", current))
+    _same_searches(lite, coordinator, [*QUERIES, "zyzzyva", "entirely new branes"])
+    with RetrievalClient(lite) as a, RetrievalClient(coordinator) as b:
+        sa, sb = a.stats, b.stats
+        assert (sa.n_papers, sa.total_tokens) == (sb.n_papers, sb.total_tokens)
+        assert abs(sa.avgdl - sb.avgdl) <= TOLERANCE
+    with sqlite3.connect(lite) as conn:
+        lite_df = sorted(conn.execute("SELECT term, df FROM doc_freq WHERE df > 0").fetchall())
+    assert lite_df == [r for r in _rows(coordinator, "retrieval", "doc_freq", ["term", "df"]) if r[1] > 0]
+
+
+def test_a_failed_build_leaves_the_previous_sharded_index_as_it_was(sharded_database, tmp_path):
+    corpus, _ = _corpus(tmp_path, 30)
+    coordinator, shards = sharded_database("failed")
+    build(db=coordinator, source=corpus, shards=shards)
+    before = [_schemas(u) for u in [coordinator, *shards]]
+    with RetrievalClient(coordinator) as client:
+        expected = [(r.paper.id, r.final_score) for r in client.search("black holes").ranked]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(corpus.read_text() + '{"id": "x", "title": \n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"bad\.jsonl:31"):
+        build(db=coordinator, source=bad)  # a rebuild without --shards keeps the shards: and fails here
+    assert [_schemas(u) for u in [coordinator, *shards]] == before
+    with psycopg.connect(coordinator) as conn:
+        servers = conn.execute("SELECT count(*) FROM pg_foreign_server").fetchone()[0]
+    assert servers == len(shards)  # the failed build's own servers are gone
+    with RetrievalClient(coordinator) as client:
+        assert [(r.paper.id, r.final_score) for r in client.search("black holes").ranked] == expected
+
+
+def test_a_rebuild_keeps_the_shards_and_drops_the_replaced_tables(sharded_database, tmp_path):
+    corpus, _ = _corpus(tmp_path, 30)
+    coordinator, shards = sharded_database("rebuild")
+    build(db=coordinator, source=corpus, shards=shards)
+    first = _layout(coordinator)
+    summary = build(db=coordinator, source=corpus)  # no --shards: the recorded shards
+    second = _layout(coordinator)
+    assert [e["url"] for e in second] == [e["url"] for e in first] and second[0]["schema"] != first[0]["schema"]
+    assert summary.warnings == []
+    for url, entry in zip(shards, second, strict=True):
+        assert [s for s in _schemas(url) if s.startswith("retrieval")] == [entry["schema"]]
+    _check_placement(coordinator, shards)
+
+
+def test_shard_options_are_checked_before_anything_is_written(sharded_database, tmp_path, capsys):
+    coordinator, shards = sharded_database("options")
+    with pytest.raises(ConfigError, match="PostgreSQL coordinator"):
+        build(db=tmp_path / "file.db", shards=shards)
+    with pytest.raises(ConfigError, match="same database twice"):
+        parse_shards([shards[0], shards[0]])
+    with pytest.raises(ConfigError, match="PostgreSQL URLs"):
+        parse_shards(f"{shards[0]},shard.db")
+    with pytest.raises(ConfigError, match="coordinator's own database"):
+        build(db=coordinator, shards=[coordinator, shards[0]])
+    missing = shards[1].rsplit("/", 1)[0] + "/no_such_database"
+    with pytest.raises(IndexNotFoundError, match="shard 1 of --shards has no database"):
+        build(db=coordinator, shards=[shards[0], missing])
+    assert _schemas(coordinator) == [] and _schemas(shards[0]) == []  # nothing was written anywhere
+    assert main(["build", "--db", coordinator, "--shards", ","]) == 1
+    assert "--shards needs at least one PostgreSQL URL" in capsys.readouterr().err
+    assert main(["build", "--db", coordinator, "--shards", ",".join(shards)]) == 0
+    out = capsys.readouterr().out
+    assert "over 2 shards" in out
+    assert main(["search", "attention sparsity", "--db", coordinator]) == 0
+    assert "Attention Sparsity study" in capsys.readouterr().out
+    assert main(["stats", "--db", coordinator]) == 0
+    out = capsys.readouterr().out
+    assert all(url in out for url in shards)  # stats names the shards
+
+
+# -- the merge of a scattered statement's results: pure, no server ----------------------------------------------
+def _best(rows, k):
+    return sorted(rows, key=lambda r: (-round(r[1], SCORE_DECIMALS), r[0].encode()))[:k]
+
+
+@given(
+    st.dictionaries(st.text(min_size=1, max_size=4), st.sampled_from([0.5, 1.0, 1.25, 2.0, 3.0]), max_size=40),
+    st.integers(1, 4),
+    st.integers(1, 12),
+    st.randoms(use_true_random=False),
+)
+def test_the_best_k_of_each_shards_best_k_are_the_corpus_best_k(scores, n_shards, k, rnd):
+    """Papers spread over shards in any way: the merged per-shard top k equals the top k of all, ties by id."""
+    rows = list(scores.items())
+    shards = [[] for _ in range(n_shards)]
+    for row in rows:
+        shards[rnd.randrange(n_shards)].append(row)
+    parts = [_best(part, k) for part in shards]
+    assert merge("top_k", parts, {"k": k}) == _best(rows, k)
+    counts = [[(len(part),)] for part in shards]
+    assert merge("sum", counts, {}) == [(len(rows),)]
+    assert merge("concat", shards, {}) == [row for part in shards for row in part]
+
+
+def test_a_lower_bound_merged_from_shards_is_the_largest():
+    assert merge("max", [[(1.5,)], [], [(2.5,)], [(None,)]], {}) == [(2.5,)]
+    assert merge("max", [[], [(None,)]], {}) == []
+
+
+def test_a_sharded_search_runs_registered_texts_the_postings_statements_on_every_shard(sharded_database, tmp_path):
+    """What ``--sql`` shows on a coordinator: each postings statement once per shard, in shard order, every text
+    a registered one (PostgreSQL's or the coordinator's own), and the shards' snapshots begun and ended."""
+    from retrieval.store.dialect import POSTGRESQL, SHARDED, registered
+    from retrieval.store.executor import SCATTERED, Trace
+
+    corpus, _ = _corpus(tmp_path)
+    coordinator, shards = sharded_database("trace")
+    build(db=coordinator, source=corpus, shards=shards)
+    trace = Trace()
+    with RetrievalClient(coordinator, tracer=trace) as client:
+        client.search("black holes entropy gauge")
+    texts = set(registered(POSTGRESQL).values()) | set(registered(SHARDED).values()) | {"COMMIT"}
+    assert all(s.sql in texts for s in trace.statements), [s.name for s in trace.statements if s.sql not in texts]
+    names = [s.name for s in trace.statements]
+    scattered = {registered(POSTGRESQL)[sql] for sql in SCATTERED}
+    on_shards = [s for s in trace.statements if s.sql in scattered]
+    assert on_shards and len(on_shards) % len(shards) == 0
+    for i in range(0, len(on_shards), len(shards)):  # each once per shard, in shard order
+        assert [s.name.rsplit(" (shard ", 1)[1] for s in on_shards[i : i + len(shards)]] == ["0)", "1)"]
+    assert [n for n in names if n.startswith(("begin the read snapshot", "end the read snapshot"))] == [
+        "begin the read snapshot", "begin the read snapshot (shard 0)", "begin the read snapshot (shard 1)",
+        "end the read snapshot (shard 0)", "end the read snapshot (shard 1)", "end the read snapshot",
+    ]  # fmt: skip
+    assert any(s.sql in registered(SHARDED).values() for s in trace.statements)  # the coordinator's own texts ran

@@ -1,0 +1,199 @@
+"""The time-honest protocol: on a generated corpus with years and (for some papers) days, no paper newer than the
+query paper appears anywhere in a query's ranking, none is reached or walked through by the expansion, and the
+relevant lists lose exactly the newer papers, each checked against a plain-Python computation."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from retrieval import RetrievalClient
+from retrieval.commands import build
+from retrieval.errors import ConfigError, InputError
+from retrieval.eval import run_eval
+from retrieval.eval.protocol import TIME_HONEST
+from retrieval.eval.runner import prepare
+from retrieval.eval.timehonest import Chronology, read_dates
+from retrieval.search import expansion
+from retrieval.search.cutoff import Exclusion, doc_ids
+from tests.helpers import BACKENDS, write_jsonl
+from tests.reference import relation_weights
+
+pytest.importorskip("ir_measures", reason="the eval extra (ir-measures) is not installed")
+pytest.importorskip("matplotlib", reason="the eval extra (matplotlib) is not installed")
+
+TOPICS = ("quark gluon plasma", "neural network pruning", "citation graph walk", "protein folding energy")
+PER_TOPIC = 12
+HONEST_MODES = ["bm25", "policy", "rel-references", "rel-all", "policy-2hop", "rm3", "policy-rm3"]
+
+
+def pid(t: int, i: int) -> str:
+    return f"t{t}p{i:02d}"
+
+
+def records_and_dates(seed: int = 3) -> tuple[list[dict], dict[str, str]]:
+    """Paper i of a topic is from 1995 + i // 2 (two papers a year); even papers have a day, odd ones only the
+    year. Each paper cites a few papers of its topic, older and newer (newer ones as revised versions do)."""
+    rng = random.Random(seed)
+    records, dates = [], {}
+    for t, words in enumerate(TOPICS):
+        for i in range(PER_TOPIC):
+            year = 1995 + i // 2
+            others = [pid(t, j) for j in range(PER_TOPIC) if j != i]
+            refs = sorted(rng.sample(others, 4)) + ([pid((t + 1) % len(TOPICS), i)] if i % 3 == 0 else [])
+            records.append(
+                {
+                    "id": pid(t, i),
+                    "title": f"{words.title()} study {i}",
+                    "abstract": f"We examine {words} with method m{t}x{i} and {rng.choice(TOPICS)}.",
+                    "year": year,
+                    "authors": [],
+                    "references": refs,
+                }
+            )
+            if i % 2 == 0:
+                dates[pid(t, i)] = f"{year}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    return records, dates
+
+
+def queries_of(records: list[dict]) -> list[dict]:
+    by_id = {r["id"]: r for r in records}
+    out = []
+    for t in range(len(TOPICS)):
+        for i in (6, 8, 9):
+            paper = by_id[pid(t, i)]
+            out.append(
+                {"qid": paper["id"], "query": f"{paper['title']}. {paper['abstract']}", "relevant": paper["references"]}
+            )
+    return out
+
+
+def newer_than(pid_: str, qid: str, years: dict, dates: dict) -> bool:
+    """The reference rule, written from the protocol's definition: by day when both have one, else by year."""
+    if pid_ in dates and qid in dates:
+        return dates[pid_] > dates[qid]
+    return years[pid_] > years[qid]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    base = tmp_path_factory.mktemp("time-honest")
+    records, dates = records_and_dates()
+    corpus = write_jsonl(base / "papers.jsonl", records)
+    queries = write_jsonl(base / "queries.jsonl", queries_of(records))
+    (base / "dates.tsv").write_text("".join(f"{k}\t{v}\n" for k, v in sorted(dates.items())), encoding="utf-8")
+    return base, corpus, queries, records, dates
+
+
+@pytest.fixture(scope="module")
+def honest_run(files):
+    base, corpus, queries, _, _ = files
+    report = run_eval(corpus, queries, base / "out", cache_dir=base / "cache", modes=HONEST_MODES, protocol=TIME_HONEST)
+    return base / "out", report
+
+
+def test_no_newer_paper_appears_in_any_ranking(files, honest_run):
+    _, _, _, records, dates = files
+    out, report = honest_run
+    years = {r["id"]: r["year"] for r in records}
+    qids = {q["qid"] for q in queries_of(records)}
+    seen = 0
+    for mode in HONEST_MODES:
+        ranked: dict[str, list[str]] = {}
+        for line in (out / f"run.{mode}.trec").read_text().splitlines():
+            qid, _, doc, *_ = line.split()
+            ranked.setdefault(qid, []).append(doc)
+        assert ranked, mode
+        for qid, docs in ranked.items():
+            leaked = [d for d in docs if newer_than(d, qid, years, dates)]
+            assert leaked == [], (mode, qid, leaked)
+            assert not set(docs) & qids
+            seen += len(docs)
+    assert seen > 0
+    # and the same queries under the citation protocol do rank newer papers: the exclusion is what removed them
+    citation = run_eval(files[1], files[2], out.parent / "citation", cache_dir=out.parent / "cache", modes=["policy"])
+    assert citation.protocol["kind"] == "citation"
+    leaked = 0
+    for line in (out.parent / "citation" / "run.policy.trec").read_text().splitlines():
+        qid, _, doc, *_ = line.split()
+        leaked += newer_than(doc, qid, years, dates)
+    assert leaked > 0
+
+
+def test_relevant_lists_lose_exactly_the_newer_papers(files, honest_run):
+    _, corpus, queries, records, dates = files
+    _, report = honest_run
+    years = {r["id"]: r["year"] for r in records}
+    qids = {q["qid"] for q in queries_of(records)}
+    evalset = prepare(corpus, queries, TIME_HONEST, None).evalset
+    expected, dropped = {}, 0
+    for q in queries_of(records):
+        kept = {r for r in q["relevant"] if r not in qids}
+        newer = {r for r in kept if newer_than(r, q["qid"], years, dates)}
+        dropped += len(newer)
+        if kept - newer:
+            expected[q["qid"]] = kept - newer
+    assert {q.qid: set(q.relevant) for q in evalset.queries} == expected
+    assert dropped > 0 and evalset.relevant_newer == dropped
+    assert report.protocol["relevant_newer_than_query_dropped"] == dropped
+    assert report.protocol["dates_file"].endswith("dates.tsv")
+
+
+def test_the_chronology_matches_the_pairwise_rule(files):
+    _, _, _, records, dates = files
+    years = {r["id"]: r["year"] for r in records}
+    clock = Chronology(years, dates)
+    for qid in years:
+        assert clock.newer(qid) == {p for p in years if newer_than(p, qid, years, dates)}
+        assert all(clock.is_newer(p, qid) == newer_than(p, qid, years, dates) for p in years)
+    by_year = Chronology(years)
+    assert by_year.newer(pid(0, 6)) == {p for p, y in years.items() if y > years[pid(0, 6)]}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def whole_index(request, files):
+    """The whole generated corpus (no protocol) indexed on each backend in turn."""
+    base, corpus, _, _, _ = files
+    db = base / "whole.db" if request.param == "sqlite" else request.getfixturevalue("pg_database")("honest")
+    build(db=db, source=corpus)
+    return db
+
+
+@pytest.mark.parametrize("relation", ["references", "citing", "cocitation", "coupling"])
+def test_the_walk_neither_reaches_nor_crosses_an_excluded_paper(files, whole_index, relation):
+    _, corpus, _, records, _ = files
+    db = whole_index
+    refs = {r["id"]: r["references"] for r in records}
+    excluded = frozenset(p for p in refs if int(p[-2:]) >= 8)  # the four newest papers of each topic
+    kept = {p: [r for r in rs if r not in excluded] for p, rs in refs.items() if p not in excluded}
+    with RetrievalClient(db=db) as client, client.snapshot() as snap:
+        for source in (pid(0, 2), pid(1, 5), pid(2, 7)):
+            params = {"sources": json.dumps([source]), "fanout": 100, "max_neighbours": -1}
+            rows = snap.rows(
+                "test", expansion.relation_sql_excluding(relation), {**params, "excluded": json.dumps(sorted(excluded))}
+            )
+            got = {p: w for _, p, w in rows}
+            assert got == relation_weights(kept, source, relation)
+            everything = {p: w for _, p, w in snap.rows("test", expansion.relation_sql(relation), params)}
+            assert everything == relation_weights(refs, source, relation)
+        exclusion = Exclusion.make(excluded, doc_ids(snap), snap.stats.n_papers)
+    assert exclusion.passing.count == len(refs) - len(excluded)
+
+
+def test_modes_that_cannot_honour_it_are_refused(files, tmp_path):
+    _, corpus, queries, _, _ = files
+    with pytest.raises(ConfigError, match="blend-1hop"):
+        run_eval(corpus, queries, tmp_path / "out", cache_dir=tmp_path / "cache", modes=["bm25", "blend-1hop"],
+                 protocol=TIME_HONEST)  # fmt: skip
+
+
+def test_a_bad_dates_file_names_its_line(files, tmp_path):
+    _, corpus, queries, _, _ = files
+    bad = tmp_path / "dates.tsv"
+    bad.write_text("t0p00\t1995-01-02\nt0p01 1995\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"dates.tsv:2"):
+        read_dates(bad)
+    with pytest.raises(InputError, match="no dates file"):
+        prepare(corpus, queries, TIME_HONEST, None, tmp_path / "missing.tsv")
