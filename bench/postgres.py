@@ -60,6 +60,13 @@ def _corpus(name: str) -> tuple[Path, list[str]]:
     raise SystemExit(f"no query set at {qfile}: run `python bench/scale.py --sizes {size} --no-hepth` once")
 
 
+def _answer(client: RetrievalClient, query: str, full: bool) -> list[tuple[str, float]]:
+    """The top 10 of ``query``: the whole search (papers without links) or the lexical pass, ids and scores."""
+    if full:
+        return [(r.paper.id, round(r.final_score, 9)) for r in client.search(query, limit=10, links=False).ranked]
+    return [(pid, round(score, 9)) for pid, score in client.lexical.search(query, 10)]
+
+
 def _latencies(db: str, queries: list[str], full: bool) -> tuple[list[float], list]:
     out, answers = [], []
     with RetrievalClient(db) as client:
@@ -67,13 +74,8 @@ def _latencies(db: str, queries: list[str], full: bool) -> tuple[list[float], li
             client.lexical.search(q, 10)
         for q in queries:
             start = time.perf_counter()
-            if full:
-                result = client.search(q, limit=10, links=False)
-                answer = [(r.paper.id, round(r.final_score, 9)) for r in result.ranked]
-            else:
-                answer = [(pid, round(score, 9)) for pid, score in client.lexical.search(q, 10)]
+            answers.append(_answer(client, q, full))
             out.append((time.perf_counter() - start) * 1000)
-            answers.append(answer)
     return out, answers
 
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 SHARED = ROOT.parent / "shared" / "data"
 RESULTS = Path(__file__).resolve().parent / "results"
 
-from postgres import _corpus, _free_port, _p  # noqa: E402
+from postgres import _answer, _corpus, _free_port, _p  # noqa: E402
 
 from retrieval import RetrievalClient  # noqa: E402
 from retrieval.commands import build  # noqa: E402
@@ -56,13 +56,8 @@ def _run(db: str, queries: list[str], full: bool) -> tuple[list[float], list, di
         executor.scatter_seconds = 0.0
         for q in queries:
             start = time.perf_counter()
-            if full:
-                result = client.search(q, limit=10, links=False)
-                answer = [(r.paper.id, round(r.final_score, 9)) for r in result.ranked]
-            else:
-                answer = [(pid, round(score, 9)) for pid, score in client.lexical.search(q, 10)]
+            answers.append(_answer(client, q, full))
             times.append((time.perf_counter() - start) * 1000)
-            answers.append(answer)
         n = len(queries)
         split = {f"shard {i}": seconds * 1000 / n for i, seconds in sorted(executor.shard_seconds.items())}
         split["waiting for shards"] = executor.scatter_seconds * 1000 / n

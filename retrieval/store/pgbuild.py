@@ -102,30 +102,41 @@ def _constraints(raw, schema: str) -> list[tuple[str, str, str, str]]:
     return [tuple(row) for row in rows]
 
 
+def copy_table(lite: sqlite3.Connection, raw, schema: str, table: str, keep: tuple[str, set] | None = None) -> int:
+    """Copy ``table`` of the SQLite index ``lite`` into ``schema`` with ``COPY`` (rows copied); with ``keep``,
+    ``(column, values)``, only the rows whose column holds one of the values (a shard's, retrieval.store.shards)."""
+    columns = dict(TABLES)[table]
+    cols = ", ".join(f'"{c}"' for c in columns)
+    at, wanted = (columns.index(keep[0]), keep[1]) if keep else (None, None)
+    flags = [(table, c) in BOOLEANS for c in columns]
+    n = 0
+    with raw.cursor().copy(f'COPY "{schema}"."{table}" ({cols}) FROM STDIN') as copy:
+        cursor = lite.execute(f'SELECT {cols} FROM "{table}"')
+        if table in INTEGER_TABLES:  # the postings: whole numbers only, sent as text blocks
+            while rows := cursor.fetchmany(50_000):
+                if at is not None:
+                    rows = [row for row in rows if row[at] in wanted]
+                copy.write("".join("\t".join(map(str, row)) + "\n" for row in rows))
+                n += len(rows)
+        else:
+            for row in cursor:
+                if at is not None and row[at] not in wanted:
+                    continue
+                if any(flags):
+                    row = tuple(bool(v) if f and v is not None else v for v, f in zip(row, flags, strict=True))
+                copy.write_row(row)
+                n += 1
+    return n
+
+
 def copy_tables(source: Path, raw, schema: str) -> dict[str, int]:
     """Copy every table of the SQLite index ``source`` into ``schema`` with ``COPY`` (rows per table)."""
     counts = {}
     lite = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
     try:
-        for table, columns in TABLES:
+        for table, _ in TABLES:
             raw.execute(f'DELETE FROM "{schema}"."{table}"')  # the migrations' own rows (alembic_version)
-            cols = ", ".join(f'"{c}"' for c in columns)
-            select = ", ".join(f'"{c}"' for c in columns)
-            flags = [(table, c) in BOOLEANS for c in columns]
-            n = 0
-            with raw.cursor().copy(f'COPY "{schema}"."{table}" ({cols}) FROM STDIN') as copy:
-                cursor = lite.execute(f'SELECT {select} FROM "{table}"')
-                if table in INTEGER_TABLES:  # the postings: whole numbers only, sent as text blocks
-                    while rows := cursor.fetchmany(50_000):
-                        copy.write("".join("\t".join(map(str, row)) + "\n" for row in rows))
-                        n += len(rows)
-                else:
-                    for row in cursor:
-                        if any(flags):
-                            row = tuple(bool(v) if f and v is not None else v for v, f in zip(row, flags, strict=True))
-                        copy.write_row(row)
-                        n += 1
-            counts[table] = n
+            counts[table] = copy_table(lite, raw, schema, table)
     finally:
         lite.close()
     return counts
@@ -232,7 +243,7 @@ def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None) -> Non
         raw.execute(f'ALTER DATABASE "{database}" SET search_path = "{SCHEMA}", public')
 
 
-__all__ = ["SCHEMA", "StoreError", "build_postgres", "copy_tables", "migrate_schema", "swap_schema"]
+__all__ = ["SCHEMA", "StoreError", "build_postgres", "copy_table", "copy_tables", "migrate_schema", "swap_schema"]
 
 
 def upgrade_server(url: DatabaseURL):

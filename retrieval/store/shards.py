@@ -115,12 +115,6 @@ def _conninfo(url: DatabaseURL) -> dict[str, str]:
     return {k: str(v) for k, v in conninfo_to_dict(str(url)).items() if v is not None}
 
 
-def layout_of(info: dict[str, str]) -> list[dict] | None:
-    """The shards recorded in an index's ``index_info`` (None: not sharded)."""
-    value = info.get(LAYOUT_KEY)
-    return json.loads(value) if value else None
-
-
 def _connect(url: DatabaseURL):
     psycopg = _psycopg()
     try:
@@ -214,20 +208,21 @@ def _partition_coordinator(raw, schema: str, servers: list[str], shard_schema: s
 
 def _assign(raw, schema: str, table: str, keys: list, n: int) -> list[set]:
     """Which partition of ``schema.table`` each key belongs to, asked of the coordinator (PostgreSQL's hash)."""
-    kind = "integer[]" if table in ("doc_len", "term_freq") else "text[]"
-    parts: list[set] = []
-    for i in range(n):
-        rows = raw.execute(
-            f"SELECT k FROM unnest(%s::{kind}) AS k WHERE satisfies_hash_partition(%s::regclass::oid, %s, %s, k)",
-            (keys, f'"{schema}"."{table}"', n, i),
-        ).fetchall()
-        parts.append({row[0] for row in rows})
+    kind = "integer[]" if DISTRIBUTED[table] == "doc_id" else "text[]"
+    rows = raw.execute(  # one statement, the keys sent once: each key with the remainder whose partition takes it
+        f"SELECT k, r FROM unnest(%s::{kind}) AS k CROSS JOIN generate_series(0, %s - 1) AS r "
+        f"WHERE satisfies_hash_partition(%s::regclass::oid, %s, r, k)",
+        (keys, n, f'"{schema}"."{table}"', n),
+    ).fetchall()
+    parts: list[set] = [set() for _ in range(n)]
+    for key, remainder in rows:
+        parts[remainder].add(key)
     return parts
 
 
 def _load_shard(lite: sqlite3.Connection, raw, url: DatabaseURL, schema: str, papers: set, docs: set) -> dict[str, int]:
     """Create ``schema`` on one shard (the migrations' distributed tables) and copy its rows into it."""
-    from .pgbuild import BOOLEANS, INTEGER_TABLES, TABLES, _constraints, _secondary_indexes, migrate_schema
+    from .pgbuild import _constraints, _secondary_indexes, copy_table, migrate_schema
     from .postgres import PgConnection
 
     raw.execute(f'CREATE SCHEMA "{schema}"')
@@ -244,30 +239,8 @@ def _load_shard(lite: sqlite3.Connection, raw, url: DatabaseURL, schema: str, pa
             raw.execute(f'DROP INDEX "{schema}"."{name}"')
         for table, name, _, _ in keys:
             raw.execute(f'ALTER TABLE "{schema}"."{table}" DROP CONSTRAINT "{name}"')
-        columns_of = dict(TABLES)
         for table, key in DISTRIBUTED.items():
-            columns = columns_of[table]
-            keep = docs if table in ("doc_len", "term_freq") else papers
-            at = columns.index(key)
-            flags = [(table, c) in BOOLEANS for c in columns]
-            cols = ", ".join(f'"{c}"' for c in columns)
-            n = 0
-            with raw.cursor().copy(f'COPY "{schema}"."{table}" ({cols}) FROM STDIN') as copy:
-                cursor = lite.execute(f'SELECT {cols} FROM "{table}"')
-                if table in INTEGER_TABLES:
-                    while rows := cursor.fetchmany(50_000):
-                        mine = [row for row in rows if row[at] in keep]
-                        copy.write("".join("\t".join(map(str, row)) + "\n" for row in mine))
-                        n += len(mine)
-                else:
-                    for row in cursor:
-                        if row[at] not in keep:
-                            continue
-                        if any(flags):
-                            row = tuple(bool(v) if f and v is not None else v for v, f in zip(row, flags, strict=True))
-                        copy.write_row(row)
-                        n += 1
-            counts[table] = n
+            counts[table] = copy_table(lite, raw, schema, table, (key, docs if key == "doc_id" else papers))
         for table, name, kind, definition in reversed(keys):
             if kind == "f" and not any(table == t and f"REFERENCES {r}(" in definition for t, r in SHARD_FOREIGN_KEYS):
                 continue  # a key to a row that may live on another shard
@@ -283,16 +256,11 @@ def _load_shard(lite: sqlite3.Connection, raw, url: DatabaseURL, schema: str, pa
 
 def _copy_coordinator(lite: sqlite3.Connection, raw, schema: str, layout: list[dict]) -> None:
     """The coordinator's own tables from the SQLite build, the layout recorded in ``index_info``."""
-    from .pgbuild import TABLES
+    from .pgbuild import copy_table
 
-    columns_of = dict(TABLES)
     for table in COORDINATOR_TABLES:
-        columns = columns_of[table]
-        cols = ", ".join(f'"{c}"' for c in columns)
-        raw.execute(f'DELETE FROM "{schema}"."{table}"')
-        with raw.cursor().copy(f'COPY "{schema}"."{table}" ({cols}) FROM STDIN') as copy:
-            for row in lite.execute(f'SELECT {cols} FROM "{table}"'):
-                copy.write_row(row)
+        raw.execute(f'DELETE FROM "{schema}"."{table}"')  # the migrations' own rows (alembic_version)
+        copy_table(lite, raw, schema, table)
     raw.execute(f'INSERT INTO "{schema}".index_info (key, value) VALUES (%s, %s)', (LAYOUT_KEY, json.dumps(layout)))
     raw.execute(
         f"SELECT setval(pg_get_serial_sequence('\"{schema}\".doc_freq', 'term_id'), "
@@ -356,7 +324,7 @@ def build_sharded(
     shard_schema = f"{SCHEMA}_shard_{tag}"
     servers: list[str] = []
     created_on: list[int] = []
-    doing, where = "write to", url
+    where = url  # the server a failure names
     try:
         with tempfile.TemporaryDirectory(prefix="retrieval-shardbuild-") as tmp:
             file = Path(tmp) / "index.db"
@@ -393,7 +361,7 @@ def build_sharded(
         for c in [coordinator, *opened]:
             c.close()
         if isinstance(exc, psycopg.Error):
-            raise server_error(exc, where, doing) from None
+            raise server_error(exc, where, "write to") from None
         raise
     # The previous index's shard schemas and servers: no longer read by anything (best effort; a failure here
     # leaves unused tables behind, named in the warning, and loses nothing).
@@ -430,21 +398,19 @@ def _drop_old(coordinator, layout: list[dict] | None) -> list[str]:
     for entry in layout or []:
         server, schema = entry["server"], entry["schema"]
         try:
-            coordinator.execute(
-                "SELECT 1 FROM pg_foreign_server WHERE srvname = %s", (server,)
-            ).fetchone() and _drop_remote_schema(coordinator, server, schema)
+            if coordinator.execute("SELECT 1 FROM pg_foreign_server WHERE srvname = %s", (server,)).fetchone():
+                _drop_remote_schema(coordinator, server, schema)
             coordinator.execute(f'DROP SERVER IF EXISTS "{server}" CASCADE')
         except (psycopg.Error, StoreError):
             left.append(f"schema {schema} on {entry['url']}")
     return left
 
 
-def _drop_remote_schema(coordinator, server: str, schema: str) -> bool:
+def _drop_remote_schema(coordinator, server: str, schema: str) -> None:
     """Drop ``schema`` on the shard behind the foreign server ``server``, with the server's own options."""
     psycopg = _psycopg()
     with psycopg.connect(autocommit=True, **server_params(coordinator, server)) as raw:
         raw.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    return True
 
 
 def recorded_shards(url: DatabaseURL) -> list[DatabaseURL] | None:
