@@ -604,6 +604,14 @@ PRUNE_MARGIN = 0.5
 #: A filtered top k takes an unfiltered (pruned) top m of at most this many papers and drops those that fail;
 #: a filter that would need more (few papers pass) scores the papers that pass (``FILTERED_TOP_K_SQL``).
 OVERFETCH_MAX = 2000
+#: The cost model's choice between SQL and the postings BLOBs (``blob_path``), in microseconds: a posting read
+#: and grouped by SQL, a posting decoded and scored in NumPy, NumPy's fixed cost per query, its cost per paper of
+#: the index (the dense score array), and importing NumPy in a process that has not yet.
+SQL_POSTING_COST = 0.5
+BLOB_POSTING_COST = 0.02
+BLOB_FIXED_COST = 200.0
+BLOB_DENSE_COST = 0.002
+NUMPY_IMPORT_COST = 60_000.0
 #: The matched count is exact when the query's postings number at most this (a read of their keys); above it,
 #: it is estimated from the terms' df as if terms occurred independently, and said to be an estimate.
 COUNT_EXACT_MAX = 50_000
@@ -792,12 +800,25 @@ def top_k_params(wq: WeightedQuery, chosen: Plan, k: int) -> dict:
 
 
 def top_papers(
-    snap: Snapshot, wq: WeightedQuery, k: int, exhaustive: bool = False, sample_size: int = SAMPLE_SIZE
+    snap: Snapshot,
+    wq: WeightedQuery,
+    k: int,
+    exhaustive: bool = False,
+    sample_size: int = SAMPLE_SIZE,
+    path: str | None = None,
 ) -> tuple[list[tuple[str, float]], Plan | None]:
     """The top ``k`` ``(paper id, score)`` pairs of ``wq``, best first, ties by id, and the plan that found them
-    (None when nothing was planned: no term in the index, or ``exhaustive``)."""
+    (None when nothing was planned: no term in the index, ``exhaustive``, or the BLOB path).
+
+    ``path`` chooses where the scores come from: ``"sql"`` (the aggregation over ``term_freq``, planned),
+    ``"blobs"`` (the postings BLOBs in NumPy, ``retrieval.search.blobs``) or None, the cost model's choice
+    (``blob_path``). ``exhaustive`` runs the plain aggregation, the reference every other path equals."""
     if not wq.terms or k <= 0:
         return [], None
+    if not exhaustive and (path == "blobs" or (path is None and blob_path(wq, k))):
+        from .blobs import top_k
+
+        return top_k(snap, wq, k), None
     chosen = None if exhaustive else plan(snap, wq, k, sample_size)
     if chosen is None or not chosen.pruned:
         params = {"weights": wq.weights_json, **_scoring(wq), "k": k}
@@ -805,6 +826,19 @@ def top_papers(
     else:
         rows = snap.rows("lexical: top-k", TOP_K_SQL, top_k_params(wq, chosen, k))
     return [(pid, score) for pid, score in rows], chosen
+
+
+def blob_path(wq: WeightedQuery, k: int) -> bool:
+    """Whether the cost model sends ``wq``'s top ``k`` to the postings BLOBs (``retrieval.search.blobs``) rather
+    than to SQL over ``term_freq``: when the postings it would read cost more in SQL, row by row, than NumPy's
+    fixed cost (its import, when this process has not paid it yet, and the dense array) plus its cost per posting.
+    Short queries of rare terms stay in SQL: the readable path, and the faster one there."""
+    import sys
+
+    postings = sum(t.df for t in wq.terms)
+    fixed = BLOB_FIXED_COST + (0.0 if "numpy" in sys.modules else NUMPY_IMPORT_COST)
+    fixed += BLOB_DENSE_COST * wq.stats.n_papers
+    return SQL_POSTING_COST * postings > fixed + BLOB_POSTING_COST * postings
 
 
 def _read_whole(wq: WeightedQuery, papers: int) -> str:
@@ -837,7 +871,7 @@ def matched(snap: Snapshot, wq: WeightedQuery) -> Matched:
 
 
 def filtered_top_papers(
-    snap: Snapshot, wq: WeightedQuery, k: int, allowed: Passing, exhaustive: bool = False
+    snap: Snapshot, wq: WeightedQuery, k: int, allowed: Passing, exhaustive: bool = False, path: str | None = None
 ) -> tuple[list[tuple[str, float]], Matched]:
     """The top ``k`` of ``wq`` among the papers ``allowed`` lets pass (``retrieval.search.filters``), best
     first, ties by id, and how many of them match the query.
@@ -845,13 +879,18 @@ def filtered_top_papers(
     Where enough papers pass, the unfiltered (pruned) top ``m`` is taken and the papers that fail dropped, ``m``
     from the share that passes and grown fourfold until ``k`` are left or every matching paper was read: exact,
     since in the order of score then id, the first ``k`` passing papers of a prefix are the first ``k`` of all.
-    Where ``m`` would exceed ``OVERFETCH_MAX`` (few pass), or ``exhaustive``, the papers that pass are scored."""
+    Where ``m`` would exceed ``OVERFETCH_MAX`` (few pass), or ``exhaustive``, the papers that pass are scored.
+    On the BLOB path (``path``, as ``top_papers``) the filter is a predicate on the candidates of one scoring."""
     if not wq.terms or k <= 0 or allowed.count == 0:
         return [], Matched(0, True)
+    if not exhaustive and (path == "blobs" or (path is None and blob_path(wq, k))):
+        from .blobs import top_k
+
+        return top_k(snap, wq, k, allowed), _matched_passing(snap, wq, allowed)
     n = max(1, wq.stats.n_papers)
     m = max(2 * k, math.ceil(1.5 * k * n / allowed.count))
     while not exhaustive and m <= OVERFETCH_MAX:
-        hits, _ = top_papers(snap, wq, m)
+        hits, _ = top_papers(snap, wq, m, path="sql")
         dropped = set(failing(snap, [pid for pid, _ in hits], allowed))
         kept = [hit for hit in hits if hit[0] not in dropped]
         if len(kept) >= k or len(hits) < m:
@@ -897,9 +936,10 @@ class BM25Index:
     pruned by the stored impacts (see the module's docstring). Each call reads one snapshot (or joins the
     executor's current one)."""
 
-    def __init__(self, executor: Executor, sample_size: int = SAMPLE_SIZE) -> None:
+    def __init__(self, executor: Executor, sample_size: int = SAMPLE_SIZE, path: str | None = None) -> None:
         self._executor = executor
         self.sample_size = sample_size
+        self.path = path  # "sql", "blobs", or None: the cost model's choice per query (``top_papers``)
         self.refined = 0  # how many plans a second threshold sample changed (for benchmarks)
 
     def search(
@@ -912,8 +952,8 @@ class BM25Index:
         with self._executor.snapshot() as snap:
             wq = weigh(snap, Query.parse(query))
             if filters:
-                return filtered_top_papers(snap, wq, top_k, passing(snap, filters), exhaustive)[0]
-            hits, chosen = top_papers(snap, wq, top_k, exhaustive, self.sample_size)
+                return filtered_top_papers(snap, wq, top_k, passing(snap, filters), exhaustive, self.path)[0]
+            hits, chosen = top_papers(snap, wq, top_k, exhaustive, self.sample_size, self.path)
         self.refined += bool(chosen and chosen.refined)
         return hits
 
@@ -929,7 +969,7 @@ class BM25Index:
         """The plan of ``query``'s top ``top_k`` (None when no query term is in the index)."""
         with self._executor.snapshot() as snap:
             wq = weigh(snap, Query.parse(query))
-            return plan(snap, wq, top_k, self.sample_size) if wq.terms and top_k > 0 else None
+            return plan(snap, wq, top_k, self.sample_size) if wq.terms and top_k > 0 else None  # SQL's plan
 
     def scores(self, query: str | Query, paper_ids: list[str]) -> dict[str, float]:
         """BM25 score of each paper in ``paper_ids`` for ``query`` (0.0 for one that shares no term with it)."""

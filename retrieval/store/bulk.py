@@ -43,6 +43,7 @@ from ..corpus.jsonl import PaperFile, parse_lines
 from ..corpus.paper import Paper
 from ..errors import StoreError
 from ..text import _TOKEN, DEFAULT_ANALYSER, Analyser, fold
+from . import postings as blobs
 from .pages import Layout, layout, write_sorted_table
 from .progress import CITATIONS, IN_DEGREES, INDEXING, LOADING, READING, SORTING, BuildProgress, phase
 from .rows import (
@@ -557,6 +558,8 @@ class BulkLoader:
                 ((term_id, term, int(df[term_id]), int(max_impact[term_id])) for term, term_id in names),
             )
             self._insert_postings(terms, docs, counts, lengths, weights)
+            # The derived BLOB rows (retrieval.store.postings), from the same sorted arrays.
+            self.conn.executemany(blobs.INSERT_SQL, blobs.chunk_rows(terms, docs, counts, lengths))
         self.stages["postings loaded"] = time.perf_counter() - mark
         return impact_avgdl
 

@@ -22,15 +22,19 @@ from ..text import TOKENISER_NAME, TOKENISER_VERSION, Analyser
 from .dialect import POSTGRESQL, register, text_for
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
-HEAD_REVISION = "0006"
+HEAD_REVISION = "0007"
 #: Every revision of the migration scripts, oldest first (a test checks them against the scripts).
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
 #: The revisions a search reads as they are. 0005 only adds the query log, which a search never reads; 0006 adds
 #: the authors' folded keys, which every search reads (filters, the surname hint), so an older index is upgraded
-#: once (``retrieval upgrade``).
-READABLE_REVISIONS = ("0006",)
+#: once (``retrieval upgrade``); 0007 adds the postings BLOBs, which long queries read.
+READABLE_REVISIONS = ("0007",)
 #: What a revision adds that an index at it must have, beyond ``REQUIRED`` (checked on open).
-REQUIRED_AT = {"0005": ("query_log", "ix_query_log_logged_at"), "0006": ("ix_paper_authors_surname",)}
+REQUIRED_AT = {
+    "0005": ("query_log", "ix_query_log_logged_at"),
+    "0006": ("ix_paper_authors_surname",),
+    "0007": ("postings",),
+}
 
 
 #: What a ``file:`` URI must escape for SQLite to read the rest as the path (``%`` first, so it is not doubled).

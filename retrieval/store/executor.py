@@ -24,6 +24,7 @@ from .postgres import server_error
 #: A swap that locks the same tables in the same order first cannot deadlock with any reader.
 READ_LOCK_TABLES = (
     "index_info", "papers", "paper_authors", "citations", "cited_counts", "doc_freq", "doc_len", "term_freq",
+    "postings",
 )  # fmt: skip
 READ_LOCKS_SQL = f"LOCK TABLE {', '.join(READ_LOCK_TABLES)} IN ACCESS SHARE MODE"
 register(READ_LOCKS_SQL, READ_LOCKS_SQL)  # PostgreSQL only

@@ -6,7 +6,20 @@ Words stay visible to a person with ``sqlite3``: ``doc_freq`` holds each term be
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, MetaData, String, Text, false, text, true
+from sqlalchemy import (
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    false,
+    text,
+    true,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from ..bm25 import HEAD_IMPACT
@@ -139,6 +152,24 @@ class TermFreq(Base):
     count: Mapped[int] = mapped_column(Integer)
     length: Mapped[int] = mapped_column(Integer)
     impact: Mapped[int] = mapped_column(Integer)
+
+
+class Postings(Base):
+    """``term_freq`` again, packed for NumPy: a term's postings as BLOB rows of at most 16,384 postings each, in
+    doc-id order, with the bounds that let a query skip what cannot reach its top k. Derived, kept equal to
+    ``term_freq`` by every writer; ``retrieval.store.postings`` says what each column holds."""
+
+    __tablename__ = "postings"
+
+    term_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    first_doc: Mapped[int] = mapped_column(Integer, primary_key=True)
+    last_doc: Mapped[int] = mapped_column(Integer)
+    df: Mapped[int] = mapped_column(Integer)
+    max_count: Mapped[int] = mapped_column(Integer)
+    min_length: Mapped[int] = mapped_column(Integer)
+    doc_ids: Mapped[bytes] = mapped_column(LargeBinary)
+    counts: Mapped[bytes] = mapped_column(LargeBinary)
+    lengths: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class DocLen(Base):

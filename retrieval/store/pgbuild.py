@@ -40,6 +40,7 @@ TABLES = (
     ("doc_freq", ("term_id", "term", "df", "max_impact")),
     ("doc_len", ("doc_id", "paper_id", "length")),
     ("term_freq", ("term_id", "doc_id", "count", "length", "impact")),
+    ("postings", ("term_id", "first_doc", "last_doc", "df", "max_count", "min_length", "doc_ids", "counts", "lengths")),
 )
 #: Tables of whole numbers only, copied as text blocks (no per-row conversion): the postings.
 INTEGER_TABLES = ("term_freq",)

@@ -26,7 +26,7 @@ SELECT o.paper_id,
 FROM temp.reindex_order AS o
 JOIN papers AS p ON p.id = o.paper_id
 ORDER BY o.doc_id"""
-CLEAR = ("DELETE FROM term_freq", "DELETE FROM doc_freq", "DELETE FROM doc_len")
+CLEAR = ("DELETE FROM postings", "DELETE FROM term_freq", "DELETE FROM doc_freq", "DELETE FROM doc_len")
 
 
 def reindex(

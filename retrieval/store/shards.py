@@ -74,8 +74,9 @@ DISTRIBUTED = {
     "doc_len": "doc_id",
     "term_freq": "doc_id",
 }
-#: The coordinator's own tables (reference and local): the corpus-wide statistics, the revision, the logs.
-COORDINATOR_TABLES = ("alembic_version", "index_info", "doc_freq")
+#: The coordinator's own tables (reference and local): the corpus-wide statistics, the revision, the logs, and the
+#: postings BLOBs, which NumPy scores on the coordinator (docs/scale-out.md says what a larger layout would do).
+COORDINATOR_TABLES = ("alembic_version", "index_info", "doc_freq", "postings")
 #: The key of ``index_info`` that records the layout (JSON: one entry per shard, in partition order).
 LAYOUT_KEY = "shards"
 #: Foreign keys kept on a shard: between tables co-located on the same key (the others span shards).

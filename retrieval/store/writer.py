@@ -31,6 +31,7 @@ from .database import KNOWN_REVISIONS, check_index, index_revision
 from .dialect import register
 from .files import write_transaction
 from .migrate import upgrade_index
+from .postings import sync as sync_postings
 from .rows import (
     INSERT_AUTHOR,
     INSERT_DOC_LEN,
@@ -180,7 +181,7 @@ def _batches(items: Iterable[Paper], size: int) -> Iterator[list[Paper]]:
 
 class IndexWriter:
     """Adds and removes papers on a connection inside the caller's transaction, keeping ``doc_freq``,
-    ``term_freq``, ``doc_len`` and the corpus statistics (N, total tokens, years) exact.
+    ``term_freq``, ``postings``, ``doc_len`` and the corpus statistics (N, total tokens, years) exact.
 
     New postings get impacts at the average length the index's impacts were written at (``impact_avgdl``),
     so every stored impact relates to one average and the query's drift factor keeps them bounds; ``max_impact``
@@ -198,6 +199,11 @@ class IndexWriter:
         self.total_tokens = int(info.get("total_tokens", 0))
         self.impact_avgdl = float(info.get("impact_avgdl") or 0.0)
         self.analyser = Analyser.from_info(info)  # the index's own: what it was built with, never the default
+        # What the postings BLOBs must follow at the end (retrieval.store.postings): the papers removed from
+        # each term's list (those there before this transaction) and the terms that gained papers.
+        self.first_new_doc = self.next_doc_id
+        self.removed_postings: dict[int, set[int]] = {}
+        self.added_terms: set[int] = set()
 
     # -- adding -------------------------------------------------------------------------------------------
     def add(
@@ -271,6 +277,7 @@ class IndexWriter:
         )
         conn.executemany(INSERT_DOC_LEN, batch.doc_len)  # before the postings that refer to it (a foreign key)
         conn.executemany(INSERT_TERM_FREQ, batch.term_freq)
+        self.added_terms.update(batch.df_delta)
 
     # -- removing -----------------------------------------------------------------------------------------
     def remove(self, ids: list[str]) -> None:
@@ -289,6 +296,8 @@ class IndexWriter:
                 term_id = self.vocabulary[term]
                 postings.append((term_id, doc_id))
                 df_delta[term_id] += 1
+                if doc_id < self.first_new_doc:  # a paper added in this transaction is not in the BLOBs yet
+                    self.removed_postings.setdefault(term_id, set()).add(doc_id)
             self.total_tokens -= len(tokens)
             self.n_papers -= 1
         conn = self.conn
@@ -313,7 +322,9 @@ class IndexWriter:
 
     # -- statistics -----------------------------------------------------------------------------------------
     def finish(self) -> None:
-        """Write the corpus statistics and fill in the summary (see ``rows.write_statistics``)."""
+        """Bring the postings BLOBs in line, write the corpus statistics and fill in the summary (see
+        ``rows.write_statistics``)."""
+        sync_postings(self.conn, self.first_new_doc, self.removed_postings, self.added_terms)
         self.cleaner.count_into(self.summary)
         counts = CorpusCounts(self.n_papers, self.total_tokens, self.impact_avgdl)
         write_statistics(self.conn, counts, self.summary)

@@ -1,0 +1,210 @@
+"""The lexical pass over the postings BLOBs (``retrieval.store.postings``), scored exactly in NumPy: the path for
+queries whose lists are long (pasted abstracts, drafts, common terms, deep top k), where SQL pays per posting row.
+
+Okapi BM25 as ``retrieval.bm25`` defines it (Lucene's idf, k1 and b read from the index), each posting's part
+computed with the same operations in the same order as the SQL (``weight * count * (k1 + 1) / (count + k1 *
+(1 - b + b * length / avgdl))``), so every part is the same double; only the order of a paper's additions differs,
+which the ranking's rounding to ``SCORE_DECIMALS`` places absorbs. One statement reads every chunk of every query
+term (``POSTINGS_SQL``: one round trip on PostgreSQL too), and ``top_k`` runs term-at-a-time MaxScore over a dense
+score array:
+
+1. Each term's bound is its weight times the largest ``tf_norm(max_count, min_length)`` of its chunks (exact at
+   any average length). Terms are scored whole, largest bound first, into the dense array.
+2. After enough postings have been added, the k-th best partial score is a lower bound of the final k-th score
+   (parts are positive): the *threshold*. Once the bounds of the terms not yet scored add up to less than it,
+   a paper found in none of the scored terms cannot reach the top k, and those terms become non-essential.
+3. The papers already found that can still reach the threshold are the candidates; each non-essential term's
+   chunks are searched for them only (``searchsorted``), the candidates that fall behind dropped after each
+   term.
+4. The best k candidates by score rounded to ``SCORE_DECIMALS`` places, ties by paper id (every paper tied with
+   the k-th is looked up, so the tie breaks as in SQL).
+
+Bounds carry a relative slack of ``BOUND_SLACK`` and the threshold an absolute ``TIE_SLACK``, as in the SQL path,
+so a paper left out provably ranks below the k-th: the result equals the plain aggregation (tested).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
+from ..store.dialect import register
+from ..store.executor import Snapshot
+from ..store.postings import decode, unpack
+from .filters import Passing
+from .query import WeightedQuery
+
+POSTINGS_SQL = """\
+SELECT p.term_id,
+       p.first_doc,
+       p.last_doc,
+       p.df,
+       p.max_count,
+       p.min_length,
+       p.doc_ids,
+       p.counts,
+       p.lengths
+FROM postings AS p
+WHERE p.term_id IN (SELECT value FROM json_each(:term_ids))
+ORDER BY p.term_id, p.first_doc"""
+register(
+    POSTINGS_SQL,
+    POSTINGS_SQL.replace(
+        "IN (SELECT value FROM json_each(:term_ids))",
+        "= ANY (ARRAY(SELECT CAST(jsonb_array_elements_text(CAST(:term_ids AS jsonb)) AS integer)))",
+    ),
+)
+
+PAPER_IDS_SQL = """\
+SELECT dl.doc_id,
+       dl.paper_id
+FROM doc_len AS dl
+WHERE dl.doc_id IN (SELECT value FROM json_each(:doc_ids))"""
+register(
+    PAPER_IDS_SQL,
+    PAPER_IDS_SQL.replace(
+        "IN (SELECT value FROM json_each(:doc_ids))",
+        "= ANY (ARRAY(SELECT CAST(jsonb_array_elements_text(CAST(:doc_ids AS jsonb)) AS integer)))",
+    ),
+)
+
+#: The threshold is first taken once the terms scored whole hold this share of the dense array's size in
+#: postings (taking it reads the whole array), then each time they have doubled.
+FIRST_THRESHOLD_SHARE = 0.125
+
+
+class _Term:
+    """A query term's chunks, weight and bound."""
+
+    __slots__ = ("chunks", "weight", "bound", "df")
+
+    def __init__(self, weight: float) -> None:
+        self.chunks: list[tuple] = []
+        self.weight = weight
+        self.bound = 0.0
+        self.df = 0
+
+
+def _parts(weight: float, counts: np.ndarray, lengths: np.ndarray, k1: float, b: float, avgdl: float) -> np.ndarray:
+    """Each posting's part of the score: the SQL's ``weight * count * (k1 + 1.0) / (count + k1 * (1.0 - b + b *
+    length / avgdl))``, operation for operation."""
+    c = counts.astype(np.float64)
+    return weight * c * (k1 + 1.0) / (c + k1 * (1.0 - b + b * lengths.astype(np.float64) / avgdl))
+
+
+def read(snap: Snapshot, wq: WeightedQuery) -> tuple[list[_Term], int]:
+    """The query's terms with their chunks, largest bound first (ties by term id), and the dense array's size
+    (the largest doc id read, plus one)."""
+    stats = wq.stats
+    k1, b, avgdl = stats.k1, stats.b, stats.avgdl
+    weights = {t.term_id: t.weight for t in wq.terms}
+    rows = snap.rows(
+        "lexical: the query terms' postings (BLOBs)", POSTINGS_SQL, {"term_ids": json.dumps(sorted(weights))}
+    )
+    terms: dict[int, _Term] = {}
+    size = 0
+    for row in rows:
+        term_id, _, last_doc, df, max_count, min_length = row[:6]
+        term = terms.get(term_id)
+        if term is None:
+            term = terms[term_id] = _Term(weights[term_id])
+        term.chunks.append(row)
+        term.df += df
+        bound = max_count * (k1 + 1.0) / (max_count + k1 * (1.0 - b + b * min_length / avgdl))
+        term.bound = max(term.bound, term.weight * bound * (1.0 + BOUND_SLACK))
+        size = max(size, last_doc + 1)
+    order = sorted(terms.items(), key=lambda item: (-item[1].bound, item[0]))
+    return [term for _, term in order], size
+
+
+def _mask(passing: Passing, size: int) -> np.ndarray:
+    if passing.allowed is not None:
+        mask = np.zeros(size, dtype=bool)
+        allowed = np.asarray(passing.allowed, dtype=np.int64)
+        mask[allowed[allowed < size]] = True
+    else:
+        mask = np.ones(size, dtype=bool)
+        rejected = np.asarray(passing.rejected, dtype=np.int64)
+        mask[rejected[rejected < size]] = False
+    return mask
+
+
+def _kth(values: np.ndarray, k: int) -> float:
+    """The threshold from partial scores: the k-th largest positive value less the slack (0 if fewer than k)."""
+    found = values[values > 0]
+    if len(found) < k:
+        return 0.0
+    kth = float(np.partition(found, len(found) - k)[len(found) - k])
+    return max(0.0, kth * (1.0 - BOUND_SLACK) - TIE_SLACK)
+
+
+def top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None = None) -> list[tuple[str, float]]:
+    """The top ``k`` ``(paper id, score)`` pairs of ``wq``, best first (scores rounded to ``SCORE_DECIMALS``
+    places, ties by paper id), among the papers ``passing`` lets through (all when None)."""
+    stats = wq.stats
+    k1, b, avgdl = stats.k1, stats.b, stats.avgdl
+    terms, size = read(snap, wq)
+    if not terms or k <= 0:
+        return []
+    mask = _mask(passing, size) if passing is not None else None
+    rest = [0.0] * (len(terms) + 1)  # rest[i]: the bounds of terms i, i + 1, ... added up
+    for i in range(len(terms) - 1, -1, -1):
+        rest[i] = rest[i + 1] + terms[i].bound
+    acc = np.zeros(size, dtype=np.float64)
+    threshold = 0.0
+    scored = 0
+    check = FIRST_THRESHOLD_SHARE * size
+    essential = len(terms)
+    for i, term in enumerate(terms):
+        if threshold > 0 and rest[i] < threshold:
+            essential = i
+            break
+        for _, first, _, df, _, _, doc_ids, counts, lengths in term.chunks:
+            docs, cs, ls = decode(first, df, doc_ids, counts, lengths)
+            acc[docs] += _parts(term.weight, cs, ls, k1, b, avgdl)  # a term's doc ids are distinct
+        scored += term.df
+        if scored >= check and i + 1 < len(terms):
+            threshold = _kth(acc if mask is None else acc[mask], k)
+            check = 2 * scored
+    candidates = np.flatnonzero(acc)
+    if mask is not None:
+        candidates = candidates[mask[candidates]]
+    scores = acc[candidates]
+    if essential < len(terms):
+        keep = scores + rest[essential] >= threshold
+        candidates, scores = candidates[keep], scores[keep]
+        for i in range(essential, len(terms)):
+            term = terms[i]
+            for _, first, last, df, _, _, doc_ids, counts, lengths in term.chunks:
+                lo, hi = np.searchsorted(candidates, (first, last + 1))
+                if lo == hi:
+                    continue
+                docs = unpack(doc_ids, df).astype(np.int64) + first
+                wanted = candidates[lo:hi]
+                at = np.minimum(np.searchsorted(docs, wanted), df - 1)
+                hit = docs[at] == wanted
+                if hit.any():
+                    at = at[hit]
+                    cs, ls = unpack(counts, df)[at], unpack(lengths, df)[at]
+                    part = scores[lo:hi]
+                    part[hit] += _parts(term.weight, cs, ls, k1, b, avgdl)
+            keep = scores + rest[i + 1] >= threshold
+            candidates, scores = candidates[keep], scores[keep]
+    return _best(snap, candidates, scores, k)
+
+
+def _best(snap: Snapshot, docs: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
+    """The best ``k`` of ``docs`` by score rounded to ``SCORE_DECIMALS`` places, then paper id: every doc whose
+    score is within the rounding of the k-th is looked up, so ties break on the id as SQL breaks them."""
+    if len(docs) > k:
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        near = scores >= kth - 10.0**-SCORE_DECIMALS
+        docs, scores = docs[near], scores[near]
+    if not len(docs):
+        return []
+    score_of = dict(zip(docs.tolist(), scores.tolist(), strict=True))
+    rows = snap.rows("lexical: the best papers' ids", PAPER_IDS_SQL, {"doc_ids": json.dumps(sorted(score_of))})
+    ranked = sorted(((pid, score_of[doc]) for doc, pid in rows), key=lambda h: (-round(h[1], SCORE_DECIMALS), h[0]))
+    return ranked[:k]

@@ -1,0 +1,257 @@
+"""The derived postings table: each term's postings as a few BLOB rows, what long queries are scored from.
+
+``term_freq`` (one row per posting) stays the table of record, readable with ``sqlite3``; ``postings`` holds the
+same postings packed for NumPy, one row per *chunk* of at most ``CHUNK`` postings of one term, in doc-id order::
+
+    term_id      the term (doc_freq.term_id)
+    first_doc    the chunk's first doc id; with term_id, the key (a term's chunks in doc order)
+    last_doc     its last doc id
+    df           postings in the chunk
+    max_count    the largest count in it, and
+    min_length   the shortest paper in it: tf_norm(max_count, min_length) bounds every posting of the chunk
+                 at any average length (tf_norm grows with the count and falls with the length), so the bound
+                 stays exact after adds and removes
+    doc_ids      doc id - first_doc, little-endian uint16 when the chunk spans fewer than 65,536 ids, else uint32
+    counts       uint8, or uint16 / uint32 where a count needs it
+    lengths      the papers' lengths, uint16, or uint32 where one needs it
+
+A column's width is its byte length over ``df``, so nothing else records it. The small columns come first: SQLite
+reads a record's BLOBs (overflow pages) only when a statement asks for them.
+
+Every writer keeps the table equal to ``term_freq`` in the same transaction: the build writes it from its sorted
+postings (``chunk_rows``), an add appends to each touched term's last chunk, a remove rewrites the chunks that held
+the removed papers (``sync``), and migration 0007 derives it for an existing index (``derive``). ``check`` compares
+it with ``term_freq`` (the tests use it after every kind of write).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+
+from .dialect import register
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import numpy as np
+
+#: Postings per chunk: a term's list is one row up to this, more rows beyond it. A row is the unit a read pays
+#: for (rows of a few thousand postings cost little more than their bytes; rows of a hundred cost per row), and
+#: an add rewrites only a term's last chunk.
+CHUNK = 16384
+
+INSERT_SQL = register(
+    "INSERT INTO postings (term_id, first_doc, last_doc, df, max_count, min_length, doc_ids, counts, lengths) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO postings (term_id, first_doc, last_doc, df, max_count, min_length, doc_ids, counts, lengths) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+)
+DELETE_SQL = register(
+    "DELETE FROM postings WHERE term_id = ? AND first_doc = ?",
+    "DELETE FROM postings WHERE term_id = ? AND first_doc = ?",
+)
+# A term's last chunk (where an add appends).
+LAST_CHUNKS_SQL = register(
+    """\
+SELECT p.term_id, p.first_doc, p.df, p.doc_ids, p.counts, p.lengths
+FROM postings AS p
+WHERE p.term_id IN (SELECT value FROM json_each(:term_ids))
+  AND p.first_doc = (SELECT max(q.first_doc) FROM postings AS q WHERE q.term_id = p.term_id)""",
+    """\
+SELECT p.term_id, p.first_doc, p.df, p.doc_ids, p.counts, p.lengths
+FROM postings AS p
+WHERE p.term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))
+  AND p.first_doc = (SELECT max(q.first_doc) FROM postings AS q WHERE q.term_id = p.term_id)""",
+)
+# The chunks of the given terms, whole (a remove rewrites those holding a removed paper).
+CHUNKS_SQL = register(
+    """\
+SELECT term_id, first_doc, last_doc, df, doc_ids, counts, lengths
+FROM postings
+WHERE term_id IN (SELECT value FROM json_each(:term_ids))
+ORDER BY term_id, first_doc""",
+    """\
+SELECT term_id, first_doc, last_doc, df, doc_ids, counts, lengths
+FROM postings
+WHERE term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))
+ORDER BY term_id, first_doc""",
+)
+# The postings an add wrote (doc ids from :first_doc on), from the table of record: a range of each term's
+# primary key.
+NEW_POSTINGS_SQL = register(
+    """\
+SELECT tf.term_id, tf.doc_id, tf.count, tf.length
+FROM term_freq AS tf
+WHERE tf.term_id IN (SELECT value FROM json_each(:term_ids))
+  AND tf.doc_id >= :first_doc
+ORDER BY tf.term_id, tf.doc_id""",
+    """\
+SELECT tf.term_id, tf.doc_id, tf.count, tf.length
+FROM term_freq AS tf
+WHERE tf.term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))
+  AND tf.doc_id >= :first_doc
+ORDER BY tf.term_id, tf.doc_id""",
+)
+ALL_POSTINGS_SQL = "SELECT term_id, doc_id, count, length FROM term_freq ORDER BY term_id, doc_id"
+ALL_CHUNKS_SQL = (
+    "SELECT term_id, first_doc, last_doc, df, max_count, min_length, doc_ids, counts, lengths "
+    "FROM postings ORDER BY term_id, first_doc"
+)
+
+
+def _np():
+    import numpy as np  # only where postings are packed or read: a short query's process never imports it
+
+    return np
+
+
+def _pack(values: np.ndarray, widths: tuple[str, ...]) -> bytes:
+    np = _np()
+    top = int(values.max()) if len(values) else 0
+    for dtype in widths:
+        if top <= np.iinfo(dtype).max:
+            return values.astype(dtype).tobytes()
+    raise ValueError(f"a postings value {top} does not fit in 32 bits")
+
+
+_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4"}
+
+
+def unpack(blob: bytes | memoryview, df: int) -> np.ndarray:
+    """A packed column of ``df`` values (its width is its length over ``df``), as a read-only array."""
+    return _np().frombuffer(blob, dtype=_DTYPES[len(blob) // df], count=df)
+
+
+def encode(term_id: int, docs: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> tuple:
+    """One row of ``postings`` for a chunk of ``term_id``'s postings (doc ids ascending, at most ``CHUNK``)."""
+    first = int(docs[0])
+    return (
+        int(term_id),
+        first,
+        int(docs[-1]),
+        len(docs),
+        int(counts.max()),
+        int(lengths.min()),
+        _pack(docs - first, ("<u2", "<u4")),
+        _pack(counts, ("<u1", "<u2", "<u4")),
+        _pack(lengths, ("<u2", "<u4")),
+    )
+
+
+def decode(first_doc: int, df: int, doc_ids, counts, lengths) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The doc ids (int64), counts and lengths of a chunk's row."""
+    np = _np()
+    return unpack(doc_ids, df).astype(np.int64) + first_doc, unpack(counts, df), unpack(lengths, df)
+
+
+def chunk_rows(terms: np.ndarray, docs: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> Iterator[tuple]:
+    """The rows of ``postings`` for postings sorted by ``(term, doc)`` (the build's arrays, or a table's)."""
+    np = _np()
+    if not len(terms):
+        return
+    starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
+    ends = np.r_[starts[1:], len(terms)]
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        for a in range(start, end, CHUNK):
+            b = min(a + CHUNK, end)
+            yield encode(terms[a], docs[a:b], counts[a:b], lengths[a:b])
+
+
+def _arrays(rows: list[tuple]) -> tuple[np.ndarray, ...]:
+    np = _np()
+    table = np.array(rows, dtype=np.int64).reshape(-1, 4)
+    return table[:, 0], table[:, 1], table[:, 2], table[:, 3]
+
+
+def derive(batches: Iterable[list[tuple]]) -> Iterator[list[tuple]]:
+    """The rows of ``postings`` for ``(term_id, doc_id, count, length)`` postings sorted by term then doc,
+    arriving in batches (migration 0007 reads ``term_freq`` so): a batch of rows per batch read, a term cut by
+    a batch's end kept back until its list is whole."""
+    carry: list[tuple] = []
+    for batch in batches:
+        rows = carry + [tuple(r) for r in batch]
+        if not rows:
+            continue
+        last = rows[-1][0]
+        cut = len(rows)
+        while cut and rows[cut - 1][0] == last:
+            cut -= 1
+        rows, carry = rows[:cut], rows[cut:]
+        if rows:
+            yield list(chunk_rows(*_arrays(rows)))
+    if carry:
+        yield list(chunk_rows(*_arrays(carry)))
+
+
+def sync(conn, first_new_doc: int, removed: dict[int, set[int]], added_terms: Iterable[int]) -> None:
+    """Bring ``postings`` in line with ``term_freq`` after a write transaction's changes: ``removed`` maps each
+    term to the doc ids removed from it (those below ``first_new_doc``, the first doc id this transaction
+    assigned), ``added_terms`` the terms that gained postings (doc ids from ``first_new_doc`` on)."""
+    np = _np()
+    if removed:
+        for term_id, first, last, df, doc_ids, counts, lengths in conn.execute(
+            CHUNKS_SQL, {"term_ids": json.dumps(sorted(removed))}
+        ).fetchall():
+            gone = [d for d in removed[term_id] if first <= d <= last]
+            if not gone:
+                continue
+            docs, cs, ls = decode(first, df, doc_ids, counts, lengths)
+            keep = ~np.isin(docs, np.array(gone, dtype=np.int64))
+            conn.execute(DELETE_SQL, (term_id, first))
+            if keep.any():
+                conn.executemany(INSERT_SQL, [encode(term_id, docs[keep], cs[keep], ls[keep])])
+    added = sorted(set(added_terms))
+    if not added:
+        return
+    new = conn.execute(NEW_POSTINGS_SQL, {"term_ids": json.dumps(added), "first_doc": first_new_doc}).fetchall()
+    if not new:
+        return
+    terms, docs, cs, ls = _arrays([tuple(r) for r in new])
+    tails = {row[0]: row for row in conn.execute(LAST_CHUNKS_SQL, {"term_ids": json.dumps(added)}).fetchall()}
+    rows: list[tuple] = []
+    starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
+    ends = np.r_[starts[1:], len(terms)]
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        term_id = int(terms[start])
+        d, c, le = docs[start:end], cs[start:end], ls[start:end]
+        tail = tails.get(term_id)
+        if tail is not None and tail[2] < CHUNK:  # the last chunk has room: rewritten with the new postings
+            _, first, df, doc_ids, counts, lengths = tail
+            old = decode(first, df, doc_ids, counts, lengths)
+            conn.execute(DELETE_SQL, (term_id, first))
+            d, c, le = (np.concatenate([o.astype(np.int64), n]) for o, n in zip(old, (d, c, le), strict=True))
+        for a in range(0, len(d), CHUNK):
+            rows.append(encode(term_id, d[a : a + CHUNK], c[a : a + CHUNK], le[a : a + CHUNK]))
+    conn.executemany(INSERT_SQL, rows)
+
+
+def check(conn) -> list[str]:
+    """How ``postings`` differs from ``term_freq`` (empty when it holds exactly its postings, chunked as this
+    module writes them, with right bounds): what the tests assert after every kind of write."""
+    np = _np()
+    problems: list[str] = []
+    expected: dict[int, list] = {}
+    rows = [tuple(r) for r in conn.execute(ALL_POSTINGS_SQL).fetchall()]
+    if rows:
+        terms, docs, cs, ls = _arrays(rows)
+        starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
+        for start, end in zip(starts.tolist(), np.r_[starts[1:], len(terms)].tolist(), strict=True):
+            expected[int(terms[start])] = [docs[start:end], cs[start:end], ls[start:end]]
+    found: dict[int, list] = {}
+    for term_id, first, last, df, max_count, min_length, doc_ids, counts, lengths in conn.execute(ALL_CHUNKS_SQL):
+        d, c, le = decode(first, df, doc_ids, counts, lengths)
+        if not (1 <= df <= CHUNK) or d[0] != first or d[-1] != last or (len(d) > 1 and (np.diff(d) <= 0).any()):
+            problems.append(f"term {term_id}: chunk at {first} is malformed")
+        if max_count != int(c.max()) or min_length != int(le.min()):
+            problems.append(f"term {term_id}: chunk at {first} has wrong bounds")
+        found.setdefault(term_id, [[], [], []])
+        for part, values in zip(found[term_id], (d, c, le), strict=True):
+            part.append(values.astype(np.int64))
+    for term_id in sorted(set(expected) | set(found)):
+        want = expected.get(term_id)
+        got = [np.concatenate(p) for p in found[term_id]] if term_id in found else None
+        if want is None or got is None:
+            problems.append(f"term {term_id}: in {'postings' if want is None else 'term_freq'} only")
+        elif not all(np.array_equal(w, g) for w, g in zip(want, got, strict=True)):
+            problems.append(f"term {term_id}: postings differ from term_freq")
+    return problems

@@ -1,0 +1,260 @@
+"""The postings BLOBs (``retrieval.store.postings``) and the lexical pass over them (``retrieval.search.blobs``):
+every writer keeps the BLOBs equal to ``term_freq`` (build, add, replace, remove, reindex, the migration), and
+the NumPy top k equals the plain SQL aggregation and the plain-Python reference, unfiltered and filtered, on
+SQLite and PostgreSQL, with chunks small enough that every list spans several rows."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from retrieval import Paper, RetrievalClient, Trace, add_papers, build_index, remove_papers
+from retrieval.cli import main
+from retrieval.search import lexical
+from retrieval.search.filters import Filters
+from retrieval.search.query import Query, QueryTerm, WeightedQuery
+from retrieval.store import postings
+from retrieval.store.migrate import downgrade, upgrade_index
+from tests.reference import ReferenceBM25, close
+
+VOCAB = [f"v{i}" for i in range(120)]
+WEIGHTS = [1.0 / (i + 1) for i in range(120)]
+POSTINGS_STATEMENT = "lexical: the query terms' postings (BLOBs)"
+
+
+def zipf_paper(rng: random.Random, pid: str, length=(4, 60), year: int = 2000) -> Paper:
+    words = rng.choices(VOCAB, weights=WEIGHTS, k=rng.randint(*length))
+    return Paper(pid, " ".join(words[:4]), " ".join(words[4:]), year=year, source="t")
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Chunks of 5 postings: every common list spans rows, and adds and removes cross chunk boundaries."""
+    monkeypatch.setattr(postings, "CHUNK", 5)
+
+
+def assert_blobs_match(db) -> None:
+    with sqlite3.connect(db) as conn:
+        assert postings.check(conn) == []
+
+
+def assert_exact(db, papers: dict[str, Paper], queries: list[str], ks=(1, 5, 20)) -> None:
+    """The BLOB path's top k equals the plain aggregation's and the reference's, id for id, to 1e-9."""
+    ref = ReferenceBM25({pid: p.text for pid, p in papers.items()})
+    with RetrievalClient(db=db) as client:
+        client.lexical.path = "blobs"
+        for query in queries:
+            for k in ks:
+                got = client.lexical.search(query, k)
+                full = client.lexical.search(query, k, exhaustive=True)
+                expected = ref.top(query, k)
+                assert [p for p, _ in got] == [p for p, _ in full] == [p for p, _ in expected], (query, k)
+                assert all(close(a, b) for (_, a), (_, b) in zip(got, expected, strict=True)), (query, k)
+
+
+def some_queries(rng: random.Random, papers: dict[str, Paper]) -> list[str]:
+    short = [" ".join(rng.choices(VOCAB, k=rng.randint(1, 4))) for _ in range(4)]
+    long = [" ".join(rng.choices(VOCAB, weights=WEIGHTS, k=rng.randint(30, 200))) for _ in range(2)]
+    pasted = papers[rng.choice(sorted(papers))].text if papers else "v1"
+    return [*short, *long, pasted.upper() + " (see [1])."]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 10_000))
+def test_every_writer_keeps_the_blobs_equal_to_term_freq_and_the_top_k_exact(tmp_path, small_chunks, seed):
+    rng = random.Random(seed)
+    papers = {f"p{i:03d}": zipf_paper(rng, f"p{i:03d}") for i in range(rng.randint(3, 60))}
+    db = tmp_path / f"w{seed}.db"
+    build_index(papers.values(), db)
+    assert_blobs_match(db)
+    assert_exact(db, papers, some_queries(rng, papers))
+    # An add appends to each term's last chunk (or opens new ones); longer papers move avgdl.
+    added = {f"x{i:03d}": zipf_paper(rng, f"x{i:03d}", (40, 120)) for i in range(rng.randint(1, 25))}
+    add_papers(added.values(), db)
+    papers.update(added)
+    assert_blobs_match(db)
+    # A replace removes the old postings and appends the new ones, in one transaction.
+    swapped = {pid: zipf_paper(rng, pid, (2, 30)) for pid in rng.sample(sorted(papers), min(5, len(papers)))}
+    add_papers(swapped.values(), db, replace=True)
+    papers.update(swapped)
+    assert_blobs_match(db)
+    assert_exact(db, papers, some_queries(rng, papers))
+    gone = rng.sample(sorted(papers), len(papers) // 2)
+    remove_papers(gone, db)
+    for pid in gone:
+        del papers[pid]
+    assert_blobs_match(db)
+    assert_exact(db, papers, some_queries(rng, papers))
+
+
+def test_a_long_list_is_chunked_and_an_add_fills_the_last_chunk(tmp_path, small_chunks):
+    papers = [Paper(f"p{i:02d}", "common", f"w{i}", source="t") for i in range(12)]
+    db = tmp_path / "c.db"
+    build_index(papers, db)
+    chunks = "SELECT first_doc, last_doc, p.df FROM postings AS p JOIN doc_freq USING (term_id) WHERE term = 'common'"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(chunks).fetchall() == [(1, 5, 5), (6, 10, 5), (11, 12, 2)]
+    add_papers([Paper(f"q{i}", "common", "", source="t") for i in range(4)], db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(chunks).fetchall() == [(1, 5, 5), (6, 10, 5), (11, 15, 5), (16, 16, 1)]
+    remove_papers(["p05", "p06", "p07", "p08", "p09"], db)  # every paper of the middle chunk (docs 6-10)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(chunks).fetchall() == [(1, 5, 5), (11, 15, 5), (16, 16, 1)]
+    assert_blobs_match(db)
+
+
+def test_widths_follow_the_values(tmp_path):
+    # A count over 255 and a paper over 65,535 tokens take wider columns; doc ids stay offsets from first_doc.
+    papers = [Paper("a", "big", " ".join(["big"] * 300), source="t"), Paper("b", "big small", "", source="t")]
+    papers.append(Paper("c", "huge", " ".join(f"w{i % 7}" for i in range(70_000)), source="t"))
+    db = tmp_path / "wide.db"
+    build_index(papers, db)
+    with sqlite3.connect(db) as conn:
+        rows = dict(
+            (term, (df, len(d), len(c), len(n)))
+            for term, df, d, c, n in conn.execute(
+                "SELECT term, p.df, doc_ids, counts, lengths FROM postings AS p JOIN doc_freq USING (term_id)"
+            )
+        )
+    assert rows["big"] == (2, 4, 4, 4)  # count 301: uint16; lengths 301 and 2: uint16
+    assert rows["small"] == (1, 2, 1, 2)
+    assert rows["w0"] == (1, 2, 2, 4)  # 10,000 occurrences (uint16) in a 70,000-token paper (uint32)
+    assert_blobs_match(db)
+    assert_exact(db, {p.id: p for p in papers}, ["big", "big small huge w0 w1"], ks=(1, 3))
+
+
+def test_the_migration_derives_the_blobs_of_an_existing_index(tmp_path, small_chunks):
+    rng = random.Random(7)
+    papers = {f"p{i:03d}": zipf_paper(rng, f"p{i:03d}") for i in range(80)}
+    db = tmp_path / "old.db"
+    build_index(papers.values(), db)
+    with sqlite3.connect(db) as conn:
+        built = conn.execute(postings.ALL_CHUNKS_SQL).fetchall()
+    downgrade(db, "0006")
+    with sqlite3.connect(db) as conn:
+        assert not conn.execute("SELECT name FROM sqlite_master WHERE name = 'postings'").fetchall()
+    upgrade_index(db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(postings.ALL_CHUNKS_SQL).fetchall() == built
+    assert_exact(db, papers, some_queries(rng, papers))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_filtered_searches_on_the_blobs_equal_sql_and_the_reference(tmp_path, small_chunks, seed):
+    rng = random.Random(seed)
+    papers = {f"p{i:03d}": zipf_paper(rng, f"p{i:03d}", year=1990 + i % 20) for i in range(150)}
+    db = tmp_path / "f.db"
+    build_index(papers.values(), db)
+    ref = ReferenceBM25({pid: p.text for pid, p in papers.items()})
+    for years in ((1990, 1991), (1995, None), (None, 2008)):
+        lo, hi = years[0] or 0, years[1] or 9999
+        passing = {pid: p.text for pid, p in papers.items() if lo <= p.year <= hi}
+        for query in some_queries(rng, papers):
+            expected = [hit for hit in ref.top(query, len(papers)) if hit[0] in passing][:10]
+            with RetrievalClient(db=db) as client:
+                for path in ("blobs", "sql"):
+                    client.lexical.path = path
+                    got = client.lexical.search(query, 10, filters=Filters(years=years))
+                    assert [p for p, _ in got] == [p for p, _ in expected], (query, years, path)
+                    assert all(close(a, b) for (_, a), (_, b) in zip(got, expected, strict=True))
+
+
+def _weighted(dfs: list[int], n_papers: int) -> WeightedQuery:
+    from retrieval.store.database import IndexStats
+
+    stats = IndexStats(n_papers, 100 * n_papers, 2000, 2000, 1.5, 0.75, 100.0, "t", 1, {})
+    terms = tuple(QueryTerm(f"t{i}", i, df, 1, 1.0, 1000, 1e-3) for i, df in enumerate(dfs))
+    return WeightedQuery(Query.parse("x"), terms, stats)
+
+
+def test_the_cost_model_keeps_rare_short_queries_in_sql_and_sends_long_ones_to_the_blobs():
+    assert not lexical.blob_path(_weighted([3, 40], 500_000), 10)
+    assert lexical.blob_path(_weighted([20_000] * 40, 500_000), 10)
+    # The dense array costs per paper of the index: a few hundred postings go to the blobs in a small index only.
+    assert lexical.blob_path(_weighted([400, 600], 1_000), 10)
+    assert not lexical.blob_path(_weighted([400, 600], 5_000_000), 10)
+
+
+def test_search_sql_shows_the_blob_read_of_a_long_query(demo_db, capsys):
+    # Every demo paper has these words: the cost model sends the query to the blobs (numpy is loaded here).
+    query = "this study reports perplexity accuracy wall time attention sparsity retrieval passage index"
+    trace = Trace()
+    with RetrievalClient(demo_db, tracer=trace) as client:
+        client.lexical.search(query, 10)
+    names = [s.name for s in trace.statements]
+    assert POSTINGS_STATEMENT in names and "lexical: the best papers' ids" in names
+    assert not any(name.startswith("lexical: top-k") for name in names)
+    main(["search", query, "--db", str(demo_db), "--sql", "--expand", "never"])
+    out = capsys.readouterr().out
+    assert "FROM postings AS p" in out and "lexical: top-k" not in out
+
+
+def test_blob_scores_are_the_sql_parts_operation_for_operation():
+    from retrieval.search.blobs import _parts
+
+    rng = np.random.default_rng(0)
+    counts = rng.integers(1, 40, 500).astype(np.uint16)
+    lengths = rng.integers(1, 3000, 500).astype(np.uint16)
+    conn = sqlite3.connect(":memory:")
+    params = {"k1": 1.5, "b": 0.75, "avgdl": 123.456, "w": 2.75}
+    sql = f"SELECT :w * {lexical.TF_NORM_SQL} FROM (SELECT :c AS count, :l AS length) AS tf"
+    pairs = zip(counts.tolist(), lengths.tolist(), strict=True)
+    expected = [conn.execute(sql, {**params, "c": c, "l": n}).fetchone()[0] for c, n in pairs]
+    got = _parts(2.75, counts, lengths, 1.5, 0.75, 123.456)
+    assert got.tolist() == expected  # the same doubles, not merely close ones
+
+
+# -- PostgreSQL: the same table as bytea, written by the same writer, read by the same code ---------------------
+def test_postgresql_keeps_the_blobs_and_scores_them_as_sqlite(request, tmp_path, pg_database):
+    import psycopg
+
+    from retrieval.config import resolve_db
+    from retrieval.store.pgbuild import build_postgres
+
+    rng = random.Random(11)
+    papers = {f"p{i:03d}": zipf_paper(rng, f"p{i:03d}") for i in range(120)}
+    url = pg_database("blobs")
+    build_postgres(papers.values(), resolve_db(url))
+    lite = tmp_path / "lite.db"
+    build_index(papers.values(), lite)
+
+    def check_server():
+        with psycopg.connect(url) as conn:
+            conn.execute("SET search_path TO retrieval")
+            assert postings.check(conn) == []
+
+    def compare():
+        queries = some_queries(rng, papers)
+        with RetrievalClient(db=url) as server, RetrievalClient(db=lite) as local:
+            server.lexical.path = "blobs"
+            for query in queries:
+                got = server.lexical.search(query, 10)
+                expected = local.lexical.search(query, 10, exhaustive=True)
+                assert [p for p, _ in got] == [p for p, _ in expected], query
+                assert all(close(a, b) for (_, a), (_, b) in zip(got, expected, strict=True))
+
+    check_server()
+    compare()
+    added = {f"x{i:03d}": zipf_paper(rng, f"x{i:03d}", (40, 120)) for i in range(20)}
+    for target in (url, lite):
+        add_papers(added.values(), resolve_db(target) if target == url else target)
+    papers.update(added)
+    gone = rng.sample(sorted(papers), 40)
+    for target in (url, lite):
+        remove_papers(gone, resolve_db(target) if target == url else target)
+    for pid in gone:
+        del papers[pid]
+    check_server()
+    compare()
+    trace = Trace()
+    with RetrievalClient(db=url, tracer=trace) as server:
+        server.lexical.path = "blobs"
+        server.lexical.search(papers[sorted(papers)[0]].text, 10)
+    assert sum(s.name == POSTINGS_STATEMENT for s in trace.statements) == 1  # one round trip for every list
+    assert json.loads(json.dumps([s.params for s in trace.statements if s.name == POSTINGS_STATEMENT]))
