@@ -252,7 +252,15 @@ def bm25s_query(index: Path, sets: list[dict]) -> dict:
         docs, scores = retriever.retrieve([tokenise(q)], k=TOP_K, show_progress=False, n_threads=0)
         return [(ids[d], s * (K1 + 1)) for d, s in zip(docs[0].tolist(), scores[0].tolist(), strict=False) if s > 0]
 
-    return {"sets": run_sets(search, sets), "query_rss_mib": peak_rss_mib()}
+    import numpy as np
+
+    def kernel(q: str) -> list[tuple[str, float]]:
+        # bm25s's scoring kernel alone: the score vector and an argpartition top k (no retrieve() around them)
+        scores = retriever.get_scores(tokenise(q))
+        top = np.argpartition(scores, len(scores) - TOP_K)[-TOP_K:]
+        return [(ids[d], float(scores[d]) * (K1 + 1)) for d in top.tolist() if scores[d] > 0]
+
+    return {"sets": run_sets(search, sets), "kernel_sets": run_sets(kernel, sets), "query_rss_mib": peak_rss_mib()}
 
 
 def bm25s_exact(corpus: Path, sets: list[dict], reference: Path) -> dict:
