@@ -1,5 +1,6 @@
-"""SQLite against PostgreSQL on the same corpora, in one run: build papers/s, lexical and full search p50/p95, and
-throughput with 1, 4 and 8 concurrent client processes.
+"""SQLite against PostgreSQL on the same corpora, in one run: build papers/s, lexical and full search p50/p95 (short
+queries), lexical p50/p95 of long ones (a paper's title and abstract), and throughput with 1, 4 and 8 concurrent
+client processes.
 
     python bench/postgres.py                              # hepth and the 100K synthetic corpus
     python bench/postgres.py --corpora hepth --queries 100
@@ -8,7 +9,9 @@ throughput with 1, 4 and 8 concurrent client processes.
 Without ``--server`` a throwaway server is started from the machine's packages (``.ci/postgres``, loopback,
 fsync off: builds on it are faster than on a durable server) and stopped at the end. Queries: the short query
 sets of ``bench/queries.py`` (synthetic: 2-6 terms by df band; hepth: the first words of dev-query titles).
-Each engine answers the same queries on the same corpus; results must be identical (checked on every query).
+Long queries: hepth's dev queries (title + abstract); on a synthetic corpus, the title and abstract of papers
+taken at a stride through the file. Each engine answers the same queries on the same corpus; results must be
+identical (checked on every query).
 """
 
 from __future__ import annotations
@@ -58,6 +61,17 @@ def _corpus(name: str) -> tuple[Path, list[str]]:
     if qfile.exists():
         return corpus, [q["text"] for q in json.loads(qfile.read_text())["queries"]]
     raise SystemExit(f"no query set at {qfile}: run `python bench/scale.py --sizes {size} --no-hepth` once")
+
+
+def _long_queries(name: str, corpus: Path, count: int) -> list[str]:
+    """``count`` long queries: a paper's title and abstract (hepth: its dev queries)."""
+    if name == "hepth":
+        lines = (SHARED / "hepth" / "queries-dev.jsonl").read_text(encoding="utf-8").splitlines()
+        return [json.loads(line)["query"] for line in lines[:count]]
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    step = max(1, len(lines) // count)
+    papers = [json.loads(line) for line in lines[::step][:count]]
+    return [f"{p['title']}. {p.get('abstract') or ''}" for p in papers]
 
 
 def _answer(client: RetrievalClient, query: str, full: bool) -> list[tuple[str, float]]:
@@ -111,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpora", default="hepth,100000")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--long-queries", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=15.0, help="seconds per throughput level (default 15)")
     parser.add_argument("--server", help="a PostgreSQL server's maintenance database URL (default: start one)")
     args = parser.parse_args(argv)
@@ -129,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.corpora.split(","):
             corpus, queries = _corpus(name.strip())
             queries = queries[: args.queries]
+            long_queries = _long_queries(name.strip(), corpus, args.long_queries)
             lite = str(Path(tmp.name) / f"{name}.db")
             database = f"bench_{name}_{int(time.time())}"
             with psycopg.connect(server, autocommit=True) as conn:
@@ -144,10 +160,12 @@ def main(argv: list[str] | None = None) -> int:
             for engine, db in (("sqlite", lite), ("postgresql", pg)):
                 lexical, a = _latencies(db, queries, full=False)
                 full, b = _latencies(db, queries, full=True)
-                answers[engine] = (a, b)
+                long, c = _latencies(db, long_queries, full=False)
+                answers[engine] = (a, b, c)
                 result[engine] = {
                     "build_papers_per_s": builds[engine],
                     "lexical_p50": statistics.median(lexical), "lexical_p95": _p(lexical, 18),
+                    "long_p50": statistics.median(long), "long_p95": _p(long, 18),
                     "full_p50": statistics.median(full), "full_p95": _p(full, 18),
                     "throughput": {c: _throughput(db, queries, c, args.seconds) for c in (1, 4, 8)},
                 }  # fmt: skip
@@ -160,8 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp.cleanup()
     lines = [
         "| corpus | engine | build papers/s | lexical p50 / p95 ms | full p50 / p95 ms "
-        "| searches/s at 1 / 4 / 8 clients |",
-        "|---|---|--:|--:|--:|--:|",
+        "| long queries lexical p50 / p95 ms | searches/s at 1 / 4 / 8 clients |",
+        "|---|---|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
         for engine in ("sqlite", "postgresql"):
@@ -170,13 +188,14 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(
                 f"| {r['corpus']} ({r['papers']:,}) | {engine} | {e['build_papers_per_s']:,.0f} | "
                 f"{e['lexical_p50']:.1f} / {e['lexical_p95']:.1f} | {e['full_p50']:.1f} / {e['full_p95']:.1f} | "
-                f"{t[1]:.0f} / {t[4]:.0f} / {t[8]:.0f} |"
+                f"{e['long_p50']:.1f} / {e['long_p95']:.1f} | {t[1]:.0f} / {t[4]:.0f} / {t[8]:.0f} |"
             )
         s, p = r["sqlite"], r["postgresql"]
         lines.append(
             f"| {r['corpus']} | postgresql / sqlite | {p['build_papers_per_s'] / s['build_papers_per_s']:.2f}x | "
             f"{p['lexical_p50'] / s['lexical_p50']:.2f}x / {p['lexical_p95'] / s['lexical_p95']:.2f}x | "
             f"{p['full_p50'] / s['full_p50']:.2f}x / {p['full_p95'] / s['full_p95']:.2f}x | "
+            f"{p['long_p50'] / s['long_p50']:.2f}x / {p['long_p95'] / s['long_p95']:.2f}x | "
             f"{p['throughput'][1] / s['throughput'][1]:.2f}x / {p['throughput'][4] / s['throughput'][4]:.2f}x / "
             f"{p['throughput'][8] / s['throughput'][8]:.2f}x |"
         )

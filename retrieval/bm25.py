@@ -24,9 +24,6 @@ K1 = 1.5
 B = 0.75
 #: Impacts are stored in thousandths of tf_norm (which lies in (0, k1 + 1)), so they fit in two bytes.
 IMPACT_SCALE = 1000
-#: Postings with at least this impact (tf_norm >= 1.25: in practice a term repeated in a paper, or a short paper)
-#: are a term's *head*, which a partial index reads best first. Fixed by the schema (migration 0004).
-HEAD_IMPACT = 1250
 # Relative slack on every bound, so that rounding in floating point never prunes a paper that ties.
 BOUND_SLACK = 1e-9
 #: The top k is ranked on scores rounded to this many decimal places (ties by paper id): a sum's value depends,

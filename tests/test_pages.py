@@ -152,8 +152,8 @@ def test_the_pages_skip_sqlites_lock_byte_page_at_one_gigabyte(tmp_path):
 
 
 def test_a_table_and_its_partial_index_are_written_together_in_several_processes(tmp_path, monkeypatch):
-    """The bulk build writes term_freq with ix_term_freq_head: the index's entries are its columns then the
-    key's column it lacks, only for the rows its WHERE covers (integrity_check compares them with the rows)."""
+    """A table with a partial index: the index's entries are its columns then the key's column it lacks, only for
+    the rows its WHERE covers (integrity_check compares them with the rows)."""
     monkeypatch.setattr(pages, "BATCH", 2000)  # many batches of leaves, shared by the processes
     db = tmp_path / "t.db"
     conn = make_db(db, 1024)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval import Paper, RetrievalClient, Trace, add_papers, build_index, remove_papers
-from retrieval.bm25 import HEAD_IMPACT, drift, impact, impacts, tf_norm
+from retrieval.bm25 import drift, impact, impacts, tf_norm
 from retrieval.search.lexical import LOOKUP_STAGES, NEVER, below, choose_min_impacts, stages
 from retrieval.search.query import QueryTerm
 from retrieval.store import bulk, postings
@@ -85,8 +85,8 @@ def test_pruning_stays_exact_when_adds_and_removes_move_avgdl(tmp_path, seed):
     check_exact(db, papers, queries_for(rng))
 
 
-def test_a_common_term_is_read_from_its_head_and_the_answer_is_still_exact(tmp_path):
-    # "common" is in every paper, twice in a few: the plan reads its head through the partial index only.
+def test_a_common_term_is_looked_up_not_read_and_the_answer_is_still_exact(tmp_path):
+    # "common" is in every paper, twice in a few: the SQL plan reads "rare" and looks "common" up.
     papers = {}
     for i in range(400):
         words = ["common"] * (3 if i % 50 == 0 else 1) + ["filler"] * (20 + i % 7) + (["rare"] if i % 40 == 0 else [])
@@ -99,7 +99,7 @@ def test_a_common_term_is_read_from_its_head_and_the_answer_is_still_exact(tmp_p
         terms = dict(conn.execute("SELECT term_id, term FROM doc_freq"))
     by_term = {terms[t]: m for t, m in plan.min_impacts.items()}
     assert plan.threshold > 0
-    assert by_term["rare"] == 0 and by_term["common"] >= HEAD_IMPACT
+    assert by_term["rare"] == 0 and by_term["common"] == NEVER
     check_exact(db, papers, ["rare common", "common", "common rare rare", "filler common"])
 
 
@@ -115,7 +115,7 @@ def test_choose_min_impacts_keeps_the_unread_bound_below_the_threshold():
         assert threshold == 0 and set(chosen.values()) == {0} or unread < threshold
     # With a high threshold the rare, heavy term is read whole and the common one not at all.
     chosen = choose_min_impacts(terms, 9.0)
-    assert chosen[1] == 0 and chosen[2] in (HEAD_IMPACT, NEVER)
+    assert chosen[1] == 0 and chosen[2] == NEVER
 
 
 @given(st.integers(1, 50), st.integers(1, 2000), st.floats(20, 400), st.floats(20, 400))

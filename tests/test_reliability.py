@@ -529,7 +529,7 @@ HOSTILE = {
     "no doc_len": "DROP TABLE doc_len",
     "no citations": "DROP TABLE citations",
     "no paper_authors": "DROP TABLE paper_authors",
-    "no head index": "DROP INDEX ix_term_freq_head",
+    "no postings BLOBs": "DROP TABLE postings",
     "n_papers 0": "UPDATE index_info SET value = '0' WHERE key = 'n_papers'",
     "n_papers -5": "UPDATE index_info SET value = '-5' WHERE key = 'n_papers'",
     "n_papers abc": "UPDATE index_info SET value = 'abc' WHERE key = 'n_papers'",

@@ -1,5 +1,5 @@
-"""The lexical pass: Okapi BM25 computed in SQL over ``term_freq``, ``doc_freq`` and ``doc_len``, exactly, with
-MaxScore-style pruning so that a query scores only the papers that can still reach its top k.
+"""The lexical pass: Okapi BM25, exactly, over ``term_freq``, ``doc_freq`` and ``doc_len`` in SQL, or over the
+postings BLOBs in NumPy (``retrieval.search.blobs``), the path chosen per query by a cost model.
 
 The variant is defined in ``retrieval.bm25`` (Lucene's idf, k1 = 1.5, b = 0.75, read from the index; a token
 repeated in the query counts each time). Each query term's weight ``qtf * idf`` is computed once, in Python, by
@@ -12,24 +12,24 @@ How a top-k query runs (all statements in one read snapshot):
 1. ``TERMS_SQL`` looks up the query's terms (``weigh``): id, df, largest stored impact. A posting of term t
    contributes at most ``weight(t) * impact / 1000 * drift``, with ``drift = max(1, avgdl / impact_avgdl)``,
    which keeps stored impacts bounds after adds (see ``retrieval.bm25.drift``).
-2. ``THRESHOLD_SQL`` scores exactly a sample: the best-impact papers of the ``SAMPLE_TERMS`` terms of largest
-   bound (read whole when rare, from their head otherwise), ranked by what those terms give them, the best
-   ``SCORED`` of them scored over every query term; the k-th best of those scores, the *threshold*, is a lower
-   bound of the final k-th score. A plan that would still read many postings first draws a second, larger
-   sample from the heads of the terms it would read (each sample's k-th score is a lower bound, so the larger
-   one is kept).
-3. ``choose_min_impacts`` decides, per term, the smallest impact read: 0 (the whole list), ``HEAD_IMPACT``
-   (its head, through the partial index ``ix_term_freq_head``) or ``NEVER`` (looked up only), greedily by
-   bound removed per posting read, until a paper none of whose read postings was found provably scores
-   below the threshold. This is MaxScore's split into essential terms (read) and non-essential ones (looked
-   up), with a third, middle choice; a long query's common terms have small weights (qtf x idf), so they are
-   the ones looked up.
-4. ``TOP_K_SQL`` groups the read postings by paper, keeps the papers whose partial score plus the unread
+2. ``blob_path``, the cost model, weighs the postings the query covers: SQL pays about half a microsecond for
+   each row it reads and groups, NumPy a fiftieth of that per posting, plus a fixed cost (its import, in a
+   process that has not paid it, and a dense array the size of the index). Long queries, common terms and deep
+   top k go to the BLOBs (``retrieval.search.blobs``, one statement for every list); the rest stay here.
+3. ``THRESHOLD_SQL`` scores exactly a sample: the best-impact papers of the ``SAMPLE_TERMS`` terms of largest
+   bound (those with at most ``SCAN_SAMPLE_MAX_DF`` postings, read whole), ranked by what those terms give them,
+   the best ``SCORED`` of them scored over every query term; the k-th best of those scores, the *threshold*, is
+   a lower bound of the final k-th score. A plan that would still read many postings first draws a second,
+   larger sample from the terms it would read (each sample's k-th score is a lower bound, so the larger one is
+   kept).
+4. ``choose_min_impacts`` decides, per term, whether its list is read (0) or only looked up (``NEVER``),
+   greedily by bound removed per posting read, until a paper none of whose read postings was found provably
+   scores below the threshold: MaxScore's split into essential terms (read) and non-essential ones (looked up).
+5. ``TOP_K_SQL`` groups the read postings by paper, keeps the papers whose partial score plus the unread
    terms' bounds can reach the threshold, then adds the unread terms' exact contributions by primary-key
    lookups in ``LOOKUP_STAGES`` stages (``stages``: the terms of largest unread bound first), dropping after each
-   stage the papers that can no longer reach the threshold, and returns the best k, ties by paper id. A query
-   of any length is planned; when the plan is expected to cost more than reading everything
-   (``estimated_cost``), ``EXHAUSTIVE_SQL`` runs instead.
+   stage the papers that can no longer reach the threshold, and returns the best k, ties by paper id. When the
+   plan is expected to cost more than reading everything (``estimated_cost``), ``EXHAUSTIVE_SQL`` runs instead.
 
 The top k is ranked on scores rounded to ``SCORE_DECIMALS`` (10) places, ties by paper id: two papers whose sums
 differ only by the order of their terms' additions (an ulp) tie, as they do mathematically. Every paper left
@@ -47,7 +47,6 @@ from collections import namedtuple
 
 from ..bm25 import (
     BOUND_SLACK,
-    HEAD_IMPACT,
     IMPACT_SCALE,
     SCORE_DECIMALS,
     TF_NORM_SQL,
@@ -115,7 +114,7 @@ SAMPLE_TERMS = 8
 
 
 def _sample_slot(slot: int) -> str:
-    # Either branch is empty when its parameter is -1: a rare term is read whole, a common one from its head.
+    # Empty when its parameter is -1 (a common term is not sampled: reading its best postings means its list).
     return f"""\
     SELECT doc_id, :weight_{slot} * part AS part FROM (
         SELECT tf.doc_id,
@@ -123,16 +122,6 @@ def _sample_slot(slot: int) -> str:
         FROM term_freq AS tf
         WHERE tf.term_id = :scan_{slot}
         ORDER BY tf.impact DESC, tf.doc_id
-        LIMIT :sample_size
-    )
-    UNION ALL
-    SELECT doc_id, :weight_{slot} * part AS part FROM (
-        SELECT tf.doc_id,
-               {TF_NORM_SQL} AS part
-        FROM term_freq AS tf INDEXED BY ix_term_freq_head
-        WHERE tf.term_id = :head_{slot}
-          AND tf.impact >= {HEAD_IMPACT}
-        ORDER BY tf.impact DESC
         LIMIT :sample_size
     )"""
 
@@ -141,8 +130,6 @@ _SAMPLE = "\n    UNION ALL\n".join(_sample_slot(slot) for slot in range(1, SAMPL
 
 
 def _sample_slot_postgresql(slot: int) -> str:
-    # A head read in the order of SQLite's backward scan of ix_term_freq_head (impact, count, length, then doc id),
-    # so that both sample the same papers.
     return f"""\
     SELECT doc_id, CAST(:weight_{slot} AS double precision) * part AS part FROM (
         SELECT tf.doc_id,
@@ -151,17 +138,7 @@ def _sample_slot_postgresql(slot: int) -> str:
         WHERE tf.term_id = :scan_{slot}
         ORDER BY tf.impact DESC, tf.doc_id
         LIMIT :sample_size
-    ) AS scan_{slot}
-    UNION ALL
-    SELECT doc_id, CAST(:weight_{slot} AS double precision) * part AS part FROM (
-        SELECT tf.doc_id,
-               {TF_NORM_SQL_POSTGRESQL} AS part
-        FROM term_freq AS tf
-        WHERE tf.term_id = :head_{slot}
-          AND tf.impact >= {HEAD_IMPACT}
-        ORDER BY tf.impact DESC, tf.count DESC, tf.length DESC, tf.doc_id DESC
-        LIMIT :sample_size
-    ) AS head_{slot}"""
+    ) AS scan_{slot}"""
 
 
 _SAMPLE_POSTGRESQL = "\n    UNION ALL\n".join(_sample_slot_postgresql(slot) for slot in range(1, SAMPLE_TERMS + 1))
@@ -318,14 +295,7 @@ seen AS (
            p.weight * {TF_NORM_SQL} AS part
     FROM plan AS p
     CROSS JOIN term_freq AS tf ON tf.term_id = p.term_id AND tf.impact >= p.min_impact
-    WHERE p.min_impact < {HEAD_IMPACT}
-    UNION ALL
-    SELECT tf.doc_id,
-           p.weight * {TF_NORM_SQL} AS part
-    FROM plan AS p
-    CROSS JOIN term_freq AS tf INDEXED BY ix_term_freq_head
-        ON tf.term_id = p.term_id AND tf.impact >= {HEAD_IMPACT} AND tf.impact >= p.min_impact
-    WHERE p.min_impact >= {HEAD_IMPACT} AND p.min_impact < {NEVER}
+    WHERE p.min_impact < {NEVER}
 ),
 candidates AS MATERIALIZED (
     SELECT doc_id,
@@ -350,14 +320,7 @@ seen AS (
            p.weight * {TF_NORM_SQL_POSTGRESQL} AS part
     FROM plan AS p
     JOIN term_freq AS tf ON tf.term_id = p.term_id AND tf.impact >= p.min_impact
-    WHERE p.min_impact < {HEAD_IMPACT}
-    UNION ALL
-    SELECT tf.doc_id,
-           p.weight * {TF_NORM_SQL_POSTGRESQL} AS part
-    FROM plan AS p
-    JOIN term_freq AS tf
-        ON tf.term_id = p.term_id AND tf.impact >= {HEAD_IMPACT} AND tf.impact >= p.min_impact
-    WHERE p.min_impact >= {HEAD_IMPACT} AND p.min_impact < {NEVER}
+    WHERE p.min_impact < {NEVER}
 ),
 candidates AS MATERIALIZED (
     SELECT doc_id,
@@ -581,10 +544,9 @@ scatter(MATCHED_IN_SQL, "sum")
 
 #: Best-impact papers of each sampled term scored to set the first threshold (at least k).
 SAMPLE_SIZE = 16
-#: A sampled term with at most this many postings is read whole for its best impacts; a commoner one from its head.
+#: A term of the first threshold sample is read whole for its best impacts when it has at most this many postings
+#: (a commoner one is not sampled: the queries that read common terms are scored from the BLOBs).
 SCAN_SAMPLE_MAX_DF = 4096
-#: The share of a term's postings assumed to be in its head, to weigh reading the head against the whole list.
-HEAD_SHARE = 0.2
 #: Papers of a threshold sample scored exactly (at least twice k): the best of the sample by its terms' part.
 SCORED = 32
 #: A plan expected to read more postings than this draws a second, larger threshold sample first.
@@ -623,15 +585,13 @@ def below(term: QueryTerm, min_impact: int) -> float:
 
 
 def cost(term: QueryTerm, min_impact: int) -> float:
-    """A rough count of the postings of ``term`` read when reading those with impact >= ``min_impact``."""
-    if min_impact > term.max_impact:
-        return 0.0
-    return term.df * HEAD_SHARE if min_impact >= HEAD_IMPACT else float(term.df)
+    """The postings of ``term`` read when reading those with impact >= ``min_impact`` (0: all, else none)."""
+    return 0.0 if min_impact > term.max_impact else float(term.df)
 
 
 class Plan(namedtuple("Plan", "threshold min_impacts min_partial pruned refined", defaults=(True, False))):
     """What a pruned top-k query decided: the threshold and, per term, the smallest impact read (0: the whole
-    list; ``HEAD_IMPACT`` or more: its head, through the partial index; ``NEVER``: looked up only). ``pruned``
+    list; ``NEVER``: looked up only). ``pruned``
     False: the plain aggregation is expected to be cheaper, and runs instead; ``refined``: a second threshold
     sample raised the threshold."""
 
@@ -650,9 +610,8 @@ def choose_min_impacts(terms: tuple[QueryTerm, ...] | list[QueryTerm], threshold
     """Per term, the smallest impact to read, so that a paper none of whose read postings is found scores below
     ``threshold``: the sum over terms of ``below(min_impact)`` must stay under it.
 
-    Greedy, from reading nothing: each step takes the cheapest reduction of that sum per posting read (a
-    term's head, or its whole list), until the sum is below the threshold; with a threshold of 0 every list is
-    read whole.
+    Greedy, from reading nothing: each step reads the list that reduces that sum most per posting read, until
+    the sum is below the threshold; with a threshold of 0 every list is read whole.
     """
     chosen = {t.term_id: NEVER for t in terms}
     if threshold <= 0:
@@ -662,7 +621,7 @@ def choose_min_impacts(terms: tuple[QueryTerm, ...] | list[QueryTerm], threshold
         best = None
         for t in terms:
             now = chosen[t.term_id]
-            for option in (HEAD_IMPACT, 0):
+            for option in (0,):
                 if option >= now:
                     continue
                 gain = below(t, now) - below(t, option)
@@ -706,16 +665,15 @@ def _scoring(wq: WeightedQuery) -> dict:
     return {"k1": stats.k1, "b": stats.b, "avgdl": stats.avgdl}
 
 
-def _sample(terms: list[QueryTerm], size: int, scored: int) -> dict:
-    """Parameters of ``THRESHOLD_SQL`` for the first ``SAMPLE_TERMS`` of ``terms``, each read whole or from its
-    head (-1: unused), ``size`` papers each, of which the best ``scored`` are scored exactly."""
+def _sample(terms: list[QueryTerm], size: int, scored: int, max_df: float = SCAN_SAMPLE_MAX_DF) -> dict:
+    """Parameters of ``THRESHOLD_SQL`` for the first ``SAMPLE_TERMS`` of ``terms``, each read whole for its
+    best ``size`` papers when it has at most ``max_df`` postings (else -1: not sampled), of which the best
+    ``scored`` are scored exactly."""
     slots: dict[str, int | float] = {}
     chosen = terms[:SAMPLE_TERMS]
     for i in range(1, SAMPLE_TERMS + 1):
         t = chosen[i - 1] if i <= len(chosen) else None
-        whole = t is not None and t.df <= SCAN_SAMPLE_MAX_DF
-        slots[f"scan_{i}"] = t.term_id if whole else -1
-        slots[f"head_{i}"] = t.term_id if t is not None and not whole else -1
+        slots[f"scan_{i}"] = t.term_id if t is not None and t.df <= max_df else -1
         slots[f"weight_{i}"] = t.weight if t is not None else 0.0
     return {**slots, "sample_size": size, "scored": scored}
 
@@ -754,10 +712,11 @@ def plan(snap: Snapshot, wq: WeightedQuery, k: int, sample_size: int = SAMPLE_SI
     min_impacts = choose_min_impacts(terms, threshold)
     refined = False
     if sum(cost(t, min_impacts[t.term_id]) for t in terms) > REFINE_ABOVE:
-        # An expensive plan: a second, larger sample from the heads of the terms it would read raises the
-        # threshold (each sample's k-th score is a lower bound of the true one), and often the plan becomes cheap.
+        # An expensive plan: a second, larger sample from the terms it would read (whatever their df: it reads
+        # them anyway) raises the threshold (each sample's k-th score is a lower bound of the true one), and
+        # often the plan becomes cheap.
         costly = sorted(terms, key=lambda t: (-cost(t, min_impacts[t.term_id]), t.term_id))
-        sample = _sample(costly, max(REFINE_SAMPLE_SIZE, k), scored)
+        sample = _sample(costly, max(REFINE_SAMPLE_SIZE, k), scored, float("inf"))
         second = _threshold(snap, wq, sample, k, "lexical: threshold, second sample")
         if second > threshold:
             threshold, refined = second, True

@@ -4,13 +4,13 @@ writes their rows, then every posting sorted in memory and its table's pages wri
 Why it is shaped so: row-at-a-time inserts into a B-tree keyed by ``(term_id, doc_id)`` arrive in random key
 order and cost a Python call each. Here the postings are gathered as numpy arrays (about 12 bytes each), sorted
 once by ``(term, document)`` (documents are numbered in input order), their impacts computed with the final
-average length, and the pages of ``term_freq`` and of its head index laid into the file in key order, full, as
-SQLite itself writes an index it builds (``retrieval.store.pages``; a file or values it does not handle are
-loaded a million rows at a time as one JSON array of packed integers that a single ``INSERT ... SELECT FROM
-json_each`` unpacks). The other secondary indexes (``ix_citations_cited_citing``, ``ix_paper_authors_name``,
-``ix_papers_year``) are dropped during the load and created at its end from the statements the migrations left
-in the schema (a sort each instead of millions of random inserts, and full pages), in a thread, while this one
-sorts the postings.
+average length, and the pages of ``term_freq`` laid into the file in key order, full, as SQLite itself writes
+an index it builds (``retrieval.store.pages``; a file or values it does not handle are loaded a million rows at a
+time as one JSON array of packed integers that a single ``INSERT ... SELECT FROM json_each`` unpacks). The
+postings BLOBs (``retrieval.store.postings``) are packed from the same sorted arrays. The secondary indexes
+(``ix_citations_cited_citing``, ``ix_paper_authors_name``, ``ix_papers_year``) are dropped during the load and
+created at its end from the statements the migrations left in the schema (a sort each instead of millions of
+random inserts, and full pages), in a thread, while this one sorts the postings.
 
 A corpus file (``PaperFile``) is read as raw lines; the workers parse them exactly as ``read_papers`` does and
 send back the rows to insert and the tokens, numbered against a vocabulary each worker keeps for the build, so
@@ -38,7 +38,7 @@ from itertools import islice
 
 import numpy as np
 
-from ..bm25 import HEAD_IMPACT, impacts
+from ..bm25 import impacts
 from ..corpus.jsonl import PaperFile, parse_lines
 from ..corpus.paper import Paper
 from ..errors import StoreError
@@ -92,12 +92,9 @@ SELECT value >> :term_shift,
 FROM json_each(:postings)"""
 LOAD_POSTINGS_ROWS = "INSERT INTO term_freq (term_id, doc_id, count, length, impact) VALUES (?, ?, ?, ?, ?)"
 CITATIONS_INDEX = "ix_citations_cited_citing"
-HEAD_INDEX = "ix_term_freq_head"
-# As migration 0004 creates it: the entries the bulk path writes for it are those of this definition.
-HEAD_SQL = f"CREATE INDEX {HEAD_INDEX} ON term_freq (term_id, impact, count, length) WHERE impact >= {HEAD_IMPACT}"
 #: The indexes dropped for the load and created at its end (with the SQL the schema holds for them), by phase.
 DEFERRED_INDEXES = {
-    INDEXING: (HEAD_INDEX, "ix_paper_authors_name", "ix_paper_authors_surname", "ix_papers_year"),
+    INDEXING: ("ix_paper_authors_name", "ix_paper_authors_surname", "ix_papers_year"),
     CITATIONS: (CITATIONS_INDEX,),
 }
 # Every in-degree at once, reading the (cited_id, citing_id) index in order.
@@ -293,7 +290,10 @@ def verify_written(conn: sqlite3.Connection, table: str) -> None:
     """Check the B-trees of ``table`` and its indexes that ``retrieval.store.pages`` wrote (SQLite's own
     ``quick_check``: page format, cell order, sizes), so that a fault of the page writer fails the build, which
     then leaves the previous index as it was, rather than ship a damaged file."""
-    problems = [row[0] for row in conn.execute(f"PRAGMA quick_check({table})")]  # table: a constant of the build
+    try:
+        problems = [row[0] for row in conn.execute(f"PRAGMA quick_check({table})")]  # table: a build's constant
+    except sqlite3.DatabaseError as exc:  # a page too damaged to check
+        problems = [str(exc)]
     if problems != ["ok"]:
         raise StoreError(
             f"the build wrote a damaged {table} table ({problems[0]}); nothing was changed. This is a bug in "
@@ -320,8 +320,7 @@ class BulkLoader:
         self.cited_by_rows = 0
         self.build = f"{os.getpid()}.{id(self)}.{time.monotonic_ns()}"  # names this build's vocabularies
         self.mappings: dict[tuple[str, int], np.ndarray] = {}  # a process's term numbers -> term ids
-        self.heads: list[np.ndarray] | None = None  # the head index's entries, once the postings are sorted
-        self.layouts: dict[str, Layout | None] = {}  # where their pages go, made while the indexes are built
+        self.layouts: dict[str, Layout | None] = {}  # where the postings' pages go, made while indexes are built
         self.pool: ProcessPoolExecutor | None = None
         self.unique = UniqueIds()
         self.cleaner = ReferenceCleaner()
@@ -362,8 +361,7 @@ class BulkLoader:
             stages["papers and tokens"] = time.perf_counter() - mark
             # The indexes of the papers and citations are built in a thread while this one sorts the postings
             # (SQLite and numpy both let go of the GIL): a core each. Their phases are reported as they end.
-            others = [sql for sql in self.deferred[INDEXING] if not _same_sql(sql, HEAD_SQL)]
-            self.deferred[INDEXING] = [sql for sql in self.deferred[INDEXING] if sql not in others]
+            others = self.deferred.pop(INDEXING)
             citations = self.deferred.pop(CITATIONS)
             indexer = _Indexer(self.conn, [(INDEXING, others), (CITATIONS, citations), (IN_DEGREES, self._in_degrees)])
             with indexer:
@@ -391,14 +389,8 @@ class BulkLoader:
     def reindex(self, documents: Callable[[], Iterable[tuple[str, str]]]) -> CorpusCounts:
         """Fill the emptied ``doc_len``, ``doc_freq`` and ``term_freq`` of an index whose papers are written
         (``retrieval.store.reindex``) from ``documents()``, ``(paper id, indexed text)`` in the order the papers
-        get their new document numbers (called once the head index is dropped, which a statement still reading
-        would forbid); returns the corpus counts. The papers, citations and every other table
+        get their new document numbers; returns the corpus counts. The papers, citations and every other table
         are left as they are."""
-        row = self.conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", (HEAD_INDEX,))
-        head = row.fetchone()
-        self.deferred = {INDEXING: [head[0]] if head is not None else []}
-        if head is not None:
-            self.conn.execute(f"DROP INDEX {HEAD_INDEX}")
         pending: deque[tuple] = deque()
         iterator = iter(documents())
         seen = done = 0
@@ -418,10 +410,7 @@ class BulkLoader:
                     self.progress.update(done)
             with phase(self.progress, SORTING):
                 postings = self._sorted_postings() if self.n_papers else None
-            impact_avgdl = self._load_postings(postings)  # creates the head index again
-            if postings is None:
-                for sql in self.deferred[INDEXING]:
-                    self.conn.execute(sql)
+            impact_avgdl = self._load_postings(postings)
         finally:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
@@ -544,8 +533,7 @@ class BulkLoader:
         terms, docs, counts, lengths, weights = postings
         impact_avgdl = max(self.total_tokens / self.n_papers, 1e-9)
         mark = time.perf_counter()
-        heads = len(self.heads[0]) if self.heads is not None else 0  # written alongside
-        with phase(self.progress, LOADING, len(terms) + heads, "postings", conn=self.conn):
+        with phase(self.progress, LOADING, len(terms), "postings", conn=self.conn):
             n_terms = self.next_term_id
             df = np.bincount(terms, minlength=n_terms)
             max_impact = np.zeros(n_terms, dtype=np.int64)
@@ -598,51 +586,22 @@ class BulkLoader:
         else:
             weights = impacts(counts, lengths, avgdl)
         self.progress.update(None)
-        # The head index's entries and both B-trees' layouts, made here, beside the indexer, rather than later;
-        # the head's in a thread of its own (numpy lets go of the GIL), on the core the indexer leaves free.
+        # The B-tree's layout, made here, beside the indexer, rather than later.
         postings = (terms, docs, counts, lengths, weights)
         path = _database_file(self.conn)
-        failed: list[BaseException] = []
-
-        def heads() -> None:
-            try:
-                self.heads = _head_entries(*postings)
-                if path is not None and len(self.heads[0]):
-                    self.layouts[HEAD_INDEX] = layout(path, self.heads)
-            except BaseException as exc:  # raised below, in this thread
-                failed.append(exc)
-
-        helper = threading.Thread(target=heads, name="retrieval-heads", daemon=True)
-        if self._head_sql() is not None:
-            helper.start()
-        try:
-            if path is not None and len(terms):
-                self.layouts["term_freq"] = layout(path, postings)
-        finally:
-            if helper.ident is not None:  # started
-                helper.join()
-        if failed:
-            raise failed[0]
+        if path is not None and len(terms):
+            self.layouts["term_freq"] = layout(path, postings)
         return postings
 
     def _insert_postings(self, terms, docs, counts, lengths, weights) -> None:
-        """Write the postings' pages, and their head index's when the schema's is the one this build knows
-        (``HEAD_SQL``); else insert them with SQL (the head index is then created with the others)."""
+        """Write the postings' pages, or insert them with SQL where the file is not one the page writer handles."""
         columns = (terms, docs, counts, lengths, weights)
         conn = self.conn
         path = _database_file(conn)
         if path is None or not len(terms):
             self._insert_postings_sql(columns)
-            for sql in self.deferred.get(INDEXING, []):
-                conn.execute(sql)
             return
-        head_sql = self._head_sql()
-        if head_sql and self.heads is None:
-            self.heads = _head_entries(*columns)
-        heads = {HEAD_INDEX: self.layouts.get(HEAD_INDEX) or self.heads} if head_sql else {}
         active = conn.in_transaction
-        if head_sql:
-            conn.execute(head_sql)  # empty: its pages are written with the table's
         if active:  # the pages are written between two transactions (a build's file has no journal)
             conn.execute("COMMIT")
         try:
@@ -652,7 +611,6 @@ class BulkLoader:
                 "term_freq",
                 self.layouts.get("term_freq") or columns,
                 self.progress.update,
-                heads,
                 processes=max(1, self.workers),
             )
         finally:
@@ -660,18 +618,8 @@ class BulkLoader:
                 conn.execute("BEGIN")
         if written:
             verify_written(conn, "term_freq")
-            if head_sql:
-                self.deferred[INDEXING].remove(head_sql)
-            return
-        if head_sql:  # dropped again, to be created once the rows are in
-            conn.execute(f"DROP INDEX {HEAD_INDEX}")
-        self._insert_postings_sql(columns)
-        for sql in self.deferred.get(INDEXING, []):
-            conn.execute(sql)
-
-    def _head_sql(self) -> str | None:
-        """The schema's statement for the head index, if it is the one this build writes pages for."""
-        return next((sql for sql in self.deferred.get(INDEXING, []) if _same_sql(sql, HEAD_SQL)), None)
+        else:
+            self._insert_postings_sql(columns)
 
     def _insert_postings_sql(self, columns) -> None:
         """Load the postings with SQL: packed into JSON integers when they fit in 63 bits, else row by row."""
@@ -715,31 +663,6 @@ class BulkLoader:
             self.conn.execute(LOAD_POSTINGS, {**params, "postings": window.popleft().result()})
             done += 1
             self.progress.update(min(done * LOAD_ROWS, len(packed)))
-
-
-def _same_sql(a: str, b: str) -> bool:
-    return " ".join(a.replace('"', "").split()) == " ".join(b.replace('"', "").split())
-
-
-def _head_entries(terms, docs, counts, lengths, weights) -> list[np.ndarray]:
-    """The entries of ``ix_term_freq_head`` for postings sorted by (term, doc): the postings with an impact of
-    ``HEAD_IMPACT`` or more, as ``(term_id, impact, count, length, doc_id)`` (the index's columns, then the
-    primary key's column it lacks), sorted so."""
-    head = weights >= HEAD_IMPACT
-    columns = [a[head] for a in (terms, weights, counts, lengths, docs)]
-    widths = [max(1, int(a.max(initial=0)).bit_length()) for a in columns]
-    if sum(widths) <= 63:  # one int64 key per entry: sorting the keys sorts the entries
-        keys = np.zeros(len(columns[0]), dtype=np.int64)
-        for values, width in zip(columns, widths, strict=True):
-            keys <<= width
-            keys |= values
-        keys.sort()
-        for i in reversed(range(len(columns))):
-            columns[i] = keys & ((1 << widths[i]) - 1)
-            keys >>= widths[i]
-        return columns
-    order = np.lexsort(columns[::-1])  # the last key is the primary one
-    return [a[order] for a in columns]
 
 
 def _database_file(conn: sqlite3.Connection) -> str | None:

@@ -250,7 +250,7 @@ register(TABLES_SQL, TABLES_SQL_POSTGRESQL)
 #: What a search reads, besides ``index_info`` and ``alembic_version`` (a test keeps it equal to the models).
 REQUIRED = (
     "papers", "paper_authors", "citations", "cited_counts", "field_sources", "doc_freq", "term_freq", "doc_len",
-    "evidence_runs", "evidence_run_nodes", "evidence_run_edges", "ix_term_freq_head", "ix_citations_cited_citing",
+    "evidence_runs", "evidence_run_nodes", "evidence_run_edges", "ix_citations_cited_citing",
 )  # fmt: skip
 # O(log N), where count(*) reads the whole table: a cold open of a 500K index would pay 180 ms for it.
 LAST_DOC_SQL = "SELECT coalesce(max(doc_id), 0) FROM doc_len"

@@ -17,12 +17,9 @@ from sqlalchemy import (
     String,
     Text,
     false,
-    text,
     true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-
-from ..bm25 import HEAD_IMPACT
 
 # Deterministic constraint names, so migrations (and batch mode on SQLite) can refer to them.
 NAMING_CONVENTION = {
@@ -124,28 +121,17 @@ class DocFreq(Base):
 
 class TermFreq(Base):
     """How often a term occurs in a paper's title and abstract (one row per term and paper), clustered by term
-    so that a term's postings are one range, in ``doc_id`` order.
+    so that a term's postings are one range, in ``doc_id`` order: the table of record for the postings, which
+    the BLOBs of ``postings`` repeat packed.
 
     ``length`` repeats the paper's length from ``doc_len``, so that scoring a posting needs no other row.
     ``impact`` is ``ceil(1000 * count * (k1 + 1) / (count + k1 * (1 - b + b * length / impact_avgdl)))``: an
     upper bound of the posting's BM25 term-frequency factor at the average length ``impact_avgdl`` recorded
-    in ``index_info`` when it was written. Scores never use it; a query uses it to skip papers that provably
-    cannot reach its top k (see ``retrieval.search.lexical``). The partial index ``ix_term_freq_head`` holds
-    the postings with impact >= ``HEAD_IMPACT`` (1250), read best first."""
+    in ``index_info`` when it was written. Scores never use it; a short query's SQL plan uses it to skip papers
+    that provably cannot reach its top k (see ``retrieval.search.lexical``)."""
 
     __tablename__ = "term_freq"
-    __table_args__ = (
-        Index(
-            "ix_term_freq_head",
-            "term_id",
-            "impact",
-            "count",
-            "length",
-            sqlite_where=text(f"impact >= {HEAD_IMPACT}"),
-            postgresql_where=text(f"impact >= {HEAD_IMPACT}"),
-        ),
-        {"sqlite_with_rowid": False},
-    )
+    __table_args__ = {"sqlite_with_rowid": False}
 
     term_id: Mapped[int] = mapped_column(Integer, ForeignKey("doc_freq.term_id"), primary_key=True)
     doc_id: Mapped[int] = mapped_column(Integer, ForeignKey("doc_len.doc_id"), primary_key=True)
