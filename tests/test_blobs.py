@@ -109,6 +109,24 @@ def test_a_long_list_is_chunked_and_an_add_fills_the_last_chunk(tmp_path, small_
     assert_blobs_match(db)
 
 
+@pytest.mark.parametrize("seed", [4, 5])
+def test_scores_of_given_papers_from_the_blobs_equal_sql_and_the_reference(tmp_path, small_chunks, seed):
+    rng = random.Random(seed)
+    papers = {f"p{i:03d}": zipf_paper(rng, f"p{i:03d}") for i in range(90)}
+    db = tmp_path / "g.db"
+    build_index(papers.values(), db)
+    ref = ReferenceBM25({pid: p.text for pid, p in papers.items()})
+    given = rng.sample(sorted(papers), 30) + ["not-in-the-index"]
+    with RetrievalClient(db=db) as client:
+        for query in some_queries(rng, papers):
+            expected = {pid: ref.score(pid, query) if pid in papers else 0.0 for pid in given}
+            for path in ("blobs", "sql"):
+                client.lexical.path = path
+                got = client.lexical.scores(query, given)
+                assert list(got) == given
+                assert all(close(got[pid], expected[pid]) for pid in given), (query, path)
+
+
 def test_widths_follow_the_values(tmp_path):
     # A count over 255 and a paper over 65,535 tokens take wider columns; doc ids stay offsets from first_doc.
     papers = [Paper("a", "big", " ".join(["big"] * 300), source="t"), Paper("b", "big small", "", source="t")]

@@ -70,6 +70,19 @@ register(
     ),
 )
 
+DOC_IDS_SQL = """\
+SELECT dl.paper_id,
+       dl.doc_id
+FROM doc_len AS dl
+WHERE dl.paper_id IN (SELECT value FROM json_each(:paper_ids))"""
+register(
+    DOC_IDS_SQL,
+    DOC_IDS_SQL.replace(
+        "IN (SELECT value FROM json_each(:paper_ids))",
+        "= ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:paper_ids AS jsonb))))",
+    ),
+)
+
 #: The threshold is first taken once the terms scored whole hold this share of the dense array's size in
 #: postings (taking it reads the whole array), then each time they have doubled.
 FIRST_THRESHOLD_SHARE = 0.125
@@ -100,9 +113,12 @@ def read(snap: Snapshot, wq: WeightedQuery) -> tuple[list[_Term], int]:
     stats = wq.stats
     k1, b, avgdl = stats.k1, stats.b, stats.avgdl
     weights = {t.term_id: t.weight for t in wq.terms}
-    rows = snap.rows(
-        "lexical: the query terms' postings (BLOBs)", POSTINGS_SQL, {"term_ids": json.dumps(sorted(weights))}
-    )
+    term_ids = json.dumps(sorted(weights))
+    rows = snap.kept.get(("postings", term_ids))
+    if rows is None:  # read once per snapshot: scoring the graph's candidates reads the same lists again
+        rows = snap.rows("lexical: the query terms' postings (BLOBs)", POSTINGS_SQL, {"term_ids": term_ids})
+        snap.kept.clear()
+        snap.kept[("postings", term_ids)] = rows
     terms: dict[int, _Term] = {}
     size = 0
     for row in rows:
@@ -193,6 +209,38 @@ def top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None = N
             keep = scores + rest[i + 1] >= threshold
             candidates, scores = candidates[keep], scores[keep]
     return _best(snap, candidates, scores, k)
+
+
+def scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str, float]:
+    """The BM25 score of each paper in ``paper_ids`` (0.0 for one that shares no term with the query, or is not
+    in the index), each term's chunks searched for the papers' doc ids."""
+    result = dict.fromkeys(paper_ids, 0.0)
+    if not result or not wq.terms:
+        return result
+    stats = wq.stats
+    k1, b, avgdl = stats.k1, stats.b, stats.avgdl
+    found = snap.rows("lexical: the given papers' doc ids", DOC_IDS_SQL, {"paper_ids": json.dumps(list(result))})
+    if not found:
+        return result
+    found.sort(key=lambda row: row[1])
+    docs = np.array([doc for _, doc in found], dtype=np.int64)
+    acc = np.zeros(len(docs), dtype=np.float64)
+    terms, _ = read(snap, wq)
+    for term in terms:
+        for _, first, last, df, _, _, doc_ids, counts, lengths in term.chunks:
+            lo, hi = np.searchsorted(docs, (first, last + 1))
+            if lo == hi:
+                continue
+            ids = unpack(doc_ids, df).astype(np.int64) + first
+            wanted = docs[lo:hi]
+            at = np.minimum(np.searchsorted(ids, wanted), df - 1)
+            hit = ids[at] == wanted
+            if hit.any():
+                at = at[hit]
+                part = acc[lo:hi]
+                part[hit] += _parts(term.weight, unpack(counts, df)[at], unpack(lengths, df)[at], k1, b, avgdl)
+    result.update(zip((pid for pid, _ in found), acc.tolist(), strict=True))
+    return result
 
 
 def _best(snap: Snapshot, docs: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[str, float]]:

@@ -880,9 +880,17 @@ def _matched_passing(snap: Snapshot, wq: WeightedQuery, allowed: Passing) -> Mat
     return Matched(found.count - snap.rows("lexical: papers matched that fail", MATCHED_IN_SQL, params)[0][0], True)
 
 
-def scores_for(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str, float]:
-    """BM25 score of each paper in ``paper_ids`` (0.0 for one that shares no term with the query). A term with
-    at most ``READ_WHOLE_RATIO`` postings per paper asked for is read whole, a commoner one looked up per paper."""
+def scores_for(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str], path: str | None = None) -> dict[str, float]:
+    """BM25 score of each paper in ``paper_ids`` (0.0 for one that shares no term with the query). From the
+    postings BLOBs where the cost model sends the query there (``blob_path``); else in SQL, where a term with at
+    most ``READ_WHOLE_RATIO`` postings per paper asked for is read whole, a commoner one looked up per paper.
+    ``path`` as ``top_papers``'s."""
+    if (
+        wq.terms and paper_ids and (path == "blobs" or (path is None and blob_path(wq, 10)))
+    ):  # the lists a long query's top k read, read again for free
+        from .blobs import scores
+
+        return scores(snap, wq, paper_ids)
     result = dict.fromkeys(paper_ids, 0.0)
     if paper_ids and wq.terms:
         params = {"weights": _read_whole(wq, len(result)), **_scoring(wq), "paper_ids": json.dumps(list(result))}
@@ -933,4 +941,4 @@ class BM25Index:
     def scores(self, query: str | Query, paper_ids: list[str]) -> dict[str, float]:
         """BM25 score of each paper in ``paper_ids`` for ``query`` (0.0 for one that shares no term with it)."""
         with self._executor.snapshot() as snap:
-            return scores_for(snap, weigh(snap, Query.parse(query)), paper_ids)
+            return scores_for(snap, weigh(snap, Query.parse(query)), paper_ids, self.path)

@@ -313,13 +313,16 @@ class _SnapshotScope:
 
 
 class Snapshot:
-    """A read transaction: the executor to run statements with and the index's statistics as of its start."""
+    """A read transaction: the executor to run statements with, the index's statistics as of its start, and
+    ``kept``, what one reader of the snapshot keeps for another (the postings BLOBs a search read, which the
+    scoring of its graph candidates reads again), gone with the snapshot."""
 
-    __slots__ = ("executor", "stats")
+    __slots__ = ("executor", "stats", "kept")
 
     def __init__(self, executor: Executor, stats: IndexStats) -> None:
         self.executor = executor
         self.stats = stats
+        self.kept: dict = {}
 
     def run(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> sqlite3.Cursor:
         return self.executor.run(name, sql, params)
