@@ -187,28 +187,32 @@ def top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None = N
     candidates = np.flatnonzero(acc)
     if mask is not None:
         candidates = candidates[mask[candidates]]
-    scores = acc[candidates]
+    found = acc[candidates]
     if essential < len(terms):
-        keep = scores + rest[essential] >= threshold
-        candidates, scores = candidates[keep], scores[keep]
+        keep = found + rest[essential] >= threshold
+        candidates, found = candidates[keep], found[keep]
         for i in range(essential, len(terms)):
-            term = terms[i]
-            for _, first, last, df, _, _, doc_ids, counts, lengths in term.chunks:
-                lo, hi = np.searchsorted(candidates, (first, last + 1))
-                if lo == hi:
-                    continue
-                docs = unpack(doc_ids, df).astype(np.int64) + first
-                wanted = candidates[lo:hi]
-                at = np.minimum(np.searchsorted(docs, wanted), df - 1)
-                hit = docs[at] == wanted
-                if hit.any():
-                    at = at[hit]
-                    cs, ls = unpack(counts, df)[at], unpack(lengths, df)[at]
-                    part = scores[lo:hi]
-                    part[hit] += _parts(term.weight, cs, ls, k1, b, avgdl)
-            keep = scores + rest[i + 1] >= threshold
-            candidates, scores = candidates[keep], scores[keep]
-    return _best(snap, candidates, scores, k)
+            _add_found(terms[i], candidates, found, k1, b, avgdl)
+            keep = found + rest[i + 1] >= threshold
+            candidates, found = candidates[keep], found[keep]
+    return _best(snap, candidates, found, k)
+
+
+def _add_found(term: _Term, docs: np.ndarray, acc: np.ndarray, k1: float, b: float, avgdl: float) -> None:
+    """Add ``term``'s part of the score of each of ``docs`` (ascending doc ids) that it holds to ``acc`` (aligned
+    with ``docs``): each chunk is searched for the docs in its range only."""
+    for _, first, last, df, _, _, doc_ids, counts, lengths in term.chunks:
+        lo, hi = np.searchsorted(docs, (first, last + 1))
+        if lo == hi:
+            continue
+        ids = unpack(doc_ids, df).astype(np.int64) + first
+        wanted = docs[lo:hi]
+        at = np.minimum(np.searchsorted(ids, wanted), df - 1)
+        hit = ids[at] == wanted
+        if hit.any():
+            at = at[hit]
+            part = acc[lo:hi]  # a view: the parts land in acc
+            part[hit] += _parts(term.weight, unpack(counts, df)[at], unpack(lengths, df)[at], k1, b, avgdl)
 
 
 def scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str, float]:
@@ -227,18 +231,7 @@ def scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str,
     acc = np.zeros(len(docs), dtype=np.float64)
     terms, _ = read(snap, wq)
     for term in terms:
-        for _, first, last, df, _, _, doc_ids, counts, lengths in term.chunks:
-            lo, hi = np.searchsorted(docs, (first, last + 1))
-            if lo == hi:
-                continue
-            ids = unpack(doc_ids, df).astype(np.int64) + first
-            wanted = docs[lo:hi]
-            at = np.minimum(np.searchsorted(ids, wanted), df - 1)
-            hit = ids[at] == wanted
-            if hit.any():
-                at = at[hit]
-                part = acc[lo:hi]
-                part[hit] += _parts(term.weight, unpack(counts, df)[at], unpack(lengths, df)[at], k1, b, avgdl)
+        _add_found(term, docs, acc, k1, b, avgdl)
     result.update(zip((pid for pid, _ in found), acc.tolist(), strict=True))
     return result
 
