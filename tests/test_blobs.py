@@ -93,6 +93,43 @@ def test_every_writer_keeps_the_blobs_equal_to_term_freq_and_the_top_k_exact(tmp
     assert_exact(db, papers, some_queries(rng, papers))
 
 
+# Settings that drive every branch of the NumPy top k: a threshold after every term, non-essential terms searched
+# for the candidates as soon as they exist (or never), short chunks batched (or each on its own).
+BRANCHES = {
+    "searched at once": {"FIRST_THRESHOLD_SHARE": 0.0, "THRESHOLD_GROWTH": 1, "SPARSE_RATIO": 0},
+    "added whole": {"FIRST_THRESHOLD_SHARE": 0.0, "THRESHOLD_GROWTH": 1, "SPARSE_RATIO": 10**9},
+    "no batching": {"SHORT_CHUNK": 0},
+    "all batched": {"SHORT_CHUNK": 10**9},
+}
+
+
+@pytest.mark.parametrize("branch", sorted(BRANCHES))
+@pytest.mark.parametrize("seed", [11, 12])
+def test_every_branch_of_the_numpy_top_k_is_exact(tmp_path, monkeypatch, small_chunks, branch, seed):
+    from retrieval.search import blobs
+
+    for name, value in BRANCHES[branch].items():
+        monkeypatch.setattr(blobs, name, value)
+    searched = []
+    add_found = blobs._add_found
+    monkeypatch.setattr(blobs, "_add_found", lambda *args: searched.append(1) or add_found(*args))
+    rng = random.Random(seed)
+    papers = {f"p{i:03d}": zipf_paper(rng, f"p{i:03d}", year=1990 + i % 20) for i in range(160)}
+    db = tmp_path / "b.db"
+    build_index(papers.values(), db)
+    assert_exact(db, papers, some_queries(rng, papers), ks=(1, 4, 15, 200))
+    ref = ReferenceBM25({pid: p.text for pid, p in papers.items()})
+    with RetrievalClient(db=db) as client:
+        client.lexical.path = "blobs"
+        for query in some_queries(rng, papers):
+            expected = [hit for hit in ref.top(query, len(papers)) if papers[hit[0]].year >= 2000][:10]
+            got = client.lexical.search(query, 10, filters=Filters(years=(2000, None)))
+            assert [p for p, _ in got] == [p for p, _ in expected], (query, branch)
+        client.lexical.search("v100 v0 v1", 3)  # a rare term and two common ones: the common ones non-essential
+    if branch in ("searched at once", "added whole"):
+        assert bool(searched) == (branch == "searched at once")
+
+
 def test_a_long_list_is_chunked_and_an_add_fills_the_last_chunk(tmp_path, small_chunks):
     papers = [Paper(f"p{i:02d}", "common", f"w{i}", source="t") for i in range(12)]
     db = tmp_path / "c.db"
@@ -214,7 +251,7 @@ def test_search_sql_shows_the_blob_read_of_a_long_query(demo_db, capsys):
 
 
 def test_blob_scores_are_the_sql_parts_operation_for_operation():
-    from retrieval.search.blobs import _parts
+    from retrieval.search.blobs import _Scoring
 
     rng = np.random.default_rng(0)
     counts = rng.integers(1, 40, 500).astype(np.uint16)
@@ -224,7 +261,7 @@ def test_blob_scores_are_the_sql_parts_operation_for_operation():
     sql = f"SELECT :w * {lexical.TF_NORM_SQL} FROM (SELECT :c AS count, :l AS length) AS tf"
     pairs = zip(counts.tolist(), lengths.tolist(), strict=True)
     expected = [conn.execute(sql, {**params, "c": c, "l": n}).fetchone()[0] for c, n in pairs]
-    got = _parts(2.75, counts, lengths, 1.5, 0.75, 123.456)
+    got = _Scoring(1.5, 0.75, 123.456).parts(2.75, counts, lengths)
     assert got.tolist() == expected  # the same doubles, not merely close ones
 
 

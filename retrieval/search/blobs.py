@@ -83,9 +83,16 @@ register(
     ),
 )
 
-#: The threshold is first taken once the terms scored whole hold this share of the dense array's size in
-#: postings (taking it reads the whole array), then each time they have doubled.
+#: The threshold is first taken once the terms added whole hold this share of the dense array's size in postings
+#: (taking it reads the whole array), then each time they have grown ``THRESHOLD_GROWTH``-fold; each time, the
+#: terms left may turn out non-essential, and the candidates few enough to search for.
 FIRST_THRESHOLD_SHARE = 0.125
+THRESHOLD_GROWTH = 4
+#: A non-essential term is searched for the candidates (a binary search each) rather than added whole once its
+#: postings outnumber them this many times.
+SPARSE_RATIO = 8
+#: Chunks shorter than this are scored together, in one pass over all of them.
+SHORT_CHUNK = 4096
 
 
 class _Term:
@@ -100,18 +107,32 @@ class _Term:
         self.df = 0
 
 
-def _parts(weight: float, counts: np.ndarray, lengths: np.ndarray, k1: float, b: float, avgdl: float) -> np.ndarray:
-    """Each posting's part of the score: the SQL's ``weight * count * (k1 + 1.0) / (count + k1 * (1.0 - b + b *
-    length / avgdl))``, operation for operation."""
-    c = counts.astype(np.float64)
-    return weight * c * (k1 + 1.0) / (c + k1 * (1.0 - b + b * lengths.astype(np.float64) / avgdl))
+class _Scoring:
+    """BM25's parameters for one query, and each paper length's part of the tf_norm denominator, ``k1 * (1.0 - b
+    + b * length / avgdl)``, computed once per length (the same doubles as computed per posting)."""
+
+    __slots__ = ("k1", "b", "avgdl", "norms")
+
+    def __init__(self, k1: float, b: float, avgdl: float) -> None:
+        self.k1, self.b, self.avgdl = k1, b, avgdl
+        self.norms = np.empty(0)
+
+    def parts(self, weight: float | np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Each posting's part of the score: the SQL's ``weight * count * (k1 + 1.0) / (count + k1 * (1.0 - b + b
+        * length / avgdl))``, operation for operation (``weight``: the term's, or one per posting)."""
+        longest = int(lengths.max())
+        if len(self.norms) <= longest:
+            every = np.arange(max(longest + 1, 2 * len(self.norms)), dtype=np.float64)
+            self.norms = self.k1 * (1.0 - self.b + self.b * every / self.avgdl)
+        c = counts.astype(np.float64)
+        return weight * c * (self.k1 + 1.0) / (c + self.norms[lengths])
 
 
 def read(snap: Snapshot, wq: WeightedQuery) -> tuple[list[_Term], int]:
     """The query's terms with their chunks, largest bound first (ties by term id), and the dense array's size
     (the largest doc id read, plus one)."""
     stats = wq.stats
-    k1, b, avgdl = stats.k1, stats.b, stats.avgdl
+    k1, b, avgdl = stats.k1, stats.b, stats.avgdl  # the bounds, computed as the SQL path computes them
     weights = {t.term_id: t.weight for t in wq.terms}
     term_ids = json.dumps(sorted(weights))
     rows = snap.kept.get(("postings", term_ids))
@@ -148,22 +169,20 @@ def _mask(passing: Passing, size: int) -> np.ndarray:
 
 
 def _kth(values: np.ndarray, k: int) -> float:
-    """The threshold from partial scores: the k-th largest positive value less the slack (0 if fewer than k)."""
-    found = values[values > 0]
-    if len(found) < k:
+    """The threshold from partial scores: their k-th largest less the slack (0 if fewer than k are positive)."""
+    if len(values) < k:
         return 0.0
-    kth = float(np.partition(found, len(found) - k)[len(found) - k])
+    kth = float(np.partition(values, len(values) - k)[len(values) - k])
     return max(0.0, kth * (1.0 - BOUND_SLACK) - TIE_SLACK)
 
 
 def top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None = None) -> list[tuple[str, float]]:
     """The top ``k`` ``(paper id, score)`` pairs of ``wq``, best first (scores rounded to ``SCORE_DECIMALS``
     places, ties by paper id), among the papers ``passing`` lets through (all when None)."""
-    stats = wq.stats
-    k1, b, avgdl = stats.k1, stats.b, stats.avgdl
     terms, size = read(snap, wq)
     if not terms or k <= 0:
         return []
+    scoring = _Scoring(wq.stats.k1, wq.stats.b, wq.stats.avgdl)
     mask = _mask(passing, size) if passing is not None else None
     rest = [0.0] * (len(terms) + 1)  # rest[i]: the bounds of terms i, i + 1, ... added up
     for i in range(len(terms) - 1, -1, -1):
@@ -172,47 +191,82 @@ def top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None = N
     threshold = 0.0
     scored = 0
     check = FIRST_THRESHOLD_SHARE * size
-    essential = len(terms)
-    for i, term in enumerate(terms):
-        if threshold > 0 and rest[i] < threshold:
-            essential = i
+    sparse: tuple[np.ndarray, np.ndarray] | None = None  # the candidates and their partial scores, once few
+    i = 0
+    while i < len(terms) and sparse is None:
+        # The terms up to the next threshold, added whole in one pass (a group, not a term at a time: a short
+        # list costs NumPy more per call than per posting).
+        group = i
+        while group < len(terms):
+            scored += terms[group].df
+            group += 1
+            if scored >= check:
+                break
+        _add_whole(terms[i:group], acc, scoring)
+        i = group
+        if i == len(terms):
             break
-        for _, first, _, df, _, _, doc_ids, counts, lengths in term.chunks:
-            docs, cs, ls = decode(first, df, doc_ids, counts, lengths)
-            acc[docs] += _parts(term.weight, cs, ls, k1, b, avgdl)  # a term's doc ids are distinct
-        scored += term.df
-        if scored >= check and i + 1 < len(terms):
-            threshold = _kth(acc if mask is None else acc[mask], k)
-            check = 2 * scored
-    candidates = np.flatnonzero(acc)
-    if mask is not None:
-        candidates = candidates[mask[candidates]]
-    found = acc[candidates]
-    if essential < len(terms):
-        keep = found + rest[essential] >= threshold
+        threshold = _kth(acc if mask is None else acc[mask], k)
+        check = THRESHOLD_GROWTH * scored
+        if threshold > 0 and rest[i] < threshold:
+            # The terms left are non-essential: a paper none of the terms scored so far holds cannot reach the
+            # threshold, nor can one whose partial score plus their bounds falls short of it.
+            candidates = np.flatnonzero(acc >= threshold - rest[i])
+            if mask is not None:
+                candidates = candidates[mask[candidates]]
+            if len(candidates) * SPARSE_RATIO <= terms[i].df:  # else adding the next term whole is cheaper
+                sparse = candidates, acc[candidates]
+    for j in range(i, len(terms)):  # the non-essential terms, searched for the candidates only
+        candidates, found = sparse
+        _add_found(terms[j], candidates, found, scoring)
+        keep = found + rest[j + 1] >= threshold
         candidates, found = candidates[keep], found[keep]
-        for i in range(essential, len(terms)):
-            _add_found(terms[i], candidates, found, k1, b, avgdl)
-            keep = found + rest[i + 1] >= threshold
-            candidates, found = candidates[keep], found[keep]
-    return _best(snap, candidates, found, k)
+        threshold = max(threshold, _kth(found, k))  # the candidates' partial scores are lower bounds too
+        sparse = candidates, found
+    if sparse is None:
+        candidates = np.flatnonzero(acc)
+        if mask is not None:
+            candidates = candidates[mask[candidates]]
+        sparse = candidates, acc[candidates]
+    return _best(snap, *sparse, k)
 
 
-def _add_found(term: _Term, docs: np.ndarray, acc: np.ndarray, k1: float, b: float, avgdl: float) -> None:
+def _add_whole(terms: list[_Term], acc: np.ndarray, scoring: _Scoring) -> None:
+    """Add the part of the score each of ``terms`` gives every paper it holds to the dense array ``acc``: a long
+    chunk straight in, the short ones gathered into one pass (NumPy costs more per call than per posting there)."""
+    docs, counts, lengths, weights, sizes = [], [], [], [], []
+    for term in terms:
+        for _, first, _, df, _, _, doc_ids, c, n in term.chunks:
+            d, c, n = decode(first, df, doc_ids, c, n)
+            if df >= SHORT_CHUNK:
+                acc[d] += scoring.parts(term.weight, c, n)  # a term's doc ids are distinct
+                continue
+            docs.append(d)
+            counts.append(c)
+            lengths.append(n)
+            weights.append(term.weight)
+            sizes.append(df)
+    if docs:
+        parts = scoring.parts(np.repeat(weights, sizes), np.concatenate(counts), np.concatenate(lengths))
+        acc += np.bincount(np.concatenate(docs), weights=parts, minlength=len(acc))
+
+
+def _add_found(term: _Term, docs: np.ndarray, acc: np.ndarray, scoring: _Scoring) -> None:
     """Add ``term``'s part of the score of each of ``docs`` (ascending doc ids) that it holds to ``acc`` (aligned
     with ``docs``): each chunk is searched for the docs in its range only."""
     for _, first, last, df, _, _, doc_ids, counts, lengths in term.chunks:
         lo, hi = np.searchsorted(docs, (first, last + 1))
         if lo == hi:
             continue
-        ids = unpack(doc_ids, df).astype(np.int64) + first
-        wanted = docs[lo:hi]
-        at = np.minimum(np.searchsorted(ids, wanted), df - 1)
-        hit = ids[at] == wanted
+        # Searched as stored (offsets from first_doc, in their own width): no pass over the chunk.
+        offsets = unpack(doc_ids, df)
+        wanted = (docs[lo:hi] - first).astype(offsets.dtype)
+        at = np.minimum(np.searchsorted(offsets, wanted), df - 1)
+        hit = offsets[at] == wanted
         if hit.any():
             at = at[hit]
             part = acc[lo:hi]  # a view: the parts land in acc
-            part[hit] += _parts(term.weight, unpack(counts, df)[at], unpack(lengths, df)[at], k1, b, avgdl)
+            part[hit] += scoring.parts(term.weight, unpack(counts, df)[at], unpack(lengths, df)[at])
 
 
 def scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str, float]:
@@ -221,8 +275,6 @@ def scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str,
     result = dict.fromkeys(paper_ids, 0.0)
     if not result or not wq.terms:
         return result
-    stats = wq.stats
-    k1, b, avgdl = stats.k1, stats.b, stats.avgdl
     found = snap.rows("lexical: the given papers' doc ids", DOC_IDS_SQL, {"paper_ids": json.dumps(list(result))})
     if not found:
         return result
@@ -230,8 +282,9 @@ def scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str,
     docs = np.array([doc for _, doc in found], dtype=np.int64)
     acc = np.zeros(len(docs), dtype=np.float64)
     terms, _ = read(snap, wq)
+    scoring = _Scoring(wq.stats.k1, wq.stats.b, wq.stats.avgdl)
     for term in terms:
-        _add_found(term, docs, acc, k1, b, avgdl)
+        _add_found(term, docs, acc, scoring)
     result.update(zip((pid for pid, _ in found), acc.tolist(), strict=True))
     return result
 
