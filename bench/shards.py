@@ -29,18 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 SHARED = ROOT.parent / "shared" / "data"
 RESULTS = Path(__file__).resolve().parent / "results"
 
-from postgres import _answer, _corpus, _free_port, _p  # noqa: E402
+from postgres import _answer, _corpus, _free_port, _long_queries, _p  # noqa: E402
 
 from retrieval import RetrievalClient  # noqa: E402
 from retrieval.commands import build  # noqa: E402
 from retrieval.config import DatabaseURL  # noqa: E402
-
-
-def _long_queries(name: str, count: int) -> list[str]:
-    if name != "hepth":
-        return []
-    lines = (SHARED / "hepth" / "queries-dev.jsonl").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line)["query"] for line in lines[:count]]
 
 
 def _run(db: str, queries: list[str], full: bool) -> tuple[list[float], list, dict[str, float]]:
@@ -86,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpora", default="hepth")
     parser.add_argument("--queries", type=int, default=200, help="short queries (default 200)")
-    parser.add_argument("--long", type=int, default=50, help="long queries: whole abstracts (hepth; default 50)")
+    parser.add_argument("--long", type=int, default=50, help="long queries: titles and abstracts (default 50)")
     parser.add_argument("--servers", help="three PostgreSQL maintenance-database URLs (default: start three)")
     args = parser.parse_args(argv)
     import psycopg
@@ -105,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in args.corpora.split(","):
             corpus, short = _corpus(name.strip())
-            sets = {"short": short[: args.queries], "long": _long_queries(name, args.long)}
+            sets = {"short": short[: args.queries], "long": _long_queries(name.strip(), corpus, args.long)}
             stamp = int(time.time())
             urls = []
             for i, server in enumerate(servers):
