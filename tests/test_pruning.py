@@ -345,6 +345,7 @@ def test_a_second_threshold_sample_keeps_the_answer_exact(tmp_path, monkeypatch)
     queries = queries_for(rng, 20)
     check_exact(db, papers, queries)
     with RetrievalClient(db=db) as client:
+        client.lexical.path = "sql"
         for query in queries:
             client.lexical.search(query, 5)
         assert client.lexical.refined > 0

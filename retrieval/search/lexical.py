@@ -566,10 +566,16 @@ PRUNE_MARGIN = 0.5
 #: A filtered top k takes an unfiltered (pruned) top m of at most this many papers and drops those that fail;
 #: a filter that would need more (few papers pass) scores the papers that pass (``FILTERED_TOP_K_SQL``).
 OVERFETCH_MAX = 2000
-#: The cost model's choice between SQL and the postings BLOBs (``blob_path``), in microseconds: a posting read
-#: and grouped by SQL, a posting decoded and scored in NumPy, NumPy's fixed cost per query, its cost per paper of
-#: the index (the dense score array), and importing NumPy in a process that has not yet.
-SQL_POSTING_COST = 0.5
+#: The cost model's choice between SQL and the postings BLOBs (``blob_path``), in microseconds, measured on both
+#: paths (``bench/lexical_paths.py``): the SQL plan's fixed cost (its threshold statement and its top-k statement),
+#: its cost per posting the query covers (pruned: a fraction of them is read) for queries of up to
+#: ``FEW_TERMS`` terms and beyond (where pruning leaves more to read and look up), a posting decoded and scored in
+#: NumPy, NumPy's fixed cost per query, its cost per paper of the index (the dense score array), and importing
+#: NumPy in a process that has not yet.
+SQL_FIXED_COST = 1000.0
+SQL_POSTING_COST = 0.1
+SQL_POSTING_COST_MANY_TERMS = 0.3
+FEW_TERMS = 20
 BLOB_POSTING_COST = 0.02
 BLOB_FIXED_COST = 200.0
 BLOB_DENSE_COST = 0.002
@@ -789,15 +795,17 @@ def top_papers(
 
 def blob_path(wq: WeightedQuery, k: int) -> bool:
     """Whether the cost model sends ``wq``'s top ``k`` to the postings BLOBs (``retrieval.search.blobs``) rather
-    than to SQL over ``term_freq``: when the postings it would read cost more in SQL, row by row, than NumPy's
-    fixed cost (its import, when this process has not paid it yet, and the dense array) plus its cost per posting.
-    Short queries of rare terms stay in SQL: the readable path, and the faster one there."""
+    than to SQL over ``term_freq``: when the SQL plan's expected cost (a fixed part, and a part per posting the
+    query covers) exceeds NumPy's fixed cost (its import, when this process has not paid it yet, and the dense
+    array) plus its cost per posting. In a fresh process short queries stay in SQL, the readable path, and
+    NumPy is never imported for them."""
     import sys
 
     postings = sum(t.df for t in wq.terms)
+    per_posting = SQL_POSTING_COST if len(wq.terms) <= FEW_TERMS else SQL_POSTING_COST_MANY_TERMS
     fixed = BLOB_FIXED_COST + (0.0 if "numpy" in sys.modules else NUMPY_IMPORT_COST)
     fixed += BLOB_DENSE_COST * wq.stats.n_papers
-    return SQL_POSTING_COST * postings > fixed + BLOB_POSTING_COST * postings
+    return SQL_FIXED_COST + per_posting * postings > fixed + BLOB_POSTING_COST * postings
 
 
 def _read_whole(wq: WeightedQuery, papers: int) -> str:
