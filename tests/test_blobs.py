@@ -237,10 +237,12 @@ def test_the_cost_model_keeps_rare_short_queries_in_sql_and_sends_long_ones_to_t
     # The dense array costs per paper of the index: a few hundred postings go to the blobs in a small index only.
     assert lexical.blob_path(_weighted([400, 600], 1_000), 10)
     assert not lexical.blob_path(_weighted([400, 600], 5_000_000), 10)
-    # A process without NumPy pays its import first: short queries stay in SQL, long ones still go to the blobs.
+    # A process without NumPy pays its import first: short queries stay in SQL, long ones still go to the blobs,
+    # and so do short ones whose terms are all common (SQL has no rare term to take a threshold from).
     monkeypatch.delitem(sys.modules, "numpy")
-    assert not lexical.blob_path(_weighted([30_000, 90_000, 200_000], 500_000), 10)
+    assert not lexical.blob_path(_weighted([300, 90_000, 200_000], 500_000), 10)
     assert lexical.blob_path(_weighted([20_000] * 40, 500_000), 10)
+    assert lexical.blob_path(_weighted([90_000, 200_000], 500_000), 10)
 
 
 def test_search_sql_shows_the_blob_read_of_a_long_query(demo_db, capsys):

@@ -575,6 +575,8 @@ OVERFETCH_MAX = 2000
 SQL_FIXED_COST = 1000.0
 SQL_POSTING_COST = 0.1
 SQL_POSTING_COST_MANY_TERMS = 0.3
+#: ... and per posting where no term is rare enough to sample a threshold from (every list is then read whole).
+SQL_POSTING_COST_UNPRUNED = 0.5
 FEW_TERMS = 20
 BLOB_POSTING_COST = 0.02
 BLOB_FIXED_COST = 200.0
@@ -802,7 +804,10 @@ def blob_path(wq: WeightedQuery, k: int) -> bool:
     import sys
 
     postings = sum(t.df for t in wq.terms)
-    per_posting = SQL_POSTING_COST if len(wq.terms) <= FEW_TERMS else SQL_POSTING_COST_MANY_TERMS
+    if not any(t.df <= SCAN_SAMPLE_MAX_DF for t in wq.terms):  # no threshold sample: nothing pruned
+        per_posting = SQL_POSTING_COST_UNPRUNED
+    else:
+        per_posting = SQL_POSTING_COST if len(wq.terms) <= FEW_TERMS else SQL_POSTING_COST_MANY_TERMS
     fixed = BLOB_FIXED_COST + (0.0 if "numpy" in sys.modules else NUMPY_IMPORT_COST)
     fixed += BLOB_DENSE_COST * wq.stats.n_papers
     return SQL_FIXED_COST + per_posting * postings > fixed + BLOB_POSTING_COST * postings
