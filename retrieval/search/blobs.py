@@ -36,6 +36,19 @@ from ..store.postings import decode, unpack
 from .filters import Passing
 from .query import WeightedQuery
 
+
+def _in_list(sql: str, parameter: str, integers: bool) -> str:
+    """Register ``sql``, whose one list parameter is read by ``IN (SELECT value FROM json_each(:parameter))``,
+    with its PostgreSQL text: the list as ``= ANY (ARRAY(...))`` (an index lookup per value there), its values
+    cast to integers when ``integers`` (doc and term ids)."""
+    values = f"jsonb_array_elements_text(CAST(:{parameter} AS jsonb))"
+    if integers:
+        values = f"CAST({values} AS integer)"
+    return register(
+        sql, sql.replace(f"IN (SELECT value FROM json_each(:{parameter}))", f"= ANY (ARRAY(SELECT {values}))")
+    )
+
+
 POSTINGS_SQL = """\
 SELECT p.term_id,
        p.first_doc,
@@ -49,39 +62,21 @@ SELECT p.term_id,
 FROM postings AS p
 WHERE p.term_id IN (SELECT value FROM json_each(:term_ids))
 ORDER BY p.term_id, p.first_doc"""
-register(
-    POSTINGS_SQL,
-    POSTINGS_SQL.replace(
-        "IN (SELECT value FROM json_each(:term_ids))",
-        "= ANY (ARRAY(SELECT CAST(jsonb_array_elements_text(CAST(:term_ids AS jsonb)) AS integer)))",
-    ),
-)
+_in_list(POSTINGS_SQL, "term_ids", integers=True)
 
 PAPER_IDS_SQL = """\
 SELECT dl.doc_id,
        dl.paper_id
 FROM doc_len AS dl
 WHERE dl.doc_id IN (SELECT value FROM json_each(:doc_ids))"""
-register(
-    PAPER_IDS_SQL,
-    PAPER_IDS_SQL.replace(
-        "IN (SELECT value FROM json_each(:doc_ids))",
-        "= ANY (ARRAY(SELECT CAST(jsonb_array_elements_text(CAST(:doc_ids AS jsonb)) AS integer)))",
-    ),
-)
+_in_list(PAPER_IDS_SQL, "doc_ids", integers=True)
 
 DOC_IDS_SQL = """\
 SELECT dl.paper_id,
        dl.doc_id
 FROM doc_len AS dl
 WHERE dl.paper_id IN (SELECT value FROM json_each(:paper_ids))"""
-register(
-    DOC_IDS_SQL,
-    DOC_IDS_SQL.replace(
-        "IN (SELECT value FROM json_each(:paper_ids))",
-        "= ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:paper_ids AS jsonb))))",
-    ),
-)
+_in_list(DOC_IDS_SQL, "paper_ids", integers=False)
 
 #: The threshold is first taken once the terms added whole hold this share of the dense array's size in postings
 #: (taking it reads the whole array), then each time they have grown ``THRESHOLD_GROWTH``-fold; each time, the
