@@ -47,10 +47,10 @@ def upgrade() -> None:
     # Offline (``alembic upgrade --sql``) there are no rows: the script creates the table (a script shows the
     # schema; an index is upgraded online, by ``retrieval upgrade``).
     if not op.get_context().as_sql:
-        from retrieval.store.postings import derive
+        from retrieval.store.postings import ALL_POSTINGS_SQL, derive
 
         conn = op.get_bind()
-        result = conn.execute(sa.text("SELECT term_id, doc_id, count, length FROM term_freq ORDER BY term_id, doc_id"))
+        result = conn.execute(sa.text(ALL_POSTINGS_SQL))
         insert = sa.text(f"INSERT INTO postings ({', '.join(COLUMNS)}) VALUES ({', '.join(':' + c for c in COLUMNS)})")
         for rows in derive(iter(lambda: result.fetchmany(200_000), [])):
             conn.execute(insert, [dict(zip(COLUMNS, row, strict=True)) for row in rows])

@@ -146,15 +146,19 @@ def decode(first_doc: int, df: int, doc_ids, counts, lengths) -> tuple[np.ndarra
 
 def chunk_rows(terms: np.ndarray, docs: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> Iterator[tuple]:
     """The rows of ``postings`` for postings sorted by ``(term, doc)`` (the build's arrays, or a table's)."""
-    np = _np()
-    if not len(terms):
-        return
-    starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
-    ends = np.r_[starts[1:], len(terms)]
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+    for start, end in _runs(terms):
         for a in range(start, end, CHUNK):
             b = min(a + CHUNK, end)
             yield encode(terms[a], docs[a:b], counts[a:b], lengths[a:b])
+
+
+def _runs(terms: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, end)`` of each term's run in ``terms`` (sorted)."""
+    np = _np()
+    if not len(terms):
+        return []
+    starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
+    return list(zip(starts.tolist(), np.r_[starts[1:], len(terms)].tolist(), strict=True))
 
 
 def _arrays(rows: list[tuple]) -> tuple[np.ndarray, ...]:
@@ -209,9 +213,7 @@ def sync(conn, first_new_doc: int, removed: dict[int, set[int]], added_terms: It
     terms, docs, cs, ls = _arrays([tuple(r) for r in new])
     tails = {row[0]: row for row in conn.execute(LAST_CHUNKS_SQL, {"term_ids": json.dumps(added)}).fetchall()}
     rows: list[tuple] = []
-    starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
-    ends = np.r_[starts[1:], len(terms)]
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+    for start, end in _runs(terms):
         term_id = int(terms[start])
         d, c, le = docs[start:end], cs[start:end], ls[start:end]
         tail = tails.get(term_id)
@@ -234,8 +236,7 @@ def check(conn) -> list[str]:
     rows = [tuple(r) for r in conn.execute(ALL_POSTINGS_SQL).fetchall()]
     if rows:
         terms, docs, cs, ls = _arrays(rows)
-        starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
-        for start, end in zip(starts.tolist(), np.r_[starts[1:], len(terms)].tolist(), strict=True):
+        for start, end in _runs(terms):
             expected[int(terms[start])] = [docs[start:end], cs[start:end], ls[start:end]]
     found: dict[int, list] = {}
     for term_id, first, last, df, max_count, min_length, doc_ids, counts, lengths in conn.execute(ALL_CHUNKS_SQL):
