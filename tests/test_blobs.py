@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from retrieval import Paper, RetrievalClient, Trace, add_papers, build_index, remove_papers
 from retrieval.cli import main
+from retrieval.errors import ConfigError
 from retrieval.search import lexical
 from retrieval.search.filters import Filters
 from retrieval.search.query import Query, QueryTerm, WeightedQuery
@@ -99,6 +100,8 @@ BRANCHES = {
     "searched at once": {"FIRST_THRESHOLD_SHARE": 0.0, "THRESHOLD_GROWTH": 1, "SPARSE_RATIO": 0},
     "added whole": {"FIRST_THRESHOLD_SHARE": 0.0, "THRESHOLD_GROWTH": 1, "SPARSE_RATIO": 10**9},
     "no batching": {"SHORT_CHUNK": 0},
+    "summed by paper": {"SPARSE_ACCUMULATION": 10**9},
+    "always dense": {"SPARSE_ACCUMULATION": 0},
     "all batched": {"SHORT_CHUNK": 10**9},
 }
 
@@ -228,24 +231,72 @@ def _weighted(dfs: list[int], n_papers: int) -> WeightedQuery:
     return WeightedQuery(Query.parse("x"), terms, stats)
 
 
-def test_the_cost_model_keeps_rare_short_queries_in_sql_and_sends_long_ones_to_the_blobs(monkeypatch):
+def _plan(wq: WeightedQuery, read: set[int], pruned: bool = True) -> lexical.Plan:
+    mi = {t.term_id: 0 if t.term_id in read else lexical.NEVER for t in wq.terms}
+    return lexical.Plan(1.0, mi, 0.5, pruned)
+
+
+def test_the_cost_model_plans_short_queries_first_and_sends_long_ones_to_the_blobs(monkeypatch):
     import sys
 
     assert "numpy" in sys.modules  # as in a server or an evaluation that has scored a long query
-    assert not lexical.blob_path(_weighted([3, 40], 500_000), 10)
-    assert lexical.blob_path(_weighted([20_000] * 40, 500_000), 10)
-    # The dense array costs per paper of the index: a few hundred postings go to the blobs in a small index only.
-    assert lexical.blob_path(_weighted([400, 600], 1_000), 10)
-    assert not lexical.blob_path(_weighted([400, 600], 5_000_000), 10)
-    # A process without NumPy pays its import first: short queries stay in SQL, long ones still go to the blobs,
-    # and so do short ones whose terms are all common (SQL has no rare term to take a threshold from).
+    # A few terms, one rare: planned in SQL first, the path chosen once the plan says what SQL would read...
+    assert lexical.blob_path(_weighted([300, 90_000, 200_000], 500_000)) is None
+    # ... unless the BLOBs cost less than any SQL plan's two statements.
+    assert lexical.blob_path(_weighted([3, 40], 500_000)) is True
+    # Many terms, or only common ones: costed before any plan.
+    assert lexical.blob_path(_weighted([20_000] * 40, 500_000)) is True
+    assert lexical.blob_path(_weighted([90_000, 200_000], 500_000)) is True
+    # Once planned: a plan that only looks the common terms up stays in SQL, one that reads them goes to the
+    # blobs, and so does one whose pruning is not worth it (the plain aggregation over every posting).
+    wq = _weighted([300, 90_000, 200_000], 500_000)
+    assert not lexical.blobs_after_plan(wq, _plan(wq, {0}))
+    assert lexical.blobs_after_plan(wq, _plan(wq, {0, 1}))
+    assert lexical.blobs_after_plan(wq, _plan(wq, {0}, pruned=False))
+    # A process without NumPy pays its import first: a rare query is planned and stays in SQL, and so does one
+    # SQL reads in less than that time, or a query of a few common terms; long queries and SQL's whole reads of
+    # common lists still go to the blobs.
     monkeypatch.delitem(sys.modules, "numpy")
-    assert not lexical.blob_path(_weighted([300, 90_000, 200_000], 500_000), 10)
-    assert lexical.blob_path(_weighted([20_000] * 40, 500_000), 10)
-    assert lexical.blob_path(_weighted([90_000, 200_000], 500_000), 10)
+    small = _weighted([3, 40], 500_000)
+    assert lexical.blob_path(small) is None
+    assert not lexical.blobs_after_plan(small, _plan(small, {0, 1}, pruned=False))
+    medium = _weighted([300, 9_000], 500_000)
+    assert not lexical.blobs_after_plan(medium, _plan(medium, {0, 1}))
+    assert lexical.blobs_after_plan(wq, _plan(wq, {0, 1}))
+    assert lexical.blob_path(_weighted([5_000, 6_000], 500_000)) is False
+    assert lexical.blob_path(_weighted([20_000] * 40, 500_000)) is True
 
 
-def test_search_sql_shows_the_blob_read_of_a_long_query(demo_db, capsys):
+def test_a_planned_query_takes_the_path_its_plan_costs_least(demo_db, monkeypatch):
+    from retrieval.search import costs
+
+    query = "perplexity of the retrieval index"
+    with RetrievalClient(demo_db) as client:
+        expected = client.lexical.search(query, 5, exhaustive=True)
+    # The BLOBs cost more than SQL's least (so the query is planned first), then either path costs the most.
+    for dearer, absent in (
+        ({"BLOB_FIXED_COST": 20_000.0, "SQL_PLANNED_COST": 1e9, "SQL_POSTING_COST": 1e9}, "lexical: top-k"),
+        ({"BLOB_FIXED_COST": 1e9}, POSTINGS_STATEMENT),
+    ):
+        for name, value in {
+            "BLOB_FIXED_COST": 200.0,
+            "SQL_PLANNED_COST": 0.5,
+            "SQL_POSTING_COST": 1.0,
+            **dearer,
+        }.items():
+            monkeypatch.setattr(costs, name, value)
+        trace = Trace()
+        with RetrievalClient(demo_db, tracer=trace) as client:
+            assert client.lexical.search(query, 5) == expected
+        names = [s.name for s in trace.statements]
+        assert names.count("lexical: threshold") == 1, names  # planned first either way
+        assert not any(name.startswith(absent) for name in names), (dearer, names)
+
+
+def test_search_sql_shows_the_blob_read_of_a_long_query(demo_db, capsys, monkeypatch):
+    from retrieval.search import blobs
+
+    monkeypatch.setattr(blobs, "CACHE", blobs._Cache(2**30))  # as in a fresh process: nothing kept yet
     # Every demo paper has these words: the cost model sends the query to the blobs (numpy is loaded here).
     query = "this study reports perplexity accuracy wall time attention sparsity retrieval passage index"
     trace = Trace()
@@ -254,13 +305,14 @@ def test_search_sql_shows_the_blob_read_of_a_long_query(demo_db, capsys):
     names = [s.name for s in trace.statements]
     assert POSTINGS_STATEMENT in names and "lexical: the best papers' ids" in names
     assert not any(name.startswith("lexical: top-k") for name in names)
+    blobs.CACHE.clear()  # a fresh `retrieval search` process
     main(["search", query, "--db", str(demo_db), "--sql", "--expand", "never"])
     out = capsys.readouterr().out
     assert "FROM postings AS p" in out and "lexical: top-k" not in out
 
 
 def test_blob_scores_are_the_sql_parts_operation_for_operation():
-    from retrieval.search.blobs import _Scoring
+    from retrieval.search.blobs import _Chunk, _Scoring
 
     rng = np.random.default_rng(0)
     counts = rng.integers(1, 40, 500).astype(np.uint16)
@@ -270,8 +322,54 @@ def test_blob_scores_are_the_sql_parts_operation_for_operation():
     sql = f"SELECT :w * {lexical.TF_NORM_SQL} FROM (SELECT :c AS count, :l AS length) AS tf"
     pairs = zip(counts.tolist(), lengths.tolist(), strict=True)
     expected = [conn.execute(sql, {**params, "c": c, "l": n}).fetchone()[0] for c, n in pairs]
-    got = _Scoring(1.5, 0.75, 123.456).parts(2.75, counts, lengths)
+    got = _Scoring(1.5, 0.75, 123.456).raw_parts(2.75, counts, lengths)
     assert got.tolist() == expected  # the same doubles, not merely close ones
+    scoring = _Scoring(1.5, 0.75, 123.456)  # and from a decoded chunk's counts and denominators
+    _, c, n = _Chunk(postings.encode(7, np.arange(500), counts, lengths)).decoded(scoring)
+    assert scoring.parts(2.75, c, n).tolist() == expected
+
+
+def test_decoded_postings_are_kept_for_one_generation_of_the_index(tmp_path, small_chunks, monkeypatch):
+    from retrieval.search import blobs
+
+    monkeypatch.setattr(blobs, "CACHE", blobs._Cache(2**30))
+    rng = random.Random(3)
+    papers = {f"p{i:03d}": zipf_paper(rng, f"p{i:03d}") for i in range(80)}
+    db = tmp_path / "g.db"
+    build_index(papers.values(), db)
+    query = "v0 v1 v2 v3 v5 v8 v13"
+
+    def search() -> tuple[list, int]:
+        trace = Trace()
+        with RetrievalClient(db, tracer=trace) as client:
+            client.lexical.path = "blobs"
+            hits = client.lexical.search(query, 10)
+        ref = ReferenceBM25({pid: p.text for pid, p in papers.items()})
+        assert [p for p, _ in hits] == [p for p, _ in ref.top(query, 10)]
+        return hits, sum(s.name == POSTINGS_STATEMENT for s in trace.statements)
+
+    first, reads = search()
+    assert reads == 1 and blobs.CACHE.held > 0
+    again, reads = search()  # a new client, the same index state: nothing read
+    assert again == first and reads == 0
+    more = {f"x{i:03d}": zipf_paper(rng, f"x{i:03d}", (30, 90)) for i in range(20)}
+    add_papers(more.values(), db)  # a new generation: read again, and the answer follows the add
+    papers.update(more)
+    after, reads = search()
+    assert reads == 1 and after != first
+    gone = sorted(papers)[::3]
+    remove_papers(gone, db)
+    for pid in gone:
+        del papers[pid]
+    assert search()[1] == 1
+    with pytest.raises(ConfigError, match="RETRIEVAL_POSTINGS_CACHE_MB is 'lots'"):
+        blobs._cache_limit("lots")
+    assert blobs._cache_limit("0") == 0 and blobs._cache_limit("1.5") == 3 * 2**19
+    # Past its limit the cache lets its least recently used terms go.
+    small = blobs._Cache(4_000)
+    monkeypatch.setattr(blobs, "CACHE", small)
+    search()
+    assert 0 < small.held <= 4_000
 
 
 # -- PostgreSQL: the same table as bytea, written by the same writer, read by the same code ---------------------

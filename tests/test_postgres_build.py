@@ -41,7 +41,9 @@ def _plain(value):
 
 
 def _without_times(tables: dict) -> dict:
-    info = [row for row in tables["index_info"] if row[0] not in ("built_at", "updated_at", "build_seconds")]
+    info = [
+        row for row in tables["index_info"] if row[0] not in ("built_at", "updated_at", "build_seconds", "generation")
+    ]
     return {**tables, "index_info": info}
 
 

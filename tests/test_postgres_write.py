@@ -41,7 +41,7 @@ SNAPSHOT_SQL = {
     "cited_counts": "SELECT paper_id, cited_by FROM cited_counts",
 }
 INFO_KEYS = ("n_papers", "total_tokens", "avgdl", "min_year", "max_year")
-TIMES = ("built_at", "updated_at", "build_seconds")
+TIMES = ("built_at", "updated_at", "build_seconds", "generation")
 WAIT = 180  # seconds any process of these tests may take before the test fails
 
 

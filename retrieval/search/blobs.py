@@ -26,13 +26,18 @@ so a paper left out provably ranks below the k-th: the result equals the plain a
 from __future__ import annotations
 
 import json
+import os
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
+from ..errors import ConfigError
 from ..store.dialect import register
 from ..store.executor import Snapshot
 from ..store.postings import decode, unpack
+from .costs import SPARSE_ACCUMULATION
 from .filters import Passing
 from .query import WeightedQuery
 
@@ -90,16 +95,46 @@ SPARSE_RATIO = 8
 SHORT_CHUNK = 4096
 
 
+class _Chunk:
+    """One row of ``postings``: its range, bounds and packed columns, and once a scoring has read it whole, its
+    doc ids, counts (as doubles) and tf_norm denominators, ``count + k1 * (1 - b + b * length / avgdl)``, which
+    hold for every query of the index's state it was read at (kept, they make a repeated term cheap)."""
+
+    __slots__ = ("first", "last", "df", "max_count", "min_length", "packed", "whole")
+
+    def __init__(self, row: tuple) -> None:
+        self.first, self.last, self.df, self.max_count, self.min_length = row[1:6]
+        self.packed = (bytes(row[6]), bytes(row[7]), bytes(row[8]))  # a server's driver may give memoryviews
+        self.whole: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def decoded(self, scoring: _Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Doc ids (int64), counts (float64) and denominators, computed once (one tuple, set at once: two threads
+        that decode a chunk together compute the same arrays)."""
+        whole = self.whole
+        if whole is None:
+            docs, counts, lengths = decode(self.first, self.df, *self.packed)
+            c = counts.astype(np.float64)
+            whole = self.whole = (docs, c, c + scoring.norms_for(lengths))
+        return whole
+
+    @property
+    def nbytes(self) -> int:
+        """What the chunk holds in memory once decoded (packed, and 24 bytes a posting decoded)."""
+        return sum(len(b) for b in self.packed) + 24 * self.df + 200
+
+
 class _Term:
     """A query term's chunks, weight and bound."""
 
     __slots__ = ("chunks", "weight", "bound", "df")
 
-    def __init__(self, weight: float) -> None:
-        self.chunks: list[tuple] = []
+    def __init__(self, chunks: list[_Chunk], weight: float, scoring: _Scoring) -> None:
+        self.chunks = chunks
         self.weight = weight
-        self.bound = 0.0
-        self.df = 0
+        self.df = sum(chunk.df for chunk in chunks)
+        k1, b, avgdl = scoring.k1, scoring.b, scoring.avgdl  # the bounds, computed as the SQL path computes them
+        best = max(c.max_count * (k1 + 1.0) / (c.max_count + k1 * (1.0 - b + b * c.min_length / avgdl)) for c in chunks)
+        self.bound = weight * best * (1.0 + BOUND_SLACK)
 
 
 class _Scoring:
@@ -112,43 +147,108 @@ class _Scoring:
         self.k1, self.b, self.avgdl = k1, b, avgdl
         self.norms = np.empty(0)
 
-    def parts(self, weight: float | np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """Each posting's part of the score: the SQL's ``weight * count * (k1 + 1.0) / (count + k1 * (1.0 - b + b
-        * length / avgdl))``, operation for operation (``weight``: the term's, or one per posting)."""
+    def norms_for(self, lengths: np.ndarray) -> np.ndarray:
         longest = int(lengths.max())
         if len(self.norms) <= longest:
             every = np.arange(max(longest + 1, 2 * len(self.norms)), dtype=np.float64)
             self.norms = self.k1 * (1.0 - self.b + self.b * every / self.avgdl)
+        return self.norms[lengths]
+
+    def parts(self, weight: float | np.ndarray, counts: np.ndarray, denominators: np.ndarray) -> np.ndarray:
+        """Each posting's part of the score: the SQL's ``weight * count * (k1 + 1.0) / (count + k1 * (1.0 - b + b
+        * length / avgdl))``, operation for operation (``weight``: the term's, or one per posting; ``counts`` as
+        doubles; ``denominators``, ``_Chunk.decoded``'s)."""
+        return weight * counts * (self.k1 + 1.0) / denominators
+
+    def raw_parts(self, weight: float, counts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """``parts`` of packed counts and lengths."""
         c = counts.astype(np.float64)
-        return weight * c * (self.k1 + 1.0) / (c + self.norms[lengths])
+        return self.parts(weight, c, c + self.norms_for(lengths))
 
 
-def read(snap: Snapshot, wq: WeightedQuery) -> tuple[list[_Term], int]:
+class _Cache:
+    """Decoded postings this process keeps between queries, per index state (``index_info.generation``, which
+    every write renews) and term, least recently used first out past ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self._terms: OrderedDict[tuple[str, int], list[_Chunk]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> list[_Chunk] | None:
+        with self._lock:
+            chunks = self._terms.get(key)
+            if chunks is not None:
+                self._terms.move_to_end(key)
+            return chunks
+
+    def put(self, key: tuple[str, int], chunks: list[_Chunk]) -> None:
+        size = sum(chunk.nbytes for chunk in chunks)
+        with self._lock:
+            if size > self.limit or key in self._terms:
+                return
+            self._terms[key] = chunks
+            self.held += size
+            while self.held > self.limit:
+                _, gone = self._terms.popitem(last=False)
+                self.held -= sum(chunk.nbytes for chunk in gone)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._terms.clear()
+            self.held = 0
+
+
+def _cache_limit(value: str) -> int:
+    """``RETRIEVAL_POSTINGS_CACHE_MB`` in bytes."""
+    try:
+        megabytes = float(value)
+    except ValueError:
+        megabytes = -1.0
+    if not 0 <= megabytes < 2**40:
+        raise ConfigError(
+            f"RETRIEVAL_POSTINGS_CACHE_MB is {value!r}: give the megabytes of decoded postings a process may keep, "
+            "for example 256 (0 keeps none)"
+        )
+    return int(megabytes * 2**20)
+
+
+#: The decoded postings kept by this process (``RETRIEVAL_POSTINGS_CACHE_MB``, default 256; 0 keeps none).
+CACHE = _Cache(_cache_limit(os.environ.get("RETRIEVAL_POSTINGS_CACHE_MB", "256")))
+
+
+def read(snap: Snapshot, wq: WeightedQuery, scoring: _Scoring) -> tuple[list[_Term], int]:
     """The query's terms with their chunks, largest bound first (ties by term id), and the dense array's size
-    (the largest doc id read, plus one)."""
-    stats = wq.stats
-    k1, b, avgdl = stats.k1, stats.b, stats.avgdl  # the bounds, computed as the SQL path computes them
+    (the largest doc id read, plus one). Terms this process has read at the same index state come from
+    ``CACHE``; the others in one statement."""
     weights = {t.term_id: t.weight for t in wq.terms}
     term_ids = json.dumps(sorted(weights))
-    rows = snap.kept.get(("postings", term_ids))
-    if rows is None:  # read once per snapshot: scoring the graph's candidates reads the same lists again
-        rows = snap.rows("lexical: the query terms' postings (BLOBs)", POSTINGS_SQL, {"term_ids": term_ids})
+    chunks = snap.kept.get(("postings", term_ids))
+    if chunks is None:  # read once per snapshot: scoring the graph's candidates reads the same lists again
+        generation = wq.stats.info.get("generation") if CACHE.limit else None
+        chunks = {}
+        missing = []
+        for term_id in sorted(weights):
+            held = CACHE.get((generation, term_id)) if generation else None
+            if held is None:
+                missing.append(term_id)
+            else:
+                chunks[term_id] = held
+        if missing:
+            params = {"term_ids": json.dumps(missing)}
+            for row in snap.rows("lexical: the query terms' postings (BLOBs)", POSTINGS_SQL, params):
+                chunks.setdefault(row[0], []).append(_Chunk(row))
+            if generation:
+                for term_id in missing:
+                    if term_id in chunks:
+                        CACHE.put((generation, term_id), chunks[term_id])
         snap.kept.clear()
-        snap.kept[("postings", term_ids)] = rows
-    terms: dict[int, _Term] = {}
-    size = 0
-    for row in rows:
-        term_id, _, last_doc, df, max_count, min_length = row[:6]
-        term = terms.get(term_id)
-        if term is None:
-            term = terms[term_id] = _Term(weights[term_id])
-        term.chunks.append(row)
-        term.df += df
-        bound = max_count * (k1 + 1.0) / (max_count + k1 * (1.0 - b + b * min_length / avgdl))
-        term.bound = max(term.bound, term.weight * bound * (1.0 + BOUND_SLACK))
-        size = max(size, last_doc + 1)
-    order = sorted(terms.items(), key=lambda item: (-item[1].bound, item[0]))
-    return [term for _, term in order], size
+        snap.kept[("postings", term_ids)] = chunks
+    terms = [(term_id, _Term(held, weights[term_id], scoring)) for term_id, held in chunks.items()]
+    terms.sort(key=lambda item: (-item[1].bound, item[0]))
+    size = max((held[-1].last + 1 for held in chunks.values()), default=0)
+    return [term for _, term in terms], size
 
 
 def _mask(passing: Passing, size: int) -> np.ndarray:
@@ -163,6 +263,18 @@ def _mask(passing: Passing, size: int) -> np.ndarray:
     return mask
 
 
+_scratch = threading.local()
+
+
+def _dense(size: int) -> np.ndarray:
+    """A zeroed score array of ``size`` papers, this thread's own and kept from query to query: a fresh one costs
+    the kernel a page fault per page on first touch, more than zeroing a kept one (``top_k`` returns it zeroed)."""
+    acc = getattr(_scratch, "acc", None)
+    if acc is None or len(acc) < size:
+        acc = _scratch.acc = np.zeros(size, dtype=np.float64)
+    return acc[:size]
+
+
 def _kth(values: np.ndarray, k: int) -> float:
     """The threshold from partial scores: their k-th largest less the slack (0 if fewer than k are positive)."""
     if len(values) < k:
@@ -174,15 +286,32 @@ def _kth(values: np.ndarray, k: int) -> float:
 def top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None = None) -> list[tuple[str, float]]:
     """The top ``k`` ``(paper id, score)`` pairs of ``wq``, best first (scores rounded to ``SCORE_DECIMALS``
     places, ties by paper id), among the papers ``passing`` lets through (all when None)."""
-    terms, size = read(snap, wq)
+    scoring = _Scoring(wq.stats.k1, wq.stats.b, wq.stats.avgdl)
+    terms, size = read(snap, wq, scoring)
     if not terms or k <= 0:
         return []
-    scoring = _Scoring(wq.stats.k1, wq.stats.b, wq.stats.avgdl)
     mask = _mask(passing, size) if passing is not None else None
+    if sum(term.df for term in terms) * SPARSE_ACCUMULATION <= size:
+        docs, found = _add_sparse(terms, scoring)
+        if mask is not None:
+            docs, found = docs[mask[docs]], found[mask[docs]]
+        return _best(snap, docs, found, k)
+    acc = _dense(size)
+    try:
+        return _best(snap, *_max_score(terms, k, acc, mask, scoring), k)
+    finally:
+        acc.fill(0.0)
+
+
+def _max_score(
+    terms: list[_Term], k: int, acc: np.ndarray, mask: np.ndarray | None, scoring: _Scoring
+) -> tuple[np.ndarray, np.ndarray]:
+    """Term-at-a-time MaxScore over the zeroed dense array ``acc`` (steps 1-3 of the module's docstring): the
+    candidates (doc ids, ascending) that can reach the top k, with their scores."""
+    size = len(acc)
     rest = [0.0] * (len(terms) + 1)  # rest[i]: the bounds of terms i, i + 1, ... added up
     for i in range(len(terms) - 1, -1, -1):
         rest[i] = rest[i + 1] + terms[i].bound
-    acc = np.zeros(size, dtype=np.float64)
     threshold = 0.0
     scored = 0
     check = FIRST_THRESHOLD_SHARE * size
@@ -223,45 +352,77 @@ def top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None = N
         if mask is not None:
             candidates = candidates[mask[candidates]]
         sparse = candidates, acc[candidates]
-    return _best(snap, *sparse, k)
+    return sparse
 
 
 def _add_whole(terms: list[_Term], acc: np.ndarray, scoring: _Scoring) -> None:
     """Add the part of the score each of ``terms`` gives every paper it holds to the dense array ``acc``: a long
     chunk straight in, the short ones gathered into one pass (NumPy costs more per call than per posting there)."""
-    docs, counts, lengths, weights, sizes = [], [], [], [], []
+    docs, counts, denominators, weights, sizes = [], [], [], [], []
     for term in terms:
-        for _, first, _, df, _, _, doc_ids, c, n in term.chunks:
-            d, c, n = decode(first, df, doc_ids, c, n)
-            if df >= SHORT_CHUNK:
+        for chunk in term.chunks:
+            d, c, n = chunk.decoded(scoring)
+            if chunk.df >= SHORT_CHUNK:
                 acc[d] += scoring.parts(term.weight, c, n)  # a term's doc ids are distinct
                 continue
             docs.append(d)
             counts.append(c)
-            lengths.append(n)
+            denominators.append(n)
             weights.append(term.weight)
-            sizes.append(df)
+            sizes.append(chunk.df)
     if docs:
-        parts = scoring.parts(np.repeat(weights, sizes), np.concatenate(counts), np.concatenate(lengths))
-        acc += np.bincount(np.concatenate(docs), weights=parts, minlength=len(acc))
+        parts = scoring.parts(np.repeat(weights, sizes), np.concatenate(counts), np.concatenate(denominators))
+        together = np.concatenate(docs)
+        if len(together) * SPARSE_ACCUMULATION <= len(acc):  # few: summed by paper, then added where they fall
+            unique, at = np.unique(together, return_inverse=True)
+            acc[unique] += np.bincount(at, weights=parts, minlength=len(unique))
+        else:
+            acc += np.bincount(together, weights=parts, minlength=len(acc))
+
+
+def _add_sparse(terms: list[_Term], scoring: _Scoring) -> tuple[np.ndarray, np.ndarray]:
+    """Every paper ``terms`` hold (ascending doc ids) and its score, accumulated over the sorted doc ids: for
+    queries whose postings are few beside the papers of the index."""
+    docs, counts, denominators, weights, sizes = [], [], [], [], []
+    for term in terms:
+        for chunk in term.chunks:
+            d, c, n = chunk.decoded(scoring)
+            docs.append(d)
+            counts.append(c)
+            denominators.append(n)
+            weights.append(term.weight)
+            sizes.append(chunk.df)
+    parts = scoring.parts(np.repeat(weights, sizes), np.concatenate(counts), np.concatenate(denominators))
+    unique, at = np.unique(np.concatenate(docs), return_inverse=True)
+    return unique, np.bincount(at, weights=parts, minlength=len(unique))
 
 
 def _add_found(term: _Term, docs: np.ndarray, acc: np.ndarray, scoring: _Scoring) -> None:
     """Add ``term``'s part of the score of each of ``docs`` (ascending doc ids) that it holds to ``acc`` (aligned
-    with ``docs``): each chunk is searched for the docs in its range only."""
-    for _, first, last, df, _, _, doc_ids, counts, lengths in term.chunks:
-        lo, hi = np.searchsorted(docs, (first, last + 1))
+    with ``docs``): each chunk is searched for the docs in its range only, decoded if it was, else as stored."""
+    for chunk in term.chunks:
+        lo, hi = np.searchsorted(docs, (chunk.first, chunk.last + 1))
         if lo == hi:
             continue
+        whole, df = chunk.whole, chunk.df
+        if whole is not None:
+            at = np.minimum(np.searchsorted(whole[0], docs[lo:hi]), df - 1)
+            hit = whole[0][at] == docs[lo:hi]
+            if hit.any():
+                at = at[hit]
+                part = acc[lo:hi]  # a view: the parts land in acc
+                part[hit] += scoring.parts(term.weight, whole[1][at], whole[2][at])
+            continue
         # Searched as stored (offsets from first_doc, in their own width): no pass over the chunk.
+        doc_ids, counts, lengths = chunk.packed
         offsets = unpack(doc_ids, df)
-        wanted = (docs[lo:hi] - first).astype(offsets.dtype)
+        wanted = (docs[lo:hi] - chunk.first).astype(offsets.dtype)
         at = np.minimum(np.searchsorted(offsets, wanted), df - 1)
         hit = offsets[at] == wanted
         if hit.any():
             at = at[hit]
-            part = acc[lo:hi]  # a view: the parts land in acc
-            part[hit] += scoring.parts(term.weight, unpack(counts, df)[at], unpack(lengths, df)[at])
+            part = acc[lo:hi]
+            part[hit] += scoring.raw_parts(term.weight, unpack(counts, df)[at], unpack(lengths, df)[at])
 
 
 def scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str, float]:
@@ -276,8 +437,8 @@ def scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str,
     found.sort(key=lambda row: row[1])
     docs = np.array([doc for _, doc in found], dtype=np.int64)
     acc = np.zeros(len(docs), dtype=np.float64)
-    terms, _ = read(snap, wq)
     scoring = _Scoring(wq.stats.k1, wq.stats.b, wq.stats.avgdl)
+    terms, _ = read(snap, wq, scoring)
     for term in terms:
         _add_found(term, docs, acc, scoring)
     result.update(zip((pid for pid, _ in found), acc.tolist(), strict=True))

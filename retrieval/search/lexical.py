@@ -12,10 +12,13 @@ How a top-k query runs (all statements in one read snapshot):
 1. ``TERMS_SQL`` looks up the query's terms (``weigh``): id, df, largest stored impact. A posting of term t
    contributes at most ``weight(t) * impact / 1000 * drift``, with ``drift = max(1, avgdl / impact_avgdl)``,
    which keeps stored impacts bounds after adds (see ``retrieval.bm25.drift``).
-2. ``blob_path``, the cost model, weighs the postings the query covers: SQL pays about half a microsecond for
-   each row it reads and groups, NumPy a fiftieth of that per posting, plus a fixed cost (its import, in a
-   process that has not paid it, and a dense array the size of the index). Long queries, common terms and deep
-   top k go to the BLOBs (``retrieval.search.blobs``, one statement for every list); the rest stay here.
+2. ``blob_path``, the cost model (``retrieval.search.costs``), weighs the query: many terms, or only common
+   ones, are costed before any plan (SQL pays about a microsecond for each posting row it reads and groups,
+   NumPy a few hundredths, plus its fixed costs and, in a process that has not paid it, its import) and go to
+   the BLOBs (``retrieval.search.blobs``, one statement for every list not kept from an earlier query) when
+   cheaper there; so does a query the BLOBs answer in less than SQL's two statements. A query of a few terms,
+   one of them rare, is planned first (step 3 and 4, without a second sample) and then costed by what its plan
+   would read (``blobs_after_plan``): pruning varies most there, from a few lookups to whole common lists.
 3. ``THRESHOLD_SQL`` scores exactly a sample: the best-impact papers of the ``SAMPLE_TERMS`` terms of largest
    bound (those with at most ``SCAN_SAMPLE_MAX_DF`` postings, read whole), ranked by what those terms give them,
    the best ``SCORED`` of them scored over every query term; the k-th best of those scores, the *threshold*, is
@@ -59,6 +62,7 @@ from ..errors import NotAnIndexError
 from ..store.database import shown
 from ..store.dialect import register
 from ..store.executor import Executor, Snapshot, scatter
+from . import costs
 from .filters import Filters, Passing, every_doc, failing, passing
 from .query import Query, QueryTerm, WeightedQuery
 
@@ -566,22 +570,6 @@ PRUNE_MARGIN = 0.5
 #: A filtered top k takes an unfiltered (pruned) top m of at most this many papers and drops those that fail;
 #: a filter that would need more (few papers pass) scores the papers that pass (``FILTERED_TOP_K_SQL``).
 OVERFETCH_MAX = 2000
-#: The cost model's choice between SQL and the postings BLOBs (``blob_path``), in microseconds, measured on both
-#: paths (``bench/lexical_paths.py``): the SQL plan's fixed cost (its threshold statement and its top-k statement),
-#: its cost per posting the query covers (pruned: a fraction of them is read) for queries of up to
-#: ``FEW_TERMS`` terms and beyond (where pruning leaves more to read and look up), a posting decoded and scored in
-#: NumPy, NumPy's fixed cost per query, its cost per paper of the index (the dense score array), and importing
-#: NumPy in a process that has not yet.
-SQL_FIXED_COST = 1000.0
-SQL_POSTING_COST = 0.1
-SQL_POSTING_COST_MANY_TERMS = 0.3
-#: ... and per posting where no term is rare enough to sample a threshold from (every list is then read whole).
-SQL_POSTING_COST_UNPRUNED = 0.5
-FEW_TERMS = 20
-BLOB_POSTING_COST = 0.02
-BLOB_FIXED_COST = 200.0
-BLOB_DENSE_COST = 0.002
-NUMPY_IMPORT_COST = 60_000.0
 #: The matched count is exact when the query's postings number at most this (a read of their keys); above it,
 #: it is estimated from the terms' df as if terms occurred independently, and said to be an estimate.
 COUNT_EXACT_MAX = 50_000
@@ -711,24 +699,34 @@ def estimated_cost(terms: tuple[QueryTerm, ...], min_impacts: dict[int, int], n_
     return READ_COST * read + LOOKUP_COST * lookups
 
 
-def plan(snap: Snapshot, wq: WeightedQuery, k: int, sample_size: int = SAMPLE_SIZE) -> Plan:
-    """The plan of ``wq``'s top ``k`` (runs ``THRESHOLD_SQL`` once or twice)."""
-    terms = wq.terms
+def plan(snap: Snapshot, wq: WeightedQuery, k: int, sample_size: int = SAMPLE_SIZE, refine: bool = True) -> Plan:
+    """The plan of ``wq``'s top ``k``: ``THRESHOLD_SQL`` once, and once more (``refined``) when ``refine`` and
+    the plan would read many postings."""
     scored = max(SCORED, 2 * k)
-    by_bound = bound_order(terms)
-    threshold = _threshold(snap, wq, _sample(by_bound, max(sample_size, k), scored), k, "lexical: threshold")
-    min_impacts = choose_min_impacts(terms, threshold)
-    refined = False
-    if sum(cost(t, min_impacts[t.term_id]) for t in terms) > REFINE_ABOVE:
-        # An expensive plan: a second, larger sample from the terms it would read (whatever their df: it reads
-        # them anyway) raises the threshold (each sample's k-th score is a lower bound of the true one), and
-        # often the plan becomes cheap.
-        costly = sorted(terms, key=lambda t: (-cost(t, min_impacts[t.term_id]), t.term_id))
-        sample = _sample(costly, max(REFINE_SAMPLE_SIZE, k), scored, float("inf"))
-        second = _threshold(snap, wq, sample, k, "lexical: threshold, second sample")
-        if second > threshold:
-            threshold, refined = second, True
-            min_impacts = choose_min_impacts(terms, threshold)
+    threshold = _threshold(
+        snap, wq, _sample(bound_order(wq.terms), max(sample_size, k), scored), k, "lexical: threshold"
+    )
+    chosen = _planned(wq, threshold, choose_min_impacts(wq.terms, threshold))
+    return refined(snap, wq, k, chosen) if refine else chosen
+
+
+def refined(snap: Snapshot, wq: WeightedQuery, k: int, chosen: Plan) -> Plan:
+    """``chosen``, or where it would read more than ``REFINE_ABOVE`` postings, the plan of a second, larger
+    threshold sample from the terms it would read (whatever their df: it reads them anyway), if that raises the
+    threshold (each sample's k-th score is a lower bound of the true one); often the plan becomes cheap."""
+    terms, min_impacts = wq.terms, chosen.min_impacts
+    if sum(cost(t, min_impacts[t.term_id]) for t in terms) <= REFINE_ABOVE:
+        return chosen
+    costly = sorted(terms, key=lambda t: (-cost(t, min_impacts[t.term_id]), t.term_id))
+    sample = _sample(costly, max(REFINE_SAMPLE_SIZE, k), max(SCORED, 2 * k), float("inf"))
+    second = _threshold(snap, wq, sample, k, "lexical: threshold, second sample")
+    if second <= chosen.threshold:
+        return chosen
+    return _planned(wq, second, choose_min_impacts(terms, second), refined=True)
+
+
+def _planned(wq: WeightedQuery, threshold: float, min_impacts: dict[int, int], refined: bool = False) -> Plan:
+    terms = wq.terms
     unread = sum(below(t, min_impacts[t.term_id]) for t in terms)
     # The plain aggregation reads every list once; the pruned statement is chosen when it is expected to do at
     # most PRUNE_MARGIN as much (its estimate is rough, and wrong the other way costs more than the plain one).
@@ -782,11 +780,20 @@ def top_papers(
     (``blob_path``). ``exhaustive`` runs the plain aggregation, the reference every other path equals."""
     if not wq.terms or k <= 0:
         return [], None
-    if not exhaustive and (path == "blobs" or (path is None and blob_path(wq, k))):
+    choice = False if exhaustive or path == "sql" else True if path == "blobs" else blob_path(wq)
+    if choice:
         from .blobs import top_k
 
         return top_k(snap, wq, k), None
-    chosen = None if exhaustive else plan(snap, wq, k, sample_size)
+    chosen = None
+    if not exhaustive:
+        chosen = plan(snap, wq, k, sample_size, refine=choice is not None)
+        if choice is None:  # planned first: the BLOBs, if cheaper than the rest of this plan (before refining it)
+            if blobs_after_plan(wq, chosen):
+                from .blobs import top_k
+
+                return top_k(snap, wq, k), None
+            chosen = refined(snap, wq, k, chosen)
     if chosen is None or not chosen.pruned:
         params = {"weights": wq.weights_json, **_scoring(wq), "k": k}
         rows = snap.rows("lexical: top-k (plain aggregation)", EXHAUSTIVE_SQL, params)
@@ -795,22 +802,29 @@ def top_papers(
     return [(pid, score) for pid, score in rows], chosen
 
 
-def blob_path(wq: WeightedQuery, k: int) -> bool:
-    """Whether the cost model sends ``wq``'s top ``k`` to the postings BLOBs (``retrieval.search.blobs``) rather
-    than to SQL over ``term_freq``: when the SQL plan's expected cost (a fixed part, and a part per posting the
-    query covers) exceeds NumPy's fixed cost (its import, when this process has not paid it yet, and the dense
-    array) plus its cost per posting. In a fresh process short queries stay in SQL, the readable path, and
-    NumPy is never imported for them."""
-    import sys
-
+def blob_path(wq: WeightedQuery) -> bool | None:
+    """Where the cost model (``retrieval.search.costs``) sends ``wq``'s top k before any plan: True, the postings
+    BLOBs (``retrieval.search.blobs``); False, SQL over ``term_freq``; None, plan in SQL first, and choose then
+    (``blobs_after_plan``): a query of few terms, one of them rare enough to sample a threshold from, whose
+    pruning varies most. Many terms, or only common ones, are costed as SQL reads them (a share, or all); a
+    query the BLOBs answer in less than SQL's two statements take goes there unplanned."""
     postings = sum(t.df for t in wq.terms)
-    if not any(t.df <= SCAN_SAMPLE_MAX_DF for t in wq.terms):  # no threshold sample: nothing pruned
-        per_posting = SQL_POSTING_COST_UNPRUNED
-    else:
-        per_posting = SQL_POSTING_COST if len(wq.terms) <= FEW_TERMS else SQL_POSTING_COST_MANY_TERMS
-    fixed = BLOB_FIXED_COST + (0.0 if "numpy" in sys.modules else NUMPY_IMPORT_COST)
-    fixed += BLOB_DENSE_COST * wq.stats.n_papers
-    return SQL_FIXED_COST + per_posting * postings > fixed + BLOB_POSTING_COST * postings
+    sampled = any(t.df <= SCAN_SAMPLE_MAX_DF for t in wq.terms)
+    blobs = costs.blobs(postings, len(wq.terms), wq.stats.n_papers)
+    if blobs <= costs.sql_least(len(wq.terms)):
+        return True
+    if sampled and len(wq.terms) <= costs.FEW_TERMS:
+        return None
+    return costs.sql_unplanned(postings, len(wq.terms), sampled) > blobs
+
+
+def blobs_after_plan(wq: WeightedQuery, chosen: Plan) -> bool:
+    """Whether the BLOBs are expected to cost less than the rest of the SQL path once ``chosen`` is known: its
+    top-k statement, pruned (``estimated_cost``) or the plain aggregation over every posting. In a process
+    without NumPy its import is charged, so a query SQL prunes well never imports it."""
+    postings = sum(t.df for t in wq.terms)
+    work = estimated_cost(wq.terms, chosen.min_impacts, wq.stats.n_papers) if chosen.pruned else None
+    return costs.sql_planned(work, postings, len(wq.terms)) > costs.blobs(postings, len(wq.terms), wq.stats.n_papers)
 
 
 def _read_whole(wq: WeightedQuery, papers: int) -> str:
@@ -855,12 +869,15 @@ def filtered_top_papers(
     On the BLOB path (``path``, as ``top_papers``) the filter is a predicate on the candidates of one scoring."""
     if not wq.terms or k <= 0 or allowed.count == 0:
         return [], Matched(0, True)
-    if not exhaustive and (path == "blobs" or (path is None and blob_path(wq, k))):
+    n = max(1, wq.stats.n_papers)
+    m = max(2 * k, math.ceil(1.5 * k * n / allowed.count))
+    choice = False if exhaustive or path == "sql" else True if path == "blobs" else blob_path(wq)
+    if choice is None:  # planned as the unfiltered top m it would take
+        choice = m <= OVERFETCH_MAX and blobs_after_plan(wq, plan(snap, wq, m, refine=False))
+    if choice:
         from .blobs import top_k
 
         return top_k(snap, wq, k, allowed), _matched_passing(snap, wq, allowed)
-    n = max(1, wq.stats.n_papers)
-    m = max(2 * k, math.ceil(1.5 * k * n / allowed.count))
     while not exhaustive and m <= OVERFETCH_MAX:
         hits, _ = top_papers(snap, wq, m, path="sql")
         dropped = set(failing(snap, [pid for pid, _ in hits], allowed))
@@ -898,10 +915,8 @@ def scores_for(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str], path: st
     postings BLOBs where the cost model sends the query there (``blob_path``); else in SQL, where a term with at
     most ``READ_WHOLE_RATIO`` postings per paper asked for is read whole, a commoner one looked up per paper.
     ``path`` as ``top_papers``'s."""
-    if (
-        wq.terms and paper_ids and (path == "blobs" or (path is None and blob_path(wq, 10)))
-    ):  # the lists a long query's top k read, read again for free
-        from .blobs import scores
+    if wq.terms and paper_ids and (path == "blobs" or (path is None and (snap.kept or blob_path(wq)))):
+        from .blobs import scores  # the lists a long query's top k read are kept by the snapshot: read for free
 
         return scores(snap, wq, paper_ids)
     result = dict.fromkeys(paper_ids, 0.0)

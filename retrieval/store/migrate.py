@@ -24,6 +24,7 @@ from .database import (
     tokeniser_outdated,
 )
 from .files import TempIndex, read_fingerprint, remove_stale_temporaries, swap_in
+from .rows import renew_generation
 
 
 def migrations_dir() -> Path:
@@ -171,6 +172,8 @@ def _upgrade(path: Path) -> Upgrade:
         conn = sqlite3.connect(tmp)
         try:
             conn.execute("PRAGMA journal_mode = WAL")
+            renew_generation(conn)  # the migrations may have rewritten what readers keep (the postings)
+            conn.commit()
         finally:
             conn.close()
         check_index(tmp)

@@ -4,6 +4,7 @@ cleaned reference lists, the corpus statistics, and the summary a write returns.
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -104,6 +105,11 @@ class CorpusCounts:
     impact_avgdl: float
 
 
+def renew_generation(conn: sqlite3.Connection) -> None:
+    """A new ``index_info.generation``: what readers kept of the index before is not used again."""
+    conn.execute(UPSERT_INFO, ("generation", uuid.uuid4().hex))
+
+
 def write_statistics(
     conn: sqlite3.Connection,
     counts: CorpusCounts,
@@ -126,6 +132,8 @@ def write_statistics(
         "min_year": "" if lo is None else lo,
         "max_year": "" if hi is None else hi,
         "updated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        # Renewed by every write: what a reader keeps of the index (decoded postings) is kept for one generation.
+        "generation": uuid.uuid4().hex,
         **(extra or {}),
     }
     conn.executemany(
