@@ -24,7 +24,14 @@ from retrieval.eval.records import LexicalPass
 from retrieval.evidence import EvidenceConfig, explain
 from retrieval.evidence.rank import seed_vote
 from retrieval.evidence.split import MIN_PART, split_query
-from retrieval.evidence.support import CountingScorer, TfidfCosineScorer, coverage_delta, score_edges
+from retrieval.evidence.support import (
+    CountingScorer,
+    TfidfCosineScorer,
+    best_supports,
+    coverage_delta,
+    score_edges,
+    scorer_bound,
+)
 from retrieval.search.memo import QueryMemo
 from retrieval.search.query import Query
 from retrieval.store.build import build_index
@@ -314,3 +321,44 @@ def test_cli_takes_the_coverage_rule_and_turns_the_split_off(tmp_path, capsys):
     assert (run["config"]["split"], run["config"]["coverage"], run["subqueries"]) == ("none", "hard", [long_query])
     assert main(["explain", "quark gluon", "--db", str(db)]) == 0
     assert "ranker vote: citing 0.3, own 1" in capsys.readouterr().out
+
+
+WORDS = ["quark", "gluon", "plasma", "jet", "graph", "colouring", "lattice", "the", "of", "thermal", "vertex"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from([f"p{i}" for i in range(8)]),
+        st.lists(st.lists(st.sampled_from(WORDS + ["unindexed"]), max_size=9).map(" ".join), max_size=4),
+        min_size=1,
+    ),
+    st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=25, unique=True),
+)
+def test_every_edge_at_once_equals_the_support_of_each_pair(client, claims, pairs):
+    # The batch (NumPy) path and the per-pair reference: the same best supports, the same call count.
+    papers = sorted(claims)
+    edges = [(papers[a % len(papers)], papers[b % len(papers)]) for a, b in pairs]
+    edges = list(dict.fromkeys(edges))
+    with client.snapshot() as snap:
+        every = sorted({c for cs in claims.values() for c in cs})
+        fast = CountingScorer(TfidfCosineScorer(snap))
+        fast.prepare(every)
+        plain = TfidfCosineScorer(snap)
+        plain.prepare(every)
+        got = best_supports(edges, claims, fast)
+        reference = CountingScorer(plain)
+        reference.scorer = _PerPair(plain)  # the same scorer without its batch method
+        expected = best_supports(edges, claims, reference)
+    assert list(got) == edges and fast.calls == reference.calls == scorer_bound(edges, claims)
+    for edge in edges:
+        assert got[edge][1] == expected[edge][1]
+        assert got[edge][0] == pytest.approx(expected[edge][0], rel=1e-12, abs=1e-12), edge
+
+
+class _PerPair:
+    """A scorer's ``support`` alone (no ``best_supports``): ``best_supports`` then asks it edge by edge."""
+
+    def __init__(self, scorer: TfidfCosineScorer) -> None:
+        self.name = scorer.name
+        self.support = scorer.support

@@ -25,7 +25,9 @@ hypothesis: u's claim, score: P(entailment)) or a language model asked for a pro
 
 The shipped scorer, ``TfidfCosineScorer``, is deterministic and offline: the cosine of two claims' TF-IDF vectors,
 with tf = 1 + ln(count) and the index's own idf, ``ln(1 + (N - df + 0.5) / (df + 0.5))`` from ``doc_freq`` (the
-BM25 idf, so frequent words such as "the" weigh almost nothing and no stop-word list is needed).
+BM25 idf, so frequent words such as "the" weigh almost nothing and no stop-word list is needed). It also scores
+every edge of a graph at once (``TfidfCosineScorer.best_supports``, in NumPy: what an evaluation's evidence modes
+spend most of their time on), and ``support``, pair by pair in plain Python, is the reference it is tested against.
 """
 
 from __future__ import annotations
@@ -125,6 +127,64 @@ class TfidfCosineScorer:
             found = self._vectors[text] = self._vector(tokenise(text))
         return found
 
+    def best_supports(
+        self, edges: Sequence[tuple[str, str]], claims: dict[str, list[str]]
+    ) -> dict[tuple[str, str], tuple[tuple[float, ...], int]]:
+        """``best_supports`` for every edge at once, in NumPy: per citing paper u, its claims' vectors over u's own
+        terms, and every premise of every paper u cites scored against them in one pass (a premise's terms that u
+        lacks add nothing). The same values as ``support`` (its plain-Python reference), but for the order of
+        the additions (tested to 1e-12)."""
+        import numpy as np
+
+        texts = sorted({text for u, v in edges for text in (*claims[u], *claims[v])})
+        index = {text: i for i, text in enumerate(texts)}
+        vocabulary: dict[str, int] = {}
+        starts, terms, weights = [0], [], []
+        for text in texts:
+            for term, weight in self.vector(text).items():
+                terms.append(vocabulary.setdefault(term, len(vocabulary)))
+                weights.append(weight)
+            starts.append(len(terms))
+        term_of = np.array(terms, dtype=np.int64)
+        weight_of = np.array(weights, dtype=np.float64)
+        local = np.full(len(vocabulary) + 1, -1, dtype=np.int64)  # a term's column among u's terms, else -1
+        by_citing: dict[str, list[str]] = {}
+        for u, v in edges:
+            by_citing.setdefault(u, []).append(v)
+        out: dict[tuple[str, str], tuple[tuple[float, ...], int]] = {}
+        for u, cited in by_citing.items():
+            hypotheses = [index[text] for text in claims[u]]
+            scored = [v for v in cited if hypotheses and claims[v]]
+            for v in cited:  # no claim on either side: 0 per claim of u (the scored edges are overwritten)
+                out[(u, v)] = (tuple(0.0 for _ in hypotheses), len(claims[v]))
+            if not scored:
+                continue
+            # u's claims as dense rows over u's own terms.
+            spans = [range(starts[h], starts[h + 1]) for h in hypotheses]
+            own = np.unique(term_of[[i for span in spans for i in span]]).astype(np.int64)
+            local[own] = np.arange(len(own))
+            rows = np.zeros((len(hypotheses), len(own) + 1))  # a last, zero column for the terms u lacks
+            for row, span in enumerate(spans):
+                rows[row, local[term_of[span.start : span.stop]]] = weight_of[span.start : span.stop]
+            # Every premise of every cited paper, its entries in one array, each tagged with its premise.
+            premises = [index[text] for v in scored for text in claims[v]]
+            lengths = np.array([starts[p + 1] - starts[p] for p in premises], dtype=np.int64)
+            entries = np.concatenate([np.arange(starts[p], starts[p + 1]) for p in premises])
+            tags = np.repeat(np.arange(len(premises)), lengths)
+            columns = local[term_of[entries]]
+            columns[columns < 0] = len(own)
+            products = rows[:, columns] * weight_of[entries]
+            matrix = np.vstack([np.bincount(tags, weights=row, minlength=len(premises)) for row in products])
+            matrix = matrix.astype(np.float64, copy=False)  # (a bincount of nothing counts in integers)
+            np.minimum(matrix, 1.0, out=matrix)
+            local[own] = -1
+            at = 0
+            for v in scored:
+                n = len(claims[v])
+                out[(u, v)] = (tuple(matrix[:, at : at + n].max(axis=1).tolist()), n)
+                at += n
+        return {edge: out[edge] for edge in edges}
+
     def support(self, hypotheses: Sequence[str], premises: Sequence[str]) -> list[list[float]]:
         premise_vectors = [self.vector(p) for p in premises]
         matrix = []
@@ -199,6 +259,10 @@ def best_supports(
 ) -> dict[tuple[str, str], tuple[tuple[float, ...], int]]:
     """Per edge u -> v, in the order given: u's claims' best support by v's claims (``max_j M[i][j]``), and
     v's number of claims. An edge one of whose papers has no claim is not scored: 0 per claim of u."""
+    batch = getattr(scorer.scorer, "best_supports", None)
+    if batch is not None:  # the shipped scorer, every edge at once
+        scorer.calls += sum(len(claims[u]) * len(claims[v]) for u, v in edges if claims[u] and claims[v])
+        return batch(edges, claims)
     out = {}
     for u, v in edges:
         hypotheses, premises = claims[u], claims[v]

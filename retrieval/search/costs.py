@@ -14,7 +14,7 @@ import sys
 
 #: The fixed cost of one SQL statement of the lexical pass (its preparation, the JSON parameters, the rows out),
 #: and its cost per query term (each is read out of the JSON, sampled, looked up or joined).
-SQL_STATEMENT_COST = 150.0
+SQL_STATEMENT_COST = 250.0
 SQL_TERM_COST = 50.0
 #: One posting of the plain aggregation (read, joined to its paper's length, scored and grouped), and one unit
 #: of a pruned plan's estimate (``lexical.estimated_cost``, whose units are such postings, measured cheaper).
@@ -22,8 +22,10 @@ SQL_POSTING_COST = 1.0
 SQL_PLANNED_COST = 0.5
 #: Before any plan: the share of a many-term query's postings a pruned plan is expected to read.
 SQL_MANY_TERMS_SHARE = 0.3
-#: Queries of up to this many terms are planned before the path is chosen (their pruning varies most).
+#: Queries of up to this many terms are planned before the path is chosen (their pruning varies most), unless
+#: the BLOBs would answer them in less than this: a plan's statement is then not worth its round trip.
 FEW_TERMS = 20
+PLAN_ABOVE = 2000.0
 #: NumPy's fixed cost per query (the statement that reads the lists, the best papers' ids) and per query term
 #: (its chunks decoded); per posting summed by paper over sorted doc ids (``SPARSE_ACCUMULATION``) or added into
 #: the dense score array, and then per paper of the index (the array's passes: zeroing, thresholds, candidates).

@@ -807,11 +807,12 @@ def blob_path(wq: WeightedQuery) -> bool | None:
     BLOBs (``retrieval.search.blobs``); False, SQL over ``term_freq``; None, plan in SQL first, and choose then
     (``blobs_after_plan``): a query of few terms, one of them rare enough to sample a threshold from, whose
     pruning varies most. Many terms, or only common ones, are costed as SQL reads them (a share, or all); a
-    query the BLOBs answer in less than SQL's two statements take goes there unplanned."""
+    query the BLOBs answer in less than SQL's two statements, or than ``costs.PLAN_ABOVE``, goes there
+    unplanned."""
     postings = sum(t.df for t in wq.terms)
     sampled = any(t.df <= SCAN_SAMPLE_MAX_DF for t in wq.terms)
     blobs = costs.blobs(postings, len(wq.terms), wq.stats.n_papers)
-    if blobs <= costs.sql_least(len(wq.terms)):
+    if blobs <= max(costs.PLAN_ABOVE, costs.sql_least(len(wq.terms))):
         return True
     if sampled and len(wq.terms) <= costs.FEW_TERMS:
         return None
