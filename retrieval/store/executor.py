@@ -13,7 +13,16 @@ from collections import namedtuple
 from collections.abc import Callable, Mapping
 
 from .database import INDEX_INFO_SQL, IndexStats, store_error
-from .dialect import HASH_JOINS, HASH_JOINS_OFF_SQL, HASH_JOINS_ON_SQL, SHARDED, SQLITE, register, text_for
+from .dialect import (
+    HASH_JOINS,
+    HASH_JOINS_OFF_SQL,
+    HASH_JOINS_ON_SQL,
+    POSTGRESQL,
+    SHARDED,
+    SQLITE,
+    register,
+    text_for,
+)
 from .postgres import is_error as is_server_error
 from .postgres import server_error
 
@@ -28,6 +37,10 @@ READ_LOCK_TABLES = (
 )  # fmt: skip
 READ_LOCKS_SQL = f"LOCK TABLE {', '.join(READ_LOCK_TABLES)} IN ACCESS SHARE MODE"
 register(READ_LOCKS_SQL, READ_LOCKS_SQL)  # PostgreSQL only
+#: PostgreSQL: a snapshot's beginning, its locks and the statistics in one round trip (three statements in one
+#: message, run in order; the rows are the last one's).
+BEGIN_READ_SQL = f"{text_for('BEGIN', POSTGRESQL)};\n{READ_LOCKS_SQL};\n{INDEX_INFO_SQL}"
+register(BEGIN_READ_SQL, BEGIN_READ_SQL)  # PostgreSQL only
 
 
 #: Statements that read only the co-located postings tables (``term_freq``, ``doc_len``) and whose results
@@ -281,11 +294,13 @@ class _SnapshotScope:
         if executor._snapshot is not None:
             self.outer = True
             return executor._snapshot
-        executor.run("begin the read snapshot", "BEGIN")
+        if executor.dialect == SQLITE:
+            executor.run("begin the read snapshot", "BEGIN")
         try:
-            if executor.dialect != SQLITE:  # before the snapshot is taken (at the first read)
-                executor.run("lock the index's tables for the snapshot", READ_LOCKS_SQL)
-            info = dict(executor.rows("index statistics", INDEX_INFO_SQL))
+            if executor.dialect == SQLITE:
+                info = dict(executor.rows("index statistics", INDEX_INFO_SQL))
+            else:  # the locks before the snapshot is taken (at the first read), all in one round trip
+                info = dict(executor.rows("begin the read snapshot", BEGIN_READ_SQL))
             stats = IndexStats.from_info(info)
             if executor.dialect != SQLITE and (executor.shards or "shards" in info):
                 executor.begin_shards(info)  # a sharded index: each shard's own snapshot, begun now

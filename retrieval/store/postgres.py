@@ -64,6 +64,8 @@ class PgConnection:
     def execute(self, sql: str, params=None):
         cursor = self.raw.cursor()
         cursor.execute(convert(sql), params or {})  # prepared on the server from its 5th run (psycopg)
+        while cursor.nextset():  # several statements in one message: the rows are the last one's
+            pass
         return cursor
 
     @property
