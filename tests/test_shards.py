@@ -228,6 +228,21 @@ def test_a_rebuild_keeps_the_shards_and_drops_the_replaced_tables(sharded_databa
     _check_placement(coordinator, shards)
 
 
+def test_a_sharded_build_over_an_index_of_one_server_keeps_its_foreign_servers(sharded_database, tmp_path):
+    # The one-server index set the database's search_path to its schema; the fdw extension created there went
+    # with the replaced schema's DROP ... CASCADE, and the index was left with empty distributed tables.
+    corpus, _ = _corpus(tmp_path, 40)
+    lite = tmp_path / "lite.db"
+    build(db=lite, source=corpus)
+    coordinator, shards = sharded_database("over-one-server")
+    build(db=coordinator, source=corpus)
+    build(db=coordinator, source=corpus, shards=shards)
+    assert len(_layout(coordinator)) == len(shards)
+    _check_placement(coordinator, shards)
+    _same_index(lite, coordinator)
+    _same_searches(lite, coordinator, QUERIES)
+
+
 def test_shard_options_are_checked_before_anything_is_written(sharded_database, tmp_path, capsys):
     coordinator, shards = sharded_database("options")
     with pytest.raises(ConfigError, match="PostgreSQL coordinator"):

@@ -35,7 +35,7 @@ import numpy as np
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
 from ..errors import ConfigError
 from ..store.dialect import register
-from ..store.executor import Snapshot
+from ..store.executor import Snapshot, scatter
 from ..store.postings import decode, unpack
 from .costs import SPARSE_ACCUMULATION
 from .filters import Passing
@@ -75,6 +75,7 @@ SELECT dl.doc_id,
 FROM doc_len AS dl
 WHERE dl.doc_id IN (SELECT value FROM json_each(:doc_ids))"""
 _in_list(PAPER_IDS_SQL, "doc_ids", integers=True)
+scatter(PAPER_IDS_SQL, "concat")  # sharded: each shard names its own papers (a foreign table's list is not pushed down)
 
 DOC_IDS_SQL = """\
 SELECT dl.paper_id,
@@ -82,6 +83,7 @@ SELECT dl.paper_id,
 FROM doc_len AS dl
 WHERE dl.paper_id IN (SELECT value FROM json_each(:paper_ids))"""
 _in_list(DOC_IDS_SQL, "paper_ids", integers=False)
+scatter(DOC_IDS_SQL, "concat")
 
 #: The threshold is first taken once the terms added whole hold this share of the dense array's size in postings
 #: (taking it reads the whole array), then each time they have grown ``THRESHOLD_GROWTH``-fold; each time, the

@@ -145,7 +145,15 @@ def _create_servers(raw, tag: str, shards: list[DatabaseURL]) -> list[str]:
     """One foreign server (and a user mapping for every role of the coordinator) per shard."""
     from psycopg import sql
 
-    raw.execute("CREATE EXTENSION IF NOT EXISTS postgres_fdw")
+    # In public, never in the index's schema (the database's search_path once an index lives there): a rebuild
+    # drops the replaced schema with CASCADE, which would take the wrapper, the servers and every foreign table.
+    raw.execute("CREATE EXTENSION IF NOT EXISTS postgres_fdw WITH SCHEMA public")
+    home = raw.execute(
+        "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n ON n.oid = e.extnamespace "
+        "WHERE e.extname = 'postgres_fdw'"
+    ).fetchone()[0]
+    if home != "public":  # put there by an earlier version's build over an index of one server
+        raw.execute("ALTER EXTENSION postgres_fdw SET SCHEMA public")
     names = []
     for i, url in enumerate(shards):
         name = f"{SCHEMA}_{tag}_s{i}"
