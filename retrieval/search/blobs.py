@@ -360,43 +360,39 @@ def _max_score(
 def _add_whole(terms: list[_Term], acc: np.ndarray, scoring: _Scoring) -> None:
     """Add the part of the score each of ``terms`` gives every paper it holds to the dense array ``acc``: a long
     chunk straight in, the short ones gathered into one pass (NumPy costs more per call than per posting there)."""
-    docs, counts, denominators, weights, sizes = [], [], [], [], []
+    short = []
     for term in terms:
         for chunk in term.chunks:
-            d, c, n = chunk.decoded(scoring)
             if chunk.df >= SHORT_CHUNK:
+                d, c, n = chunk.decoded(scoring)
                 acc[d] += scoring.parts(term.weight, c, n)  # a term's doc ids are distinct
-                continue
-            docs.append(d)
-            counts.append(c)
-            denominators.append(n)
-            weights.append(term.weight)
-            sizes.append(chunk.df)
-    if docs:
-        parts = scoring.parts(np.repeat(weights, sizes), np.concatenate(counts), np.concatenate(denominators))
-        together = np.concatenate(docs)
-        if len(together) * SPARSE_ACCUMULATION <= len(acc):  # few: summed by paper, then added where they fall
-            unique, at = np.unique(together, return_inverse=True)
+            else:
+                short.append((term.weight, chunk))
+    if short:
+        docs, parts = _gathered(short, scoring)
+        if len(docs) * SPARSE_ACCUMULATION <= len(acc):  # few: summed by paper, then added where they fall
+            unique, at = np.unique(docs, return_inverse=True)
             acc[unique] += np.bincount(at, weights=parts, minlength=len(unique))
         else:
-            acc += np.bincount(together, weights=parts, minlength=len(acc))
+            acc += np.bincount(docs, weights=parts, minlength=len(acc))
 
 
 def _add_sparse(terms: list[_Term], scoring: _Scoring) -> tuple[np.ndarray, np.ndarray]:
     """Every paper ``terms`` hold (ascending doc ids) and its score, accumulated over the sorted doc ids: for
     queries whose postings are few beside the papers of the index."""
-    docs, counts, denominators, weights, sizes = [], [], [], [], []
-    for term in terms:
-        for chunk in term.chunks:
-            d, c, n = chunk.decoded(scoring)
-            docs.append(d)
-            counts.append(c)
-            denominators.append(n)
-            weights.append(term.weight)
-            sizes.append(chunk.df)
-    parts = scoring.parts(np.repeat(weights, sizes), np.concatenate(counts), np.concatenate(denominators))
-    unique, at = np.unique(np.concatenate(docs), return_inverse=True)
+    docs, parts = _gathered([(term.weight, chunk) for term in terms for chunk in term.chunks], scoring)
+    unique, at = np.unique(docs, return_inverse=True)
     return unique, np.bincount(at, weights=parts, minlength=len(unique))
+
+
+def _gathered(chunks: list[tuple[float, _Chunk]], scoring: _Scoring) -> tuple[np.ndarray, np.ndarray]:
+    """The doc id and part of every posting of ``(weight, chunk)`` pairs, in one array each (one pass of NumPy
+    over all of them)."""
+    decoded = [chunk.decoded(scoring) for _, chunk in chunks]
+    weights = np.repeat([weight for weight, _ in chunks], [chunk.df for _, chunk in chunks])
+    counts = np.concatenate([c for _, c, _ in decoded])
+    denominators = np.concatenate([n for _, _, n in decoded])
+    return np.concatenate([d for d, _, _ in decoded]), scoring.parts(weights, counts, denominators)
 
 
 def _add_found(term: _Term, docs: np.ndarray, acc: np.ndarray, scoring: _Scoring) -> None:
