@@ -780,26 +780,30 @@ def top_papers(
     (``blob_path``). ``exhaustive`` runs the plain aggregation, the reference every other path equals."""
     if not wq.terms or k <= 0:
         return [], None
-    choice = False if exhaustive or path == "sql" else True if path == "blobs" else blob_path(wq)
+    choice = _path_before_plan(wq, path, exhaustive)
+    chosen = None
+    if not choice and not exhaustive:
+        chosen = plan(snap, wq, k, sample_size, refine=choice is not None)
+        if choice is None:  # planned first: the BLOBs, if cheaper than the rest of this plan (before refining it)
+            choice = blobs_after_plan(wq, chosen)
+            chosen = None if choice else refined(snap, wq, k, chosen)
     if choice:
         from .blobs import top_k
 
         return top_k(snap, wq, k), None
-    chosen = None
-    if not exhaustive:
-        chosen = plan(snap, wq, k, sample_size, refine=choice is not None)
-        if choice is None:  # planned first: the BLOBs, if cheaper than the rest of this plan (before refining it)
-            if blobs_after_plan(wq, chosen):
-                from .blobs import top_k
-
-                return top_k(snap, wq, k), None
-            chosen = refined(snap, wq, k, chosen)
     if chosen is None or not chosen.pruned:
         params = {"weights": wq.weights_json, **_scoring(wq), "k": k}
         rows = snap.rows("lexical: top-k (plain aggregation)", EXHAUSTIVE_SQL, params)
     else:
         rows = snap.rows("lexical: top-k", TOP_K_SQL, top_k_params(wq, chosen, k))
     return [(pid, score) for pid, score in rows], chosen
+
+
+def _path_before_plan(wq: WeightedQuery, path: str | None, exhaustive: bool) -> bool | None:
+    """``path`` forced (``"blobs"``: True; ``"sql"`` or ``exhaustive``: False), else ``blob_path``'s choice."""
+    if exhaustive or path == "sql":
+        return False
+    return True if path == "blobs" else blob_path(wq)
 
 
 def blob_path(wq: WeightedQuery) -> bool | None:
@@ -872,7 +876,7 @@ def filtered_top_papers(
         return [], Matched(0, True)
     n = max(1, wq.stats.n_papers)
     m = max(2 * k, math.ceil(1.5 * k * n / allowed.count))
-    choice = False if exhaustive or path == "sql" else True if path == "blobs" else blob_path(wq)
+    choice = _path_before_plan(wq, path, exhaustive)
     if choice is None:  # planned as the unfiltered top m it would take
         choice = m <= OVERFETCH_MAX and blobs_after_plan(wq, plan(snap, wq, m, refine=False))
     if choice:
