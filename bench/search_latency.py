@@ -141,9 +141,11 @@ def main() -> None:
         rows = {}
         with RetrievalClient(db=db) as client:
             client.search(titles[0])  # warm the OS cache once, as a long-lived process would be
+            default = RetrievalConfig()
             settings = [
-                ("title query, default search (gate, 1 hop, evidence)", RetrievalConfig()),
-                ("title query, default search, expansion forced", RetrievalConfig(expand="always")),
+                (f"title query, default search ({default.ranking})", default),
+                ("title query, policy (gate, 1 hop, evidence)", RetrievalConfig(ranking="expansion")),
+                ("title query, policy, expansion forced", RetrievalConfig(ranking="expansion", expand="always")),
                 ("title query, lesson's blend hops=2", RetrievalConfig.lesson()),
                 ("title query, lesson's blend hops=1", RetrievalConfig.lesson(max_hops=1)),
             ]
@@ -151,6 +153,12 @@ def main() -> None:
                 rows[label] = _time(lambda q, c=cfg: client.search(q, c, limit=10), titles)
             rows["title query, lexical top-10 only"] = _time(lambda q: client.lexical.search(q, 10), titles)
             rows["title+abstract query, lexical top-10"] = _time(lambda q: client.lexical.search(q, 10), abstracts)
+            rows[f"title+abstract query, default search ({default.ranking})"] = _time(
+                lambda q: client.search(q, default, limit=10), abstracts
+            )
+            rows["title+abstract query, policy"] = _time(
+                lambda q: client.search(q, RetrievalConfig(ranking="expansion"), limit=10), abstracts
+            )
         size = db.stat().st_size
 
     start = time.perf_counter()

@@ -360,9 +360,11 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-hub-weighting", action="store_true", help="no 1/ln(e + degree) down-weighting")
     p.add_argument(
         "--ranking",
-        choices=("expansion", "learned"),
-        help="expansion: the hand-weighted blend; learned: the learned linear blend (INDEX.ranker.json when "
-        "`retrieval train` wrote one, else the shipped model)",
+        choices=("auto", "expansion", "learned"),
+        help="auto (the default): the learned ranking, or the policy where the papers matching the query are "
+        "rarely cited; expansion: the policy, the hand-weighted blend (implied by --expand, --relations, --hops, "
+        "--top-k-lexical, the gate's and the caps' options); learned: the learned linear blend "
+        "(INDEX.ranker.json when `retrieval train` wrote one, else the shipped model)",
     )
     p.add_argument("--model", metavar="FILE", help="the learned ranking's model file (implies --ranking learned)")
     p.add_argument(

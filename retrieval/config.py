@@ -76,7 +76,7 @@ def resolve_db_path(db: str | os.PathLike[str] | None = None) -> Path:
 
 
 #: How graph_score is computed: the expansion's evidence sum (the default) or the lesson's score by hop distance.
-RANKINGS = ("expansion", "hops", "learned")
+RANKINGS = ("auto", "expansion", "hops", "learned")
 EXPAND_MODES = ("never", "always", "auto")
 RELATIONS = ("references", "citing", "cocitation", "coupling")
 #: Pseudo-relevance feedback of the lexical pass: none, or RM3 (``retrieval.search.prf``).
@@ -90,7 +90,7 @@ _FIELDS = {
     "w_bm25": 1.0,
     "w_graph": 0.5,
     "w_recency": 0.05,
-    "ranking": "expansion",
+    "ranking": "auto",
     "lexical_depth": 100,
     "expand": "auto",
     "gate_threshold": 0.3,
@@ -105,6 +105,13 @@ _FIELDS = {
 }
 
 
+#: The fields only the policy (``ranking="expansion"``) reads; the learned model has its own candidate settings.
+POLICY_FIELDS = (
+    "top_k_lexical", "max_hops", "w_bm25", "w_graph", "w_recency", "lexical_depth", "expand", "gate_threshold",
+    "gate_min_survivors", "relations", "max_neighbours", "hub_weighting", "max_candidates", "fanout",
+)  # fmt: skip
+
+
 class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list(_FIELDS.values()))):
     """How a search is run and its results ranked.
 
@@ -112,16 +119,20 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
     the paper's BM25 score over the best seed's, recency_score ramps linearly over the corpus's years, and
     graph_score depends on ``ranking``:
 
-    - ``"expansion"`` (the default): the evidence the policy-driven expansion gathered for the paper (see
+    - ``"auto"`` (the default): per query, ``"learned"``, or ``"expansion"`` where the papers of the BM25 list
+      are cited less than 1.5 times on average (``retrieval.search.learned.choose``): the learned model was
+      fitted on citation evidence, which such a query's neighbourhood mostly lacks (docs/eval/learned.md). A
+      configuration that sets any of the policy's fields (``POLICY_FIELDS``, ``sets_policy``) gets the policy.
+    - ``"expansion"`` (the policy): the evidence the policy-driven expansion gathered for the paper (see
       ``retrieval.search.expansion``); candidates are the BM25 top ``lexical_depth`` plus what the expansion adds.
     - ``"hops"``: the lesson's 1.0 / 0.6 / 0.3 at 0 / 1 / 2 hops from a seed, over the seeds and a recursive-CTE
       walk of references and citing papers (``RetrievalConfig.lesson()`` gives the lesson's whole setting).
     - ``"learned"``: a linear model over the candidates' features (``retrieval.search.learned``): ``model`` (a
       ranker file's path or a loaded model), else ``<index>.ranker.json`` beside the index, else the shipped
-      ``retrieval/models/ranker-v2.json``; the model's own candidate settings replace relations, hops and gate.
+      ``retrieval/models/ranker-v3.json``; the model's own candidate settings replace relations, hops and gate.
 
-    Defaults were chosen on the development sets (docs/eval): seeds 20, one hop, references and citing papers,
-    at most 30 neighbours per paper and relation, at most 100 papers added per query (the strongest by
+    The policy's defaults were chosen on the development sets (docs/eval): seeds 20, one hop, references and
+    citing papers, at most 30 neighbours per paper and relation, at most 100 papers added per query (the strongest by
     evidence: docs/eval/gate.md), hub down-weighting, graph weight 0.5, recency 0.05, and a gate
     that expands unless 3 seeds each match 30% of the query's attainable BM25. ``max_hops`` above 2 is clamped.
     ``prf="rm3"`` expands the query by RM3 pseudo-relevance feedback before the lexical pass
@@ -152,6 +163,11 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
             "max_candidates": None,
         }
         return cls(**{**settings, **overrides})
+
+    def sets_policy(self) -> bool:
+        """Whether a setting of the policy (seeds, hops, weights, depth, gate, relations, caps) differs from its
+        default: ``ranking="auto"`` then means the policy so set, since the learned model brings its own."""
+        return any(getattr(self, name) != _FIELDS[name] for name in POLICY_FIELDS)
 
     def replace(self, **changes) -> RetrievalConfig:
         """A copy with ``changes`` applied, checked like a new configuration."""

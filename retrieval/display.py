@@ -307,12 +307,19 @@ def summary_lines(result: RetrievalResult, width: int, offset: int = 0, matched:
     if matched is not None:
         first.append(f"{'' if exact else 'about '}{matched:,} papers match the query")
     first.append(f"top {m['top_score']:.4f}, average {m['avg_score']:.4f}, {m['wall_time_ms']:.1f} ms")
-    graph = "evidence" if config.ranking == "expansion" else "1/.6/.3 by hops"
+    graph = "1/.6/.3 by hops" if config.ranking == "hops" else "evidence"
     formula = f"final = {config.w_bm25:g}*bm25/max + {config.w_graph:g}*graph({graph}) + {config.w_recency:g}*recency"
     model = result.expansion.get("model") if config.ranking == "learned" else None
     if model:
         formula = f"final = learned model {model['name']}: sum of weight*feature over {model['features']} features"
     lines = clauses(first, width) + wrap(formula, width, hanging=2)
+    auto = result.expansion.get("auto")
+    if auto:
+        chosen = "the learned model" if auto["ranking"] == "learned" else "the policy"
+        lines += wrap(
+            f"ranking auto: {chosen} (the matching papers are cited {auto['cited_by_mean']:.1f} times on average; "
+            f"the policy below {auto['threshold']:g})", width, hanging=2,
+        )  # fmt: skip
     gate = result.expansion.get("gate", {})
     if gate:
         state = "expanded" if gate["fired"] else "not expanded"

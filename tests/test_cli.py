@@ -28,7 +28,13 @@ def test_build_search_stats(tmp_path, capsys):
     assert "Attention Sparsity" in lines[1]
     assert "3 of 42 hits shown" in out
     code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3")
-    assert code == 0 and "graph: not expanded (20 seeds match" in out
+    # the default: auto, which picks the learned model on the demo corpus's well-cited papers, and says so
+    assert code == 0 and "ranking auto: the learned model (the matching papers are cited" in out
+    assert "final = learned model ranker-v3" in out
+    code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3", "--ranking", "expansion")
+    assert code == 0 and "graph: not expanded (20 seeds match" in out and "ranking auto" not in out
+    code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3", "--expand", "always")
+    assert code == 0 and "graph: expanded (expansion is always on)" in out and "ranking auto" not in out
     code, out, _ = run(capsys, "stats", "--db", db)
     assert code == 0 and "papers" in out and "schema_revision" in out
 
@@ -44,10 +50,13 @@ def test_search_json_shape(demo_db, capsys):
     assert data["offset"] == 0 and data["filters"] is None and data["warnings"] == [] and data["matched"] > 5
     assert set(data["results"][0]) == {
         "rank", "id", "title", "year", "authors", "bm25_score", "graph_distance", "recency_score", "final_score",
-        "graph_score", "reached", "why",
+        "graph_score", "reached", "why", "features", "contributions", "model",
     }  # fmt: skip
     assert [r["rank"] for r in data["results"]] == [1, 2, 3, 4, 5] and data["results"][0]["authors"]
     assert set(data["expansion"]["gate"]) >= {"mode", "fired", "survivors", "reason"}
+    assert data["expansion"]["auto"]["ranking"] == "learned" and data["expansion"]["model"]["name"].startswith(
+        "ranker-v3"
+    )
     assert set(data["metrics"]) == {"hit_count", "avg_score", "top_score", "wall_time_ms"}
     finals = [r["final_score"] for r in data["results"]]
     assert finals == sorted(finals, reverse=True)

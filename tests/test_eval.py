@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval import RetrievalClient
+from retrieval import RetrievalClient, RetrievalConfig
 from retrieval.cli import main
 from retrieval.errors import ConfigError, InputError, RetrievalError
 from retrieval.eval import MODES, BlendMode, run_eval
@@ -536,3 +536,25 @@ def test_blend_modes_sharing_a_memo_rank_as_they_do_alone(citation_files, citati
             )
             charges.append(shared.memo.take_charge())
     assert charges[0] == 0.0 and charges[1] > 0  # one hop reaches a subset of what two hops reached
+
+
+def test_the_policy_mode_is_the_policy_and_auto_is_the_default_search(citation_files, citation_run):
+    # "policy" stays the hand-weighted policy now that the default ranking is auto; "auto" ranks as a default
+    # search does (under the shipped model's held-out fold, which for a corpus it was not trained on is the model)
+    from retrieval.eval.modes import MODES as REGISTRY
+    from retrieval.eval.records import LexicalPass
+    from retrieval.search.query import Query
+
+    _, base = citation_run
+    _, queries = citation_files
+    text = json.loads(queries.read_text().splitlines()[0])["query"]
+    with RetrievalClient(only_index(base / "cache")) as client:
+        bm25 = client.lexical.search(text, 100)
+        lexical = LexicalPass(Query.parse(text), bm25, len(bm25))
+        policy = client.search(text, RetrievalConfig(ranking="expansion"), limit=100)
+        default = client.search(text, limit=100)
+        assert REGISTRY["policy"].run(client, lexical, client.config, 100).ranking == [
+            r.paper.id for r in policy.ranked
+        ]
+        assert REGISTRY["auto"].run(client, lexical, client.config, 100).ranking == [r.paper.id for r in default.ranked]
+    assert default.expansion["auto"]["ranking"] in ("learned", "expansion")

@@ -23,7 +23,6 @@ from retrieval.eval.evidence_modes import evidence_modes
 from retrieval.eval.records import LexicalPass
 from retrieval.evidence import EvidenceConfig, explain
 from retrieval.evidence.rank import seed_vote
-from retrieval.evidence.split import MIN_PART, split_query
 from retrieval.evidence.support import (
     CountingScorer,
     TfidfCosineScorer,
@@ -34,6 +33,7 @@ from retrieval.evidence.support import (
 )
 from retrieval.search.memo import QueryMemo
 from retrieval.search.query import Query
+from retrieval.search.split import MIN_PART, split_query
 from retrieval.store.build import build_index
 from retrieval.text import sentences, tokenise
 

@@ -22,6 +22,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 from retrieval import cli  # noqa: E402
 from retrieval.commands import log_enable  # noqa: E402
+from retrieval.config import RetrievalConfig  # noqa: E402
 from retrieval.errors import RetrievalError  # noqa: E402
 from retrieval.evidence.config import RANKERS, EvidenceConfig  # noqa: E402
 from retrieval.evidence.pipeline import explain  # noqa: E402
@@ -153,7 +154,7 @@ def test_search_equals_the_library_for_the_same_query_and_settings(demo_db, tmp_
 
 def test_similar_show_and_explain_match_the_library(demo_db, tmp_path):
     with RetrievalClient(demo_db) as client:
-        first = client.search("attention sparsity", limit=2).ranked
+        first = client.search("attention sparsity", RetrievalConfig(ranking="expansion"), limit=2).ranked
         ids = [r.paper.id for r in first]
         similar, excluded, shown, explained = calls(
             demo_db, tmp_path,
@@ -280,7 +281,9 @@ def test_stdout_carries_only_the_protocol_and_the_server_exits_cleanly_when_the_
     assert rest == ""
     assert set(replies) == {1, 2, 3} and all(reply["jsonrpc"] == "2.0" for reply in replies.values())
     assert replies[1]["result"]["serverInfo"]["name"] == "retrieval"
-    assert replies[2]["result"]["structuredContent"]["results"][0]["id"] == "p008"
+    with RetrievalClient(demo_db) as client:  # what the library's default search ranks first
+        expected = client.search("attention sparsity", limit=2).ranked[0].paper.id
+    assert replies[2]["result"]["structuredContent"]["results"][0]["id"] == expected
     assert replies[3]["result"]["isError"] is True
     assert "Traceback" not in logged
     assert "retrieval mcp: serving" in logged and "retrieval mcp: search: 2 result(s)" in logged

@@ -93,9 +93,12 @@ def test_on_logs_each_search_and_explain_with_its_numbers(db, capsys):
     metrics = shown["metrics"]
     assert (first["hit_count"], first["top_score"]) == (metrics["hit_count"], metrics["top_score"])
     assert first["avg_score"] == metrics["avg_score"] and first["wall_ms"] == metrics["wall_time_ms"]
-    assert first["gate_fired"] is shown["expansion"]["gate"]["fired"] is False
+    # the default ranking (auto) chose the learned model, which always expands: the log says what ran
+    assert shown["expansion"]["auto"]["ranking"] == "learned"
+    assert first["gate_fired"] is shown["expansion"]["gate"]["fired"] is True
     assert (first["page_limit"], first["page_offset"]) == (5, 0)
-    assert first["settings"] == json.loads(json.dumps(RetrievalConfig().to_dict()))  # every field, as JSON
+    ran = RetrievalConfig(ranking="learned").to_dict()
+    assert first["settings"] == json.loads(json.dumps(ran))  # every field, as JSON
     assert before <= datetime.fromisoformat(first["logged_at"]) <= after
     assert first["logged_at"].endswith("+00:00")
 

@@ -1,6 +1,7 @@
-"""The learned ranking's evaluation modes: ``learned`` (the shipped model, ``retrieval/models/ranker-v2.json``)
-and ``learned-cv`` (each development set ranked by the model fitted on the other two, as the shipped file
-records its hold-one-set-out folds; ``retrieval.eval.train``).
+"""The learned ranking's evaluation modes: ``learned`` (the shipped model, ``retrieval/models/ranker-v3.json``)
+and ``learned-cv`` (each development set ranked by the model fitted on the other corpora's sets, as the shipped
+file records its hold-one-corpus-out folds; ``retrieval.eval.train``), and ``auto`` (the default ranking, with
+the ``learned-cv`` fold where it picks the learned model).
 
 Both rank the shared BM25 list's candidates through ``RetrievalClient.rank`` under ``ranking="learned"``, as a
 search does. ``learned-cv`` finds its fold by the sha256 of the corpus file the evaluation index was built from
@@ -38,7 +39,7 @@ def _corpus_sha(client: RetrievalClient) -> str | None:
 
 
 def held_out_model(model: RankerModel, corpus_sha256: str | None) -> RankerModel:
-    """The fold of ``model``'s hold-one-set-out cross-validation that held out the corpus ``corpus_sha256``; for
+    """The fold of ``model``'s hold-one-corpus-out cross-validation that held out the corpus ``corpus_sha256``; for
     a corpus the model was not trained on, the model itself (it is held out there already)."""
     folds = model.meta.get("cross_validation", {}).get("folds", [])
     for fold in folds:
@@ -58,23 +59,26 @@ def held_out_model(model: RankerModel, corpus_sha256: str | None) -> RankerModel
 
 @dataclass(frozen=True)
 class LearnedMode:
-    """The learned ranking under the shipped model (``cv=False``) or its held-out fold (``cv=True``)."""
+    """The learned ranking under the shipped model (``cv=False``) or its held-out fold (``cv=True``); with
+    ``ranking="auto"``, the default ranking under that model."""
 
     name: str
     description: str
     cv: bool = False
     hops: int | None = 1
+    ranking: str = "learned"
 
     def model(self, client: RetrievalClient) -> RankerModel:
         shipped = load_cached(SHIPPED_MODEL)
         return held_out_model(shipped, _corpus_sha(client)) if self.cv else shipped
 
     def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
-        cfg = RetrievalConfig(ranking="learned", model=self.model(client))
+        cfg = RetrievalConfig(ranking=self.ranking, model=self.model(client))
         result = client.rank(query.query, query.bm25, cfg, limit=None, full=False, memo=query.memo)
         ranking = [r.paper.id for r in result.ranked[:depth]]
         distances = {r.paper.id: r.graph_distance for r in result.ranked if r.graph_distance is not None}
-        return ModeOutput(ranking, result.hit_count, distances, result.expansion.get("candidates_added"), True)
+        fired = result.expansion.get("gate", {}).get("fired", True)  # the policy's gate, where auto chose it
+        return ModeOutput(ranking, result.hit_count, distances, result.expansion.get("candidates_added"), fired)
 
 
 def learned_modes() -> dict[str, LearnedMode]:
@@ -85,6 +89,13 @@ def learned_modes() -> dict[str, LearnedMode]:
         "learned-cv": LearnedMode(
             "learned-cv", f"learned blend fitted on the other development sets ({stem} {sha} folds)", cv=True
         ),
+        "auto": LearnedMode(
+            "auto",
+            f"the default: learned-cv ({stem} {sha} folds), the policy where the BM25 list's papers are "
+            "cited < 1.5 times on average",
+            cv=True,
+            ranking="auto",
+        ),  # fmt: skip
     }
 
 

@@ -60,8 +60,9 @@ class BlendMode:
     """A ranking of ``RetrievalClient.rank`` over the shared BM25 list, under a fixed setting.
 
     ``lesson`` modes start from ``RetrievalConfig.lesson()`` (the lesson's blend and CTE walk), the others from
-    ``RetrievalConfig()`` (the shipped policy); ``overrides`` change fields of that start; ``hops`` is the walk's
-    depth. A mode's setting is fixed, so its row means the same in every report.
+    ``RetrievalConfig(ranking="expansion")`` (the shipped policy, not the default ``auto``); ``overrides`` change
+    fields of that start; ``hops`` is the walk's depth. A mode's setting is fixed, so its row means the same in
+    every report.
     """
 
     name: str
@@ -71,7 +72,7 @@ class BlendMode:
     overrides: tuple[tuple[str, object], ...] = ()
 
     def settings(self, config: RetrievalConfig) -> RetrievalConfig:
-        base = RetrievalConfig.lesson() if self.lesson else RetrievalConfig()
+        base = RetrievalConfig.lesson() if self.lesson else RetrievalConfig(ranking="expansion")
         return base.replace(max_hops=self.hops, **dict(self.overrides))
 
     @property

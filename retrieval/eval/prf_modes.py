@@ -53,7 +53,7 @@ class PolicyRm3Mode:
     honours_exclusion: bool = True
 
     def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
-        cfg = RetrievalConfig(prf="rm3")
+        cfg = RetrievalConfig(ranking="expansion", prf="rm3")
         feedback, hits, _ = _expanded(client, query, max(depth, cfg.lexical_depth, cfg.top_k_lexical))
         result = client.rank(feedback.query, hits, cfg, limit=None, full=False, exclude=query.exclusion)
         ranking = [r.paper.id for r in result.ranked[:depth]]

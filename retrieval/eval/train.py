@@ -14,7 +14,8 @@ references and citing 0.5 each, recency 0.05; see ``STARTS``), each round tries,
 order, the current weight plus each step of ``STEPS`` (and 0) and keeps the best (a strict gain of more than
 1e-9, else the current weight), then divides the weights by their L1 norm (the ranking does not change); at most
 ``ROUNDS`` (6) rounds, stopping at a round without gain. Coordinate ascent finds a local optimum, so it runs from
-each of ``STARTS`` (the policy's weights, and the same following references only) and keeps the better fit.
+each of ``STARTS`` (the policy's weights, the same following references only, and the seeds' vote alone) and keeps
+the best fit.
 Ties in a ranking go to the smaller paper id, as at search time. Deterministic: the same data gives the same
 weights, bit for bit.
 
@@ -62,11 +63,13 @@ STEPS = (-1.0, -0.3, -0.1, -0.03, -0.01, 0.01, 0.03, 0.1, 0.3, 1.0)
 ROUNDS = 6
 K_FOLDS = 5
 CUTOFF = 10
-#: The starting points, in raw feature units: the shipped hand-weighted policy, and the same following references
-#: only (``rel-references``, the best hand-weighted mode on hepth and ml-arxiv). ``START`` is the first.
+#: The starting points, in raw feature units: the shipped hand-weighted policy, the same following references only
+#: (``rel-references``, the best hand-weighted mode on hepth and ml-arxiv), and the seeds' vote alone (what
+#: ``retrieval explain`` ranks by). ``START`` is the first.
 STARTS = (
     {"bm25_norm": 1.0, "ev_references": 0.5, "ev_citing": 0.5, "recency": 0.05},
     {"bm25_norm": 1.0, "ev_references": 0.5, "recency": 0.05},
+    {"vote": 1.0},
 )
 START = STARTS[0]
 FEATURES_FORMAT = "1"
@@ -187,14 +190,14 @@ def _at_start(queries: Sequence[QueryData], scales: np.ndarray) -> float:
 # -- data ---------------------------------------------------------------------------------------------------
 
 
-def _extraction_model() -> RankerModel:
+def _extraction_model(candidates: dict = DEFAULT_CANDIDATES) -> RankerModel:
     """A model with every feature and zero weights: its entries carry the features, the order is by id."""
     return RankerModel(FEATURES, [0.0] * len(FEATURES), [1.0] * len(FEATURES), name="features",
-                       candidates=DEFAULT_CANDIDATES)  # fmt: skip
+                       candidates=candidates)  # fmt: skip
 
 
-def _features_key(index_key: str) -> str:
-    doc = {"index": index_key, "features": BASE_FEATURES, "candidates": DEFAULT_CANDIDATES, "format": FEATURES_FORMAT}
+def _features_key(index_key: str, candidates: dict = DEFAULT_CANDIDATES) -> str:
+    doc = {"index": index_key, "features": BASE_FEATURES, "candidates": candidates, "format": FEATURES_FORMAT}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -206,13 +209,17 @@ def extract(
     limit_queries: int | None = None,
     protocol: str = AUTO,
     progress: Progress | None = None,
+    candidates: dict = DEFAULT_CANDIDATES,
 ) -> SetData:
-    """Every judged query's candidates and features under the evaluation's protocol (cached; see the module)."""
+    """Every judged query's candidates (``candidates``: the model's candidate settings) and features under the
+    evaluation's protocol (cached; see the module)."""
     prepared = prepare(Path(corpus), Path(queries), protocol, limit_queries)
     cached = open_index(prepared, resolve_cache_dir(cache_dir), progress)
     inputs = {k: {"file": v["file"], "sha256": v["sha256"]} for k, v in prepared.file_info().items()}
-    name = Path(corpus).resolve().parent.name or Path(corpus).stem
-    store = cached.path.with_name(f"features-{_features_key(cached.path.stem)}-{limit_queries or 'all'}.npz")
+    name = set_name(corpus, queries)
+    store = cached.path.with_name(
+        f"features-{_features_key(cached.path.stem, candidates)}-{limit_queries or 'all'}.npz"
+    )
     evalset = prepared.evalset
     if store.is_file():
         data = np.load(store, allow_pickle=False)
@@ -221,13 +228,13 @@ def extract(
             ids = [str(s) for s in data[f"ids{i}"]]
             out.append(QueryData(query.qid, ids, data[f"x{i}"], data[f"r{i}"], len(query.relevant)))
         return SetData(name, [with_derived(q) for q in out], inputs)
-    model = _extraction_model()
+    model = _extraction_model(candidates)
     cfg = RetrievalConfig(ranking="learned", model=model)
     out = []
     with RetrievalClient(config=cfg, db=cached.path) as client:
         for done, query in enumerate(evalset.queries, start=1):
             parsed = Query.parse(query.text)
-            hits = client.lexical.search(parsed, max(LEXICAL_DEPTH, DEFAULT_CANDIDATES["lexical_depth"]))
+            hits = client.lexical.search(parsed, max(LEXICAL_DEPTH, candidates["lexical_depth"]))
             result = client.rank(parsed, hits, cfg, limit=None, full=False)
             entries = sorted(result.ranked, key=lambda e: e.paper.id)
             ids = [e.paper.id for e in entries]
@@ -246,6 +253,15 @@ def extract(
     return SetData(name, [with_derived(q) for q in out], inputs)
 
 
+def set_name(corpus: str | os.PathLike[str], queries: str | os.PathLike[str]) -> str:
+    """A set's name: the corpus's folder (or file stem), then what its queries file adds to ``queries-dev``
+    (``hepth``, ``hepth-titles``)."""
+    name = Path(corpus).resolve().parent.name or Path(corpus).stem
+    stem = Path(queries).name.removesuffix(".jsonl")
+    extra = stem.removeprefix("queries-dev").removeprefix("queries").strip("-_")
+    return f"{name}-{extra}" if extra else name
+
+
 def with_derived(q: QueryData) -> QueryData:
     """``q`` with its rows over ``BASE_FEATURES`` (as cached) completed to ``FEATURES``: the derived features
     computed by the search's own ``linked_share`` and ``derived_values``."""
@@ -261,30 +277,54 @@ def with_derived(q: QueryData) -> QueryData:
 # -- cross-validation and the model file ----------------------------------------------------------------------
 
 
-def _model(scales: np.ndarray, weights: np.ndarray, name: str, meta: dict | None = None) -> RankerModel:
+def _model(
+    scales: np.ndarray, weights: np.ndarray, name: str, meta: dict | None = None, candidates: dict = DEFAULT_CANDIDATES
+) -> RankerModel:
     return RankerModel(FEATURES, [float(w) for w in weights], [float(s) for s in scales], name=name,
-                       candidates=DEFAULT_CANDIDATES, meta=meta)  # fmt: skip
+                       candidates=candidates, meta=meta)  # fmt: skip
+
+
+def by_corpus(sets: Sequence[SetData]) -> list[list[SetData]]:
+    """The sets grouped by the sha256 of their corpus, in order of first appearance: the query sets of one corpus
+    (its abstracts and its titles) ask for the same papers, so they are held out together."""
+    groups: dict[str, list[SetData]] = {}
+    for s in sets:
+        groups.setdefault(s.inputs["corpus"]["sha256"], []).append(s)
+    return list(groups.values())
 
 
 def cross_validate(sets: Sequence[SetData], rounds: int = ROUNDS) -> dict:
-    """Hold one set out (several sets) or k-fold over the queries (one set): per fold the weights, the queries
-    trained and tested on, the training objective and the held-out nDCG@10 (with the policy's start for
-    comparison)."""
+    """Hold one corpus out (sets of several corpora; ``by_corpus``) or k-fold over the queries (one corpus; a
+    query's every form in the same fold): per fold the weights, the queries trained and tested on, the training
+    objective and the held-out nDCG@10 (with the policy's start for comparison), and per held-out set its own
+    figure."""
     folds = []
-    if len(sets) > 1:
-        splits = [(s.name, [q for o in sets if o is not s for q in o.queries], s.queries, s.inputs) for s in sets]
-    else:
-        only = sorted(sets[0].queries, key=lambda q: q.qid)
-        if len(only) < K_FOLDS:
-            raise ConfigError(f"{len(only)} judged queries are too few to cross-validate: give at least {K_FOLDS}")
+    groups = by_corpus(sets)
+    if len(groups) > 1:
         splits = [
-            (f"fold {k + 1}/{K_FOLDS}", [q for i, q in enumerate(only) if i % K_FOLDS != k],
-             [q for i, q in enumerate(only) if i % K_FOLDS == k], None)
+            ("+".join(s.name for s in group), [q for o in sets if o not in group for q in o.queries],
+             [q for s in group for q in s.queries], group[0].inputs, group)
+            for group in groups
+        ]  # fmt: skip
+    else:
+        every = [q for s in sets for q in s.queries]
+        qids = sorted({q.qid for q in every})  # a query asked twice (title, abstract) stays in one fold
+        if len(qids) < K_FOLDS:
+            raise ConfigError(f"{len(qids)} judged queries are too few to cross-validate: give at least {K_FOLDS}")
+        fold_of = {qid: i % K_FOLDS for i, qid in enumerate(qids)}
+        splits = [
+            (f"fold {k + 1}/{K_FOLDS}", [q for q in every if fold_of[q.qid] != k],
+             [q for q in every if fold_of[q.qid] == k], None, [])
             for k in range(K_FOLDS)
         ]  # fmt: skip
-    for name, train, test, inputs in splits:
+    for name, train, test, inputs, group in splits:
         scales, w, history = fit(train, rounds)
         scaled_test = [QueryData(q.qid, q.ids, q.x / scales, q.relevant, q.n_relevant) for q in test]
+        per_set = {}
+        if len(group) > 1:
+            for held in group:
+                scaled = [QueryData(q.qid, q.ids, q.x / scales, q.relevant, q.n_relevant) for q in held.queries]
+                per_set[held.name] = round(mean_ndcg(scaled, w), 6)
         start = np.array([START.get(f, 0.0) * scales[i] for i, f in enumerate(FEATURES)])
         folds.append({
             "held_out": name,
@@ -295,12 +335,13 @@ def cross_validate(sets: Sequence[SetData], rounds: int = ROUNDS) -> dict:
             "train_ndcg@10_start": round(_at_start(train, scales), 6),
             "test_ndcg@10": round(mean_ndcg(scaled_test, w), 6),
             "test_ndcg@10_start": round(mean_ndcg(scaled_test, start), 6),
+            **({"test_ndcg@10_per_set": per_set} if per_set else {}),
             "scales": [round(float(s), 12) for s in scales],
             "weights": [round(float(v), 12) for v in w],
         })  # fmt: skip
     tested = sum(f["test_queries"] for f in folds)
     return {
-        "kind": "hold-one-set-out" if len(sets) > 1 else f"{K_FOLDS}-fold over queries",
+        "kind": "hold-one-corpus-out" if len(groups) > 1 else f"{K_FOLDS}-fold over queries",
         "folds": folds,
         # over every held-out query (each query once)
         "test_ndcg@10_mean": round(sum(f["test_ndcg@10"] * f["test_queries"] for f in folds) / tested, 6),
@@ -318,12 +359,24 @@ def train(
     protocol: str = AUTO,
     rounds: int = ROUNDS,
     progress: Progress | None = None,
+    relations: Sequence[str] | None = None,
 ) -> dict:
     """Fit the learned ranking on ``pairs`` of (corpus, judged queries), cross-validate it, and write the model
-    to ``out``; returns the summary (the file's path and sha256, the cross-validation, the training figures)."""
+    to ``out``; returns the summary (the file's path and sha256, the cross-validation, the training figures).
+    ``relations``: the relations the candidates' expansion follows (default all four; the model file records
+    them, and a search under the model follows them)."""
     if not pairs:
         raise ConfigError("give at least one --corpus and --queries pair to train on")
-    sets = [extract(c, q, cache_dir=cache_dir, limit_queries=limit_queries, protocol=protocol, progress=progress)
+    candidates = dict(DEFAULT_CANDIDATES)
+    if relations is not None:
+        unknown = [r for r in relations if r not in DEFAULT_CANDIDATES["relations"]]
+        if unknown or not relations:
+            raise ConfigError(
+                f"--relations {','.join(relations)!s}: give one or more of {', '.join(DEFAULT_CANDIDATES['relations'])}"
+            )
+        candidates["relations"] = [r for r in DEFAULT_CANDIDATES["relations"] if r in relations]
+    sets = [extract(c, q, cache_dir=cache_dir, limit_queries=limit_queries, protocol=protocol, progress=progress,
+                    candidates=candidates)
             for c, q in pairs]  # fmt: skip
     names = [s.name for s in sets]
     if len(set(names)) != len(names):
@@ -339,8 +392,8 @@ def train(
     meta = {
         "fitted": {
             "method": "coordinate ascent on mean nDCG@10 (Metzler & Croft 2007), features over their std, "
-            "run from each start (the hand-weighted policy, and the same following references only) and the "
-            "better fit kept, L1-normalised weights",
+            "run from each start (the hand-weighted policy, the same following references only, the seeds' vote) "
+            "and the best fit kept, L1-normalised weights",
             "rounds": rounds,
             "steps": list(STEPS),
             "train_ndcg@10": round(history[-1], 6),
@@ -352,7 +405,7 @@ def train(
         "training_sets": [{"name": s.name, **s.inputs, "queries_used": len(s.queries)} for s in sets],
         "cross_validation": cv,
     }
-    model = _model(scales, w, name, meta)
+    model = _model(scales, w, name, meta, candidates)
     digest = model.save(out)
     weights = dict(zip(FEATURES, model.weights, strict=True))
     return {"model": str(out), "sha256": digest, "name": name, "cross_validation": cv, "fitted": meta["fitted"],

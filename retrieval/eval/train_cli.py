@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from ..cli_types import positive_int
+from ..cli_types import positive_int, relations
 from .cache import DEFAULT_CACHE_DIR
 from .protocol import AUTO, PROTOCOLS
 
@@ -35,7 +35,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", metavar="DIR", help=f"evaluation indexes' cache (default: {DEFAULT_CACHE_DIR})")
     p.add_argument("--limit-queries", type=positive_int, metavar="N", help="use only the first N queries of each set")
     p.add_argument("--protocol", choices=PROTOCOLS, default=AUTO, help="as for `retrieval eval` (default: auto)")
-    p.add_argument("--rounds", type=positive_int, default=None, help="coordinate-ascent rounds at most (default 8)")
+    p.add_argument("--rounds", type=positive_int, default=None, help="coordinate-ascent rounds at most (default 6)")
+    p.add_argument(
+        "--relations",
+        type=relations,
+        metavar="LIST",
+        help="relations the candidates' expansion follows, comma-separated, of references, citing, "
+        "cocitation, coupling (default: all four; co-citation and coupling cost the most per search)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_cmd_train)
 
@@ -53,17 +60,20 @@ def _cmd_train(args: argparse.Namespace) -> int:
     summary = train(
         list(zip(args.corpus, args.queries, strict=True)), out, name=args.name, cache_dir=args.cache_dir,
         limit_queries=args.limit_queries, protocol=args.protocol, rounds=args.rounds or ROUNDS,
+        relations=args.relations.split(",") if args.relations else None,
     )  # fmt: skip
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
     cv = summary["cross_validation"]
     print(f"cross-validation ({cv['kind']}), nDCG@10 on the held-out queries:")
-    print(f"  {'held out':<16} {'queries':>7} {'start':>8} {'learned':>8} {'train':>8}")
+    print(f"  {'held out':<28} {'queries':>7} {'start':>8} {'learned':>8} {'train':>8}")
     for fold in cv["folds"]:
-        print(f"  {fold['held_out']:<16} {fold['test_queries']:>7} {fold['test_ndcg@10_start']:8.4f} "
+        print(f"  {fold['held_out']:<28} {fold['test_queries']:>7} {fold['test_ndcg@10_start']:8.4f} "
               f"{fold['test_ndcg@10']:8.4f} {fold['train_ndcg@10']:8.4f}")  # fmt: skip
-    print(f"  {'every query':<16} {sum(f['test_queries'] for f in cv['folds']):>7} "
+        for name, value in fold.get("test_ndcg@10_per_set", {}).items():
+            print(f"    {name:<26} {'':>7} {'':>8} {value:8.4f}")
+    print(f"  {'every query':<28} {sum(f['test_queries'] for f in cv['folds']):>7} "
           f"{cv['test_ndcg@10_start_mean']:8.4f} {cv['test_ndcg@10_mean']:8.4f}")  # fmt: skip
     fitted = summary["fitted"]
     print(f"fitted on every query: nDCG@10 {fitted['train_ndcg@10_policy_weights']:.4f} (the policy's weights) "

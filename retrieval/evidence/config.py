@@ -3,7 +3,7 @@
 Defaults (each explained where it is used):
 
 - sub-queries: a query of at least ``split_min_tokens`` = 40 tokens (a title and abstract) is also split into
-  sentence sub-queries (``split="sentences"``, at most ``split_max`` = 8; ``retrieval.evidence.split``), each
+  sentence sub-queries (``split="sentences"``, at most ``split_max`` = 8; ``retrieval.search.split``), each
   adding its top ``split_seeds`` = 3 papers as seeds; ``split="none"`` turns this off;
 - seeds: ``seeds_per_subquery`` m = 15 papers per sub-query (the query and given sub-queries), picked from a BM25
   list ``seed_pool`` = 30 deep by ``(1 - seed_recency_weight) * bm25 / max bm25 + seed_recency_weight *

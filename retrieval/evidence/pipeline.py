@@ -21,6 +21,7 @@ from ..errors import RetrievalError
 from ..search.client import RetrievalClient
 from ..search.memo import QueryMemo
 from ..search.query import Query
+from ..search.split import split_query
 from ..store.querylog import record_if_enabled
 from .config import EvidenceConfig, age
 from .graph import EvidenceGraph, build_graph
@@ -28,7 +29,6 @@ from .plan import Planner, collect_subqueries
 from .rank import WALKS
 from .records import STATUSES, EdgeRecord, EvidenceRun, GraphSize, Health, NodeRecord
 from .seeds import Seed, given_seeds, select_seeds
-from .split import split_query
 from .support import (
     CountingScorer,
     EdgeSupport,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ..bm25 import SCORE_DECIMALS
 from ..search import lexical
 from ..search.query import Query
 from ..store.dialect import register
@@ -117,13 +118,14 @@ def pick_for_subquery(
     for position, (pid, bm25) in enumerate(pool):
         norm = bm25 / best if best > 0 else 0.0
         recency = age(years.get(pid), reference_year, earliest_year) ** -config.beta
-        scored.append((-(1.0 - lam) * norm - lam * recency, position, pid, bm25, norm, recency))
-    scored.sort()  # by blend descending, then BM25 position (which already breaks score ties by id)
+        blended = (1.0 - lam) * norm + lam * recency
+        scored.append((-round(blended, SCORE_DECIMALS), position, pid, bm25, norm, recency, blended))
+    # by blend descending (rounded as every score is, so equal scores computed in another order still tie), then
+    # BM25 position (which already breaks score ties by id)
+    scored.sort()
     return [
-        (pid, SeedHit(index, rank, bm25, norm, recency, -negative_blend))
-        for rank, (negative_blend, _, pid, bm25, norm, recency) in enumerate(
-            scored[: m or config.seeds_per_subquery], 1
-        )
+        (pid, SeedHit(index, rank, bm25, norm, recency, blended))
+        for rank, (_, _, pid, bm25, norm, recency, blended) in enumerate(scored[: m or config.seeds_per_subquery], 1)
     ]
 
 

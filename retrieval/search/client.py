@@ -18,7 +18,7 @@ from ..errors import ConfigError, PaperNotFoundError
 from ..store.database import IndexStats, check_index, connect
 from ..store.executor import Executor, Snapshot, StatementCache, Tracer
 from ..validate import LIMITS, check_int
-from . import expansion, learned, lexical, prf
+from . import expansion, learned, lexical, prf, vote
 from .blend import RetrievalResult, blend
 from .filters import Filters, author_papers, failing, passing
 from .graph import CitationGraph, walk
@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 
 def lexical_depth(cfg: RetrievalConfig) -> int:
     """How deep the BM25 list of a search is: the expansion ranking also ranks its first ``lexical_depth``."""
-    if cfg.ranking == "learned":  # the model's candidates: at least its own lexical depth (100)
+    if cfg.ranking == "learned" or (cfg.ranking == "auto" and not cfg.sets_policy()):  # at least the model's 100
         return max(cfg.top_k_lexical, cfg.lexical_depth, learned.DEFAULT_CANDIDATES["lexical_depth"])
-    return max(cfg.top_k_lexical, cfg.lexical_depth) if cfg.ranking == "expansion" else cfg.top_k_lexical
+    return max(cfg.top_k_lexical, cfg.lexical_depth) if cfg.ranking in ("expansion", "auto") else cfg.top_k_lexical
 
 
 class RetrievalClient:
@@ -308,9 +308,23 @@ class RetrievalClient:
         links: bool = True,
         excluded: frozenset[str] = frozenset(),
     ) -> RetrievalResult:
+        choice = None
+        if cfg.ranking == "auto" and cfg.sets_policy():  # a policy asked for by its settings
+            cfg = cfg.replace(ranking="expansion")
+        elif cfg.ranking == "auto":  # per query: the learned ranking where the matching papers are cited enough
+            choice = learned.choose(snap, hits[: lexical_depth(cfg)])
+            cfg = cfg.replace(ranking=choice["ranking"])
         model = learned.resolve_model(cfg, self.path) if cfg.ranking == "learned" else None
         shown_cfg, cfg = cfg, (model.candidate_config(cfg) if model is not None else cfg)
         distances, graph_scores, reaches, report = self._candidates(snap, wq, hits, cfg, excluded)
+        if choice is not None:
+            report["auto"] = choice
+        voted = None
+        if model is not None and model.uses_vote:
+            voted = vote.compute(snap, wq.query, hits, allowed, excluded)
+            for pid in voted.candidates():
+                distances.setdefault(pid, 0 if pid in voted.seeds else 1)
+            report["vote"] = voted.to_dict()
         if allowed is not None:  # the walk may pass through papers the filter rejects, but never ranks them
             known = {pid for pid, _ in hits}
             for pid in failing(snap, [pid for pid in distances if pid not in known], allowed):
@@ -335,7 +349,9 @@ class RetrievalClient:
         if model is not None:
             degrees = dict(snap.rows("learned: the candidates' in-degrees", learned.IN_DEGREE_SQL,
                                      {"paper_ids": json.dumps(list(distances))}))  # fmt: skip
-            ranked = learned.rank(model, cfg, papers, distances, bm25, hits, wq.attainable, reaches, degrees, years)
+            short = learned.is_short(wq.query.text)
+            ranked = learned.rank(model, cfg, papers, distances, bm25, hits, wq.attainable, reaches, degrees, years,
+                                  voted, short)  # fmt: skip
             report["model"] = learned.describe(model)
             cfg = shown_cfg
         else:

@@ -1,11 +1,13 @@
-"""The learned ranking (``RetrievalConfig(ranking="learned")``): a linear model over the features a search
-already computes, read from a small versioned JSON file, applied at query time without any training.
+"""The learned ranking (``RetrievalConfig(ranking="learned")``, and what ``ranking="auto"``, the default, picks
+where the query's papers are cited enough: ``choose``): a linear model over the features a search computes,
+read from a small versioned JSON file, applied at query time without any training.
 
 Candidates: the BM25 top ``lexical_depth`` (100) and the papers a one-hop expansion from the ``top_k_lexical``
-(20) seeds adds along all four relations (references, citing, co-citation, coupling; at most 30 neighbours per
-seed and relation, hub down-weighting, at most 1,000 added; ``retrieval.search.expansion``), always expanding.
-The model file says which candidate settings it was fitted with (``candidates``), and a search under it uses
-those, whatever the configuration's own relations, hops and gate.
+(20) seeds adds along the model's relations (ranker-v3: references and citing papers; ranker-v1 and v2 also
+co-citation and coupling, which cost most of their time; at most 30 neighbours per seed and relation, hub
+down-weighting, at most 1,000 added; ``retrieval.search.expansion``), always expanding, and, for a model over
+the vote, the vote's papers. The model file says which candidate settings it was fitted with (``candidates``),
+and a search under it uses those, whatever the configuration's own relations, hops and gate.
 
 Features of a candidate (``FEATURES``, in this order):
 
@@ -24,15 +26,23 @@ Features of a candidate (``FEATURES``, in this order):
   BM25 top ``lexical_depth`` candidates that any seed reaches along any relation (the same for every candidate
   of a query; low on a thin graph such as CACM's), ``ev_<relation>_x_linked`` is the evidence times ``linked``
   and ``bm25_norm_x_unlinked`` is ``bm25_norm`` times (1 - ``linked``), so one set of weights can lean on the
-  graph where it is dense and on BM25 where it is thin.
+  graph where it is dense and on BM25 where it is thin;
+- the seeds' vote and the sentence sub-queries (``retrieval.search.vote``, ranker-v3; computed only for a model
+  that uses them): ``vote`` (what ``retrieval explain`` ranks by, over the query's highest), ``voters``,
+  ``sub_best`` and ``sub_share``; the vote's papers (its seeds and its 200 best-voted others) join the
+  candidates;
+- whether the query is short (``short``: fewer than ``SHORT_TOKENS`` = 40 tokens, a title or a question rather
+  than an abstract) and its products with ``bm25_norm``, ``ev_references`` and ``vote`` (ranker-v3): the model's
+  per-query choice, since on a short query BM25's seeds say least about what the query should find.
 
 Score: ``sum_i weight_i * feature_i / scale_i``; each product is the feature's contribution (``entry.why()``),
 so the contributions sum to the score. Order: the score rounded to ``SCORE_DECIMALS`` descending, then paper id.
 
 Which model: ``RetrievalConfig.model`` (a path to a model file, or a loaded ``RankerModel``), else the file
 ``<index>.ranker.json`` beside the index when it exists (what ``retrieval train`` writes), else the shipped
-``retrieval/models/ranker-v2.json`` (fitted on the three development sets; see docs/eval/learned.md; the
-previous ``ranker-v1.json``, over the 18 ``BASE_FEATURES``, stays loadable).
+``retrieval/models/ranker-v3.json`` (fitted on the development sets' abstract and title queries; see
+docs/eval/learned.md; the previous ``ranker-v2.json`` and ``ranker-v1.json``, over the 18 ``CANDIDATE_FEATURES``
+and ranker-v2's five density products, stay loadable).
 """
 
 from __future__ import annotations
@@ -49,24 +59,39 @@ from ..config import RetrievalConfig
 from ..corpus.paper import Paper
 from ..errors import ConfigError, InputError
 from ..store.dialect import register
+from ..text import tokenise
+from . import vote
 from .blend import RankedPaper, recency
 from .expansion import Reach
+from .split import MIN_TOKENS
 
 RELATIONS = ("references", "citing", "cocitation", "coupling")
 #: The features of one candidate alone (ranker-v1's 18).
-BASE_FEATURES = (
+CANDIDATE_FEATURES = (
     "bm25_norm", "bm25_match", "lexical_rr", "seed",
     *(f"ev_{r}" for r in RELATIONS), *(f"n_{r}" for r in RELATIONS),
     "in_degree", "recency", "recency_sq", "undated", "year_gap", "year_gap_abs",
 )  # fmt: skip
-#: The features that also depend on the query's candidates as a whole (``derived_values``; ranker-v2).
-DERIVED_FEATURES = (*(f"ev_{r}_x_linked" for r in RELATIONS), "bm25_norm_x_unlinked")
+#: The seeds' vote and the sentence sub-queries (``retrieval.search.vote``; ranker-v3), and whether the query is
+#: short (the same for every candidate of a query, so it ranks nothing alone: ``*_x_short`` use it).
+VOTE_FEATURES = (*vote.FEATURES, "short")
+#: What a candidate's row holds before the query-level features (the training cache's columns).
+BASE_FEATURES = CANDIDATE_FEATURES + VOTE_FEATURES
+#: The features that also depend on the query's candidates as a whole (``derived_values``; ranker-v2's five,
+#: then ranker-v3's interactions with ``short``).
+DERIVED_FEATURES = (
+    *(f"ev_{r}_x_linked" for r in RELATIONS), "bm25_norm_x_unlinked",
+    "bm25_norm_x_short", "ev_references_x_short", "vote_x_short",
+)  # fmt: skip
 FEATURES = BASE_FEATURES + DERIVED_FEATURES
+#: A query of fewer tokens than this is short (a title or a question); from this many it is split into
+#: sentences (``retrieval.search.split``).
+SHORT_TOKENS = MIN_TOKENS
 
 MODEL_FORMAT = "retrieval-ranker"
 MODEL_VERSION = 1
 #: The model shipped inside the package, and the name of the file ``retrieval train`` writes beside an index.
-SHIPPED_MODEL = Path(__file__).resolve().parent.parent / "models" / "ranker-v2.json"
+SHIPPED_MODEL = Path(__file__).resolve().parent.parent / "models" / "ranker-v3.json"
 BESIDE_SUFFIX = ".ranker.json"
 
 #: The candidate settings of a model file that does not say (those of ranker-v1).
@@ -81,6 +106,12 @@ DEFAULT_CANDIDATES = {
     "max_candidates": 1000,
     "fanout": 100,
 }
+
+#: ``ranking="auto"`` ranks a query by the learned model when the papers of its BM25 list (the top
+#: ``lexical_depth``) are cited at least this many times on average, else by the policy (``"expansion"``): below
+#: it the citation evidence the model was fitted on is mostly absent (CACM's papers: 1.1 on average; hep-th's
+#: 18.9, ml-arxiv's 3.4, with 7% of its queries below; docs/eval/learned.md).
+AUTO_MIN_CITED = 1.5
 
 IN_DEGREE_SQL = """\
 SELECT n.paper_id,
@@ -137,6 +168,12 @@ class RankerModel:
         self.meta = dict(meta) if meta else {}
         self.source = source
         self.sha256 = sha256
+
+    @property
+    def uses_vote(self) -> bool:
+        """Whether a feature of the model needs the seeds' vote (``retrieval.search.vote``), which costs a
+        statement per direction and, for a long query, a BM25 list per sentence."""
+        return any(f in vote.FEATURES or f == "vote_x_short" for f in self.features)
 
     @property
     def key(self) -> tuple:
@@ -307,8 +344,11 @@ def feature_values(
     in_degree: int,
     years: tuple[int | None, int | None],
     era: float | None = None,
+    voted: vote.Vote | None = None,
+    short: bool = False,
 ) -> dict[str, float]:
-    """Every feature of ``FEATURES`` for one candidate (see the module docstring)."""
+    """Every feature of ``BASE_FEATURES`` for one candidate (see the module docstring); the vote's are 0 without
+    ``voted``."""
     ev = dict.fromkeys(RELATIONS, 0.0)
     sources: dict[str, set] = {r: set() for r in RELATIONS}
     for reach in reaches:
@@ -330,6 +370,8 @@ def feature_values(
         "undated": 1.0 if paper.year is None else 0.0,
         "year_gap": gap,
         "year_gap_abs": abs(gap),
+        **(voted.features(pid) if voted is not None else dict.fromkeys(vote.FEATURES, 0.0)),
+        "short": 1.0 if short else 0.0,
     }
     return values
 
@@ -345,9 +387,13 @@ def linked_share(rows: Sequence[Mapping[str, float]]) -> float:
 
 def derived_values(values: Mapping[str, float], linked: float) -> dict[str, float]:
     """The ``DERIVED_FEATURES`` of one candidate, from its base features and the query's ``linked_share``."""
+    short = values.get("short", 0.0)
     return {
         **{f"ev_{r}_x_linked": values[f"ev_{r}"] * linked for r in RELATIONS},
         "bm25_norm_x_unlinked": values["bm25_norm"] * (1.0 - linked),
+        "bm25_norm_x_short": values["bm25_norm"] * short,
+        "ev_references_x_short": values["ev_references"] * short,
+        "vote_x_short": values.get("vote", 0.0) * short,
     }
 
 
@@ -362,9 +408,12 @@ def rank(
     reaches: Mapping[str, list[Reach]],
     in_degrees: Mapping[str, int],
     years: tuple[int | None, int | None],
+    voted: vote.Vote | None = None,
+    short: bool = False,
 ) -> list[LearnedPaper]:
     """Every candidate of ``distances`` scored by ``model`` and sorted by score (rounded), then id. ``cfg`` is
-    the candidate configuration (``model.candidate_config``); ``hits`` the BM25 list, best first."""
+    the candidate configuration (``model.candidate_config``); ``hits`` the BM25 list, best first; ``voted`` the
+    query's vote when the model uses it; ``short`` whether the query is short (``is_short``)."""
     seeds = hits[: cfg.top_k_lexical]
     best = seeds[0][1] if seeds else 0.0
     lexical_rank = {pid: i for i, (pid, _) in enumerate(hits[: cfg.lexical_depth], start=1)}
@@ -375,7 +424,7 @@ def rank(
         every[pid] = feature_values(
             pid, papers[pid], bm25=bm25[pid], best_bm25=best, attainable=attainable,
             lexical_rank=lexical_rank.get(pid), seed=pid in seed_ids, reaches=reaches.get(pid, ()),
-            in_degree=in_degrees.get(pid, 0), years=years, era=era,
+            in_degree=in_degrees.get(pid, 0), years=years, era=era, voted=voted, short=short,
         )  # fmt: skip
     linked = linked_share(list(every.values()))
     ranked: list[LearnedPaper] = []
@@ -395,6 +444,23 @@ def rank(
         ranked.append(entry)
     ranked.sort(key=lambda r: (-round(r.final_score, SCORE_DECIMALS), r.paper.id))
     return ranked
+
+
+def choose(snap, hits: Sequence[tuple[str, float]]) -> dict:
+    """``ranking="auto"``'s choice for a query whose BM25 list is ``hits``: ``"learned"`` when its papers are
+    cited, on average, at least ``AUTO_MIN_CITED`` times (``cited_counts``), else ``"expansion"`` (the policy);
+    with how often they are cited and the threshold, for the report."""
+    ids = [pid for pid, _ in hits]
+    counts = dict(snap.rows("auto: how often the BM25 list's papers are cited", IN_DEGREE_SQL,
+                            {"paper_ids": json.dumps(ids)})) if ids else {}  # fmt: skip
+    mean = sum(counts.values()) / len(ids) if ids else 0.0
+    ranking = "learned" if mean >= AUTO_MIN_CITED else "expansion"
+    return {"ranking": ranking, "cited_by_mean": round(mean, 4), "threshold": AUTO_MIN_CITED, "papers": len(ids)}
+
+
+def is_short(text: str) -> bool:
+    """Whether a query of this text is short: fewer than ``SHORT_TOKENS`` tokens (it is not split)."""
+    return len(tokenise(text)) < SHORT_TOKENS
 
 
 def median(values: Sequence[int]) -> float | None:

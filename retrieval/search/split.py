@@ -19,9 +19,11 @@ from ..text import sentences, tokenise
 
 #: The fewest tokens a part keeps on its own.
 MIN_PART = 5
+#: The fewest tokens a query has to be split.
+MIN_TOKENS = 40
 
 
-def split_query(text: str, min_tokens: int = 40, max_parts: int = 8, min_part: int = MIN_PART) -> list[str]:
+def split_query(text: str, min_tokens: int = MIN_TOKENS, max_parts: int = 8, min_part: int = MIN_PART) -> list[str]:
     """The sentence sub-queries of ``text`` (see the module docstring); ``[]`` for a short or one-sentence query."""
     if len(tokenise(text)) < min_tokens:
         return []
