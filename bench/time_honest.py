@@ -22,7 +22,7 @@ from retrieval.eval.runner import prepare  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 REPORTS = ROOT / "docs" / "eval" / "time-honest"
-MODES = ("bm25", "policy", "rel-references", "rm3", "policy-rm3")
+MODES = ("bm25", "policy", "rel-references", "rm3", "policy-rm3", "learned-cv", "auto")
 
 
 def hidden(name: str) -> tuple[float, int]:

@@ -5,11 +5,12 @@ relevant lists lose exactly the newer papers, each checked against a plain-Pytho
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
 
-from retrieval import RetrievalClient
+from retrieval import RetrievalClient, RetrievalConfig
 from retrieval.commands import build
 from retrieval.errors import ConfigError, InputError
 from retrieval.eval import run_eval
@@ -26,7 +27,7 @@ pytest.importorskip("matplotlib", reason="the eval extra (matplotlib) is not ins
 
 TOPICS = ("quark gluon plasma", "neural network pruning", "citation graph walk", "protein folding energy")
 PER_TOPIC = 12
-HONEST_MODES = ["bm25", "policy", "rel-references", "rel-all", "policy-2hop", "rm3", "policy-rm3"]
+HONEST_MODES = ["bm25", "policy", "rel-references", "rel-all", "policy-2hop", "rm3", "policy-rm3", "learned-cv", "auto"]
 
 
 def pid(t: int, i: int) -> str:
@@ -180,6 +181,31 @@ def test_the_walk_neither_reaches_nor_crosses_an_excluded_paper(files, whole_ind
             assert everything == relation_weights(refs, source, relation)
         exclusion = Exclusion.make(excluded, doc_ids(snap), snap.stats.n_papers)
     assert exclusion.passing.count == len(refs) - len(excluded)
+
+
+def test_the_learned_ranking_counts_no_excluded_paper_or_citation(files, whole_index):
+    # the learned ranking under an exclusion: no excluded candidate, seed or voter, and in-degrees that count only
+    # the citations of papers left in (a plain count over the records)
+    _, _, _, records, _ = files
+    refs = {r["id"]: r["references"] for r in records}
+    excluded = frozenset(p for p in refs if int(p[-2:]) >= 8)
+    cited_by = {p: sum(1 for q, rs in refs.items() if p in rs and q not in excluded) for p in refs}
+    text = f"{TOPICS[1]} {TOPICS[2]} method"
+    with RetrievalClient(db=whole_index) as client:
+        with client.snapshot() as snap:
+            exclusion = Exclusion.make(excluded, doc_ids(snap), snap.stats.n_papers)
+        hits = [(p, s) for p, s in client.lexical.search(text, 100) if p not in excluded]
+        for ranking in ("learned", "auto"):
+            result = client.rank(
+                text, hits, RetrievalConfig(ranking=ranking), limit=None, full=False, exclude=exclusion
+            )
+            assert result.ranked and not {e.paper.id for e in result.ranked} & excluded
+            for entry in result.ranked:
+                if "in_degree" in getattr(entry, "features", {}):
+                    assert entry.features["in_degree"] == pytest.approx(math.log1p(cited_by[entry.paper.id]))
+        whole = client.rank(text, hits, RetrievalConfig(ranking="learned"), limit=None, full=False)
+    # without the exclusion the newer papers' citations count, and some of them are candidates
+    assert any(e.features["in_degree"] > math.log1p(cited_by[e.paper.id]) + 1e-12 for e in whole.ranked)
 
 
 def test_modes_that_cannot_honour_it_are_refused(files, tmp_path):

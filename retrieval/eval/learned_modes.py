@@ -67,6 +67,8 @@ class LearnedMode:
     cv: bool = False
     hops: int | None = 1
     ranking: str = "learned"
+    #: the expansion, the vote and the in-degrees leave a time-honest exclusion out (``retrieval.search.cutoff``)
+    honours_exclusion: bool = True
 
     def model(self, client: RetrievalClient) -> RankerModel:
         shipped = load_cached(SHIPPED_MODEL)
@@ -74,7 +76,8 @@ class LearnedMode:
 
     def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
         cfg = RetrievalConfig(ranking=self.ranking, model=self.model(client))
-        result = client.rank(query.query, query.bm25, cfg, limit=None, full=False, memo=query.memo)
+        exclude = getattr(query, "exclusion", None)
+        result = client.rank(query.query, query.bm25, cfg, limit=None, full=False, memo=query.memo, exclude=exclude)
         ranking = [r.paper.id for r in result.ranked[:depth]]
         distances = {r.paper.id: r.graph_distance for r in result.ranked if r.graph_distance is not None}
         fired = result.expansion.get("gate", {}).get("fired", True)  # the policy's gate, where auto chose it

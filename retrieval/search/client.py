@@ -312,7 +312,7 @@ class RetrievalClient:
         if cfg.ranking == "auto" and cfg.sets_policy():  # a policy asked for by its settings
             cfg = cfg.replace(ranking="expansion")
         elif cfg.ranking == "auto":  # per query: the learned ranking where the matching papers are cited enough
-            choice = learned.choose(snap, hits[: lexical_depth(cfg)])
+            choice = learned.choose(snap, hits[: lexical_depth(cfg)], excluded)
             cfg = cfg.replace(ranking=choice["ranking"])
         model = learned.resolve_model(cfg, self.path) if cfg.ranking == "learned" else None
         shown_cfg, cfg = cfg, (model.candidate_config(cfg) if model is not None else cfg)
@@ -347,8 +347,7 @@ class RetrievalClient:
         best = seeds[0][1] if seeds else 0.0
         years = (snap.stats.min_year, snap.stats.max_year)
         if model is not None:
-            degrees = dict(snap.rows("learned: the candidates' in-degrees", learned.IN_DEGREE_SQL,
-                                     {"paper_ids": json.dumps(list(distances))}))  # fmt: skip
+            degrees = learned.in_degrees(snap, list(distances), excluded)
             short = learned.is_short(wq.query.text)
             ranked = learned.rank(model, cfg, papers, distances, bm25, hits, wq.attainable, reaches, degrees, years,
                                   voted, short)  # fmt: skip

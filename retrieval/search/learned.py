@@ -110,7 +110,7 @@ DEFAULT_CANDIDATES = {
 #: ``ranking="auto"`` ranks a query by the learned model when the papers of its BM25 list (the top
 #: ``lexical_depth``) are cited at least this many times on average, else by the policy (``"expansion"``): below
 #: it the citation evidence the model was fitted on is mostly absent (CACM's papers: 1.1 on average; hep-th's
-#: 18.9, ml-arxiv's 3.4, with 7% of its queries below; docs/eval/learned.md).
+#: 18.9, ml-arxiv's 3.4, with 5-7% of its queries below; docs/eval/learned.md).
 AUTO_MIN_CITED = 1.5
 
 IN_DEGREE_SQL = """\
@@ -124,6 +124,40 @@ SELECT n.paper_id,
 FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
 JOIN cited_counts AS n ON n.paper_id = j.value"""
 register(IN_DEGREE_SQL, IN_DEGREE_SQL_POSTGRESQL)
+
+# Under an exclusion (``retrieval.search.cutoff``, the time-honest protocol): the citation rows naming each paper
+# whose citing paper is not excluded, so a newer paper's citation never counts.
+IN_DEGREE_SQL_EXCLUDING = """\
+WITH excluded AS MATERIALIZED (
+    SELECT value AS paper_id
+    FROM json_each(:excluded)
+)
+SELECT j.value AS paper_id,
+       count(*) AS cited_by
+FROM json_each(:paper_ids) AS j
+JOIN citations AS c ON c.cited_id = j.value
+WHERE c.citing_id NOT IN (SELECT paper_id FROM excluded)
+GROUP BY j.value"""
+register(
+    IN_DEGREE_SQL_EXCLUDING,
+    IN_DEGREE_SQL_EXCLUDING.replace(
+        "FROM json_each(:excluded)", "FROM jsonb_array_elements_text(CAST(:excluded AS jsonb))"
+    ).replace(
+        "FROM json_each(:paper_ids) AS j", "FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)"
+    ),
+)
+
+
+def in_degrees(snap, paper_ids: Sequence[str], excluded: frozenset[str] = frozenset()) -> dict[str, int]:
+    """How many citation rows name each of ``paper_ids`` (``cited_counts``), or, under an exclusion, those whose
+    citing paper is not excluded; papers never cited are left out."""
+    if not paper_ids:
+        return {}
+    params = {"paper_ids": json.dumps(list(paper_ids))}
+    if excluded:
+        params["excluded"] = json.dumps(sorted(excluded))
+        return dict(snap.rows("learned: the candidates' in-degrees", IN_DEGREE_SQL_EXCLUDING, params))
+    return dict(snap.rows("learned: the candidates' in-degrees", IN_DEGREE_SQL, params))
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -198,8 +232,9 @@ class RankerModel:
         return {f: w * values.get(f, 0.0) / s for f, w, s in zip(self.features, self.weights, self.scales, strict=True)}
 
     def score(self, values: Mapping[str, float]) -> float:
-        """The sum of the contributions, in feature order."""
-        return sum(self.contributions(values).values())
+        """The sum of the contributions, in feature order (the same products, added in the same order, as
+        ``sum(contributions(values).values())``, without building the dict)."""
+        return sum(w * values.get(f, 0.0) / s for f, w, s in zip(self.features, self.weights, self.scales, strict=True))
 
     def candidate_config(self, cfg: RetrievalConfig) -> RetrievalConfig:
         """``cfg`` with the model's candidate settings (the expansion ranking over them)."""
@@ -312,7 +347,18 @@ class LearnedPaper(RankedPaper):
     """A result ranked by a ``RankerModel``: ``features`` (every feature's value) and ``contributions`` (weight x
     value / scale per feature of the model, summing to ``final_score``)."""
 
-    __slots__ = ("features", "contributions", "model_name")
+    __slots__ = ("features", "model", "_contributions")
+
+    @property
+    def model_name(self) -> str:
+        return self.model.name
+
+    @property
+    def contributions(self) -> dict[str, float]:
+        # Computed when read: a search reads them for the entries it returns, not for every candidate it ranks.
+        if self._contributions is None:
+            self._contributions = self.model.contributions(self.features)
+        return self._contributions
 
     def why(self, config: RetrievalConfig | None = None) -> str:
         """The score as the sum of its largest contributions (the rest summed as ``other``)."""
@@ -433,26 +479,24 @@ def rank(
         found = reaches.get(pid, ())
         values = every[pid]
         values.update(derived_values(values, linked))
-        parts = model.contributions(values)
-        final = sum(parts.values())
+        final = model.score(values)
         graph = sum(values[f"ev_{r}"] for r in RELATIONS)
         entry = LearnedPaper(paper, bm25[pid], distance, values["recency"], final, values["bm25_norm"], graph,
                              list(found)[:3], cfg)  # fmt: skip
         entry.features = values
-        entry.contributions = parts
-        entry.model_name = model.name
+        entry.model = model
+        entry._contributions = None
         ranked.append(entry)
     ranked.sort(key=lambda r: (-round(r.final_score, SCORE_DECIMALS), r.paper.id))
     return ranked
 
 
-def choose(snap, hits: Sequence[tuple[str, float]]) -> dict:
+def choose(snap, hits: Sequence[tuple[str, float]], excluded: frozenset[str] = frozenset()) -> dict:
     """``ranking="auto"``'s choice for a query whose BM25 list is ``hits``: ``"learned"`` when its papers are
-    cited, on average, at least ``AUTO_MIN_CITED`` times (``cited_counts``), else ``"expansion"`` (the policy);
-    with how often they are cited and the threshold, for the report."""
+    cited, on average, at least ``AUTO_MIN_CITED`` times (``in_degrees``: not by ``excluded`` papers), else
+    ``"expansion"`` (the policy); with how often they are cited and the threshold, for the report."""
     ids = [pid for pid, _ in hits]
-    counts = dict(snap.rows("auto: how often the BM25 list's papers are cited", IN_DEGREE_SQL,
-                            {"paper_ids": json.dumps(ids)})) if ids else {}  # fmt: skip
+    counts = in_degrees(snap, ids, excluded)
     mean = sum(counts.values()) / len(ids) if ids else 0.0
     ranking = "learned" if mean >= AUTO_MIN_CITED else "expansion"
     return {"ranking": ranking, "cited_by_mean": round(mean, 4), "threshold": AUTO_MIN_CITED, "papers": len(ids)}
