@@ -208,6 +208,21 @@ def test_the_learned_ranking_counts_no_excluded_paper_or_citation(files, whole_i
     assert any(e.features["in_degree"] > math.log1p(cited_by[e.paper.id]) + 1e-12 for e in whole.ranked)
 
 
+def test_training_under_the_time_honest_protocol_sees_no_newer_paper(files, tmp_path):
+    # `retrieval train --protocol time-honest`: every query's candidates leave its newer papers out, as the eval's
+    from retrieval.eval.train import extract
+
+    _, corpus, queries, records, dates = files
+    years = {r["id"]: r["year"] for r in records}
+    honest = extract(corpus, queries, cache_dir=tmp_path / "cache", protocol=TIME_HONEST)
+    citation = extract(corpus, queries, cache_dir=tmp_path / "cache", protocol="citation")
+    assert honest.queries and len(honest.queries) == len(citation.queries)
+    for q in honest.queries:
+        assert not [p for p in q.ids if newer_than(p, q.qid, years, dates)], q.qid
+    # the citation protocol's candidates do include newer papers: the two feature caches are not one
+    assert any(newer_than(p, q.qid, years, dates) for q in citation.queries for p in q.ids)
+
+
 def test_modes_that_cannot_honour_it_are_refused(files, tmp_path):
     _, corpus, queries, _, _ = files
     with pytest.raises(ConfigError, match="blend-1hop"):

@@ -20,14 +20,9 @@ from retrieval.search.learned import CANDIDATE_FEATURES, FEATURES, RankerModel
 from retrieval.search.query import Query
 from retrieval.search.split import split_query
 from tests.reference import ReferenceBM25
+from tests.test_learned import TOPICS as LEARNED_TOPICS
 
-TOPICS = (
-    "quark gluon plasma viscosity",
-    "neural network pruning sparsity",
-    "citation graph random walk",
-    "protein folding energy landscape",
-    "black hole entropy counting",
-)
+TOPICS = LEARNED_TOPICS[:5]  # the learned ranking's test topics, but the last
 
 
 def corpus() -> list[Paper]:

@@ -40,6 +40,7 @@ import numpy as np
 from .. import __version__
 from ..config import RetrievalConfig
 from ..errors import ConfigError, InputError
+from ..search import cutoff, lexical, prf
 from ..search.client import RetrievalClient
 from ..search.learned import (
     BASE_FEATURES,
@@ -196,8 +197,10 @@ def _extraction_model(candidates: dict = DEFAULT_CANDIDATES) -> RankerModel:
                        candidates=candidates)  # fmt: skip
 
 
-def _features_key(index_key: str, candidates: dict = DEFAULT_CANDIDATES) -> str:
+def _features_key(index_key: str, candidates: dict = DEFAULT_CANDIDATES, protocol: str = "") -> str:
     doc = {"index": index_key, "features": BASE_FEATURES, "candidates": candidates, "format": FEATURES_FORMAT}
+    if protocol:  # the time-honest protocol searches the citation protocol's index, with per-query exclusions
+        doc["protocol"] = protocol
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -217,10 +220,10 @@ def extract(
     cached = open_index(prepared, resolve_cache_dir(cache_dir), progress)
     inputs = {k: {"file": v["file"], "sha256": v["sha256"]} for k, v in prepared.file_info().items()}
     name = set_name(corpus, queries)
-    store = cached.path.with_name(
-        f"features-{_features_key(cached.path.stem, candidates)}-{limit_queries or 'all'}.npz"
-    )
     evalset = prepared.evalset
+    clock = evalset.chronology
+    key = _features_key(cached.path.stem, candidates, "time-honest" if clock is not None else "")
+    store = cached.path.with_name(f"features-{key}-{limit_queries or 'all'}.npz")
     if store.is_file():
         data = np.load(store, allow_pickle=False)
         out = []
@@ -231,11 +234,21 @@ def extract(
     model = _extraction_model(candidates)
     cfg = RetrievalConfig(ranking="learned", model=model)
     out = []
+    depth = max(LEXICAL_DEPTH, candidates["lexical_depth"])
     with RetrievalClient(config=cfg, db=cached.path) as client:
+        if clock is not None:
+            with client.snapshot() as snap:
+                doc_ids, n_papers = cutoff.doc_ids(snap), snap.stats.n_papers
         for done, query in enumerate(evalset.queries, start=1):
             parsed = Query.parse(query.text)
-            hits = client.lexical.search(parsed, max(LEXICAL_DEPTH, candidates["lexical_depth"]))
-            result = client.rank(parsed, hits, cfg, limit=None, full=False)
+            exclusion = None
+            if clock is None:
+                hits = client.lexical.search(parsed, depth)
+            else:  # as the evaluation does: no paper newer than the query paper, in the list or the features
+                exclusion = cutoff.Exclusion.make(clock.newer(query.qid), doc_ids, n_papers)
+                with client.snapshot() as snap:
+                    hits = prf.top(snap, lexical.weigh(snap, parsed), depth, exclusion.passing)
+            result = client.rank(parsed, hits, cfg, limit=None, full=False, exclude=exclusion)
             entries = sorted(result.ranked, key=lambda e: e.paper.id)
             ids = [e.paper.id for e in entries]
             x = np.array([[e.features[f] for f in BASE_FEATURES] for e in entries], dtype=float)
