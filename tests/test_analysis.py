@@ -82,6 +82,25 @@ def test_queries_are_analysed_as_the_index_was(tmp_path):
         ]
 
 
+def test_the_query_warnings_read_the_words_as_the_index_does(tmp_path):
+    # on a stemmed index the words the search finds are not reported missing; on a stop-word index a stop word is
+    # neither missing nor searched, and a query made only of them says so; a word in no paper is still named
+    stemmed, stopped = tmp_path / "stem.db", tmp_path / "stop.db"
+    build(db=stemmed, stem="english")
+    build(db=stopped, stopwords="english")
+    with RetrievalClient(db=stemmed) as client:
+        found = client.search("attention sparsity", limit=3)
+        assert found.ranked and found.warnings == []
+        partly = client.search("zzzqx attentions", limit=3)
+        assert partly.ranked and partly.warnings == ["no paper contains 'zzzqx': ranked on the other words"]
+    with RetrievalClient(db=stopped) as client:
+        assert client.search("the attention", limit=3).warnings == []
+        only = client.search("the of", limit=3)
+        assert only.ranked == [] and only.warnings == [
+            "the query has only stop words ('the', 'of'), which this index does not search: nothing to rank"
+        ]
+
+
 def _tables(db):
     with sqlite3.connect(db) as conn:
         terms = set(conn.execute("SELECT term, df FROM doc_freq"))

@@ -375,14 +375,24 @@ AUTHOR_HINT_MAX_WORDS = 4
 
 
 def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Filters) -> list[str]:
-    """What the user should know about the query's words: none searchable, some in no paper, or a surname."""
-    if not query.tokens:
-        if getattr(query, "stopped", ()):
-            return [f"the query has only stop words ({_listed(list(query.stopped))}), which this index does not "
+    """What the user should know about the query's words: none searchable, some in no paper, or a surname.
+
+    ``query`` holds the user's words (the tokeniser alone: the surname hint looks them up as written); what the
+    index searches is ``wq.query``, analysed as the index was (stems, stop words), so a word counts as found when
+    its analysed terms are, and a stop word is neither found nor missing."""
+    analysed = wq.query
+    if not analysed.tokens:
+        if analysed.stopped:
+            return [f"the query has only stop words ({_listed(list(analysed.stopped))}), which this index does not "
                     "search: nothing to rank"]  # fmt: skip
         return ["the query has no words to search (only punctuation): nothing to rank"]
     found = {t.term for t in wq.terms}
-    absent = [token for token in query.qtf if token not in found]
+    analyser = analysed.analyser
+    absent = []
+    for token in query.qtf:  # the user's words, each as the index analyses it
+        terms = analyser.analyse(token)
+        if terms and not any(term in found for term in terms):
+            absent.append(token)
     out = []
     if not found:
         out.append(f"no paper contains any of the query's words ({_listed(absent)}): nothing to rank")
