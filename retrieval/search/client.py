@@ -387,12 +387,14 @@ def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Fil
                     "search: nothing to rank"]  # fmt: skip
         return ["the query has no words to search (only punctuation): nothing to rank"]
     found = {t.term for t in wq.terms}
-    analyser = analysed.analyser
-    absent = []
-    for token in query.qtf:  # the user's words, each as the index analyses it
-        terms = analyser.analyse(token)
-        if terms and not any(term in found for term in terms):
-            absent.append(token)
+    if analysed.analyser == query.analyser:  # the words are the terms: nothing to analyse again
+        absent = [token for token in query.qtf if token not in found]
+    else:  # the user's words, each as the index analyses it (a stem, or nothing for a stop word)
+        absent = [
+            token
+            for token in query.qtf
+            if (terms := analysed.analyser.analyse(token)) and not any(term in found for term in terms)
+        ]
     out = []
     if not found:
         out.append(f"no paper contains any of the query's words ({_listed(absent)}): nothing to rank")
