@@ -160,6 +160,27 @@ def refuse_unless_honest(modes: list[Mode]) -> None:
         )
 
 
+def exclusions(client: RetrievalClient, evalset: EvalSet) -> Callable[[str], cutoff.Exclusion | None]:
+    """``qid -> `` the papers the query may not see: under the time-honest protocol those newer than the query
+    paper (``retrieval.search.cutoff``), else none (``None``)."""
+    clock = evalset.chronology
+    if clock is None:
+        return lambda qid: None
+    with client.snapshot() as snap:
+        doc_ids, n_papers = cutoff.doc_ids(snap), snap.stats.n_papers
+    return lambda qid: cutoff.Exclusion.make(clock.newer(qid), doc_ids, n_papers)
+
+
+def bm25_list(
+    client: RetrievalClient, parsed: Query, depth: int, exclusion: cutoff.Exclusion | None
+) -> list[tuple[str, float]]:
+    """The query's exact BM25 top ``depth``, among the papers ``exclusion`` lets pass when there is one."""
+    if exclusion is None:
+        return client.lexical.search(parsed, depth)
+    with client.snapshot() as snap:
+        return prf.top(snap, weigh(snap, parsed), depth, exclusion.passing)
+
+
 def evaluate(
     client: RetrievalClient,
     evalset: EvalSet,
@@ -174,21 +195,14 @@ def evaluate(
     runs: list[QueryRun] = []
     depth = max(LEXICAL_DEPTH, config.top_k_lexical)
     total = len(evalset.queries)
-    clock = evalset.chronology
-    if clock is not None:
+    if evalset.chronology is not None:
         refuse_unless_honest(modes)
-        with client.snapshot() as snap:
-            doc_ids, n_papers = cutoff.doc_ids(snap), snap.stats.n_papers
+    exclusion_of = exclusions(client, evalset)
     for done, query in enumerate(evalset.queries, start=1):
         started = time.perf_counter()
         parsed = Query.parse(query.text)
-        if clock is None:
-            exclusion = None
-            bm25 = client.lexical.search(parsed, depth)
-        else:
-            exclusion = cutoff.Exclusion.make(clock.newer(query.qid), doc_ids, n_papers)
-            with client.snapshot() as snap:
-                bm25 = prf.top(snap, weigh(snap, parsed), depth, exclusion.passing)
+        exclusion = exclusion_of(query.qid)
+        bm25 = bm25_list(client, parsed, depth, exclusion)
         lexical_seconds = time.perf_counter() - started
         with client.snapshot() as snap:
             matching = snap.one("eval: papers matching the query", MATCHING_SQL, {"terms": parsed.distinct_json})[0]

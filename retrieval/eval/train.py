@@ -40,7 +40,6 @@ import numpy as np
 from .. import __version__
 from ..config import RetrievalConfig
 from ..errors import ConfigError, InputError
-from ..search import cutoff, lexical, prf
 from ..search.client import RetrievalClient
 from ..search.learned import (
     BASE_FEATURES,
@@ -57,7 +56,7 @@ from ..search.query import Query
 from .cache import resolve_cache_dir
 from .modes import LEXICAL_DEPTH
 from .protocol import AUTO
-from .runner import open_index, prepare
+from .runner import bm25_list, exclusions, open_index, prepare
 
 #: Coordinate ascent: the steps tried around each weight, the most rounds, the folds of a single set.
 STEPS = (-1.0, -0.3, -0.1, -0.03, -0.01, 0.01, 0.03, 0.1, 0.3, 1.0)
@@ -236,18 +235,11 @@ def extract(
     out = []
     depth = max(LEXICAL_DEPTH, candidates["lexical_depth"])
     with RetrievalClient(config=cfg, db=cached.path) as client:
-        if clock is not None:
-            with client.snapshot() as snap:
-                doc_ids, n_papers = cutoff.doc_ids(snap), snap.stats.n_papers
+        exclusion_of = exclusions(client, evalset)  # as the evaluation does: no newer paper under time-honest
         for done, query in enumerate(evalset.queries, start=1):
             parsed = Query.parse(query.text)
-            exclusion = None
-            if clock is None:
-                hits = client.lexical.search(parsed, depth)
-            else:  # as the evaluation does: no paper newer than the query paper, in the list or the features
-                exclusion = cutoff.Exclusion.make(clock.newer(query.qid), doc_ids, n_papers)
-                with client.snapshot() as snap:
-                    hits = prf.top(snap, lexical.weigh(snap, parsed), depth, exclusion.passing)
+            exclusion = exclusion_of(query.qid)
+            hits = bm25_list(client, parsed, depth, exclusion)
             result = client.rank(parsed, hits, cfg, limit=None, full=False, exclude=exclusion)
             entries = sorted(result.ranked, key=lambda e: e.paper.id)
             ids = [e.paper.id for e in entries]

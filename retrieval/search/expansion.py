@@ -341,7 +341,7 @@ del _relation, _pairs
 # A per-query exclusion (``retrieval.search.cutoff``): the same statements over ``live``, the citations with neither
 # end excluded, so an excluded paper is no neighbour, no co-citation or coupling intermediate and adds no degree.
 # Only used when something is excluded: the statements above stay those of every other search.
-_EXCLUDED = """\
+EXCLUDED = """\
 excluded AS MATERIALIZED (
     SELECT value AS paper_id
     FROM json_each(:excluded)
@@ -352,23 +352,24 @@ live AS NOT MATERIALIZED (
     WHERE c.citing_id NOT IN (SELECT paper_id FROM excluded)
       AND c.cited_id NOT IN (SELECT paper_id FROM excluded)
 )"""
-_EXCLUDED_POSTGRESQL = _EXCLUDED.replace(
+EXCLUDED_POSTGRESQL = EXCLUDED.replace(
     "FROM json_each(:excluded)", "FROM jsonb_array_elements_text(CAST(:excluded AS jsonb))"
 )
 
 
-def _live(sql: str) -> str:
+def live(sql: str) -> str:
+    """``sql`` reading the ``live`` citations of ``EXCLUDED`` instead of every citation."""
     return sql.replace("JOIN citations AS c", "JOIN live AS c").replace("FROM citations AS c", "FROM live AS c")
 
 
 def relation_sql_excluding(relation: str) -> str:
     """``relation_sql`` without the citations of the papers in ``:excluded`` (a JSON list of ids)."""
-    return f"{_SOURCES},\n{_EXCLUDED},\n{_live(_RELATION_EDGES[relation])},\n{_CAPPED}"
+    return f"{_SOURCES},\n{EXCLUDED},\n{live(_RELATION_EDGES[relation])},\n{_CAPPED}"
 
 
 def _relation_sql_excluding_postgresql(relation: str) -> str:
-    edges = _live(_RELATION_EDGES_POSTGRESQL[relation])
-    return f"{_SOURCES_POSTGRESQL},\n{_EXCLUDED_POSTGRESQL},\n{edges},\n{_CAPPED_POSTGRESQL}"
+    edges = live(_RELATION_EDGES_POSTGRESQL[relation])
+    return f"{_SOURCES_POSTGRESQL},\n{EXCLUDED_POSTGRESQL},\n{edges},\n{_CAPPED_POSTGRESQL}"
 
 
 for _relation in _RELATION_EDGES:
@@ -381,8 +382,8 @@ for _relation in ("cocitation", "coupling"):
     hash_joins(relation_sql_excluding(_relation))
 del _relation
 
-DEGREE_SQL_EXCLUDING = f"WITH {_EXCLUDED}\n{_live(DEGREE_SQL)}"
-register(DEGREE_SQL_EXCLUDING, f"WITH {_EXCLUDED_POSTGRESQL}\n{_live(DEGREE_SQL_POSTGRESQL)}")
+DEGREE_SQL_EXCLUDING = f"WITH {EXCLUDED}\n{live(DEGREE_SQL)}"
+register(DEGREE_SQL_EXCLUDING, f"WITH {EXCLUDED_POSTGRESQL}\n{live(DEGREE_SQL_POSTGRESQL)}")
 
 
 class Gate(namedtuple("Gate", "mode fired survivors threshold min_survivors reason")):

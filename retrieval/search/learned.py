@@ -62,7 +62,7 @@ from ..store.dialect import register
 from ..text import tokenise
 from . import vote
 from .blend import RankedPaper, recency
-from .expansion import Reach
+from .expansion import EXCLUDED, EXCLUDED_POSTGRESQL, Reach, live
 from .split import MIN_TOKENS
 
 RELATIONS = ("references", "citing", "cocitation", "coupling")
@@ -126,26 +126,21 @@ JOIN cited_counts AS n ON n.paper_id = j.value"""
 register(IN_DEGREE_SQL, IN_DEGREE_SQL_POSTGRESQL)
 
 # Under an exclusion (``retrieval.search.cutoff``, the time-honest protocol): the citation rows naming each paper
-# whose citing paper is not excluded, so a newer paper's citation never counts.
-IN_DEGREE_SQL_EXCLUDING = """\
-WITH excluded AS MATERIALIZED (
-    SELECT value AS paper_id
-    FROM json_each(:excluded)
-)
+# whose citing paper is not excluded (the expansion's live citations), so a newer paper's citation never counts.
+_IN_DEGREE_LIVE = """\
 SELECT j.value AS paper_id,
        count(*) AS cited_by
 FROM json_each(:paper_ids) AS j
 JOIN citations AS c ON c.cited_id = j.value
-WHERE c.citing_id NOT IN (SELECT paper_id FROM excluded)
 GROUP BY j.value"""
+IN_DEGREE_SQL_EXCLUDING = f"WITH {EXCLUDED}\n{live(_IN_DEGREE_LIVE)}"
 register(
     IN_DEGREE_SQL_EXCLUDING,
-    IN_DEGREE_SQL_EXCLUDING.replace(
-        "FROM json_each(:excluded)", "FROM jsonb_array_elements_text(CAST(:excluded AS jsonb))"
-    ).replace(
+    f"WITH {EXCLUDED_POSTGRESQL}\n"
+    + live(_IN_DEGREE_LIVE.replace(
         "FROM json_each(:paper_ids) AS j", "FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)"
-    ),
-)
+    )),
+)  # fmt: skip
 
 
 def in_degrees(snap, paper_ids: Sequence[str], excluded: frozenset[str] = frozenset()) -> dict[str, int]:
