@@ -1,6 +1,5 @@
 """The BM25 variant this index computes, in one place: idf is computed only here (the lexical pass passes each
-query term's weight to its SQL), tf_norm is here as Python and as the SQL text every scoring statement uses, and
-the writer's impacts follow the same definitions.
+query term's weight to its SQL), tf_norm is here as Python and as the SQL text every scoring statement uses.
 
 Okapi BM25 with Lucene's idf (the +1 inside the log keeps it positive)::
 
@@ -8,22 +7,17 @@ Okapi BM25 with Lucene's idf (the +1 inside the log keeps it positive)::
     tf_norm    = f * (k1 + 1) / (f + k1 * (1 - b + b * dl / avgdl))
     score(d,q) = sum over the query's tokens of idf(t) * tf_norm(t, d)
 
-with k1 = 1.5 and b = 0.75 (recorded in the index). ``impact`` is ``ceil(IMPACT_SCALE * tf_norm)`` at the
-average length of the moment a posting was written: an integer upper bound used only to prune (never to score).
+with k1 = 1.5 and b = 0.75 (recorded in the index). A term's bound, what one of its postings can contribute at
+most, is ``tf_norm`` at the largest count and the smallest length of each chunk of its postings BLOBs
+(``retrieval.store.postings``): exact at any average length, so adds and removes never loosen it.
 """
 
 from __future__ import annotations
 
 import math
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a query process starts faster)
-if TYPE_CHECKING:  # numpy is imported by the build only: a query process starts faster without it
-    import numpy as np
-
 K1 = 1.5
 B = 0.75
-#: Impacts are stored in thousandths of tf_norm (which lies in (0, k1 + 1)), so they fit in two bytes.
-IMPACT_SCALE = 1000
 # Relative slack on every bound, so that rounding in floating point never prunes a paper that ties.
 BOUND_SLACK = 1e-9
 #: The top k is ranked on scores rounded to this many decimal places (ties by paper id): a sum's value depends,
@@ -43,39 +37,25 @@ def tf_norm(count: int, length: int, avgdl: float, k1: float = K1, b: float = B)
     return count * (k1 + 1.0) / (count + k1 * (1.0 - b + b * length / avgdl))
 
 
-#: ``tf_norm`` as SQL over a posting ``tf`` (its ``count`` and its paper's ``length``) with the parameters ``:k1``,
-#: ``:b`` and ``:avgdl``: the one text every scoring statement uses (a test checks it against ``tf_norm``).
-TF_NORM_SQL = "tf.count * (:k1 + 1.0) / (tf.count + :k1 * (1.0 - :b + :b * tf.length / :avgdl))"
-#: The same text on PostgreSQL, derived from it (so the operations and their order are the same by construction),
-#: every operand a double: ``REAL`` is float4 there and a bare ``1.0`` numeric, so both backends compute the same
-#: doubles.
-TF_NORM_SQL_POSTGRESQL = TF_NORM_SQL
-for _operand in ("1.0", ":k1", ":b", ":avgdl"):
-    TF_NORM_SQL_POSTGRESQL = TF_NORM_SQL_POSTGRESQL.replace(_operand, f"CAST({_operand} AS float8)")
-del _operand
+def tf_norm_sql(count: str = "tf.count", length: str = "dl.length") -> str:
+    """``tf_norm`` as SQL over the columns ``count`` and ``length`` with the parameters ``:k1``, ``:b`` and
+    ``:avgdl``: one text, so every statement computes the same doubles in the same order."""
+    return f"{count} * (:k1 + 1.0) / ({count} + :k1 * (1.0 - :b + :b * {length} / :avgdl))"
 
 
-def impact(count: int, length: int, avgdl: float, k1: float = K1, b: float = B) -> int:
-    """``ceil(IMPACT_SCALE * tf_norm)``: what ``term_freq.impact`` holds for a posting written at ``avgdl``."""
-    return math.ceil(IMPACT_SCALE * tf_norm(count, length, avgdl, k1, b))
+def postgresql(sql: str) -> str:
+    """A ``tf_norm_sql`` text on PostgreSQL, derived from it (so the operations and their order are the same by
+    construction), every operand a double: ``REAL`` is float4 there and a bare ``1.0`` numeric, so both backends
+    compute the same doubles."""
+    for operand in ("1.0", ":k1", ":b", ":avgdl"):
+        sql = sql.replace(operand, f"CAST({operand} AS float8)")
+    return sql
 
 
-def impacts(counts: np.ndarray, lengths: np.ndarray, avgdl: float, k1: float = K1, b: float = B) -> np.ndarray:
-    """``impact`` for arrays of counts and document lengths (the bulk build's vectorised form)."""
-    import numpy as np
-
-    counts = counts.astype(np.float64)
-    norm = counts * (k1 + 1.0) / (counts + k1 * (1.0 - b + b * lengths.astype(np.float64) / avgdl))
-    return np.ceil(IMPACT_SCALE * norm).astype(np.int64)
-
-
-def drift(avgdl_now: float, avgdl_impacts: float) -> float:
-    """How much larger tf_norm can be now than when impacts were written: ``max(1, avgdl_now / avgdl_impacts)``.
-
-    tf_norm grows with avgdl, and the ratio of its denominators at two averages is at most the ratio of the
-    averages, so ``tf_norm(now) <= drift * tf_norm(then) <= drift * impact / IMPACT_SCALE``: after papers are
-    added or removed the stored impacts are still bounds once multiplied by this factor.
-    """
-    if avgdl_impacts <= 0:
-        return 1.0
-    return max(1.0, avgdl_now / avgdl_impacts)
+#: ``tf_norm`` over a posting ``tf`` of ``term_freq`` (its ``count``) and its paper's ``doc_len`` row ``dl`` (its
+#: ``length``): the text every scoring statement uses (a test checks it against ``tf_norm``).
+TF_NORM_SQL = tf_norm_sql()
+TF_NORM_SQL_POSTGRESQL = postgresql(TF_NORM_SQL)
+#: A chunk's bound: ``tf_norm`` at the chunk's largest count and smallest length (``postings`` as ``p``).
+CHUNK_BOUND_SQL = tf_norm_sql("p.max_count", "p.min_length")
+CHUNK_BOUND_SQL_POSTGRESQL = postgresql(CHUNK_BOUND_SQL)

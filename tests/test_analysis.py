@@ -106,7 +106,7 @@ def _tables(db):
         terms = set(conn.execute("SELECT term, df FROM doc_freq"))
         postings = set(
             conn.execute(
-                "SELECT d.term, l.paper_id, t.count, t.length FROM term_freq AS t "
+                "SELECT d.term, l.paper_id, t.count, l.length FROM term_freq AS t "
                 "JOIN doc_freq AS d USING (term_id) JOIN doc_len AS l USING (doc_id)"
             )
         )

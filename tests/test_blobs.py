@@ -226,14 +226,14 @@ def test_filtered_searches_on_the_blobs_equal_sql_and_the_reference(tmp_path, sm
 def _weighted(dfs: list[int], n_papers: int) -> WeightedQuery:
     from retrieval.store.database import IndexStats
 
-    stats = IndexStats(n_papers, 100 * n_papers, 2000, 2000, 1.5, 0.75, 100.0, "t", 1, {})
-    terms = tuple(QueryTerm(f"t{i}", i, df, 1, 1.0, 1000, 1e-3) for i, df in enumerate(dfs))
+    stats = IndexStats(n_papers, 100 * n_papers, 2000, 2000, 1.5, 0.75, "t", 1, {})
+    terms = tuple(QueryTerm(f"t{i}", i, df, 1, 1.0, 1.0) for i, df in enumerate(dfs))
     return WeightedQuery(Query.parse("x"), terms, stats)
 
 
 def _plan(wq: WeightedQuery, read: set[int], pruned: bool = True) -> lexical.Plan:
-    mi = {t.term_id: 0 if t.term_id in read else lexical.NEVER for t in wq.terms}
-    return lexical.Plan(1.0, mi, 0.5, pruned)
+    reads = {t.term_id: t.term_id in read for t in wq.terms}
+    return lexical.Plan(1.0, reads, 0.5, pruned)
 
 
 def test_the_cost_model_plans_short_queries_first_and_sends_long_ones_to_the_blobs(monkeypatch):
@@ -319,7 +319,7 @@ def test_blob_scores_are_the_sql_parts_operation_for_operation():
     lengths = rng.integers(1, 3000, 500).astype(np.uint16)
     conn = sqlite3.connect(":memory:")
     params = {"k1": 1.5, "b": 0.75, "avgdl": 123.456, "w": 2.75}
-    sql = f"SELECT :w * {lexical.TF_NORM_SQL} FROM (SELECT :c AS count, :l AS length) AS tf"
+    sql = f"SELECT :w * {lexical.TF_NORM_SQL} FROM (SELECT :c AS count) AS tf, (SELECT :l AS length) AS dl"
     pairs = zip(counts.tolist(), lengths.tolist(), strict=True)
     expected = [conn.execute(sql, {**params, "c": c, "l": n}).fetchone()[0] for c, n in pairs]
     got = _Scoring(1.5, 0.75, 123.456).raw_parts(2.75, counts, lengths)

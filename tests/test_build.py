@@ -267,19 +267,6 @@ def test_the_terminal_shows_each_phase_of_a_build(tmp_path, monkeypatch, capsys)
     assert "built " in capsys.readouterr().out
 
 
-def _term_freq(db):
-    with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT * FROM term_freq ORDER BY term_id, doc_id").fetchall()
-
-
-def test_impacts_from_the_table_of_pairs_equal_impacts_computed_per_posting(tmp_path, monkeypatch):
-    corpus = _corpus(tmp_path)
-    build(db=tmp_path / "table.db", source=corpus)
-    monkeypatch.setattr(bulk, "IMPACT_TABLE", 0)
-    build(db=tmp_path / "direct.db", source=corpus)
-    assert _term_freq(tmp_path / "table.db") == _term_freq(tmp_path / "direct.db")
-
-
 def test_postings_too_wide_for_one_sort_key_are_sorted_the_same(tmp_path):
     """The postings are sorted as packed int64 keys when (term, doc, count) fit in 63 bits, else with a stable
     argsort."""

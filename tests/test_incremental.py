@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval import Paper, RetrievalClient, RetrievalError, SchemaVersionError, add_papers, build_index, remove_papers
-from retrieval.bm25 import impact
 from retrieval.cli import main
 from retrieval.commands import build
 from retrieval.store.database import HEAD_REVISION
@@ -197,18 +196,15 @@ def test_an_index_at_revision_0001_is_refused_on_read_and_upgraded_on_request(tm
         assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (HEAD_REVISION,)
         assert conn.execute("SELECT listed_by_citing, listed_by_cited FROM citations").fetchall() == [(1, 0)]
         assert conn.execute("SELECT value FROM index_info WHERE key = 'schema_revision'").fetchone() == (HEAD_REVISION,)
-        # 0004: integer document ids in paper-id order, lengths on the postings, impacts at avgdl 1.5
-        rows = conn.execute("SELECT term, paper_id, count, impact FROM term_counts ORDER BY 1, 2").fetchall()
-        expected = [(t, p, 1, impact(1, n, 1.5)) for t, p, n in [("graph", "a", 2), ("walk", "a", 2), ("walk", "b", 1)]]
-        assert rows == expected
+        # 0004: integer document ids in paper-id order; 0008: the postings keep (term, document, count) only
+        rows = conn.execute("SELECT term, paper_id, count FROM term_counts ORDER BY 1, 2").fetchall()
+        assert rows == [("graph", "a", 1), ("walk", "a", 1), ("walk", "b", 1)]
+        assert [row[1] for row in conn.execute("PRAGMA table_info(term_freq)")] == ["term_id", "doc_id", "count"]
         assert conn.execute("SELECT doc_id, paper_id, length FROM doc_len ORDER BY 1").fetchall() == [
             (1, "a", 2),
             (2, "b", 1),
         ]
-        assert conn.execute("SELECT term, max_impact FROM doc_freq ORDER BY 1").fetchall() == [
-            ("graph", impact(1, 2, 1.5)),
-            ("walk", impact(1, 1, 1.5)),
-        ]
+        assert conn.execute("SELECT term, df FROM doc_freq ORDER BY 1").fetchall() == [("graph", 1), ("walk", 2)]
     add_papers([Paper("c", "graph", references=["a"])], db)  # and it can be written to afterwards
     with RetrievalClient(db=db) as client:
         assert client.stats.n_papers == 3

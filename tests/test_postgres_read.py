@@ -145,7 +145,7 @@ def test_scores_of_given_papers_are_the_same(pair):
 
 def test_the_postgresql_tf_norm_text_computes_the_same_doubles(demo_pg):
     """``TF_NORM_SQL_POSTGRESQL`` on the server gives exactly ``retrieval.bm25.tf_norm`` (no float4, no numeric)."""
-    sql = "SELECT " + TF_NORM_SQL_POSTGRESQL.replace("tf.count", "%(count)s").replace("tf.length", "%(length)s")
+    sql = "SELECT " + TF_NORM_SQL_POSTGRESQL.replace("tf.count", "%(count)s").replace("dl.length", "%(length)s")
     sql = re.sub(r":(\w+)", r"%(\1)s", sql)
     with psycopg.connect(demo_pg) as conn:
         for count, length, avgdl in [(1, 100, 109.39204872272035), (3, 7, 87.5), (12, 1000, 3.3), (2, 1, 1e-3)]:

@@ -91,7 +91,7 @@ def pg_snapshot(url: str) -> dict:
 
 
 def raw_tables(db) -> dict[str, list[tuple]]:
-    """Every column of every table as stored (ids, impacts and bounds too), times aside, from either backend."""
+    """Every column of every table as stored (ids and bounds too), times aside, from either backend."""
     conn, _ = _open(db)
     try:
         out = {}
@@ -131,11 +131,12 @@ def bm25_from_tables(db, query: str, ids: list[str]) -> dict[str, float]:
 
 
 def assert_bounds(url: str) -> None:
-    """Each term's ``max_impact`` bounds its postings' impacts (a remove may leave it above the maximum)."""
+    """Each term's postings chunks bound its postings' counts (what a query's bound is made of)."""
     with _pg(url) as conn:
         below = conn.execute(
             "SELECT d.term FROM doc_freq AS d JOIN term_freq AS t ON t.term_id = d.term_id "
-            "GROUP BY d.term_id, d.term, d.max_impact HAVING d.max_impact < max(t.impact)"
+            "GROUP BY d.term_id, d.term "
+            "HAVING max(t.count) > (SELECT max(p.max_count) FROM postings AS p WHERE p.term_id = d.term_id)"
         ).fetchall()
         last_doc, last_term, next_doc, next_term = conn.execute(
             "SELECT (SELECT max(doc_id) FROM doc_len), (SELECT max(term_id) FROM doc_freq), "
@@ -174,7 +175,7 @@ def assert_same_as_rebuild(url: str, papers: list[Paper], tmp_path, pg_database)
 @pytest.mark.parametrize("seed", range(4))
 def test_a_sequence_of_adds_removes_and_replaces_equals_a_rebuild(tmp_path, pg_database, seed):
     """Random operations applied to an index on PostgreSQL and to a SQLite file: afterwards the server's tables
-    hold exactly the file's rows (ids, impacts and bounds included), and both equal a rebuild of the final
+    hold exactly the file's rows (ids and bounds included), and both equal a rebuild of the final
     corpus on either backend."""
     rng = random.Random(seed)
     pool = POOL if seed % 2 == 0 else make_pool(seed, size=20)
@@ -326,7 +327,7 @@ READ_STATE_SQL = [
 # must tie (then order by id) in every plan.
 TOP_SQL = """\
 SELECT l.paper_id, round(CAST(sum(ln(1 + (n.v - d.df + 0.5) / (d.df + 0.5)) * t.count * 2.5
-                                  / (t.count + 1.5 * (0.25 + 0.75 * t.length / a.v))) AS numeric), 9) AS score
+                                  / (t.count + 1.5 * (0.25 + 0.75 * l.length / a.v))) AS numeric), 9) AS score
 FROM doc_freq AS d
 JOIN term_freq AS t ON t.term_id = d.term_id
 JOIN doc_len AS l ON l.doc_id = t.doc_id

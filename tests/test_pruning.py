@@ -1,6 +1,6 @@
 """The pruned top k is exact, on SQL and on the postings BLOBs: equal to the exhaustive aggregation and to the
-plain-Python reference, before and after adds and removes move avgdl away from the average the impacts were written
-at; and the bulk build (in one process or with workers) writes what the row-by-row writer writes."""
+plain-Python reference, before and after adds and removes move avgdl and the postings chunks' bounds; and the bulk
+build (in one process or with workers) writes what the row-by-row writer writes."""
 
 import math
 import random
@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval import Paper, RetrievalClient, Trace, add_papers, build_index, remove_papers
-from retrieval.bm25 import drift, impact, impacts, tf_norm
-from retrieval.search.lexical import LOOKUP_STAGES, NEVER, below, choose_min_impacts, stages
+from retrieval.bm25 import BOUND_SLACK, tf_norm
+from retrieval.search.lexical import LOOKUP_STAGES, below, choose_reads, stages
 from retrieval.search.query import QueryTerm
 from retrieval.store import bulk, postings
 from retrieval.store.migrate import migrate
@@ -69,14 +69,16 @@ def test_pruning_stays_exact_when_adds_and_removes_move_avgdl(tmp_path, seed):
     papers = {f"p{i:03d}": random_paper(rng, f"p{i:03d}", (3, 12)) for i in range(60)}
     db = tmp_path / f"d{seed}.db"
     build_index(papers.values(), db)
-    # Much longer papers: avgdl grows, stored impacts understate tf_norm, and only the drift factor keeps
-    # them bounds; then removes shrink df and leave max_impact above the true maximum.
+    # Much longer papers: avgdl grows (every bound moves with it), and new chunks' bounds are written; then
+    # removes rewrite the chunks that held the removed papers.
+    with sqlite3.connect(db) as conn:
+        before = float(dict(conn.execute("SELECT key, value FROM index_info"))["avgdl"])
     longer = {f"x{i:03d}": random_paper(rng, f"x{i:03d}", (40, 90)) for i in range(40)}
     add_papers(longer.values(), db)
     papers.update(longer)
     with sqlite3.connect(db) as conn:
         info = dict(conn.execute("SELECT key, value FROM index_info"))
-    assert drift(float(info["avgdl"]), float(info["impact_avgdl"])) > 1.5
+    assert float(info["avgdl"]) > 1.5 * before
     check_exact(db, papers, queries_for(rng))
     gone = rng.sample(sorted(papers), 30)
     remove_papers(gone, db)
@@ -97,33 +99,36 @@ def test_a_common_term_is_looked_up_not_read_and_the_answer_is_still_exact(tmp_p
         plan = client.lexical.plan("rare common", 5)
     with sqlite3.connect(db) as conn:
         terms = dict(conn.execute("SELECT term_id, term FROM doc_freq"))
-    by_term = {terms[t]: m for t, m in plan.min_impacts.items()}
+    by_term = {terms[t]: read for t, read in plan.reads.items()}
     assert plan.threshold > 0
-    assert by_term["rare"] == 0 and by_term["common"] == NEVER
+    assert by_term["rare"] is True and by_term["common"] is False
     check_exact(db, papers, ["rare common", "common", "common rare rare", "filler common"])
 
 
-def test_choose_min_impacts_keeps_the_unread_bound_below_the_threshold():
+def test_choose_reads_keeps_the_unread_bound_below_the_threshold():
     terms = [
-        QueryTerm("a", 1, 10, 1, 8.0, 2000, 1e-3),
-        QueryTerm("b", 2, 5000, 1, 1.0, 2400, 1e-3),
-        QueryTerm("c", 3, 900, 1, 3.0, 1100, 1e-3),
+        QueryTerm("a", 1, 10, 1, 8.0, 16.0),
+        QueryTerm("b", 2, 5000, 1, 1.0, 2.4),
+        QueryTerm("c", 3, 900, 1, 3.0, 3.3),
     ]
     for threshold in (0.0, 0.5, 3.0, 9.0, 20.0, 60.0):
-        chosen = choose_min_impacts(terms, threshold)
+        chosen = choose_reads(terms, threshold)
         unread = sum(below(t, chosen[t.term_id]) for t in terms)
-        assert threshold == 0 and set(chosen.values()) == {0} or unread < threshold
+        assert threshold == 0 and all(chosen.values()) or unread < threshold
     # With a high threshold the rare, heavy term is read whole and the common one not at all.
-    chosen = choose_min_impacts(terms, 9.0)
-    assert chosen[1] == 0 and chosen[2] == NEVER
+    chosen = choose_reads(terms, 9.0)
+    assert chosen[1] is True and chosen[2] is False
 
 
-@given(st.integers(1, 50), st.integers(1, 2000), st.floats(20, 400), st.floats(20, 400))
-def test_impacts_bound_tf_norm_under_any_later_average(count, length, then, now):
-    stored = impact(count, length, then)
-    assert tf_norm(count, length, then) <= stored / 1000
-    assert tf_norm(count, length, now) <= drift(now, then) * stored / 1000 * (1 + 1e-12)
-    assert impacts(np.array([count]), np.array([length]), then)[0] == stored
+@given(
+    st.lists(st.tuples(st.integers(1, 50), st.integers(1, 2000)), min_size=1, max_size=30),
+    st.floats(1, 400),
+)
+def test_a_chunk_bound_bounds_every_posting_of_the_chunk_at_any_average(postings, avgdl):
+    # What TERMS_SQL and the BLOB path take as a term's bound: tf_norm at the chunk's largest count and smallest
+    # length, whatever the average length is when the query runs.
+    bound = tf_norm(max(c for c, _ in postings), min(n for _, n in postings), avgdl) * (1 + BOUND_SLACK)
+    assert all(tf_norm(c, n, avgdl) <= bound for c, n in postings)
 
 
 def _tables(db):
@@ -131,9 +136,9 @@ def _tables(db):
         return {
             table: conn.execute(sql).fetchall()
             for table, sql in {
-                "term_counts": "SELECT term, paper_id, count, impact FROM term_counts ORDER BY term, paper_id",
-                "term_freq": "SELECT term_id, doc_id, count, length, impact FROM term_freq ORDER BY 1, 2",
-                "doc_freq": "SELECT term_id, term, df, max_impact FROM doc_freq ORDER BY term_id",
+                "term_counts": "SELECT term, paper_id, count FROM term_counts ORDER BY term, paper_id",
+                "term_freq": "SELECT term_id, doc_id, count FROM term_freq ORDER BY 1, 2",
+                "doc_freq": "SELECT term_id, term, df FROM doc_freq ORDER BY term_id",
                 "doc_len": "SELECT doc_id, paper_id, length FROM doc_len ORDER BY doc_id",
                 "postings": "SELECT * FROM postings ORDER BY term_id, first_doc",
                 "citations": "SELECT * FROM citations ORDER BY 1, 2",
@@ -163,26 +168,37 @@ def test_postings_too_wide_to_pack_are_loaded_row_by_row(tmp_path):
     loader = bulk.BulkLoader(conn, workers=0)
     terms = np.array([1, 1, 2**40], dtype=np.int64)
     docs = np.array([1, 2**30, 5], dtype=np.int64)
-    counts, lengths, weights = np.array([1, 2, 300]), np.array([10, 70000, 3]), np.array([900, 2499, 1])
-    loader._insert_postings(terms, docs, counts, lengths, weights)
-    rows = conn.execute("SELECT term_id, doc_id, count, length, impact FROM term_freq ORDER BY 1, 2").fetchall()
+    counts = np.array([1, 2, 2**40])
+    loader._insert_postings(terms, docs, counts)
+    rows = conn.execute("SELECT term_id, doc_id, count FROM term_freq ORDER BY 1, 2").fetchall()
     conn.close()
-    assert rows == [(1, 1, 1, 10, 900), (1, 2**30, 2, 70000, 2499), (2**40, 5, 300, 3, 1)]
+    assert rows == [(1, 1, 1), (1, 2**30, 2), (2**40, 5, 2**40)]
 
 
-def test_stored_impacts_are_the_bm25_bound_of_each_posting(tmp_path):
+def test_each_terms_bound_is_the_largest_tf_norm_of_its_postings(tmp_path):
+    # The bound TERMS_SQL reads from the postings chunks is at least every posting's tf_norm (a bound) and, on a
+    # fresh build whose chunks each hold the posting with the largest count and the smallest length, equal to it.
     rng = random.Random(11)
     papers = [random_paper(rng, f"p{i:03d}") for i in range(80)]
     db = tmp_path / "b.db"
     build_index(papers, db)
     with sqlite3.connect(db) as conn:
-        avgdl = float(conn.execute("SELECT value FROM index_info WHERE key = 'impact_avgdl'").fetchone()[0])
-        rows = conn.execute("SELECT count, length, impact FROM term_freq").fetchall()
-        maxima = conn.execute(
-            "SELECT d.max_impact, max(t.impact) FROM doc_freq AS d JOIN term_freq AS t USING (term_id) GROUP BY 1"
+        rows = conn.execute(
+            "SELECT d.term, t.count, l.length FROM term_freq AS t JOIN doc_len AS l USING (doc_id) "
+            "JOIN doc_freq AS d USING (term_id)"
         ).fetchall()
-    assert all(value == math.ceil(1000 * tf_norm(c, n, avgdl)) for c, n, value in rows)
-    assert all(stored == actual for stored, actual in maxima)
+        avgdl = float(conn.execute("SELECT value FROM index_info WHERE key = 'avgdl'").fetchone()[0])
+    with RetrievalClient(db=db) as client, client.snapshot() as snap:
+        from retrieval.search.lexical import weigh
+        from retrieval.search.query import Query
+
+        terms = {t.term: t for t in weigh(snap, Query.parse(" ".join(VOCAB))).terms}
+    for term, count, length in rows:
+        assert terms[term].weight * tf_norm(count, length, avgdl) <= terms[term].bound
+    assert any(
+        math.isclose(terms[term].bound, terms[term].weight * tf_norm(c, n, avgdl) * (1 + BOUND_SLACK))
+        for term, c, n in rows
+    )
 
 
 @pytest.fixture
@@ -296,7 +312,7 @@ def test_a_whole_abstract_as_the_query_runs_the_pruned_plan_and_is_exact(tmp_pat
     with RetrievalClient(db=db) as client:
         for query in queries:
             plan = client.lexical.plan(query, 10)
-            assert plan.pruned and sum(1 for m in plan.min_impacts.values() if m > 0) >= 20, plan
+            assert plan.pruned and sum(1 for read in plan.reads.values() if not read) >= 20, plan
     assert plans_used(db, queries, 10) == ["lexical: top-k", "lexical: top-k"]
     check_exact(db, papers, queries, ks=(10, 50))
 
@@ -318,19 +334,19 @@ def test_a_plan_dearer_than_reading_everything_runs_the_plain_aggregation(tmp_pa
 
 @given(
     st.lists(
-        st.tuples(st.integers(1, 10**6), st.floats(0.01, 20), st.integers(1, 2500), st.sampled_from([0, 1250, NEVER])),
+        st.tuples(st.integers(1, 10**6), st.floats(0.01, 20), st.floats(0.01, 2.5), st.booleans()),
         max_size=60,
         unique_by=lambda t: t[0],
     )
 )
 def test_lookup_stages_partition_the_looked_up_terms_largest_bound_first(spec):
-    terms = tuple(QueryTerm(f"t{i}", i, 10, 1, w, m, 1e-3) for i, w, m, _ in spec)
-    min_impacts = {i: mi for i, _, _, mi in spec}
-    groups = stages(terms, min_impacts)
+    terms = tuple(QueryTerm(f"t{i}", i, 10, 1, w, w * m) for i, w, m, _ in spec)
+    reads = {i: read for i, _, _, read in spec}
+    groups = stages(terms, reads)
     assert len(groups) == LOOKUP_STAGES
     flat = [t for group in groups for t in group]
-    assert sorted(t.term_id for t in flat) == sorted(i for i, _, _, mi in spec if mi > 0)
-    bounds = [below(t, min_impacts[t.term_id]) for t in flat]
+    assert sorted(t.term_id for t in flat) == sorted(i for i, _, _, read in spec if not read)
+    bounds = [below(t, reads[t.term_id]) for t in flat]
     assert bounds == sorted(bounds, reverse=True)
 
 
@@ -350,3 +366,36 @@ def test_a_second_threshold_sample_keeps_the_answer_exact(tmp_path, monkeypatch)
             client.lexical.search(query, 5)
         assert client.lexical.refined > 0
     assert "lexical: threshold, second sample" in lexical_statements(db, queries[0], 5)
+
+
+def test_the_upgrade_from_0007_drops_the_impacts_and_gives_the_file_back(tmp_path):
+    # An index of revision 0007 carries term_freq.length and .impact, doc_freq.max_impact and impact_avgdl; a
+    # search reads it as it is, and `retrieval upgrade` drops them, rewrites the file without their pages, and
+    # changes no answer.
+    from retrieval.store.migrate import downgrade, upgrade_index
+
+    rng = random.Random(5)
+    papers = {f"p{i:03d}": random_paper(rng, f"p{i:03d}", (20, 60)) for i in range(400)}
+    db = tmp_path / "old.db"
+    build_index(papers.values(), db)
+    queries = queries_for(rng)
+    downgrade(db, "0007")
+    with sqlite3.connect(db) as conn:
+        conn.execute("VACUUM")
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(term_freq)")]
+        info = dict(conn.execute("SELECT key, value FROM index_info"))
+        bounded = conn.execute(
+            "SELECT count(*) FROM term_freq AS t JOIN doc_freq AS d USING (term_id) WHERE t.impact > d.max_impact"
+        ).fetchone()[0]
+    assert columns == ["term_id", "doc_id", "count", "length", "impact"] and "impact_avgdl" in info
+    assert bounded == 0
+    check_exact(db, papers, queries)  # read as it is
+    before = db.stat().st_size
+    upgrade_index(db)
+    with sqlite3.connect(db) as conn:
+        assert [row[1] for row in conn.execute("PRAGMA table_info(term_freq)")] == ["term_id", "doc_id", "count"]
+        assert [row[1] for row in conn.execute("PRAGMA table_info(doc_freq)")] == ["term_id", "term", "df"]
+        assert conn.execute("SELECT count(*) FROM index_info WHERE key = 'impact_avgdl'").fetchone() == (0,)
+        assert "WITHOUT ROWID" in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'term_freq'").fetchone()[0]
+    assert db.stat().st_size < before
+    check_exact(db, papers, queries)

@@ -45,7 +45,7 @@ def test_returned_papers_are_the_candidates_completed_not_built_again(demo_db):
 @given(st.integers(1, 60), st.integers(1, 5000), st.floats(1.0, 500.0), st.floats(0.0, 3.0), st.floats(0.0, 1.0))
 def test_the_sql_tf_norm_is_the_python_one(count, length, avgdl, k1, b):
     with sqlite3.connect(":memory:") as conn:
-        sql = f"SELECT {TF_NORM_SQL} FROM (SELECT :count AS count, :length AS length) AS tf"
+        sql = f"SELECT {TF_NORM_SQL} FROM (SELECT :count AS count) AS tf, (SELECT :length AS length) AS dl"
         value = conn.execute(sql, {"count": count, "length": length, "avgdl": avgdl, "k1": k1, "b": b}).fetchone()[0]
     assert value == pytest.approx(tf_norm(count, length, avgdl, k1, b), rel=1e-12)
 

@@ -9,9 +9,9 @@ read in.
 
 How a top-k query runs (all statements in one read snapshot):
 
-1. ``TERMS_SQL`` looks up the query's terms (``weigh``): id, df, largest stored impact. A posting of term t
-   contributes at most ``weight(t) * impact / 1000 * drift``, with ``drift = max(1, avgdl / impact_avgdl)``,
-   which keeps stored impacts bounds after adds (see ``retrieval.bm25.drift``).
+1. ``TERMS_SQL`` looks up the query's terms (``weigh``): id, df, and the largest tf_norm their postings chunks
+   allow (``retrieval.bm25.CHUNK_BOUND_SQL``): a posting of term t contributes at most ``weight(t)`` times it,
+   exactly so at any average length, adds and removes included.
 2. ``blob_path``, the cost model (``retrieval.search.costs``), weighs the query: many terms, or only common
    ones, are costed before any plan (SQL pays about a microsecond for each posting row it reads and groups,
    NumPy a few hundredths, plus its fixed costs and, in a process that has not paid it, its import) and go to
@@ -19,13 +19,13 @@ How a top-k query runs (all statements in one read snapshot):
    cheaper there; so does a query the BLOBs answer in less than SQL's two statements. A query of a few terms,
    one of them rare, is planned first (step 3 and 4, without a second sample) and then costed by what its plan
    would read (``blobs_after_plan``): pruning varies most there, from a few lookups to whole common lists.
-3. ``THRESHOLD_SQL`` scores exactly a sample: the best-impact papers of the ``SAMPLE_TERMS`` terms of largest
+3. ``THRESHOLD_SQL`` scores exactly a sample: the best papers of the ``SAMPLE_TERMS`` terms of largest
    bound (those with at most ``SCAN_SAMPLE_MAX_DF`` postings, read whole), ranked by what those terms give them,
    the best ``SCORED`` of them scored over every query term; the k-th best of those scores, the *threshold*, is
    a lower bound of the final k-th score. A plan that would still read many postings first draws a second,
    larger sample from the terms it would read (each sample's k-th score is a lower bound, so the larger one is
    kept).
-4. ``choose_min_impacts`` decides, per term, whether its list is read (0) or only looked up (``NEVER``),
+4. ``choose_reads`` decides, per term, whether its list is read or only looked up,
    greedily by bound removed per posting read, until a paper none of whose read postings was found provably
    scores below the threshold: MaxScore's split into essential terms (read) and non-essential ones (looked up).
 5. ``TOP_K_SQL`` groups the read postings by paper, keeps the papers whose partial score plus the unread
@@ -50,12 +50,12 @@ from collections import namedtuple
 
 from ..bm25 import (
     BOUND_SLACK,
-    IMPACT_SCALE,
+    CHUNK_BOUND_SQL,
+    CHUNK_BOUND_SQL_POSTGRESQL,
     SCORE_DECIMALS,
     TF_NORM_SQL,
     TF_NORM_SQL_POSTGRESQL,
     TIE_SLACK,
-    drift,
     idf,
 )
 from ..errors import NotAnIndexError
@@ -66,28 +66,33 @@ from . import costs
 from .filters import Filters, Passing, every_doc, failing, passing
 from .query import Query, QueryTerm, WeightedQuery
 
-TERMS_SQL = """\
+# A term's bound is the largest tf_norm its postings chunks allow (``CHUNK_BOUND_SQL``, exact at any average
+# length); a term with no chunk is a damaged index (``weigh`` says so).
+TERMS_SQL = f"""\
 SELECT d.term,
        d.term_id,
        d.df,
-       d.max_impact
+       max({CHUNK_BOUND_SQL}) AS max_tf
 FROM doc_freq AS d
+LEFT JOIN postings AS p ON p.term_id = d.term_id
 WHERE d.term IN (SELECT value FROM json_each(:terms))
+GROUP BY d.term_id, d.term, d.df
 ORDER BY d.term_id"""
 
 # PostgreSQL: the JSON parameters are read by jsonb_array_elements(_text), whose ``->>`` gives text (cast back to
 # integer and double precision: the same doubles as SQLite's, a JSON number's shortest decimal being exact);
-# ``INDEXED BY`` has no counterpart (the planner takes ix_term_freq_head from the ``impact >= 1250`` predicate);
 # ``round`` takes a numeric; ids are ordered byte-wise, as SQLite's, by ``COLLATE "C"``. The terms are looked up as
 # ``= ANY (ARRAY(...))``, an index scan of doc_freq.term (an ``IN`` over the JSON, estimated at 100 rows, was
 # planned as a scan of the whole table).
-TERMS_SQL_POSTGRESQL = """\
+TERMS_SQL_POSTGRESQL = f"""\
 SELECT d.term,
        d.term_id,
        d.df,
-       d.max_impact
+       max({CHUNK_BOUND_SQL_POSTGRESQL}) AS max_tf
 FROM doc_freq AS d
+LEFT JOIN postings AS p ON p.term_id = d.term_id
 WHERE d.term = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:terms AS jsonb))))
+GROUP BY d.term_id, d.term, d.df
 ORDER BY d.term_id"""
 register(TERMS_SQL, TERMS_SQL_POSTGRESQL)
 
@@ -110,22 +115,20 @@ WITH weighted_terms AS MATERIALIZED (
     FROM jsonb_array_elements(CAST(:weights AS jsonb))
 )"""
 
-#: ``min_impact`` of a term whose postings are only looked up, never read (above any impact).
-NEVER = 1 << 30
-
 #: How many query terms (those of largest bound) give the papers of a threshold sample.
 SAMPLE_TERMS = 8
 
 
 def _sample_slot(slot: int) -> str:
-    # Empty when its parameter is -1 (a common term is not sampled: reading its best postings means its list).
+    # Empty when its parameter is -1 (a common term is not sampled: its best papers mean reading its list).
     return f"""\
     SELECT doc_id, :weight_{slot} * part AS part FROM (
         SELECT tf.doc_id,
                {TF_NORM_SQL} AS part
         FROM term_freq AS tf
+        CROSS JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
         WHERE tf.term_id = :scan_{slot}
-        ORDER BY tf.impact DESC, tf.doc_id
+        ORDER BY part DESC, tf.doc_id
         LIMIT :sample_size
     )"""
 
@@ -139,8 +142,9 @@ def _sample_slot_postgresql(slot: int) -> str:
         SELECT tf.doc_id,
                {TF_NORM_SQL_POSTGRESQL} AS part
         FROM term_freq AS tf
+        JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
         WHERE tf.term_id = :scan_{slot}
-        ORDER BY tf.impact DESC, tf.doc_id
+        ORDER BY part DESC, tf.doc_id
         LIMIT :sample_size
     ) AS scan_{slot}"""
 
@@ -162,17 +166,18 @@ sample AS MATERIALIZED (
     LIMIT :scored
 ),
 sample_scores AS (
-    SELECT s.doc_id,
+    SELECT dl.doc_id,
            (
                SELECT sum(w.weight * (
                    SELECT {TF_NORM_SQL}
                    FROM term_freq AS tf
                    WHERE tf.term_id = w.term_id
-                     AND tf.doc_id = s.doc_id
+                     AND tf.doc_id = dl.doc_id
                ))
                FROM weighted_terms AS w
            ) AS score
     FROM sample AS s
+    CROSS JOIN doc_len AS dl ON dl.doc_id = s.doc_id
 )
 SELECT score
 FROM sample_scores
@@ -192,17 +197,18 @@ sample AS MATERIALIZED (
     LIMIT :scored
 ),
 sample_scores AS (
-    SELECT s.doc_id,
+    SELECT dl.doc_id,
            (
                SELECT sum(w.weight * (
                    SELECT {TF_NORM_SQL_POSTGRESQL}
                    FROM term_freq AS tf
                    WHERE tf.term_id = w.term_id
-                     AND tf.doc_id = s.doc_id
+                     AND tf.doc_id = dl.doc_id
                ))
                FROM weighted_terms AS w
            ) AS score
     FROM sample AS s
+    JOIN doc_len AS dl ON dl.doc_id = s.doc_id
 )
 SELECT score
 FROM sample_scores
@@ -218,57 +224,38 @@ scatter(THRESHOLD_SQL, "max")
 #: and a paper whose partial score plus the bounds still unread cannot reach the threshold is dropped after each.
 LOOKUP_STAGES = 4
 
-
-def _lookup_stage(stage: int) -> str:
-    source = "candidates" if stage == 1 else f"stage_{stage - 1}"
-    return f"""\
+# A kept paper carries its doc_len row's length as ``dl.length`` from stage to stage (``dl``: the scoring text's
+# name for it), so a lookup reads one posting and no other row.
+_LOOKUP = """\
 stage_{stage} AS MATERIALIZED (
-    SELECT c.doc_id,
-           c.partial + coalesce((
+    SELECT dl.doc_id,
+           dl.length,
+           dl.partial + coalesce((
                SELECT sum(p.weight * (
-                   SELECT {TF_NORM_SQL}
+                   SELECT {tf_norm}
                    FROM term_freq AS tf
                    WHERE tf.term_id = p.term_id
-                     AND tf.doc_id = c.doc_id
-                     AND tf.impact < p.min_impact
+                     AND tf.doc_id = dl.doc_id
                ))
                FROM lookups_{stage} AS p
-           ), 0.0) AS partial
-    FROM {source} AS c
-    WHERE c.partial >= :need_{stage}
+           ), {zero}) AS partial
+    FROM {source} AS dl
+    WHERE dl.partial >= :need_{stage}
 )"""
 
 
-def _lookup_terms(stage: int) -> str:
+def _lookup_stage(stage: int, tf_norm: str = TF_NORM_SQL, zero: str = "0.0") -> str:
+    source = "candidates" if stage == 1 else f"stage_{stage - 1}"
+    return _LOOKUP.format(stage=stage, tf_norm=tf_norm, zero=zero, source=source)
+
+
+def _plan_terms(name: str, parameter: str) -> str:
     return f"""\
-lookups_{stage} AS MATERIALIZED (
+{name} AS MATERIALIZED (
     SELECT value ->> 0 AS term_id,
-           value ->> 1 AS min_impact,
+           value ->> 1 AS read,
            value ->> 2 AS weight
-    FROM json_each(:lookups_{stage})
-)"""
-
-
-_STAGES = ",\n".join(_lookup_terms(i) + ",\n" + _lookup_stage(i) for i in range(1, LOOKUP_STAGES + 1))
-
-
-def _lookup_stage_postgresql(stage: int) -> str:
-    source = "candidates" if stage == 1 else f"stage_{stage - 1}"
-    return f"""\
-stage_{stage} AS MATERIALIZED (
-    SELECT c.doc_id,
-           c.partial + coalesce((
-               SELECT sum(p.weight * (
-                   SELECT {TF_NORM_SQL_POSTGRESQL}
-                   FROM term_freq AS tf
-                   WHERE tf.term_id = p.term_id
-                     AND tf.doc_id = c.doc_id
-                     AND tf.impact < p.min_impact
-               ))
-               FROM lookups_{stage} AS p
-           ), CAST(0.0 AS double precision)) AS partial
-    FROM {source} AS c
-    WHERE c.partial >= :need_{stage}
+    FROM json_each(:{parameter})
 )"""
 
 
@@ -276,33 +263,36 @@ def _plan_terms_postgresql(name: str, parameter: str) -> str:
     return f"""\
 {name} AS MATERIALIZED (
     SELECT CAST(value ->> 0 AS integer) AS term_id,
-           CAST(value ->> 1 AS integer) AS min_impact,
+           CAST(value ->> 1 AS integer) AS read,
            CAST(value ->> 2 AS double precision) AS weight
     FROM jsonb_array_elements(CAST(:{parameter} AS jsonb))
 )"""
 
 
+_STAGES = ",\n".join(
+    _plan_terms(f"lookups_{i}", f"lookups_{i}") + ",\n" + _lookup_stage(i) for i in range(1, LOOKUP_STAGES + 1)
+)
 _STAGES_POSTGRESQL = ",\n".join(
-    _plan_terms_postgresql(f"lookups_{i}", f"lookups_{i}") + ",\n" + _lookup_stage_postgresql(i)
+    _plan_terms_postgresql(f"lookups_{i}", f"lookups_{i}")
+    + ",\n"
+    + _lookup_stage(i, TF_NORM_SQL_POSTGRESQL, "CAST(0.0 AS double precision)")
     for i in range(1, LOOKUP_STAGES + 1)
 )
 
 TOP_K_SQL = f"""\
-WITH plan AS MATERIALIZED (
-    SELECT value ->> 0 AS term_id,
-           value ->> 1 AS min_impact,
-           value ->> 2 AS weight
-    FROM json_each(:plan)
-),
+WITH {_plan_terms("plan", "plan")},
 seen AS (
     SELECT tf.doc_id,
+           dl.length,
            p.weight * {TF_NORM_SQL} AS part
     FROM plan AS p
-    CROSS JOIN term_freq AS tf ON tf.term_id = p.term_id AND tf.impact >= p.min_impact
-    WHERE p.min_impact < {NEVER}
+    CROSS JOIN term_freq AS tf ON tf.term_id = p.term_id
+    CROSS JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
+    WHERE p.read
 ),
 candidates AS MATERIALIZED (
     SELECT doc_id,
+           length,
            sum(part) AS partial
     FROM seen
     GROUP BY doc_id
@@ -321,13 +311,16 @@ TOP_K_SQL_POSTGRESQL = f"""\
 WITH {_plan_terms_postgresql("plan", "plan")},
 seen AS (
     SELECT tf.doc_id,
+           dl.length,
            p.weight * {TF_NORM_SQL_POSTGRESQL} AS part
     FROM plan AS p
-    JOIN term_freq AS tf ON tf.term_id = p.term_id AND tf.impact >= p.min_impact
-    WHERE p.min_impact < {NEVER}
+    JOIN term_freq AS tf ON tf.term_id = p.term_id
+    JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
+    WHERE p.read <> 0
 ),
 candidates AS MATERIALIZED (
     SELECT doc_id,
+           min(length) AS length,
            sum(part) AS partial
     FROM seen
     GROUP BY doc_id
@@ -351,6 +344,7 @@ scores AS (
            sum(w.weight * {TF_NORM_SQL}) AS score
     FROM weighted_terms AS w
     CROSS JOIN term_freq AS tf ON tf.term_id = w.term_id
+    CROSS JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
     GROUP BY tf.doc_id
 )
 SELECT dl.paper_id,
@@ -370,6 +364,7 @@ scores AS (
            sum(w.weight * {TF_NORM_SQL_POSTGRESQL}) AS score
     FROM weighted_terms AS w
     JOIN term_freq AS tf ON tf.term_id = w.term_id
+    JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
     GROUP BY tf.doc_id
 )
 SELECT dl.paper_id,
@@ -402,12 +397,14 @@ parts AS (
            w.weight * {TF_NORM_SQL} AS part
     FROM weighted_terms AS w
     CROSS JOIN term_freq AS tf ON tf.term_id = w.term_id
+    CROSS JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
     WHERE w.read_whole
       AND tf.doc_id IN (SELECT doc_id FROM given)
     UNION ALL
     SELECT g.doc_id,
            w.weight * {TF_NORM_SQL} AS part
     FROM given AS g
+    CROSS JOIN doc_len AS dl ON dl.doc_id = g.doc_id
     CROSS JOIN weighted_terms AS w
     CROSS JOIN term_freq AS tf ON tf.term_id = w.term_id AND tf.doc_id = g.doc_id
     WHERE NOT w.read_whole
@@ -431,12 +428,14 @@ parts AS (
            w.weight * {TF_NORM_SQL_POSTGRESQL} AS part
     FROM weighted_terms AS w
     JOIN term_freq AS tf ON tf.term_id = w.term_id
+    JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
     WHERE w.read_whole
       AND tf.doc_id IN (SELECT doc_id FROM given)
     UNION ALL
     SELECT g.doc_id,
            w.weight * {TF_NORM_SQL_POSTGRESQL} AS part
     FROM given AS g
+    JOIN doc_len AS dl ON dl.doc_id = g.doc_id
     CROSS JOIN weighted_terms AS w
     JOIN term_freq AS tf ON tf.term_id = w.term_id AND tf.doc_id = g.doc_id
     WHERE NOT w.read_whole
@@ -546,16 +545,16 @@ WHERE tf.term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_tex
 register(MATCHED_IN_SQL, MATCHED_IN_SQL_POSTGRESQL)
 scatter(MATCHED_IN_SQL, "sum")
 
-#: Best-impact papers of each sampled term scored to set the first threshold (at least k).
+#: Best papers of each sampled term (by what the term gives them) scored to set the first threshold (at least k).
 SAMPLE_SIZE = 16
-#: A term of the first threshold sample is read whole for its best impacts when it has at most this many postings
+#: A term of the first threshold sample is read whole for its best papers when it has at most this many postings
 #: (a commoner one is not sampled: the queries that read common terms are scored from the BLOBs).
 SCAN_SAMPLE_MAX_DF = 4096
 #: Papers of a threshold sample scored exactly (at least twice k): the best of the sample by its terms' part.
 SCORED = 32
 #: A plan expected to read more postings than this draws a second, larger threshold sample first.
 REFINE_ABOVE = 20_000
-#: Best-impact papers per term in that second sample.
+#: Best papers per term in that second sample.
 REFINE_SAMPLE_SIZE = 256
 #: Costs of the pruned statement in units of one posting of the plain aggregation (read and grouped), fitted to
 #: timings on the benchmark corpora: a posting read into the pruned statement's candidates (it is materialised
@@ -575,90 +574,91 @@ OVERFETCH_MAX = 2000
 COUNT_EXACT_MAX = 50_000
 
 
-def below(term: QueryTerm, min_impact: int) -> float:
-    """The most a posting of ``term`` with impact below ``min_impact`` can contribute (0 when none is below)."""
-    return term.weight * term.factor * max(0, min(min_impact - 1, term.max_impact))
+def below(term: QueryTerm, read: bool) -> float:
+    """The most a posting of ``term`` can contribute to a paper where it was not read (0 when ``read``: every
+    posting of a list read whole is found)."""
+    return 0.0 if read else term.bound
 
 
-def cost(term: QueryTerm, min_impact: int) -> float:
-    """The postings of ``term`` read when reading those with impact >= ``min_impact`` (0: all, else none)."""
-    return 0.0 if min_impact > term.max_impact else float(term.df)
+def cost(term: QueryTerm, read: bool) -> float:
+    """The postings of ``term`` read: its df when ``read``, else none (it is looked up per kept paper)."""
+    return float(term.df) if read else 0.0
 
 
-class Plan(namedtuple("Plan", "threshold min_impacts min_partial pruned refined", defaults=(True, False))):
-    """What a pruned top-k query decided: the threshold and, per term, the smallest impact read (0: the whole
-    list; ``NEVER``: looked up only). ``pruned``
-    False: the plain aggregation is expected to be cheaper, and runs instead; ``refined``: a second threshold
-    sample raised the threshold."""
+class Plan(namedtuple("Plan", "threshold reads min_partial pruned refined", defaults=(True, False))):
+    """What a pruned top-k query decided: the threshold and, per term id, whether its list is read whole
+    (True) or only looked up (False). ``pruned`` False: the plain aggregation is expected to be cheaper, and runs
+    instead; ``refined``: a second threshold sample raised the threshold."""
 
     __slots__ = ()
 
     def to_dict(self) -> dict:
         return {
             "threshold": self.threshold,
-            "min_impacts": self.min_impacts,
+            "reads": self.reads,
             "min_partial": self.min_partial,
             "pruned": self.pruned,
         }
 
 
-def choose_min_impacts(terms: tuple[QueryTerm, ...] | list[QueryTerm], threshold: float) -> dict[int, int]:
-    """Per term, the smallest impact to read, so that a paper none of whose read postings is found scores below
-    ``threshold``: the sum over terms of ``below(min_impact)`` must stay under it.
+def choose_reads(terms: tuple[QueryTerm, ...] | list[QueryTerm], threshold: float) -> dict[int, bool]:
+    """Per term id, whether its list is read whole, so that a paper none of whose read postings is found scores
+    below ``threshold``: the sum of the bounds of the terms not read must stay under it.
 
-    Greedy, from reading nothing: each step reads the list that reduces that sum most per posting read, until
-    the sum is below the threshold; with a threshold of 0 every list is read whole.
+    Greedy, from reading nothing: each step reads the list whose bound is largest per posting read, until the
+    sum is below the threshold; with a threshold of 0 every list is read whole.
     """
-    chosen = {t.term_id: NEVER for t in terms}
     if threshold <= 0:
-        return dict.fromkeys(chosen, 0)
-    total = sum(below(t, NEVER) for t in terms)
-    while total >= threshold:
-        best = None
-        for t in terms:
-            now = chosen[t.term_id]
-            for option in (0,):
-                if option >= now:
-                    continue
-                gain = below(t, now) - below(t, option)
-                if gain <= 0:
-                    continue
-                price = max(1.0, cost(t, option) - cost(t, now))
-                key = (gain / price, -t.term_id, -option)
-                if best is None or key > best[0]:
-                    best = (key, t, option, gain)
-        if best is None:
+        return {t.term_id: True for t in terms}
+    chosen = {t.term_id: False for t in terms}
+    total = sum(t.bound for t in terms)
+    # Largest bound per posting first, ties by term id (the order the greedy choice reads them in).
+    for t in sorted(terms, key=lambda t: (-t.bound / max(1.0, float(t.df)), t.term_id)):
+        if total < threshold:
             break
-        _, t, option, gain = best
-        chosen[t.term_id] = option
-        total -= gain
+        chosen[t.term_id] = True
+        total -= t.bound
     return chosen
 
 
 def weigh(snap: Snapshot, query: Query) -> WeightedQuery:
-    """``query`` against the snapshot: each distinct token the index has, with df, weight and bound factor."""
+    """``query`` against the snapshot: each distinct token the index has, with df, weight and bound."""
     stats = snap.stats
     query = Query.parse(query, stats.analyser)  # analysed as this index was (stems, stop words): else as it is
     if not query:
         return WeightedQuery(query, (), stats)
-    factor = drift(stats.avgdl, stats.impact_avgdl) * (1.0 + BOUND_SLACK) / IMPACT_SCALE
-    rows = snap.rows("lexical: the query's terms", TERMS_SQL, {"terms": query.distinct_json})
-    for term, _, df, max_impact in rows:
-        if not (isinstance(df, int) and 1 <= df <= stats.n_papers) or not isinstance(max_impact, int):
-            raise NotAnIndexError(
-                f"{shown(snap.executor.path)} is damaged: doc_freq gives the term {term!r} df {df!r} and max_impact "
-                f"{max_impact!r} in an index of {stats.n_papers:,} papers; rebuild it with `retrieval build`"
-            )
-    terms = tuple(
-        QueryTerm(term, term_id, df, query.qtf[term], query.qtf[term] * idf(stats.n_papers, df), max_impact, factor)
-        for term, term_id, df, max_impact in rows
-    )
+    rows = terms_of(snap, query.distinct_json)
+    terms = tuple(query_term(stats, term, term_id, df, query.qtf[term], max_tf) for term, term_id, df, max_tf in rows)
     return WeightedQuery(query, terms, stats)
 
 
-def _scoring(wq: WeightedQuery) -> dict:
-    stats = wq.stats
+def terms_of(snap: Snapshot, terms_json: str, name: str = "lexical: the query's terms") -> list[tuple]:
+    """``TERMS_SQL``'s rows for ``terms_json`` (a JSON list of terms): ``(term, term_id, df, max_tf)`` per term the
+    index has, checked (a damaged index is said to be one, not ranked wrongly)."""
+    stats = snap.stats
+    rows = snap.rows(name, TERMS_SQL, {"terms": terms_json, **_scoring_of(stats)})
+    for term, _, df, max_tf in rows:
+        if not (isinstance(df, int) and 1 <= df <= stats.n_papers) or not isinstance(max_tf, float) or max_tf <= 0:
+            raise NotAnIndexError(
+                f"{shown(snap.executor.path)} is damaged: doc_freq gives the term {term!r} df {df!r} in an index of "
+                f"{stats.n_papers:,} papers and its postings chunks bound {max_tf!r}; rebuild it with "
+                "`retrieval build`"
+            )
+    return rows
+
+
+def query_term(stats, term: str, term_id: int, df: int, qtf: float, max_tf: float) -> QueryTerm:
+    """A query term weighing ``qtf * idf``, its bound ``weight * max_tf`` with the relative slack."""
+    weight = qtf * idf(stats.n_papers, df)
+    return QueryTerm(term, term_id, df, qtf, weight, weight * max_tf * (1.0 + BOUND_SLACK))
+
+
+def _scoring_of(stats) -> dict:
     return {"k1": stats.k1, "b": stats.b, "avgdl": stats.avgdl}
+
+
+def _scoring(wq: WeightedQuery) -> dict:
+    return _scoring_of(wq.stats)
 
 
 def _sample(terms: list[QueryTerm], size: int, scored: int, max_df: float = SCAN_SAMPLE_MAX_DF) -> dict:
@@ -683,17 +683,17 @@ def _threshold(snap: Snapshot, wq: WeightedQuery, sample: dict, k: int, name: st
 
 def bound_order(terms: tuple[QueryTerm, ...] | list[QueryTerm]) -> list[QueryTerm]:
     """``terms`` by the most one posting can contribute, largest first (ties by term id)."""
-    return sorted(terms, key=lambda t: (-below(t, NEVER), t.term_id))
+    return sorted(terms, key=lambda t: (-t.bound, t.term_id))
 
 
-def estimated_cost(terms: tuple[QueryTerm, ...], min_impacts: dict[int, int], n_papers: int) -> float:
+def estimated_cost(terms: tuple[QueryTerm, ...], reads: dict[int, bool], n_papers: int) -> float:
     """The pruned statement's rough cost, in postings of the plain aggregation: the postings it reads
     (``READ_COST`` each) and a lookup (``LOOKUP_COST``) per term of each stage per paper still kept, assuming
     every paper read is kept into the first stage and a quarter of them into each later one."""
-    read = sum(cost(t, min_impacts[t.term_id]) for t in terms)
+    read = sum(cost(t, reads[t.term_id]) for t in terms)
     kept = min(float(n_papers), read)
     lookups = 0.0
-    for group in stages(terms, min_impacts):
+    for group in stages(terms, reads):
         lookups += kept * len(group)
         kept /= 4.0
     return READ_COST * read + LOOKUP_COST * lookups
@@ -706,7 +706,7 @@ def plan(snap: Snapshot, wq: WeightedQuery, k: int, sample_size: int = SAMPLE_SI
     threshold = _threshold(
         snap, wq, _sample(bound_order(wq.terms), max(sample_size, k), scored), k, "lexical: threshold"
     )
-    chosen = _planned(wq, threshold, choose_min_impacts(wq.terms, threshold))
+    chosen = _planned(wq, threshold, choose_reads(wq.terms, threshold))
     return refined(snap, wq, k, chosen) if refine else chosen
 
 
@@ -714,34 +714,32 @@ def refined(snap: Snapshot, wq: WeightedQuery, k: int, chosen: Plan) -> Plan:
     """``chosen``, or where it would read more than ``REFINE_ABOVE`` postings, the plan of a second, larger
     threshold sample from the terms it would read (whatever their df: it reads them anyway), if that raises the
     threshold (each sample's k-th score is a lower bound of the true one); often the plan becomes cheap."""
-    terms, min_impacts = wq.terms, chosen.min_impacts
-    if sum(cost(t, min_impacts[t.term_id]) for t in terms) <= REFINE_ABOVE:
+    terms, reads = wq.terms, chosen.reads
+    if sum(cost(t, reads[t.term_id]) for t in terms) <= REFINE_ABOVE:
         return chosen
-    costly = sorted(terms, key=lambda t: (-cost(t, min_impacts[t.term_id]), t.term_id))
+    costly = sorted(terms, key=lambda t: (-cost(t, reads[t.term_id]), t.term_id))
     sample = _sample(costly, max(REFINE_SAMPLE_SIZE, k), max(SCORED, 2 * k), float("inf"))
     second = _threshold(snap, wq, sample, k, "lexical: threshold, second sample")
     if second <= chosen.threshold:
         return chosen
-    return _planned(wq, second, choose_min_impacts(terms, second), refined=True)
+    return _planned(wq, second, choose_reads(terms, second), refined=True)
 
 
-def _planned(wq: WeightedQuery, threshold: float, min_impacts: dict[int, int], refined: bool = False) -> Plan:
+def _planned(wq: WeightedQuery, threshold: float, reads: dict[int, bool], refined: bool = False) -> Plan:
     terms = wq.terms
-    unread = sum(below(t, min_impacts[t.term_id]) for t in terms)
+    unread = sum(below(t, reads[t.term_id]) for t in terms)
     # The plain aggregation reads every list once; the pruned statement is chosen when it is expected to do at
     # most PRUNE_MARGIN as much (its estimate is rough, and wrong the other way costs more than the plain one).
-    pruned = estimated_cost(terms, min_impacts, wq.stats.n_papers) < PRUNE_MARGIN * sum(t.df for t in terms)
+    pruned = estimated_cost(terms, reads, wq.stats.n_papers) < PRUNE_MARGIN * sum(t.df for t in terms)
     min_partial = threshold - unread if threshold > 0 else float("-inf")
-    return Plan(threshold, min_impacts, min_partial, pruned, refined)
+    return Plan(threshold, reads, min_partial, pruned, refined)
 
 
-def stages(terms: tuple[QueryTerm, ...], min_impacts: dict[int, int]) -> list[list[QueryTerm]]:
+def stages(terms: tuple[QueryTerm, ...], reads: dict[int, bool]) -> list[list[QueryTerm]]:
     """The terms a pruned plan looks up (those not read whole), in ``LOOKUP_STAGES`` groups: largest unread bound
     first, the groups growing (an eighth, an eighth, a quarter, a half), so the papers that cannot reach the
     threshold are dropped after the few lookups that lower their bound most."""
-    looked_up = sorted(
-        (t for t in terms if min_impacts[t.term_id] > 0), key=lambda t: (-below(t, min_impacts[t.term_id]), t.term_id)
-    )
+    looked_up = sorted((t for t in terms if not reads[t.term_id]), key=lambda t: (-t.bound, t.term_id))
     n = len(looked_up)
     edges = [0, -(-n // 8), -(-n // 4), -(-n // 2), n]
     return [looked_up[edges[i] : edges[i + 1]] for i in range(LOOKUP_STAGES)]
@@ -750,16 +748,16 @@ def stages(terms: tuple[QueryTerm, ...], min_impacts: dict[int, int]) -> list[li
 def top_k_params(wq: WeightedQuery, chosen: Plan, k: int) -> dict:
     """The parameters of ``TOP_K_SQL`` for ``chosen``: the read plan, each lookup stage's terms and the partial
     score a paper needs before each stage (the threshold less the bounds of the terms not yet looked up)."""
-    mi = chosen.min_impacts
-    entries = [[t.term_id, mi[t.term_id], t.weight] for t in wq.terms]
-    groups = stages(wq.terms, mi)
+    reads = chosen.reads
+    entries = [[t.term_id, int(reads[t.term_id]), t.weight] for t in wq.terms]
+    groups = stages(wq.terms, reads)
     threshold = chosen.threshold if chosen.threshold > 0 else float("-inf")
-    remaining = sum(below(t, mi[t.term_id]) for group in groups for t in group)
+    remaining = sum(below(t, reads[t.term_id]) for group in groups for t in group)
     params = {"plan": json.dumps(entries), **_scoring(wq), "min_partial": chosen.min_partial, "k": k}
     for i, group in enumerate(groups, start=1):
         params[f"need_{i}"] = threshold - remaining
-        params[f"lookups_{i}"] = json.dumps([[t.term_id, mi[t.term_id], t.weight] for t in group])
-        remaining -= sum(below(t, mi[t.term_id]) for t in group)
+        params[f"lookups_{i}"] = json.dumps([[t.term_id, int(reads[t.term_id]), t.weight] for t in group])
+        remaining -= sum(below(t, reads[t.term_id]) for t in group)
     params["threshold"] = threshold
     return params
 
@@ -828,7 +826,7 @@ def blobs_after_plan(wq: WeightedQuery, chosen: Plan) -> bool:
     top-k statement, pruned (``estimated_cost``) or the plain aggregation over every posting. In a process
     without NumPy its import is charged, so a query SQL prunes well never imports it."""
     postings = sum(t.df for t in wq.terms)
-    work = estimated_cost(wq.terms, chosen.min_impacts, wq.stats.n_papers) if chosen.pruned else None
+    work = estimated_cost(wq.terms, chosen.reads, wq.stats.n_papers) if chosen.pruned else None
     return costs.sql_planned(work, postings, len(wq.terms)) > costs.blobs(postings, len(wq.terms), wq.stats.n_papers)
 
 
@@ -933,7 +931,7 @@ def scores_for(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str], path: st
 
 class BM25Index:
     """Okapi BM25 (k1=1.5, b=0.75, idf = ln(1 + (N - df + 0.5)/(df + 0.5))) over an index: the exact top k,
-    pruned by the stored impacts (see the module's docstring). Each call reads one snapshot (or joins the
+    pruned by the postings chunks' bounds (see the module's docstring). Each call reads one snapshot (or joins the
     executor's current one)."""
 
     def __init__(self, executor: Executor, sample_size: int = SAMPLE_SIZE, path: str | None = None) -> None:

@@ -21,12 +21,11 @@ from __future__ import annotations
 import json
 from collections import Counter, namedtuple
 
-from ..bm25 import BOUND_SLACK, IMPACT_SCALE, drift, idf
 from ..store.executor import Snapshot
 from . import lexical
 from .filters import Passing
 from .papers import PAPERS_SQL
-from .query import Query, QueryTerm, WeightedQuery
+from .query import Query, WeightedQuery
 
 #: Anserini's defaults (``-rm3``: fbDocs 10, fbTerms 10, originalQueryWeight 0.5).
 FB_DOCS = 10
@@ -89,11 +88,9 @@ def weighted(snap: Snapshot, query: Query, weights: dict[str, float]) -> Weighte
     stats = snap.stats
     terms = [t for t, w in weights.items() if w > 0]
     listed = json.dumps(sorted(terms), ensure_ascii=False)
-    rows = snap.rows("prf: the expanded query's terms", lexical.TERMS_SQL, {"terms": listed})
-    factor = drift(stats.avgdl, stats.impact_avgdl) * (1.0 + BOUND_SLACK) / IMPACT_SCALE  # as lexical.weigh
+    rows = lexical.terms_of(snap, listed, "prf: the expanded query's terms")
     qterms = tuple(
-        QueryTerm(term, term_id, df, weights[term], weights[term] * idf(stats.n_papers, df), max_impact, factor)
-        for term, term_id, df, max_impact in rows
+        lexical.query_term(stats, term, term_id, df, weights[term], max_tf) for term, term_id, df, max_tf in rows
     )
     expanded = Query(query.text, tuple(sorted(t.term for t in qterms)), stats.analyser, query.stopped)
     return WeightedQuery(expanded, qterms, stats)
@@ -105,12 +102,8 @@ def feedback_vectors(snap: Snapshot, paper_ids: list[str]) -> tuple[dict[str, Co
     rows = snap.rows("prf: the feedback documents' texts", PAPERS_SQL, {"paper_ids": json.dumps(paper_ids)})
     counts = {pid: Counter(analyser.analyse(f"{title} {abstract}")) for pid, title, abstract, _ in rows}
     vocabulary = sorted({t for c in counts.values() for t in c})
-    df = {
-        term: d
-        for term, _, d, _ in snap.rows(
-            "prf: the feedback terms' df", lexical.TERMS_SQL, {"terms": json.dumps(vocabulary, ensure_ascii=False)}
-        )
-    }
+    listed = json.dumps(vocabulary, ensure_ascii=False)
+    df = {term: d for term, _, d, _ in lexical.terms_of(snap, listed, "prf: the feedback terms' df")}
     return counts, df
 
 

@@ -2,7 +2,7 @@
 
 ``Query`` is the text and its terms, made by the index's analyser once per search (``Query.parse(text,
 analyser_of(snap))``). ``WeightedQuery`` adds what the index says of each distinct term at one snapshot: its
-term id, df, largest impact and weight ``qtf * idf``.
+term id, df, weight ``qtf * idf`` and bound.
 The lexical pass, the gate, the expansion and the blend all take these objects, never the string.
 """
 
@@ -91,9 +91,9 @@ def analyser_of(snap) -> Analyser:
     return snap.stats.analyser
 
 
-class QueryTerm(namedtuple("QueryTerm", "term term_id df qtf weight max_impact factor")):
-    """A query term in the index: its weight (qtf * idf) and how much one posting can contribute (a posting
-    contributes at most ``weight * impact * factor``, ``factor = drift * (1 + slack) / IMPACT_SCALE``)."""
+class QueryTerm(namedtuple("QueryTerm", "term term_id df qtf weight bound")):
+    """A query term in the index: its weight (qtf * idf) and ``bound``, the most one of its postings can
+    contribute (``weight`` times the largest tf_norm its postings chunks allow, with a relative slack)."""
 
     __slots__ = ()
 

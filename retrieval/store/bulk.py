@@ -1,16 +1,15 @@
 """The full build's fast path: papers parsed, checked and tokenised in worker processes while the main process
 writes their rows, then every posting sorted in memory and its table's pages written directly.
 
-Why it is shaped so: row-at-a-time inserts into a B-tree keyed by ``(term_id, doc_id)`` arrive in random key
-order and cost a Python call each. Here the postings are gathered as numpy arrays (about 12 bytes each), sorted
-once by ``(term, document)`` (documents are numbered in input order), their impacts computed with the final
-average length, and the pages of ``term_freq`` laid into the file in key order, full, as SQLite itself writes
-an index it builds (``retrieval.store.pages``; a file or values it does not handle are loaded a million rows at a
-time as one JSON array of packed integers that a single ``INSERT ... SELECT FROM json_each`` unpacks). The
-postings BLOBs (``retrieval.store.postings``) are packed from the same sorted arrays. The secondary indexes
-(``ix_citations_cited_citing``, ``ix_paper_authors_name``, ``ix_papers_year``) are dropped during the load and
-created at its end from the statements the migrations left in the schema (a sort each instead of millions of
-random inserts, and full pages), in a thread, while this one sorts the postings.
+Why it is shaped so: row-at-a-time inserts into a B-tree keyed by ``(term_id, doc_id)`` arrive in random key order
+and cost a Python call each. Here the postings are gathered as numpy arrays (about 12 bytes each), sorted once by
+``(term, document)`` (documents are numbered in input order), and the pages of ``term_freq`` laid into the file in
+key order, full, as SQLite itself writes an index it builds (``retrieval.store.pages``; a file or values it does
+not handle are loaded a million rows at a time as one JSON array of packed integers that a single ``INSERT ...
+SELECT FROM json_each`` unpacks). The postings BLOBs (``retrieval.store.postings``) are packed from the same sorted
+arrays. The secondary indexes (``ix_citations_cited_citing``, ``ix_paper_authors_name``, ``ix_papers_year``) are
+dropped during the load and created at its end from the statements the migrations left in the schema (a sort each
+instead of millions of random inserts, and full pages), in a thread, while this one sorts the postings.
 
 A corpus file (``PaperFile``) is read as raw lines; the workers parse them exactly as ``read_papers`` does and
 send back the rows to insert and the tokens, numbered against a vocabulary each worker keeps for the build, so
@@ -38,7 +37,6 @@ from itertools import islice
 
 import numpy as np
 
-from ..bm25 import impacts
 from ..corpus.jsonl import PaperFile, parse_lines
 from ..corpus.paper import Paper
 from ..errors import StoreError
@@ -63,10 +61,8 @@ CHUNK = 4000
 LOAD_ROWS = 1_000_000
 #: Below this many papers the build stays in one process (starting workers costs more than it saves).
 PARALLEL_MIN_PAPERS = 2 * CHUNK
-#: Impacts are looked up in a table of every (count, length) pair when it has at most this many.
-IMPACT_TABLE = 4_000_000
 
-INSERT_TERM_WITH_DF = "INSERT INTO doc_freq (term_id, term, df, max_impact) VALUES (?, ?, ?, ?)"
+INSERT_TERM_WITH_DF = "INSERT INTO doc_freq (term_id, term, df) VALUES (?, ?, ?)"
 # One statement per chunk of papers (a JSON object: paper id -> the ids it lists); an edge another record declared
 # already only gets its flag set.
 INSERT_REFERENCES = """\
@@ -81,16 +77,14 @@ SELECT listed.value, paper.key, 0, 1
 FROM json_each(:lists) AS paper, json_each(paper.value) AS listed
 WHERE true
 ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_cited = 1"""
-# Each JSON number packs (term_id, doc_id, count, length, impact) into bit fields whose widths fit this build.
+# Each JSON number packs (term_id, doc_id, count) into bit fields whose widths fit this build.
 LOAD_POSTINGS = """\
-INSERT INTO term_freq (term_id, doc_id, count, length, impact)
+INSERT INTO term_freq (term_id, doc_id, count)
 SELECT value >> :term_shift,
        (value >> :doc_shift) & :doc_mask,
-       (value >> :count_shift) & :count_mask,
-       (value >> :length_shift) & :length_mask,
-       value & :impact_mask
+       value & :count_mask
 FROM json_each(:postings)"""
-LOAD_POSTINGS_ROWS = "INSERT INTO term_freq (term_id, doc_id, count, length, impact) VALUES (?, ?, ?, ?, ?)"
+LOAD_POSTINGS_ROWS = "INSERT INTO term_freq (term_id, doc_id, count) VALUES (?, ?, ?)"
 CITATIONS_INDEX = "ix_citations_cited_citing"
 #: The indexes dropped for the load and created at its end (with the SQL the schema holds for them), by phase.
 DEFERRED_INDEXES = {
@@ -379,11 +373,11 @@ class BulkLoader:
                         indexer.wait_for(name, report)
                     stages[stage] = time.perf_counter() - mark
             edges, dangling = indexer.results[IN_DEGREES]
-            impact_avgdl = self._load_postings(postings)
+            self._load_postings(postings)
         finally:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
-        counts = CorpusCounts(self.n_papers, self.total_tokens, impact_avgdl)
+        counts = CorpusCounts(self.n_papers, self.total_tokens)
         return BulkResult(counts, done, len(self.vocabulary), self.cleaner, stages, edges, dangling)
 
     def reindex(self, documents: Callable[[], Iterable[tuple[str, str]]]) -> CorpusCounts:
@@ -410,11 +404,11 @@ class BulkLoader:
                     self.progress.update(done)
             with phase(self.progress, SORTING):
                 postings = self._sorted_postings() if self.n_papers else None
-            impact_avgdl = self._load_postings(postings)
+            self._load_postings(postings)
         finally:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
-        return CorpusCounts(self.n_papers, self.total_tokens, impact_avgdl)
+        return CorpusCounts(self.n_papers, self.total_tokens)
 
     def _in_degrees(self) -> tuple[int, int]:
         self.conn.execute(COUNT_CITED)
@@ -526,34 +520,24 @@ class BulkLoader:
         return len(ids)
 
     # -- postings, at the end ---------------------------------------------------------------------------------
-    def _load_postings(self, postings: tuple[np.ndarray, ...] | None) -> float:
-        """Load the sorted postings and the vocabulary; returns the average length the impacts were written at."""
+    def _load_postings(self, postings: tuple[np.ndarray, ...] | None) -> None:
+        """Load the sorted postings, their BLOBs and the vocabulary."""
         if postings is None:
-            return 0.0
-        terms, docs, counts, lengths, weights = postings
-        impact_avgdl = max(self.total_tokens / self.n_papers, 1e-9)
+            return
+        terms, docs, counts, lengths = postings
         mark = time.perf_counter()
         with phase(self.progress, LOADING, len(terms), "postings", conn=self.conn):
-            n_terms = self.next_term_id
-            df = np.bincount(terms, minlength=n_terms)
-            max_impact = np.zeros(n_terms, dtype=np.int64)
-            if len(terms):
-                starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
-                max_impact[terms[starts]] = np.maximum.reduceat(weights, starts)
+            df = np.bincount(terms, minlength=self.next_term_id)
             names = sorted(self.vocabulary.items(), key=lambda item: item[1])
-            self.conn.executemany(
-                INSERT_TERM_WITH_DF,
-                ((term_id, term, int(df[term_id]), int(max_impact[term_id])) for term, term_id in names),
-            )
-            self._insert_postings(terms, docs, counts, lengths, weights)
+            self.conn.executemany(INSERT_TERM_WITH_DF, ((term_id, term, int(df[term_id])) for term, term_id in names))
+            self._insert_postings(terms, docs, counts)
             # The derived BLOB rows (retrieval.store.postings), from the same sorted arrays.
             self.conn.executemany(blobs.INSERT_SQL, blobs.chunk_rows(terms, docs, counts, lengths))
         self.stages["postings loaded"] = time.perf_counter() - mark
-        return impact_avgdl
 
     def _sorted_postings(self) -> tuple[np.ndarray, ...]:
-        """Every posting as ``(term, doc, count, length, impact)`` arrays sorted by ``(term, doc)``, with the
-        impacts at the final average length; the parts gathered while reading are released."""
+        """Every posting as ``(term, doc, count, length)`` arrays sorted by ``(term, doc)`` (the length is its
+        paper's); the parts gathered while reading are released."""
         terms = np.concatenate(self.term_parts).astype(np.int64)
         docs = np.concatenate(self.doc_parts).astype(np.int64)
         counts = np.concatenate(self.count_parts).astype(np.int64)
@@ -577,25 +561,17 @@ class BulkLoader:
             order = np.argsort(terms, kind="stable")
             terms, docs, counts = terms[order], docs[order], counts[order]
             del order
-        avgdl = max(self.total_tokens / self.n_papers, 1e-9)
-        most_words, longest = int(counts.max(initial=0)), int(lengths.max(initial=0))
         lengths = lengths[docs]
-        if (most_words + 1) * (longest + 1) <= IMPACT_TABLE:  # each (count, length) pair's impact, computed once
-            grid = np.indices((most_words + 1, longest + 1)).reshape(2, -1)
-            weights = impacts(grid[0], grid[1], avgdl)[counts * (longest + 1) + lengths]
-        else:
-            weights = impacts(counts, lengths, avgdl)
         self.progress.update(None)
         # The B-tree's layout, made here, beside the indexer, rather than later.
-        postings = (terms, docs, counts, lengths, weights)
         path = _database_file(self.conn)
         if path is not None and len(terms):
-            self.layouts["term_freq"] = layout(path, postings)
-        return postings
+            self.layouts["term_freq"] = layout(path, (terms, docs, counts))
+        return terms, docs, counts, lengths
 
-    def _insert_postings(self, terms, docs, counts, lengths, weights) -> None:
+    def _insert_postings(self, terms, docs, counts) -> None:
         """Write the postings' pages, or insert them with SQL where the file is not one the page writer handles."""
-        columns = (terms, docs, counts, lengths, weights)
+        columns = (terms, docs, counts)
         conn = self.conn
         path = _database_file(conn)
         if path is None or not len(terms):
@@ -627,23 +603,17 @@ class BulkLoader:
         if sum(widths) > 63:  # too many papers or terms to pack into one integer: row by row
             self.conn.executemany(LOAD_POSTINGS_ROWS, zip(*(a.tolist() for a in columns), strict=True))
             return
-        terms, docs, counts, lengths, weights = columns
-        _, d_bits, c_bits, l_bits, i_bits = widths
+        terms, docs, counts = columns
+        _, d_bits, c_bits = widths
         params = {
-            "term_shift": d_bits + c_bits + l_bits + i_bits,
-            "doc_shift": c_bits + l_bits + i_bits,
+            "term_shift": d_bits + c_bits,
+            "doc_shift": c_bits,
             "doc_mask": (1 << d_bits) - 1,
-            "count_shift": l_bits + i_bits,
             "count_mask": (1 << c_bits) - 1,
-            "length_shift": i_bits,
-            "length_mask": (1 << l_bits) - 1,
-            "impact_mask": (1 << i_bits) - 1,
         }
         packed = terms.astype(np.int64) << params["term_shift"]
         packed |= docs.astype(np.int64) << params["doc_shift"]
-        packed |= counts.astype(np.int64) << params["count_shift"]
-        packed |= lengths.astype(np.int64) << params["length_shift"]
-        packed |= weights
+        packed |= counts.astype(np.int64)
         slices = [packed[i : i + LOAD_ROWS] for i in range(0, len(packed), LOAD_ROWS)]
         if self.pool is None:
             for done, part in enumerate(slices, start=1):

@@ -22,13 +22,14 @@ from ..text import TOKENISER_NAME, TOKENISER_VERSION, Analyser
 from .dialect import POSTGRESQL, register, text_for
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 #: Every revision of the migration scripts, oldest first (a test checks them against the scripts).
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 #: The revisions a search reads as they are. 0005 only adds the query log, which a search never reads; 0006 adds
 #: the authors' folded keys, which every search reads (filters, the surname hint), so an older index is upgraded
-#: once (``retrieval upgrade``); 0007 adds the postings BLOBs, which long queries read.
-READABLE_REVISIONS = ("0007",)
+#: once (``retrieval upgrade``); 0007 adds the postings BLOBs, which every search reads (their bounds); 0008 only
+#: drops columns no search reads (a writer upgrades a 0007 index before it writes).
+READABLE_REVISIONS = ("0007", "0008")
 #: What a revision adds that an index at it must have, beyond ``REQUIRED`` (checked on open).
 REQUIRED_AT = {
     "0005": ("query_log", "ix_query_log_logged_at"),
@@ -168,12 +169,12 @@ def edge_counts(conn: sqlite3.Connection) -> tuple[int, int]:
     return edges or 0, total - (edges or 0)
 
 
-_STATS_FIELDS = "n_papers total_tokens min_year max_year k1 b impact_avgdl tokeniser tokeniser_version info"
+_STATS_FIELDS = "n_papers total_tokens min_year max_year k1 b tokeniser tokeniser_version info"
 
 
 class IndexStats(namedtuple("IndexStats", _STATS_FIELDS)):
     """The statistics a search needs, from ``index_info``, read once per snapshot: N, total tokens, the year
-    range, k1, b, the average length the impacts were written at, the tokeniser, and every ``info`` value.
+    range, k1, b, the tokeniser, and every ``info`` value.
 
     The query path's records are named tuples and slotted classes, not dataclasses: a query process does not
     import ``dataclasses`` (and ``inspect`` with it), a third of a fresh search's start (bench/cli_start.py)."""
@@ -196,7 +197,6 @@ class IndexStats(namedtuple("IndexStats", _STATS_FIELDS)):
         rather than answered wrongly."""
         n_papers = _number(info, "n_papers", int, 1, 10**12)
         total_tokens = _number(info, "total_tokens", int, 0, 10**15)
-        avgdl = total_tokens / n_papers
         min_year = _number(info, "min_year", int, 0, 9999, optional=True)
         max_year = _number(info, "max_year", int, 0, 9999, optional=True)
         if (min_year is None) != (max_year is None) or (min_year is not None and min_year > max_year):
@@ -208,7 +208,6 @@ class IndexStats(namedtuple("IndexStats", _STATS_FIELDS)):
             max_year=max_year,
             k1=_number(info, "k1", float, 0.0, 10.0),
             b=_number(info, "b", float, 0.0, 1.0),
-            impact_avgdl=_number(info, "impact_avgdl", float, 1e-9, 1e12) if "impact_avgdl" in info else avgdl,
             tokeniser=info.get("tokeniser", ""),
             tokeniser_version=info.get("tokeniser_version", ""),
             info=info,

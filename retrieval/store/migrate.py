@@ -169,6 +169,13 @@ def _upgrade(path: Path) -> Upgrade:
                 reindex(conn)
             finally:
                 conn.close()
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            # The migrations may have dropped columns (0008: a few bytes of every posting): the copy is rewritten
+            # without the pages they freed, so an upgraded file is as small as a fresh build.
+            conn.execute("VACUUM")
+        finally:
+            conn.close()
         conn = sqlite3.connect(tmp)
         try:
             conn.execute("PRAGMA journal_mode = WAL")

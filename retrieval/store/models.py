@@ -108,27 +108,19 @@ class FieldSource(Base):
 
 
 class DocFreq(Base):
-    """The vocabulary: each term, its integer id, the number of papers containing it, and the largest
-    ``impact`` of its postings (an upper bound: a remove may leave it above the true maximum)."""
+    """The vocabulary: each term, its integer id and the number of papers containing it."""
 
     __tablename__ = "doc_freq"
 
     term_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     term: Mapped[str] = mapped_column(Text, unique=True)
     df: Mapped[int] = mapped_column(Integer)
-    max_impact: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
 class TermFreq(Base):
     """How often a term occurs in a paper's title and abstract (one row per term and paper), clustered by term
     so that a term's postings are one range, in ``doc_id`` order: the table of record for the postings, which
-    the BLOBs of ``postings`` repeat packed.
-
-    ``length`` repeats the paper's length from ``doc_len``, so that scoring a posting needs no other row.
-    ``impact`` is ``ceil(1000 * count * (k1 + 1) / (count + k1 * (1 - b + b * length / impact_avgdl)))``: an
-    upper bound of the posting's BM25 term-frequency factor at the average length ``impact_avgdl`` recorded
-    in ``index_info`` when it was written. Scores never use it; a short query's SQL plan uses it to skip papers
-    that provably cannot reach its top k (see ``retrieval.search.lexical``)."""
+    the BLOBs of ``postings`` repeat packed. A posting's paper length is its ``doc_len`` row's."""
 
     __tablename__ = "term_freq"
     __table_args__ = {"sqlite_with_rowid": False}
@@ -136,8 +128,6 @@ class TermFreq(Base):
     term_id: Mapped[int] = mapped_column(Integer, ForeignKey("doc_freq.term_id"), primary_key=True)
     doc_id: Mapped[int] = mapped_column(Integer, ForeignKey("doc_len.doc_id"), primary_key=True)
     count: Mapped[int] = mapped_column(Integer)
-    length: Mapped[int] = mapped_column(Integer)
-    impact: Mapped[int] = mapped_column(Integer)
 
 
 class Postings(Base):

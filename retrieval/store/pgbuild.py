@@ -37,9 +37,9 @@ TABLES = (
     ("field_sources", ("paper_id", "field", "source")),
     ("citations", ("citing_id", "cited_id", "listed_by_citing", "listed_by_cited")),
     ("cited_counts", ("paper_id", "cited_by")),
-    ("doc_freq", ("term_id", "term", "df", "max_impact")),
+    ("doc_freq", ("term_id", "term", "df")),
     ("doc_len", ("doc_id", "paper_id", "length")),
-    ("term_freq", ("term_id", "doc_id", "count", "length", "impact")),
+    ("term_freq", ("term_id", "doc_id", "count")),
     ("postings", ("term_id", "first_doc", "last_doc", "df", "max_count", "min_length", "doc_ids", "counts", "lengths")),
 )
 #: Tables of whole numbers only, copied as text blocks (no per-row conversion): the postings.

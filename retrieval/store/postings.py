@@ -80,19 +80,25 @@ ORDER BY term_id, first_doc""",
 # primary key.
 NEW_POSTINGS_SQL = register(
     """\
-SELECT tf.term_id, tf.doc_id, tf.count, tf.length
+SELECT tf.term_id, tf.doc_id, tf.count, dl.length
 FROM term_freq AS tf
+CROSS JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
 WHERE tf.term_id IN (SELECT value FROM json_each(:term_ids))
   AND tf.doc_id >= :first_doc
 ORDER BY tf.term_id, tf.doc_id""",
     """\
-SELECT tf.term_id, tf.doc_id, tf.count, tf.length
+SELECT tf.term_id, tf.doc_id, tf.count, dl.length
 FROM term_freq AS tf
+JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
 WHERE tf.term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))
   AND tf.doc_id >= :first_doc
 ORDER BY tf.term_id, tf.doc_id""",
 )
-ALL_POSTINGS_SQL = "SELECT term_id, doc_id, count, length FROM term_freq ORDER BY term_id, doc_id"
+ALL_POSTINGS_SQL = """\
+SELECT tf.term_id, tf.doc_id, tf.count, dl.length
+FROM term_freq AS tf
+JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
+ORDER BY tf.term_id, tf.doc_id"""
 ALL_CHUNKS_SQL = (
     "SELECT term_id, first_doc, last_doc, df, max_count, min_length, doc_ids, counts, lengths "
     "FROM postings ORDER BY term_id, first_doc"

@@ -98,11 +98,10 @@ def add_paper_rows(paper: Paper, papers: list, authors: list, sources: list) -> 
 
 @dataclass(frozen=True)
 class CorpusCounts:
-    """The corpus statistics a write leaves behind: N, total tokens, the average the impacts were written at."""
+    """The corpus statistics a write leaves behind: N and the total tokens."""
 
     n_papers: int
     total_tokens: int
-    impact_avgdl: float
 
 
 def renew_generation(conn: sqlite3.Connection) -> None:
@@ -126,7 +125,6 @@ def write_statistics(
     lo, hi = conn.execute(YEARS_SQL).fetchone()
     info = {
         "n_papers": counts.n_papers,
-        "impact_avgdl": counts.impact_avgdl,
         "total_tokens": counts.total_tokens,
         "avgdl": counts.total_tokens / counts.n_papers,
         "min_year": "" if lo is None else lo,

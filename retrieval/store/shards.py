@@ -21,7 +21,7 @@ table               where                          key
 ``cited_counts``    distributed, with ``papers``   ``paper_id``
 ``doc_len``         distributed                    ``doc_id``
 ``term_freq``       distributed, with ``doc_len``  ``doc_id`` (a paper's postings are on one shard)
-``doc_freq``        reference (coordinator)        the corpus-wide df and impact bounds
+``doc_freq``        reference (coordinator)        the corpus-wide df
 ``index_info``      reference (coordinator)        N, avgdl, the analyser: the corpus-wide statistics
 ``alembic_version`` coordinator                    the schema revision
 ``query_log``,      coordinator (local)            what the coordinator's own sessions write
@@ -33,7 +33,7 @@ rows by paper id, the postings by doc id. **Exact global BM25**: the corpus's N,
 coordinator, and each query term's weight ``qtf * idf`` is computed from them before any posting is read; no shard
 ever scores with statistics of its own (the known flaw of per-shard indexes). The coordinator runs the same
 statements as a single server; PostgreSQL sends each foreign partition's part of a scan to its shard (the term's
-postings there, the impact bound pushed down) and sums the parts.
+postings there) and sums the parts.
 
 **Build** (``build_sharded``): the SQLite build, as for a single server; on the coordinator a new schema from the
 Alembic migrations whose distributed tables are turned into hash-partitioned ones, each partition a foreign table

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
-from ..bm25 import impact
 from ..config import DatabaseURL
 from ..corpus.paper import Paper
 from ..errors import InputError
@@ -62,7 +61,6 @@ class _Batch:
     term_freq: list[tuple] = field(default_factory=list)
     doc_len: list[tuple] = field(default_factory=list)
     df_delta: Counter = field(default_factory=Counter)
-    max_impact: dict = field(default_factory=dict)
     new_terms: list[tuple] = field(default_factory=list)
 
 
@@ -98,14 +96,11 @@ VALUES (?, ?, 0, 1)
 ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_cited = 1"""
 UPSERT_CITED_BY_POSTGRESQL = _UPSERT_POSTGRESQL.format(flag="listed_by_cited", values="false, true")
 register(UPSERT_CITED_BY, UPSERT_CITED_BY_POSTGRESQL)
-INSERT_TERM = "INSERT INTO doc_freq (term_id, term, df, max_impact) VALUES (?, ?, 0, 0)"
+INSERT_TERM = "INSERT INTO doc_freq (term_id, term, df) VALUES (?, ?, 0)"
 register(INSERT_TERM, INSERT_TERM)
 ADD_DF = "UPDATE doc_freq SET df = df + ? WHERE term_id = ?"
 register(ADD_DF, ADD_DF)
-ADD_DF_IMPACT = "UPDATE doc_freq SET df = df + ?, max_impact = max(max_impact, ?) WHERE term_id = ?"
-ADD_DF_IMPACT_POSTGRESQL = "UPDATE doc_freq SET df = df + ?, max_impact = greatest(max_impact, ?) WHERE term_id = ?"
-register(ADD_DF_IMPACT, ADD_DF_IMPACT_POSTGRESQL)
-INSERT_TERM_FREQ = "INSERT INTO term_freq (term_id, doc_id, count, length, impact) VALUES (?, ?, ?, ?, ?)"
+INSERT_TERM_FREQ = "INSERT INTO term_freq (term_id, doc_id, count) VALUES (?, ?, ?)"
 register(INSERT_TERM_FREQ, INSERT_TERM_FREQ)  # sent as COPY on PostgreSQL (retrieval.store.pgwrite)
 DELETE_POSTING = "DELETE FROM term_freq WHERE term_id = ? AND doc_id = ?"
 register(DELETE_POSTING, DELETE_POSTING)
@@ -181,11 +176,7 @@ def _batches(items: Iterable[Paper], size: int) -> Iterator[list[Paper]]:
 
 class IndexWriter:
     """Adds and removes papers on a connection inside the caller's transaction, keeping ``doc_freq``,
-    ``term_freq``, ``postings``, ``doc_len`` and the corpus statistics (N, total tokens, years) exact.
-
-    New postings get impacts at the average length the index's impacts were written at (``impact_avgdl``),
-    so every stored impact relates to one average and the query's drift factor keeps them bounds; ``max_impact``
-    only grows (a remove may leave it above the true maximum, which is still a bound)."""
+    ``term_freq``, ``postings``, ``doc_len`` and the corpus statistics (N, total tokens, years) exact."""
 
     def __init__(self, conn: sqlite3.Connection, summary: WriteSummary) -> None:
         self.conn = conn
@@ -197,7 +188,6 @@ class IndexWriter:
         info = dict(conn.execute(INFO_SQL))
         self.n_papers = int(info.get("n_papers", 0))
         self.total_tokens = int(info.get("total_tokens", 0))
-        self.impact_avgdl = float(info.get("impact_avgdl") or 0.0)
         self.analyser = Analyser.from_info(info)  # the index's own: what it was built with, never the default
         # What the postings BLOBs must follow at the end (retrieval.store.postings): the papers removed from
         # each term's list (those there before this transaction) and the terms that gained papers.
@@ -242,8 +232,6 @@ class IndexWriter:
             batch.references.extend((paper.id, ref) for ref in self.cleaner.clean(paper.id, paper.references))
             batch.cited_by.extend((citer, paper.id) for citer in self.cleaner.clean(paper.id, paper.citations))
             tokens = self.analyser.analyse(paper.text)
-            if not self.impact_avgdl:  # the first papers of an empty index: their own average
-                self.impact_avgdl = max(1.0, len(tokens))
             doc_id = self.next_doc_id
             self.next_doc_id += 1
             for term, count in Counter(tokens).items():
@@ -253,10 +241,7 @@ class IndexWriter:
                     self.next_term_id += 1
                     batch.new_terms.append((term_id, term))
                 batch.df_delta[term_id] += 1
-                weight = impact(count, len(tokens), self.impact_avgdl)
-                if weight > batch.max_impact.get(term_id, 0):
-                    batch.max_impact[term_id] = weight
-                batch.term_freq.append((term_id, doc_id, count, len(tokens), weight))
+                batch.term_freq.append((term_id, doc_id, count))
             batch.doc_len.append((doc_id, paper.id, len(tokens)))
             self.total_tokens += len(tokens)
             self.n_papers += 1
@@ -271,10 +256,7 @@ class IndexWriter:
         conn.executemany(UPSERT_CITED_BY, batch.cited_by)
         self._recount({cited for _, cited in batch.references} | {cited for _, cited in batch.cited_by})
         conn.executemany(INSERT_TERM, batch.new_terms)
-        conn.executemany(
-            ADD_DF_IMPACT,
-            ((delta, batch.max_impact[term_id], term_id) for term_id, delta in batch.df_delta.items()),
-        )
+        conn.executemany(ADD_DF, ((delta, term_id) for term_id, delta in batch.df_delta.items()))
         conn.executemany(INSERT_DOC_LEN, batch.doc_len)  # before the postings that refer to it (a foreign key)
         conn.executemany(INSERT_TERM_FREQ, batch.term_freq)
         self.added_terms.update(batch.df_delta)
@@ -326,7 +308,7 @@ class IndexWriter:
         ``rows.write_statistics``)."""
         sync_postings(self.conn, self.first_new_doc, self.removed_postings, self.added_terms)
         self.cleaner.count_into(self.summary)
-        counts = CorpusCounts(self.n_papers, self.total_tokens, self.impact_avgdl)
+        counts = CorpusCounts(self.n_papers, self.total_tokens)
         write_statistics(self.conn, counts, self.summary)
 
 
