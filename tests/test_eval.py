@@ -369,6 +369,22 @@ def test_a_fresh_build_gives_the_same_report(citation_files, citation_run, tmp_p
     assert first.to_json(timing=False) == again.to_json(timing=False)
 
 
+def test_worker_processes_give_the_same_report_and_run_files(citation_files, citation_run, tmp_path, monkeypatch):
+    from retrieval.eval import runner
+
+    corpus, queries = citation_files
+    first, base = citation_run
+    monkeypatch.setattr(runner, "PARALLEL_MIN_QUERIES", 1)
+    monkeypatch.setattr(runner, "CHUNK_QUERIES", 1)  # every query a task: the runs come back out of order
+    shared = run_eval(corpus, queries, tmp_path / "out", cache_dir=base / "cache", modes=LESSON_MODES, jobs=2)
+    assert shared.timing["jobs"] == 2 and first.timing["jobs"] == 1
+    assert "by 2 worker processes" in (tmp_path / "out" / "report.md").read_text()
+    assert first.to_json(timing=False) == shared.to_json(timing=False)
+    for name in first.files["runs"].values():
+        assert (base / "out" / name).read_bytes() == (tmp_path / "out" / name).read_bytes()
+    assert set(shared.timing["modes"]) == set(first.timing["modes"])
+
+
 def test_another_query_file_gets_its_own_index(citation_files, tmp_path):
     corpus, queries = citation_files
     run_eval(corpus, queries, tmp_path / "a", cache_dir=tmp_path / "cache", modes=["bm25"])

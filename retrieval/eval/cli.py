@@ -82,6 +82,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             protocol=args.protocol,
             dates=args.dates,
             progress=bar,
+            jobs=args.jobs,
         )
     finally:
         if bar:
@@ -155,5 +156,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="time-honest: `id<TAB>YYYY-MM-DD` per line, papers compared by day (default: dates.tsv beside --corpus, "
         "else by year)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        metavar="N",
+        help="worker processes that share the queries (default: one per core, at most 2; 1 = this process only); "
+        "the figures do not depend on it",
     )
     p.set_defaults(func=_cmd_eval)

@@ -320,7 +320,12 @@ class EvalReport:
             f"A query's latency is the shared BM25 top-{self.settings['ranking_depth']} pass (median "
             f"{lex['median_ms']:.1f} ms) plus the mode's own work; counting candidates is not timed.",
             f"Index {how} in {idx['seconds']:.1f} s; corpus and query files read in {t['inputs_seconds']:.1f} s; "
-            f"queries run in {t['queries_seconds']:.1f} s; total {t['total_seconds']:.1f} s.",
+            f"queries run in {t['queries_seconds']:.1f} s{_jobs(t.get('jobs', 1))}; total {t['total_seconds']:.1f} s.",
             "",
         ]
         return lines
+
+
+def _jobs(jobs: int) -> str:
+    """How the queries were shared, for the timing line (each latency is measured in the process that ran it)."""
+    return "" if jobs <= 1 else f" by {jobs} worker processes (each latency measured in the worker that ran it)"

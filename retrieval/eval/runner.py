@@ -24,6 +24,7 @@ from ..search.client import RetrievalClient
 from ..search.lexical import weigh
 from ..search.memo import QueryMemo
 from ..search.query import Query
+from ..workers import context, default_workers, follow_parent
 from .cache import CachedIndex, cache_key, ensure_index, file_sha256, index_identity, resolve_cache_dir
 from .graphrag import by_hop, by_seed_quality
 from .metrics import CUTOFFS, Effectiveness, effectiveness, latency_summary, require_library
@@ -229,6 +230,53 @@ def evaluate(
     return runs
 
 
+#: Queries a worker process takes at a time (a few seconds of work: the pool stays busy to the end, and progress
+#: moves), and the fewest queries worth starting workers for.
+CHUNK_QUERIES = 5
+PARALLEL_MIN_QUERIES = 40
+
+#: In a worker process of ``evaluate_in_workers``: the client on the evaluation index, the modes, the config and
+#: the evaluation set whose queries its tasks name by position.
+_WORKER: tuple | None = None
+
+
+def _start_worker(path: Path, names: list[str], config: RetrievalConfig, evalset: EvalSet, parent: int) -> None:
+    global _WORKER
+    follow_parent(parent)
+    _WORKER = (RetrievalClient(config=config, db=path), select_modes(names), config, evalset)
+
+
+def _evaluate_slice(bounds: tuple[int, int]) -> tuple[int, list[QueryRun]]:
+    client, modes, config, evalset = _WORKER
+    start, end = bounds
+    return start, evaluate(client, replace(evalset, queries=evalset.queries[start:end]), modes, config)
+
+
+def evaluate_in_workers(
+    path: Path,
+    evalset: EvalSet,
+    modes: list[Mode],
+    config: RetrievalConfig,
+    jobs: int,
+    progress: Progress | None = None,
+) -> list[QueryRun]:
+    """``evaluate`` over the index at ``path`` in ``jobs`` worker processes, each taking ``CHUNK_QUERIES`` queries
+    at a time; the runs come back in the queries' order. Every query is evaluated as in one process (its memo is
+    its own), so the rankings are the same; each latency is measured in the worker that ran it."""
+    total = len(evalset.queries)
+    slices = [(start, min(start + CHUNK_QUERIES, total)) for start in range(0, total, CHUNK_QUERIES)]
+    parts: dict[int, list[QueryRun]] = {}
+    done = 0
+    initargs = (path, [m.name for m in modes], config, evalset, os.getpid())
+    with context().Pool(jobs, initializer=_start_worker, initargs=initargs) as pool:
+        for start, runs in pool.imap_unordered(_evaluate_slice, slices):
+            parts[start] = runs
+            done += len(runs)
+            if progress:
+                progress("queries", done, total)
+    return [run for start in sorted(parts) for run in parts[start]]
+
+
 def _library_versions() -> str:
     versions = []
     for dist in ("ir-measures", "pytrec-eval-terrier"):
@@ -335,6 +383,7 @@ def run_eval(
     dates: str | os.PathLike[str] | None = None,
     config: RetrievalConfig | None = None,
     progress: Progress | None = None,
+    jobs: int | None = None,
 ) -> EvalReport:
     """Evaluate every mode in ``modes`` (default: all of ``MODES``) on ``queries`` over ``corpus``.
 
@@ -342,8 +391,9 @@ def run_eval(
     into ``runs_dir`` (default: ``out``); returns the report. ``limit_queries`` keeps the first N evaluable
     queries; ``protocol`` is ``auto``, ``citation``, ``judged`` or ``time-honest`` (see ``retrieval.eval.protocol``;
     ``dates``: its dates file, default ``dates.tsv`` beside the corpus); the
-    evaluation index is cached under ``cache_dir`` (see ``retrieval.eval.cache``). Raises ``RetrievalError``
-    subclasses with what to do next.
+    evaluation index is cached under ``cache_dir`` (see ``retrieval.eval.cache``). ``jobs`` worker processes
+    share the queries (default: one per core, at most two; fewer than ``PARALLEL_MIN_QUERIES`` queries run in
+    this process); the figures do not depend on it. Raises ``RetrievalError`` subclasses with what to do next.
     """
     started = time.perf_counter()
     config = config or RetrievalConfig.lesson()  # the seed set of the hop and seed tables: the lesson's
@@ -357,9 +407,17 @@ def run_eval(
     inputs_seconds = time.perf_counter() - started
 
     cached = open_index(prepared, resolve_cache_dir(cache_dir), progress)
+    jobs = default_workers() if jobs is None else jobs
+    if jobs < 1:
+        raise ConfigError(f"jobs must be at least 1, got {jobs}")
+    if len(prepared.evalset.queries) < PARALLEL_MIN_QUERIES:
+        jobs = 1
     queries_started = time.perf_counter()
-    with RetrievalClient(config=config, db=cached.path) as client:
-        runs = evaluate(client, prepared.evalset, selected, config, progress)
+    if jobs > 1:
+        runs = evaluate_in_workers(cached.path, prepared.evalset, selected, config, jobs, progress)
+    else:
+        with RetrievalClient(config=config, db=cached.path) as client:
+            runs = evaluate(client, prepared.evalset, selected, config, progress)
     queries_seconds = time.perf_counter() - queries_started
 
     report, effect = assemble(prepared, runs, selected, config, protocol)
@@ -376,6 +434,7 @@ def run_eval(
         "index": {"status": cached.status, "seconds": cached.seconds, "detail": cached.detail},
         "inputs_seconds": inputs_seconds,
         "queries_seconds": queries_seconds,
+        "jobs": jobs,
         "lexical_pass": latency_summary([r.lexical_seconds for r in runs]),
         "modes": {m.name: latency_summary([r.answers[m.name].seconds for r in runs]) for m in selected},
         "total_seconds": time.perf_counter() - started,

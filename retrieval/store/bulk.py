@@ -22,11 +22,8 @@ The result is the same index the incremental writer makes from the same papers (
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
-import signal
 import sqlite3
-import sys
 import threading
 import time
 from collections import deque
@@ -41,6 +38,7 @@ from ..corpus.jsonl import PaperFile, parse_lines
 from ..corpus.paper import Paper
 from ..errors import StoreError
 from ..text import _TOKEN, DEFAULT_ANALYSER, Analyser, fold
+from ..workers import context, default_workers, follow_parent
 from . import postings as blobs
 from .pages import Layout, layout, write_sorted_table
 from .progress import CITATIONS, IN_DEGREES, INDEXING, LOADING, READING, SORTING, BuildProgress, phase
@@ -232,38 +230,12 @@ def json_ints(values: np.ndarray) -> str:
     return "[" + ",".join(map(str, values.tolist())) + "]"
 
 
-def _context():
-    # Fork where there is fork: workers start in milliseconds and, unlike spawn, do not re-run the caller's
-    # main module (a script without a __main__ guard would otherwise recurse). Workers never touch SQLite.
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-
-
-_PR_SET_PDEATHSIG = 1
-
-
 def _worker_init(parent: int) -> None:
-    """In each worker: die with the build (Linux sends SIGKILL when the parent dies, however it dies), and
-    leave Ctrl-C to the build, which shuts the pool down and reports once (no traceback per worker); start
+    """In each worker: die with the build and leave Ctrl-C to it (``retrieval.workers.follow_parent``); start
     with no vocabulary (a forked worker would inherit the build's own)."""
     global _VOCABULARY
     _VOCABULARY = None
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):  # pragma: no cover - no libc prctl
-            pass
-    if os.getppid() != parent:  # the build died before the request above took effect
-        os._exit(1)
-
-
-def default_workers() -> int:
-    """Worker processes for tokenising: one per core, at most two beside the writing process's own work."""
-    return min(2, os.cpu_count() or 1)
+    follow_parent(parent)
 
 
 @dataclass
@@ -418,7 +390,7 @@ class BulkLoader:
         """Start the workers once the input is long enough to repay them."""
         if self.pool is None and self.workers > 1 and seen > PARALLEL_MIN_PAPERS - CHUNK:
             self.pool = ProcessPoolExecutor(
-                self.workers, mp_context=_context(), initializer=_worker_init, initargs=(os.getpid(),)
+                self.workers, mp_context=context(), initializer=_worker_init, initargs=(os.getpid(),)
             )
 
     def _paper_jobs(self, papers: Iterable[Paper]):

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
 import sqlite3
-import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from ..workers import follow_parent
 
 #: Entries encoded per batch (bounds the memory the encoding takes: about 40 bytes an entry).
 BATCH = 1 << 21
@@ -298,14 +298,7 @@ def _write_leaves(fd, page_size, usable, columns, types, runs, numbers, progress
 def _leaf_helper(batches, *args) -> None:
     """In a forked process: write ``batches`` of leaf pages, then leave at once (nothing of the parent's to
     clean up here: no atexit handlers, no buffers flushed twice)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends this process
-    if sys.platform.startswith("linux"):
-        try:  # die with the parent, however it dies (as the build's workers do)
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # pragma: no cover - no libc prctl
-            pass
+    follow_parent(os.getppid())  # die with the parent, however it dies; Ctrl-C is the parent's to handle
     code = 1
     try:
         for first, last in batches:
