@@ -277,12 +277,16 @@ def _dense(size: int) -> np.ndarray:
     return acc[:size]
 
 
-def _kth(values: np.ndarray, k: int) -> float:
-    """The threshold from partial scores: their k-th largest less the slack (0 if fewer than k are positive)."""
+def _kth(values: np.ndarray, k: int, floor: float = 0.0) -> float:
+    """The threshold from partial scores: their k-th largest less the slack (0 if fewer than k are positive), at
+    least ``floor``, a threshold taken earlier. Partial scores only grow, so the k-th largest is among those that
+    reach ``floor``: only they are partitioned (a compare over the array costs a fraction of a partition)."""
+    if floor > 0:
+        values = values[values >= floor]
     if len(values) < k:
-        return 0.0
+        return floor
     kth = float(np.partition(values, len(values) - k)[len(values) - k])
-    return max(0.0, kth * (1.0 - BOUND_SLACK) - TIE_SLACK)
+    return max(floor, kth * (1.0 - BOUND_SLACK) - TIE_SLACK)
 
 
 def top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None = None) -> list[tuple[str, float]]:
@@ -332,7 +336,7 @@ def _max_score(
         i = group
         if i == len(terms):
             break
-        threshold = _kth(acc if mask is None else acc[mask], k)
+        threshold = _kth(acc if mask is None else acc[mask], k, threshold)
         check = THRESHOLD_GROWTH * scored
         if threshold > 0 and rest[i] < threshold:
             # The terms left are non-essential: a paper none of the terms scored so far holds cannot reach the
@@ -347,7 +351,7 @@ def _max_score(
         _add_found(terms[j], candidates, found, scoring)
         keep = found + rest[j + 1] >= threshold
         candidates, found = candidates[keep], found[keep]
-        threshold = max(threshold, _kth(found, k))  # the candidates' partial scores are lower bounds too
+        threshold = _kth(found, k, threshold)  # the candidates' partial scores are lower bounds too
         sparse = candidates, found
     if sparse is None:
         candidates = np.flatnonzero(acc)
