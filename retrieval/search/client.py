@@ -129,15 +129,16 @@ class RetrievalClient:
         year: str | tuple[int | None, int | None] | None = None,
         authors: str | list[str] | tuple[str, ...] = (),
         syntax: bool = True,
-        links: bool = True,
+        links: bool = False,
     ) -> RetrievalResult:
         """Rank papers for ``query``: BM25 top-k seeds, the gate, a walk of up to ``max_hops``, the blend.
 
         ``limit`` entries are returned from ``offset`` on (the metrics still describe the whole merged list, and
         ``matched`` counts every paper that contains a query term and passes the filters); ``full`` also loads
-        the returned papers' abstracts, authors and, with ``links``, references and citing papers (without
-        ``full``, entries carry id, title and year; ``links=False`` saves reading the thousands of citing papers
-        a much-cited result has, when they are not shown).
+        the returned papers' abstracts and authors, and with ``links`` their references and citing papers
+        (without ``full``, entries carry id, title and year). Links are off by default, as in the CLI, the API
+        and the agent tools: the learned ranking puts much-cited papers first, whose citing papers number
+        thousands each (``show`` gives one paper's).
 
         Filters apply before the top k (``retrieval.search.filters``): ``year`` (``"1998-2001"``, ``"1998-"``,
         ``"-2001"`` or ``(first, last)``), ``authors`` (papers by all of them), and what the query's text asks
@@ -305,7 +306,7 @@ class RetrievalClient:
         memo: QueryMemo | None = None,
         offset: int = 0,
         allowed=None,
-        links: bool = True,
+        links: bool = False,
         excluded: frozenset[str] = frozenset(),
     ) -> RetrievalResult:
         choice = None
