@@ -33,20 +33,100 @@ def cacm_db(tmp_path_factory) -> tuple[Path, Path]:
     return path, corpus
 
 
-# -- PostgreSQL: a real server, started by .ci/run (`.ci/postgres start DIR PORT`) -------------------------------
+# -- PostgreSQL: real servers, started by .ci/run, else here from the machine's packages --------------------------
+#: `.ci/postgres`, which makes a throwaway cluster (initdb and pg_ctl as the postgres user) and stops it.
+POSTGRES_SCRIPT = Path(__file__).resolve().parent.parent / ".ci" / "postgres"
+
+
+class _Servers:
+    """PostgreSQL servers this session started (where ``$RETRIEVAL_TEST_POSTGRES`` names none), each in a
+    temporary folder on a free loopback port, stopped when the session ends."""
+
+    def __init__(self) -> None:
+        self.folder: Path | None = None
+        self.started: list[Path] = []
+
+    def why_not(self) -> str | None:
+        """Why no server can be started here, or None when one can."""
+        import os
+        import shutil
+        import subprocess
+
+        if not list(Path("/usr/lib/postgresql").glob("*/bin/initdb")):
+            return "PostgreSQL is not installed (apt-get install postgresql, or set RETRIEVAL_TEST_POSTGRES=URL)"
+        if os.geteuid() != 0 and os.environ.get("USER") != "postgres":
+            sudo = shutil.which("sudo")
+            ok = sudo and subprocess.run([sudo, "-n", "-u", "postgres", "true"], capture_output=True).returncode == 0
+            if not ok:
+                return (
+                    "PostgreSQL's initdb must run as the postgres user (root or passwordless sudo here): start a "
+                    "server with `.ci/postgres start DIR PORT` and set RETRIEVAL_TEST_POSTGRES=URL"
+                )
+        return None
+
+    def start(self) -> str:
+        import os
+        import socket
+        import subprocess
+        import tempfile
+
+        if self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="retrieval-pg-"))
+            os.chmod(self.folder, 0o755)  # the server runs as the postgres user, in a folder below it
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        folder = self.folder / f"pg{len(self.started)}"
+        self.started.append(folder)
+        done = subprocess.run(
+            [str(POSTGRES_SCRIPT), "start", str(folder), str(port)], capture_output=True, text=True, timeout=120
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"could not start a PostgreSQL server: {done.stderr.strip() or done.stdout.strip()}")
+        return done.stdout.strip().splitlines()[-1]
+
+    def stop(self) -> None:
+        import shutil
+        import subprocess
+
+        for folder in self.started:
+            subprocess.run([str(POSTGRES_SCRIPT), "stop", str(folder)], capture_output=True, timeout=120)
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _unavailable(reason: str) -> None:
+    """Skip, or fail where ``$RETRIEVAL_REQUIRE_POSTGRES`` is set (CI)."""
+    import os
+
+    if os.environ.get("RETRIEVAL_REQUIRE_POSTGRES"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
-def pg_server() -> str:
-    """The URL of a PostgreSQL server's maintenance database (``$RETRIEVAL_TEST_POSTGRES``). Without one the
-    PostgreSQL tests skip, unless ``$RETRIEVAL_REQUIRE_POSTGRES`` is set (CI), where they fail."""
+def _own_servers():
+    servers = _Servers()
+    yield servers
+    servers.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server(_own_servers) -> str:
+    """The URL of a PostgreSQL server's maintenance database: ``$RETRIEVAL_TEST_POSTGRES`` (as .ci/run sets it),
+    else a server this session starts from the machine's packages (``RETRIEVAL_TEST_POSTGRES=none``: none). Without
+    one the PostgreSQL tests skip, unless ``$RETRIEVAL_REQUIRE_POSTGRES`` is set (CI), where they fail."""
     import os
 
     url = os.environ.get("RETRIEVAL_TEST_POSTGRES")
-    if not url:
-        reason = "no PostgreSQL server: start one with `.ci/postgres start DIR PORT` and set RETRIEVAL_TEST_POSTGRES"
-        if os.environ.get("RETRIEVAL_REQUIRE_POSTGRES"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return url
+    if url == "none":
+        _unavailable("RETRIEVAL_TEST_POSTGRES=none: the PostgreSQL tests are off")
+    if url:
+        return url
+    reason = _own_servers.why_not()
+    if reason:
+        _unavailable(reason)
+    return _own_servers.start()
 
 
 @pytest.fixture(scope="session")
@@ -80,23 +160,23 @@ def demo_pg(pg_database) -> str:
     return url
 
 
-# -- Sharded PostgreSQL: a coordinator (the server above) and shard servers, all started by .ci/run --------------
+# -- Sharded PostgreSQL: a coordinator (the server above) and shard servers, started by .ci/run or here ----------
 @pytest.fixture(scope="session")
-def pg_shard_servers(pg_server) -> list[str]:
-    """The URLs of the shard servers' maintenance databases (``$RETRIEVAL_TEST_POSTGRES_SHARDS``, comma
-    separated; at least two). Skips without them, unless ``$RETRIEVAL_REQUIRE_POSTGRES`` is set (CI)."""
+def pg_shard_servers(pg_server, _own_servers) -> list[str]:
+    """The URLs of the shard servers' maintenance databases: ``$RETRIEVAL_TEST_POSTGRES_SHARDS`` (comma separated;
+    at least two), else two more servers this session starts beside its own coordinator. Skips without them,
+    unless ``$RETRIEVAL_REQUIRE_POSTGRES`` is set (CI)."""
     import os
 
     urls = [u for u in os.environ.get("RETRIEVAL_TEST_POSTGRES_SHARDS", "").split(",") if u]
-    if len(urls) < 2:
-        reason = (
-            "no shard servers: start two more with `.ci/postgres start DIR PORT` and set "
-            "RETRIEVAL_TEST_POSTGRES_SHARDS=URL,URL"
-        )
-        if os.environ.get("RETRIEVAL_REQUIRE_POSTGRES"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return urls
+    if len(urls) >= 2:
+        return urls
+    if _own_servers.started and not os.environ.get("RETRIEVAL_TEST_POSTGRES"):  # the coordinator is ours: two more
+        return [_own_servers.start(), _own_servers.start()]
+    _unavailable(
+        "no shard servers: start two more with `.ci/postgres start DIR PORT` and set "
+        "RETRIEVAL_TEST_POSTGRES_SHARDS=URL,URL"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -144,3 +224,36 @@ def cacm_index(request):
     url = request.getfixturevalue("pg_database")("cacm")
     build(db=url, source=corpus)
     return url, corpus
+
+
+# -- The run's summary: each group of skipped tests, and what would enable it ---------------------------------------
+_SKIP_GROUPS = (
+    ("PostgreSQL", ("PostgreSQL", "RETRIEVAL_TEST_POSTGRES", "shard servers", "psycopg")),
+    ("browser", ("Chromium", "chromium")),
+    ("shared corpora", ("shared corpus", "shared CACM", "../shared")),
+    ("optional libraries", ("extra", "could not import", "No module named")),
+)
+
+
+def _skip_group(reason: str) -> str:
+    for group, marks in _SKIP_GROUPS:
+        if any(mark in reason for mark in marks):
+            return group
+    return "other"
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """After pytest's own lines: the skipped tests by group, each with the reason of its first test (which says
+    what would enable the group), so a run that skips says why in a few lines."""
+    groups: dict[str, list[str]] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        groups.setdefault(_skip_group(reason), []).append(reason)
+    if not groups:
+        return
+    terminalreporter.section("skipped, by what would enable them")
+    for group, reasons in sorted(groups.items(), key=lambda item: -len(item[1])):
+        first = max(set(reasons), key=reasons.count)
+        terminalreporter.write_line(f"{group} ({len(reasons)} tests): {first}")

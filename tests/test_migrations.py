@@ -41,6 +41,56 @@ def test_upgrade_from_empty_gives_the_models_schema(tmp_path):
     assert pk["name"] == "pk_term_freq" and pk["constrained_columns"] == ["term_id", "doc_id"]
 
 
+def test_the_catalogue_is_the_models(tmp_path):
+    # retrieval.store.catalogue repeats the models' tables and columns (a query process never imports SQLAlchemy):
+    # the same tables, the same columns in record order, booleans where the models have them, and each table
+    # and checked index added by the revision the catalogue says.
+    from retrieval.store import catalogue
+
+    models = {name: table for name, table in Base.metadata.tables.items()}
+    assert set(catalogue.BY_NAME) - {"alembic_version"} == set(models)
+    for name, table in models.items():
+        entry = catalogue.BY_NAME[name]
+        assert entry.columns == tuple(c.name for c in table.columns), name
+        assert set(entry.booleans) == {c.name for c in table.columns if str(c.type) == "BOOLEAN"}, name
+        if entry.shard_key:
+            assert entry.shard_key in entry.columns
+    for revision in KNOWN_REVISIONS[KNOWN_REVISIONS.index("0003") :]:
+        db = tmp_path / f"r{revision}.db"
+        migrate(db, revision)
+        with sqlite3.connect(db) as conn:
+            names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        assert set(catalogue.required(revision)) <= names, revision
+        later = [t.name for t in catalogue.TABLES if t.since > revision]
+        assert not set(later) & names, revision
+
+
+def test_the_read_locks_cover_every_table_a_search_reads(tmp_path):
+    # A PostgreSQL read snapshot locks catalogue.LOCKED as it begins (a rebuild's swap takes the same locks): a
+    # search, a similar, a paper page or an explanation that read a table outside them could meet a half-swapped
+    # index.
+    import re
+
+    from retrieval import Trace
+    from retrieval.store import catalogue
+
+    build(db=tmp_path / "d.db")
+    trace = Trace()
+    with RetrievalClient(db=tmp_path / "d.db", tracer=trace) as client:
+        hits = client.search("attention sparsity", limit=5).ranked
+        client.search('"attention" retrieval', limit=5, year=(2000, 2030), authors="1")
+        client.similar([hits[0].paper.id])
+        client.show(hits[0].paper.id)
+    read = {
+        name
+        for statement in trace.statements
+        if not statement.name.startswith("open:")  # the check an open makes, before any snapshot
+        for name in re.findall(r"\b(?:FROM|JOIN)\s+(\w+)", statement.sql)
+        if name in catalogue.BY_NAME
+    }
+    assert read and read <= set(catalogue.LOCKED), read - set(catalogue.LOCKED)
+
+
 def test_downgrade_to_base_and_back(tmp_path):
     db = tmp_path / "m.db"
     migrate(db)

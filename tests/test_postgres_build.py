@@ -9,17 +9,19 @@ import pytest
 
 from retrieval.commands import build
 from retrieval.errors import InputError
-from retrieval.store import pgbuild
+from retrieval.store import catalogue, pgbuild
 from tests.helpers import paper, write_jsonl
 
 psycopg = pytest.importorskip("psycopg")
+#: Each table a build copies, with its columns.
+COPIED_COLUMNS = [(t.name, t.columns) for t in catalogue.COPIED]
 
 
 def _pg_tables(url: str) -> dict[str, list[tuple]]:
     with psycopg.connect(url) as conn:
         conn.execute('SET search_path TO "retrieval"')
         out = {}
-        for table, columns in pgbuild.TABLES:
+        for table, columns in COPIED_COLUMNS:
             cols = ", ".join(f'"{c}"' for c in columns)
             rows = conn.execute(f'SELECT {cols} FROM "{table}"').fetchall()
             out[table] = sorted(tuple(_plain(v) for v in row) for row in rows)
@@ -29,7 +31,7 @@ def _pg_tables(url: str) -> dict[str, list[tuple]]:
 def _lite_tables(path) -> dict[str, list[tuple]]:
     with sqlite3.connect(path) as conn:
         out = {}
-        for table, columns in pgbuild.TABLES:
+        for table, columns in COPIED_COLUMNS:
             cols = ", ".join(f'"{c}"' for c in columns)
             rows = conn.execute(f'SELECT {cols} FROM "{table}"').fetchall()
             out[table] = sorted(tuple(_plain(v) for v in row) for row in rows)
@@ -70,7 +72,7 @@ def test_the_migrated_schema_on_postgresql_matches_the_models(pg_database):
     assert {name: kind for name, kind in storage if name in ("doc_ids", "counts", "lengths")} == dict.fromkeys(
         ("doc_ids", "counts", "lengths"), "e"
     )
-    assert {t for t, _ in pgbuild.TABLES} <= tables
+    assert {t.name for t in catalogue.COPIED} <= tables
 
 
 def test_a_postgresql_build_holds_the_rows_of_the_sqlite_build(tmp_path, pg_database):

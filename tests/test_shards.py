@@ -18,12 +18,15 @@ from retrieval.cli import main
 from retrieval.commands import add, build, remove
 from retrieval.errors import ConfigError, IndexNotFoundError, InputError
 from retrieval.search.client import RetrievalClient
-from retrieval.store import pgbuild
+from retrieval.store import catalogue
+from retrieval.store.catalogue import COORDINATOR, DISTRIBUTED
 from retrieval.store.executor import merge
-from retrieval.store.shards import COORDINATOR_TABLES, DISTRIBUTED, parse_shards
+from retrieval.store.shards import parse_shards
 from tests.helpers import paper, write_jsonl
 
 psycopg = pytest.importorskip("psycopg")  # (the merge tests at the end need no server)
+#: Each table a build copies, with its columns.
+COPIED_COLUMNS = [(t.name, t.columns) for t in catalogue.COPIED]
 
 TOLERANCE = 1e-9
 
@@ -80,7 +83,7 @@ def _expected_shard(coordinator: str, table: str, key) -> int:
 def _check_placement(coordinator: str, shards: list[str]) -> None:
     """Every row of every distributed table is on the shard its key hashes to, and on no other."""
     layout = _layout(coordinator)
-    columns = dict(pgbuild.TABLES)
+    columns = dict(COPIED_COLUMNS)
     for table, key in DISTRIBUTED.items():
         for i, entry in enumerate(layout):
             rows = _rows(shards[i], entry["schema"], table, [key])
@@ -93,7 +96,7 @@ def _check_placement(coordinator: str, shards: list[str]) -> None:
 def _same_index(lite_path, coordinator: str) -> None:
     """The sharded index holds exactly the rows (statistics included) of the SQLite index of the same corpus."""
     with sqlite3.connect(lite_path) as conn:
-        for table, columns in pgbuild.TABLES:
+        for table, columns in COPIED_COLUMNS:
             cols = ", ".join(f'"{c}"' for c in columns)
             lite = sorted(conn.execute(f'SELECT {cols} FROM "{table}"').fetchall())
             pg = _rows(coordinator, "retrieval", table, columns)
@@ -142,7 +145,7 @@ def test_the_layout_partitions_every_distributed_table_over_the_shards(sharded_d
         ).fetchall()
         assert len(foreign) == 2 * len(DISTRIBUTED)
         plain = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'retrieval'")}
-        assert set(COORDINATOR_TABLES) <= plain  # the corpus-wide statistics live on the coordinator
+        assert set(COORDINATOR) <= plain  # the corpus-wide statistics live on the coordinator
     for url, entry in zip(shards, _layout(coordinator), strict=True):
         with psycopg.connect(url) as conn:
             there = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..config import DatabaseURL
 from ..errors import IndexNotFoundError, NotAnIndexError, RetrievalError, SchemaVersionError, StoreError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION, Analyser
+from .catalogue import required
 from .dialect import POSTGRESQL, register, text_for
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
@@ -30,12 +31,6 @@ KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008
 #: once (``retrieval upgrade``); 0007 adds the postings BLOBs, which every search reads (their bounds); 0008 only
 #: drops columns no search reads (a writer upgrades a 0007 index before it writes).
 READABLE_REVISIONS = ("0007", "0008")
-#: What a revision adds that an index at it must have, beyond ``REQUIRED`` (checked on open).
-REQUIRED_AT = {
-    "0005": ("query_log", "ix_query_log_logged_at"),
-    "0006": ("ix_paper_authors_surname",),
-    "0007": ("postings",),
-}
 
 
 #: What a ``file:`` URI must escape for SQLite to read the rest as the path (``%`` first, so it is not doubled).
@@ -246,11 +241,6 @@ SELECT i.indexname AS name
 FROM pg_indexes AS i
 WHERE i.schemaname = current_schema()"""
 register(TABLES_SQL, TABLES_SQL_POSTGRESQL)
-#: What a search reads, besides ``index_info`` and ``alembic_version`` (a test keeps it equal to the models).
-REQUIRED = (
-    "papers", "paper_authors", "citations", "cited_counts", "field_sources", "doc_freq", "term_freq", "doc_len",
-    "evidence_runs", "evidence_run_nodes", "evidence_run_edges", "ix_citations_cited_citing",
-)  # fmt: skip
 # O(log N), where count(*) reads the whole table: a cold open of a 500K index would pay 180 ms for it.
 LAST_DOC_SQL = "SELECT coalesce(max(doc_id), 0) FROM doc_len"
 ANY_TERM_SQL = "SELECT EXISTS (SELECT 1 FROM doc_freq)"
@@ -333,10 +323,9 @@ _SCHEMA = "retrieval"
 
 
 def _check_contents(path: Path | str, names: set[str], info: dict[str, str], rows: Rows, revision: str) -> None:
-    """The tables and indexes a search reads are there (and those of ``revision``'s own additions), and the
-    statistics agree with the tables."""
-    added = [name for rev, names_at in REQUIRED_AT.items() if rev <= revision for name in names_at]
-    missing = [name for name in REQUIRED + tuple(added) if name not in names]
+    """The tables and indexes an index at ``revision`` has (``retrieval.store.catalogue.required``) are there, and
+    the statistics agree with the tables."""
+    missing = [name for name in required(revision) if name not in names]
     if missing:
         raise NotAnIndexError(
             f"{path} is damaged: it lacks {', '.join(missing)}; rebuild it with `retrieval build --db {path}`"

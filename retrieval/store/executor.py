@@ -12,6 +12,7 @@ import time
 from collections import namedtuple
 from collections.abc import Callable, Mapping
 
+from .catalogue import LOCKED
 from .database import INDEX_INFO_SQL, IndexStats, store_error
 from .dialect import (
     HASH_JOINS,
@@ -31,11 +32,7 @@ from .postgres import server_error
 #: tables: with every lock taken up front, a search in flight never asks for a lock the swap holds (no deadlock),
 #: and one that begins during the swap waits for it, then reads the new tables from one snapshot, never a mix.
 #: A swap that locks the same tables in the same order first cannot deadlock with any reader.
-READ_LOCK_TABLES = (
-    "index_info", "papers", "paper_authors", "citations", "cited_counts", "doc_freq", "doc_len", "term_freq",
-    "postings",
-)  # fmt: skip
-READ_LOCKS_SQL = f"LOCK TABLE {', '.join(READ_LOCK_TABLES)} IN ACCESS SHARE MODE"
+READ_LOCKS_SQL = f"LOCK TABLE {', '.join(LOCKED)} IN ACCESS SHARE MODE"
 register(READ_LOCKS_SQL, READ_LOCKS_SQL)  # PostgreSQL only
 #: PostgreSQL: a snapshot's beginning, its locks and the statistics in one round trip (three statements in one
 #: message, run in order; the rows are the last one's).

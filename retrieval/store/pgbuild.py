@@ -26,26 +26,11 @@ from pathlib import Path
 from ..config import DatabaseURL
 from ..corpus.paper import Paper
 from ..errors import StoreError
+from .catalogue import BOOLEANS, BY_NAME, COPIED, LOCKED
 from .postgres import SCHEMA, _psycopg, server_error
 
-#: The tables, parents first (foreign keys), each with the columns copied.
-TABLES = (
-    ("alembic_version", ("version_num",)),
-    ("index_info", ("key", "value")),
-    ("papers", ("id", "title", "abstract", "year", "source")),
-    ("paper_authors", ("paper_id", "position", "name", "surname", "name_key")),
-    ("field_sources", ("paper_id", "field", "source")),
-    ("citations", ("citing_id", "cited_id", "listed_by_citing", "listed_by_cited")),
-    ("cited_counts", ("paper_id", "cited_by")),
-    ("doc_freq", ("term_id", "term", "df")),
-    ("doc_len", ("doc_id", "paper_id", "length")),
-    ("term_freq", ("term_id", "doc_id", "count")),
-    ("postings", ("term_id", "first_doc", "last_doc", "df", "max_count", "min_length", "doc_ids", "counts", "lengths")),
-)
 #: Tables of whole numbers only, copied as text blocks (no per-row conversion): the postings.
 INTEGER_TABLES = ("term_freq",)
-#: Columns stored as booleans on PostgreSQL (0/1 in SQLite).
-BOOLEANS = {("citations", "listed_by_citing"), ("citations", "listed_by_cited")}
 
 
 def migrate_schema(conn, schema: str) -> None:
@@ -106,7 +91,7 @@ def _constraints(raw, schema: str) -> list[tuple[str, str, str, str]]:
 def copy_table(lite: sqlite3.Connection, raw, schema: str, table: str, keep: tuple[str, set] | None = None) -> int:
     """Copy ``table`` of the SQLite index ``lite`` into ``schema`` with ``COPY`` (rows copied); with ``keep``,
     ``(column, values)``, only the rows whose column holds one of the values (a shard's, retrieval.store.shards)."""
-    columns = dict(TABLES)[table]
+    columns = BY_NAME[table].columns
     cols = ", ".join(f'"{c}"' for c in columns)
     at, wanted = (columns.index(keep[0]), keep[1]) if keep else (None, None)
     flags = [(table, c) in BOOLEANS for c in columns]
@@ -135,9 +120,9 @@ def copy_tables(source: Path, raw, schema: str) -> dict[str, int]:
     counts = {}
     lite = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
     try:
-        for table, _ in TABLES:
-            raw.execute(f'DELETE FROM "{schema}"."{table}"')  # the migrations' own rows (alembic_version)
-            counts[table] = copy_table(lite, raw, schema, table)
+        for table in COPIED:
+            raw.execute(f'DELETE FROM "{schema}"."{table.name}"')  # the migrations' own rows (alembic_version)
+            counts[table.name] = copy_table(lite, raw, schema, table.name)
     finally:
         lite.close()
     return counts
@@ -217,7 +202,6 @@ def build_postgres(
 def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None) -> None:
     """Make the built schema ``schema`` the index: in one transaction under the writers' lock, refused when a
     writer changed the index since the build read its fingerprint ``before``; the old schema is dropped."""
-    from .executor import READ_LOCK_TABLES
     from .pgwrite import WRITER_LOCK_KEY
 
     with raw.transaction():
@@ -233,7 +217,7 @@ def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None) -> Non
         if exists and before is not None:
             # The tables in the order every search locks them (retrieval.store.executor), so a search
             # that begins meanwhile waits for the swap instead of deadlocking with it.
-            tables = ", ".join(f'"{SCHEMA}"."{t}"' for t in READ_LOCK_TABLES)
+            tables = ", ".join(f'"{SCHEMA}"."{t}"' for t in LOCKED)
             raw.execute(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
         if exists:
             raw.execute(f'ALTER SCHEMA "{SCHEMA}" RENAME TO "{old}"')

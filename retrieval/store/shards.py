@@ -62,21 +62,9 @@ from pathlib import Path
 from ..config import DatabaseURL, resolve_db
 from ..corpus.paper import Paper
 from ..errors import ConfigError, IndexNotFoundError, StoreError
+from .catalogue import COORDINATOR, DISTRIBUTED
 from .postgres import SCHEMA, _psycopg, server_error, server_params, url_of
 
-#: The distributed tables, each with its partition key (the distribution column), in load order.
-DISTRIBUTED = {
-    "papers": "id",
-    "paper_authors": "paper_id",
-    "field_sources": "paper_id",
-    "citations": "citing_id",
-    "cited_counts": "paper_id",
-    "doc_len": "doc_id",
-    "term_freq": "doc_id",
-}
-#: The coordinator's own tables (reference and local): the corpus-wide statistics, the revision, the logs, and the
-#: postings BLOBs, which NumPy scores on the coordinator (docs/scale-out.md says what a larger layout would do).
-COORDINATOR_TABLES = ("alembic_version", "index_info", "doc_freq", "postings")
 #: The key of ``index_info`` that records the layout (JSON: one entry per shard, in partition order).
 LAYOUT_KEY = "shards"
 #: Foreign keys kept on a shard: between tables co-located on the same key (the others span shards).
@@ -267,7 +255,7 @@ def _copy_coordinator(lite: sqlite3.Connection, raw, schema: str, layout: list[d
     """The coordinator's own tables from the SQLite build, the layout recorded in ``index_info``."""
     from .pgbuild import copy_table
 
-    for table in COORDINATOR_TABLES:
+    for table in COORDINATOR:
         raw.execute(f'DELETE FROM "{schema}"."{table}"')  # the migrations' own rows (alembic_version)
         copy_table(lite, raw, schema, table)
     raw.execute(f'INSERT INTO "{schema}".index_info (key, value) VALUES (%s, %s)', (LAYOUT_KEY, json.dumps(layout)))
