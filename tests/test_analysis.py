@@ -101,6 +101,28 @@ def test_the_query_warnings_read_the_words_as_the_index_does(tmp_path):
         ]
 
 
+def test_excluded_words_and_phrases_read_the_words_as_the_index_does(tmp_path):
+    # On a stemmed index "-attention" must exclude the papers holding "attention" (the index holds "attent"), and
+    # the phrase "attention sparsity" must find the paper that says it; on a stop-word index a phrase with a stop
+    # word in it matches the text with the stop word dropped, as the index reads it. Before, the words of a
+    # filter were analysed with the plain tokeniser: the exclusion excluded nothing and the phrase found nothing.
+    records = [
+        paper("a", "Sparse attention heads", "Attention sparsity in transformers.", year=2001),
+        paper("b", "Sparsity of graphs", "Sparsity without the other word.", year=2002),
+        paper("c", "Attentive readers", "Attention is studied; sparsity is not the point.", year=2003),
+        paper("d", "Unrelated", "Nothing here.", year=2004),
+    ]
+    corpus = write_jsonl(tmp_path / "papers.jsonl", records)
+    for options in ({}, {"stem": "english"}, {"stopwords": "english"}, STEM_STOP):
+        db = tmp_path / f"{'-'.join(options.values()) or 'plain'}.db"
+        build(db=db, source=corpus, **options)
+        with RetrievalClient(db=db) as client:
+            assert [e.paper.id for e in client.search("sparsity -attention").ranked] == ["b"], options
+            assert [e.paper.id for e in client.search('"attention sparsity"').ranked] == ["a"], options
+            if options.get("stopwords"):
+                assert [e.paper.id for e in client.search('"the attention sparsity" -the').ranked] == ["a"]
+
+
 def _tables(db):
     with sqlite3.connect(db) as conn:
         terms = set(conn.execute("SELECT term, df FROM doc_freq"))

@@ -36,7 +36,7 @@ def test_a_search_tokenises_once_and_reads_the_statistics_once(demo_db, monkeypa
 
 def test_returned_papers_are_the_candidates_completed_not_built_again(demo_db):
     with RetrievalClient(demo_db) as client:
-        result = client.search("attention sparsity", limit=3)
+        result = client.search("attention sparsity", limit=3, links=True)
         full = client.papers([r.paper.id for r in result.ranked])
     for entry in result.ranked:
         assert entry.paper == full[entry.paper.id]  # abstract, authors, references and citing papers filled in

@@ -151,21 +151,22 @@ class RetrievalClient:
         start = time.perf_counter()
         if isinstance(query, Query):
             asked = syntax_parse(query.text, syntax=False)
-            parsed = query
         else:
             if not isinstance(query, str):
                 raise ConfigError(f"a query is a string, got {type(query).__name__}")
             asked = syntax_parse(query, syntax)
-            parsed = Query.parse(asked.text)
-        filters = Filters.make(
-            year=year if year is not None else asked.year,
-            authors=(authors,) if isinstance(authors, str) else tuple(authors) + asked.authors,
-            exclude=[t for word in asked.exclude for t in Query.parse(word).tokens],
-            phrases=[Query.parse(p).tokens for p in asked.phrases],
-        )
         warnings = list(asked.warnings)
         depth = lexical_depth(cfg) if limit is None else max(lexical_depth(cfg), offset + limit)
         with self.snapshot() as snap:  # one state of the file, even while another process adds papers
+            # The query and its filter words analysed once, as this index analyses text (stems, stop words).
+            analyser = snap.stats.analyser
+            parsed = Query.parse(query if isinstance(query, Query) else asked.text, analyser)
+            filters = Filters.make(
+                year=year if year is not None else asked.year,
+                authors=(authors,) if isinstance(authors, str) else tuple(authors) + asked.authors,
+                exclude=[t for word in asked.exclude for t in analyser.analyse(word)],
+                phrases=[analyser.analyse(p) for p in asked.phrases],
+            )
             wq = lexical.weigh(snap, parsed)
             warnings += _term_warnings(snap, parsed, wq, filters)
             if cfg.prf != "none" and wq.terms:  # pseudo-relevance feedback: every pass uses the expanded query

@@ -23,7 +23,6 @@ from ..corpus.names import matches, name_words
 from ..errors import ConfigError
 from ..store.dialect import register
 from ..store.executor import Snapshot
-from ..text import tokenise
 from ..validate import YEAR_RANGE, parse_years
 
 YEAR_DOCS_SQL = """\
@@ -165,9 +164,12 @@ def contains(tokens: list[str], phrase: tuple[str, ...]) -> bool:
     return any(tokens[i : i + n] == list(phrase) for i, token in enumerate(tokens) if token == first)
 
 
-def passing(snap: Snapshot, filters: Filters, analyse=tokenise) -> Passing:
-    """The papers of the snapshot that pass ``filters`` (``analyse``: the index's text analysis)."""
+def passing(snap: Snapshot, filters: Filters, analyse=None) -> Passing:
+    """The papers of the snapshot that pass ``filters``, whose words (``exclude``, ``phrases``) are analysed as
+    the index analyses text; a phrase is checked in the texts analysed by ``analyse`` (default: the index's
+    analyser)."""
     n = snap.stats.n_papers
+    analyse = snap.stats.analyser.analyse if analyse is None else analyse
     allowed: set[int] | None = None
 
     def narrow(docs: set[int]) -> None:
