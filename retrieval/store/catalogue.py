@@ -24,6 +24,7 @@ class Table(namedtuple("Table", _FIELDS, defaults=(None, False, True, "0001", ()
 
 
 #: Parents first (the foreign keys' order): the order of a build's copy, a shard's load and the read locks.
+# fmt: off
 TABLES = (
     Table("alembic_version", ("version_num",)),
     Table("index_info", ("key", "value"), locked=True),
@@ -57,94 +58,46 @@ TABLES = (
     Table(
         "evidence_runs",
         (
-            "id",
-            "created_at",
-            "query",
-            "subqueries",
-            "ranker",
-            "recency",
-            "reference_year",
-            "settings",
-            "seeds",
-            "found_nodes",
-            "found_edges",
-            "nodes",
-            "edges",
-            "kept_nodes",
-            "kept_edges",
-            "scorer",
-            "scorer_bound",
-            "scorer_calls",
-            "iterations",
-            "status",
-            "warnings",
-            "wall_ms",
+            "id", "created_at", "query", "subqueries", "ranker", "recency", "reference_year", "settings", "seeds",
+            "found_nodes", "found_edges", "nodes", "edges", "kept_nodes", "kept_edges", "scorer", "scorer_bound",
+            "scorer_calls", "iterations", "status", "warnings", "wall_ms",
         ),
         copied=False,
         since="0003",
-    ),  # fmt: skip
+    ),
     Table(
         "evidence_run_nodes",
         (
-            "run_id",
-            "paper_id",
-            "title",
-            "year",
-            "age",
-            "role",
-            "seed_subqueries",
-            "seed_relevance",
-            "kept",
-            "reason",
-            "score",
-            "rank",
+            "run_id", "paper_id", "title", "year", "age", "role", "seed_subqueries", "seed_relevance", "kept",
+            "reason", "score", "rank",
         ),
         copied=False,
         since="0003",
         booleans=("kept",),
-    ),  # fmt: skip
+    ),
     Table(
         "evidence_run_edges",
         (
-            "run_id",
-            "citing_id",
-            "cited_id",
-            "claims_citing",
-            "claims_cited",
-            "covered_claims",
-            "delta",
-            "age_weight",
-            "weight",
-            "kept",
-            "reason",
+            "run_id", "citing_id", "cited_id", "claims_citing", "claims_cited", "covered_claims", "delta",
+            "age_weight", "weight", "kept", "reason",
         ),
         copied=False,
         since="0003",
         booleans=("kept",),
-    ),  # fmt: skip
+    ),
     Table(
         "query_log",
         (
-            "id",
-            "logged_at",
-            "kind",
-            "query",
-            "settings",
-            "hit_count",
-            "top_score",
-            "avg_score",
-            "wall_ms",
-            "gate_fired",
-            "result_ids",
-            "page_limit",
-            "page_offset",
+            "id", "logged_at", "kind", "query", "settings", "hit_count", "top_score", "avg_score", "wall_ms",
+            "gate_fired", "result_ids", "page_limit", "page_offset",
         ),
         copied=False,
         since="0005",
         booleans=("gate_fired",),
         checked_indexes=(("ix_query_log_logged_at", "0005"),),
-    ),  # fmt: skip
+    ),
 )
+# fmt: on
 
 BY_NAME = {table.name: table for table in TABLES}
 #: What a server build copies from the SQLite build, in order.
