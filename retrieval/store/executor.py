@@ -148,12 +148,17 @@ class Executor:
             self.tracer(Statement(name, sql, dict(params)))
         try:
             return self.conn.execute(sql, params)
-        except sqlite3.DatabaseError as exc:
-            raise store_error(exc, self.path, "read") from None
         except Exception as exc:
-            if self.dialect == SQLITE or not is_server_error(exc):
-                raise
-            raise server_error(exc, self.path, "read") from None
+            raise self._translated(exc) from None
+
+    def _translated(self, exc: Exception) -> Exception:
+        """What a read's failure becomes: an environment failure (locked, damaged, unreadable, a server gone) a
+        ``RetrievalError`` that names the index and what to do; anything else itself, unchanged."""
+        if isinstance(exc, sqlite3.DatabaseError):
+            return store_error(exc, self.path, "read")
+        if self.dialect != SQLITE and is_server_error(exc):
+            return server_error(exc, self.path, "read")
+        return exc
 
     def rows(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
         if self.shards and sql in SCATTERED:
@@ -169,12 +174,8 @@ class Executor:
         cursor = self.run(name, sql, params)
         try:
             rows = cursor.fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise store_error(exc, self.path, "read") from None
         except Exception as exc:
-            if self.dialect == SQLITE or not is_server_error(exc):
-                raise
-            raise server_error(exc, self.path, "read") from None
+            raise self._translated(exc) from None
         if self.dialect != SQLITE:
             rows = [tuple(row) for row in rows]
         if cache is not None:
@@ -257,12 +258,8 @@ class Executor:
         cursor = self.run(name, sql, params)
         try:
             row = cursor.fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise store_error(exc, self.path, "read") from None
         except Exception as exc:
-            if self.dialect == SQLITE or not is_server_error(exc):
-                raise
-            raise server_error(exc, self.path, "read") from None
+            raise self._translated(exc) from None
         return row if row is None or self.dialect == SQLITE else tuple(row)
 
     def snapshot(self) -> _SnapshotScope:
