@@ -84,11 +84,12 @@ def enable(path: str | os.PathLike[str], on: bool) -> bool:
     """Turn the query log of the index at ``path`` on or off; returns whether it was on before. The rows
     already logged stay when it is turned off. An index at revision 0004 has no log: turning it on there raises
     ``SchemaVersionError`` naming ``retrieval upgrade`` (turning it off is a no-op)."""
-    if isinstance(path, DatabaseURL) or (isinstance(path, str) and "://" in path):
-        return _server_enable(resolve_db(path), on)
+    where = resolve_db(path)
+    if isinstance(where, DatabaseURL):
+        return _server_enable(where, on)
     from .files import write_transaction
 
-    path = Path(path)
+    path = where
     check_index(path)  # an index this version reads (older revisions: the upgrade message)
     revision = index_revision(path)
     if revision not in KNOWN_REVISIONS[KNOWN_REVISIONS.index(LOG_REVISION) :]:
@@ -110,9 +111,10 @@ def is_enabled(index: str | os.PathLike[str] | Mapping[str, str]) -> bool:
     read-only connection of its own) or its ``index_info`` as a snapshot read it (no read at all)."""
     if isinstance(index, Mapping):
         return index.get(FLAG_KEY) == ON
-    if isinstance(index, DatabaseURL) or (isinstance(index, str) and "://" in index):
-        return _server(resolve_db(index), lambda raw: _flag(raw) == ON, "read")
-    conn = connect(Path(index), readonly=True)
+    where = resolve_db(index)
+    if isinstance(where, DatabaseURL):
+        return _server(where, lambda raw: _flag(raw) == ON, "read")
+    conn = connect(where, readonly=True)
     try:
         row = conn.execute(FLAG_SQL).fetchone()
     except sqlite3.Error as exc:
@@ -295,12 +297,12 @@ def entries(path: str | os.PathLike[str], since: object = None) -> list[dict]:
     ``since_bound``): dicts of the table's columns, with ``settings`` and ``result_ids`` decoded from JSON and
     ``gate_fired`` True, False or None. An index at revision 0004 has none."""
     bound = "" if since is None else since_bound(since)
-    if isinstance(path, DatabaseURL) or (isinstance(path, str) and "://" in path):
-        url = resolve_db(path)
-        check_index(url)
-        rows = _server(url, lambda raw: raw.execute(_pg(ENTRIES_SQL), {"since": bound}).fetchall(), "read")
+    where = resolve_db(path)
+    if isinstance(where, DatabaseURL):
+        check_index(where)
+        rows = _server(where, lambda raw: raw.execute(_pg(ENTRIES_SQL), {"since": bound}).fetchall(), "read")
     else:
-        path = Path(path)
+        path = where
         check_index(path)
         conn = connect(path, readonly=True)
         try:
