@@ -144,9 +144,7 @@ def search(
     every statement that runs."""
     with RetrievalClient(db, config, tracer=tracer) as client:
         # No references or citing papers: no output of a search shows them (a hub has thousands).
-        result = client.search(
-            query, limit=limit, offset=offset, year=year, authors=authors, syntax=syntax, links=False
-        )
+        result = client.search(query, limit=limit, offset=offset, year=year, authors=authors, syntax=syntax)
     info = client.last_stats.info if client.last_stats else None
     record_if_enabled(client.path, "search", result.query, result.config, result, info, limit=limit)  # never raises
     return result

@@ -126,17 +126,16 @@ class _Chunk:
 
 
 class _Term:
-    """A query term's chunks, weight and bound."""
+    """A query term's chunks, weight and bound (``QueryTerm.bound``: the largest tf_norm its chunks allow, times
+    its weight, as ``lexical.TERMS_SQL`` computed it)."""
 
     __slots__ = ("chunks", "weight", "bound", "df")
 
-    def __init__(self, chunks: list[_Chunk], weight: float, scoring: _Scoring) -> None:
+    def __init__(self, chunks: list[_Chunk], weight: float, bound: float) -> None:
         self.chunks = chunks
         self.weight = weight
+        self.bound = bound
         self.df = sum(chunk.df for chunk in chunks)
-        k1, b, avgdl = scoring.k1, scoring.b, scoring.avgdl  # the bounds, computed as the SQL path computes them
-        best = max(c.max_count * (k1 + 1.0) / (c.max_count + k1 * (1.0 - b + b * c.min_length / avgdl)) for c in chunks)
-        self.bound = weight * best * (1.0 + BOUND_SLACK)
 
 
 class _Scoring:
@@ -247,7 +246,8 @@ def read(snap: Snapshot, wq: WeightedQuery, scoring: _Scoring) -> tuple[list[_Te
                         CACHE.put((generation, term_id), chunks[term_id])
         snap.kept.clear()
         snap.kept[("postings", term_ids)] = chunks
-    terms = [(term_id, _Term(held, weights[term_id], scoring)) for term_id, held in chunks.items()]
+    bounds = {t.term_id: t.bound for t in wq.terms}
+    terms = [(term_id, _Term(held, weights[term_id], bounds[term_id])) for term_id, held in chunks.items()]
     terms.sort(key=lambda item: (-item[1].bound, item[0]))
     size = max((held[-1].last + 1 for held in chunks.values()), default=0)
     return [term for _, term in terms], size

@@ -118,9 +118,7 @@ class Service:
         check_query(q)
         check_int("limit", limit, 1, BOUNDS["limit"])
         check_int("offset", offset, 0, BOUNDS["offset"])
-        result = self.client().search(
-            q, limit=limit, offset=offset, year=year, authors=tuple(authors or ()), links=False
-        )
+        result = self.client().search(q, limit=limit, offset=offset, year=year, authors=tuple(authors or ()))
         data = result.to_dict()
         for entry, ranked in zip(data["results"], result.ranked, strict=True):
             entry["abstract"] = ranked.paper.abstract
