@@ -8,7 +8,20 @@ from ._lazy import lazy_exports
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a query process starts faster)
 if TYPE_CHECKING:
-    from .commands import add, build, build_client, build_from_clients, remove, search, stats, upgrade
+    from .commands import (
+        add,
+        add_papers,
+        build,
+        build_client,
+        build_from_clients,
+        build_index,
+        remove,
+        remove_papers,
+        search,
+        stats,
+        upgrade,
+        upgrade_index,
+    )
     from .config import RetrievalConfig, resolve_db_path
     from .corpus.jsonl import read_jsonl, read_papers
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus
@@ -27,11 +40,8 @@ if TYPE_CHECKING:
     from .search.graph import CitationGraph
     from .search.lexical import BM25Index
     from .search.query import Query
-    from .store.build import build_index
     from .store.executor import Statement, Trace
-    from .store.migrate import upgrade_index
     from .store.rows import WriteSummary
-    from .store.writer import add_papers, remove_papers
     from .text import tokenise
 
 __version__ = "0.1.0"
@@ -58,22 +68,22 @@ _EXPORTS = {
     "Trace": ".store.executor",
     "WriteSummary": ".store.rows",
     "add": ".commands",
-    "add_papers": ".store.writer",
+    "add_papers": ".commands",  # deprecated: add
     "build": ".commands",
     "build_client": ".commands",
     "build_corpus": ".corpus.mock",
     "build_from_clients": ".commands",
-    "build_index": ".store.build",
+    "build_index": ".commands",  # deprecated: build
     "read_jsonl": ".corpus.jsonl",
     "read_papers": ".corpus.jsonl",
     "remove": ".commands",
-    "remove_papers": ".store.writer",
+    "remove_papers": ".commands",  # deprecated: remove
     "resolve_db_path": ".config",
     "search": ".commands",
     "stats": ".commands",
     "tokenise": ".text",
     "upgrade": ".commands",
-    "upgrade_index": ".store.migrate",
+    "upgrade_index": ".commands",  # deprecated: upgrade
 }
 
 

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .config import DatabaseURL, RetrievalConfig, resolve_db, resolve_db_path
-from .errors import ConfigError, InputError
+from .config import RetrievalConfig, resolve_db, resolve_db_path
+from .errors import InputError
 from .search.client import RetrievalClient
-from .store.database import check_index, connect, edge_counts
+from .store.backend import backend_of
+from .store.database import EDGE_COUNTS_SQL, check_index
 from .store.dialect import register
+from .store.executor import Executor
 from .store.querylog import record_if_enabled
 
 # The writers, the readers and the demo corpus are imported by the commands that use them, so that a process
@@ -21,6 +23,7 @@ from .store.querylog import record_if_enabled
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient
+    from .corpus.paper import Paper
     from .search.blend import RetrievalResult
     from .search.papers import PaperPage
     from .search.similar import SimilarResult
@@ -40,7 +43,7 @@ def _corpus_file(source: str | os.PathLike[str]) -> Path:
 
 def build(
     db: str | os.PathLike[str] | None = None,
-    source: str | os.PathLike[str] | None = None,
+    source: str | os.PathLike[str] | Iterable[Paper] | None = None,
     progress: BuildProgress | Callable[[int], None] | None = None,
     format: str | None = None,
     workers: int | None = None,
@@ -48,9 +51,10 @@ def build(
     stopwords: str | None = None,
     shards: str | list[str] | None = None,
 ) -> WriteSummary:
-    """Build the index at ``db`` (resolved as everywhere) from the corpus file ``source`` (``format`` jsonl,
-    openalex or s2; detected when None), or from the built-in demo corpus when ``source`` is None, with
-    ``workers`` tokenising processes (see ``build_index``, which says what ``progress`` is told), stemming with
+    """Build the index at ``db`` (a file or a PostgreSQL URL, resolved as everywhere) from ``source``: a corpus
+    file (``format`` jsonl, openalex or s2; detected when None), papers (``Paper``s, streamed once), or the
+    built-in demo corpus when None; with ``workers`` tokenising processes (see
+    ``retrieval.store.build.build_index``, which says what ``progress`` is told), stemming with
     the Snowball stemmer ``stem`` (e.g. ``"english"``) and dropping the stop words ``stopwords`` (``"english"``)
     when given (recorded in the index; later adds and queries use them). Replaces an existing index only when the
     build succeeds.
@@ -60,50 +64,36 @@ def build(
     its shards."""
     from .corpus.jsonl import PaperFile
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients
-    from .store.build import build_index
 
-    where = resolve_db(db)
-    if shards is not None and not isinstance(where, DatabaseURL):
-        raise ConfigError(f"--shards needs a PostgreSQL coordinator: --db postgresql://..., not {where}")
-    if isinstance(where, DatabaseURL):  # a PostgreSQL server: the same build, copied in (retrieval.store.pgbuild)
-        from .store.pgbuild import build_postgres as build_index
-        from .store.shards import build_sharded, parse_shards, recorded_shards
-
-        urls = parse_shards(shards) if shards is not None else recorded_shards(where)
-        if urls:  # sharded: the coordinator at ``where`` and its shards (retrieval.store.shards)
-
-            def build_index(papers, url, **options):
-                return build_sharded(papers, url, urls, **options)
-
+    backend = backend_of(db)
+    options = {"progress": progress, "workers": workers, "stem": stem, "stopwords": stopwords}
     if source is None:
         corpus = build_corpus()
         papers = merge_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus))
-        return build_index(
-            papers, where, source=BUILTIN, progress=progress, workers=workers, stem=stem, stopwords=stopwords
-        )
+        return backend.build(papers, shards=shards, source=BUILTIN, **options)
+    if not isinstance(source, (str, os.PathLike)):
+        return backend.build(source, shards=shards, **options)
     src = _corpus_file(source)
-    papers = PaperFile(src, format)
-    return build_index(
-        papers, where, source=src.name, progress=progress, workers=workers, stem=stem, stopwords=stopwords
-    )
+    return backend.build(PaperFile(src, format), shards=shards, source=src.name, **options)
 
 
 def add(
-    source: str | os.PathLike[str],
+    source: str | os.PathLike[str] | Iterable[Paper],
     db: str | os.PathLike[str] | None = None,
     replace: bool = False,
     progress: Callable[[int], None] | None = None,
     format: str | None = None,
 ) -> WriteSummary:
-    """Add the papers of ``source`` to the index at ``db`` (a file or a PostgreSQL URL) in one transaction; an id
-    already there is an error unless ``replace``. Statistics stay exact: the index equals a rebuild from the new
-    corpus."""
+    """Add the papers of ``source`` (a corpus file, or ``Paper``s) to the index at ``db`` (a file or a PostgreSQL
+    URL) in one transaction; an id already there is an error unless ``replace``. Cost is proportional to the
+    papers added, not to the index, and statistics stay exact: the index equals a rebuild from the new corpus."""
     from .corpus.jsonl import read_papers
     from .store.writer import add_papers
 
-    path = resolve_db(db)
-    src = _corpus_file(source)
-    return add_papers((p for _, p in read_papers(src, format)), path, replace=replace, progress=progress)
+    if isinstance(source, (str, os.PathLike)):
+        src = _corpus_file(source)
+        source = (p for _, p in read_papers(src, format))
+    return add_papers(source, backend_of(db), replace=replace, progress=progress)
 
 
 def remove(ids: list[str], db: str | os.PathLike[str] | None = None) -> WriteSummary:
@@ -111,21 +101,14 @@ def remove(ids: list[str], db: str | os.PathLike[str] | None = None) -> WriteSum
     transaction."""
     from .store.writer import remove_papers
 
-    return remove_papers(ids, resolve_db(db))
+    return remove_papers(ids, backend_of(db))
 
 
 def upgrade(db: str | os.PathLike[str] | None = None) -> tuple[str, str]:
     """Upgrade the index at ``db`` to this version's schema revision and tokeniser; ``(before, after)``, an
     ``Upgrade`` whose ``reindexed`` names the tokeniser version it re-indexed from (None: the text was not
     touched). Atomic: the old file stays as it was if the upgrade fails."""
-    from .store.migrate import upgrade_index
-
-    where = resolve_db(db)
-    if isinstance(where, DatabaseURL):
-        from .store.pgbuild import upgrade_server
-
-        return upgrade_server(where)
-    return upgrade_index(where)
+    return backend_of(db).upgrade()
 
 
 def search(
@@ -217,35 +200,24 @@ SELECT (SELECT count(*) FROM papers) AS papers,
 register(STATS_SQL, STATS_SQL)  # the same text on PostgreSQL
 
 
-# PostgreSQL: the same counts, and the size of the index's schema (its tables with their indexes and TOAST), the
-# counterpart of the file's size (the database may hold other schemas).
-SCHEMA_BYTES_SQL = """\
-SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)
-FROM pg_class AS c
-JOIN pg_namespace AS n ON n.oid = c.relnamespace
-WHERE n.nspname = current_schema()
-  AND c.relkind IN ('r', 'p', 'm')"""
-register(SCHEMA_BYTES_SQL, SCHEMA_BYTES_SQL)  # PostgreSQL only: the executor runs a statement's registered text
-
-
 def stats(db: str | os.PathLike[str] | None = None) -> dict:
     """What the index at ``db`` holds: papers, edges, terms, avgdl, years, schema revision, file size, ...
     (on PostgreSQL, ``file_bytes`` is the size of the index's schema ``retrieval``: tables, indexes, TOAST; of a
     sharded index's coordinator, its own tables, and ``shards`` lists the shards)."""
-    where = resolve_db(db)
-    if isinstance(where, DatabaseURL):
-        info, (papers, terms, postings), (edges, dangling), size = _server_stats(where)
-        path = where.shown
-    else:
-        path = where
-        info = check_index(path)
-        conn = connect(path, readonly=True)
-        try:
-            papers, terms, postings = conn.execute(STATS_SQL).fetchone()
-            edges, dangling = edge_counts(conn)
-        finally:
-            conn.close()
-        size = path.stat().st_size
+    backend = backend_of(db)
+    conn = backend.connect()
+    executor = Executor(conn, None, backend.location)
+    try:
+        info = backend.check(executor.rows)
+        with executor.snapshot() as snap:  # every count from one state of the index
+            papers, terms, postings = snap.rows("stats: counts", STATS_SQL)[0]
+            total, edges = snap.rows("stats: citation rows and edges", EDGE_COUNTS_SQL)[0]
+            size = backend.size(snap.rows)
+    finally:
+        executor.close_shards()  # a sharded index: its shards' connections too
+        conn.close()
+    edges, dangling = edges or 0, total - (edges or 0)
+    path = backend.shown
     return {
         "path": str(path),
         "papers": papers,
@@ -267,26 +239,6 @@ def stats(db: str | os.PathLike[str] | None = None) -> dict:
         "file_bytes": size,
         **({"shards": ", ".join(s["url"] for s in json.loads(info.info["shards"]))} if "shards" in info.info else {}),
     }
-
-
-def _server_stats(url: DatabaseURL):
-    """``stats``' reads on PostgreSQL, in one read snapshot: the checked statistics, the counts, the edges and
-    the schema's size."""
-    from .store.database import EDGE_COUNTS_SQL
-    from .store.executor import Executor
-    from .store.postgres import connect as server_connect
-
-    executor = Executor(server_connect(url, readonly=True), None, url)
-    try:
-        info = check_index(url, executor.rows)
-        with executor.snapshot() as snap:
-            counts = snap.rows("stats: counts", STATS_SQL)[0]
-            total, edges = snap.rows("stats: citation rows and edges", EDGE_COUNTS_SQL)[0]
-            size = snap.rows("stats: the schema's size", SCHEMA_BYTES_SQL)[0][0]
-    finally:
-        executor.close_shards()  # a sharded index: its shards' connections too
-        executor.conn.close()
-    return info, counts, (edges or 0, total - (edges or 0)), int(size)
 
 
 def log_enable(on: bool, db: str | os.PathLike[str] | None = None) -> bool:
@@ -319,7 +271,38 @@ def log_plot(out: str | os.PathLike[str], db: str | os.PathLike[str] | None = No
     latency over time. Returns the number of entries drawn. Needs matplotlib (``pip install 'retrieval[eval]'``)."""
     from .store.querylog import entries, plot
 
-    path = resolve_db(db)
-    rows = entries(path, since)
-    plot(rows, out, title=f"query log of {path.name}")
+    backend = backend_of(db)
+    rows = entries(backend, since)
+    plot(rows, out, title=f"query log of {backend.name}")
     return len(rows)
+
+
+# -- the names of earlier releases ----------------------------------------------------------------------------------
+def _deprecated(old: str, new: str) -> None:
+    import warnings
+
+    warnings.warn(f"retrieval.{old} is deprecated: use retrieval.{new}", DeprecationWarning, stacklevel=3)
+
+
+def build_index(papers: Iterable[Paper], path: str | os.PathLike[str], **options) -> WriteSummary:
+    """Deprecated alias of ``build(path, papers, ...)`` (kept for one release)."""
+    _deprecated("build_index(papers, path)", "build(path, papers)")
+    return build(path, papers, **options) if "source" not in options else backend_of(path).build(papers, **options)
+
+
+def add_papers(papers: Iterable[Paper], path: str | os.PathLike[str], **options) -> WriteSummary:
+    """Deprecated alias of ``add(papers, path, ...)`` (kept for one release)."""
+    _deprecated("add_papers", "add")
+    return add(papers, path, **options)
+
+
+def remove_papers(ids: Iterable[str], path: str | os.PathLike[str]) -> WriteSummary:
+    """Deprecated alias of ``remove(ids, path)`` (kept for one release)."""
+    _deprecated("remove_papers", "remove")
+    return remove(list(ids), path)
+
+
+def upgrade_index(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """Deprecated alias of ``upgrade(path)`` (kept for one release)."""
+    _deprecated("upgrade_index", "upgrade")
+    return upgrade(path)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from retrieval import build_index, read_jsonl
+from retrieval import read_jsonl
 from retrieval.commands import build
+from retrieval.store.build import build_index
 from tests.helpers import BACKENDS, shared_corpus
 
 

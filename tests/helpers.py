@@ -43,8 +43,8 @@ BACKENDS = ("sqlite", "postgresql")
 def index_on(request, backend: str, papers, label: str, source: str = "synthetic"):
     """``papers`` indexed on ``backend``: a file under a fresh temporary folder, or a fresh PostgreSQL database
     (its URL)."""
-    from retrieval import build_index
     from retrieval.config import resolve_db
+    from retrieval.store.build import build_index
     from retrieval.store.pgbuild import build_postgres
 
     if backend == "sqlite":

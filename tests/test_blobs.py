@@ -14,14 +14,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval import Paper, RetrievalClient, Trace, add_papers, build_index, remove_papers
+from retrieval import Paper, RetrievalClient, Trace
 from retrieval.cli import main
 from retrieval.errors import ConfigError
 from retrieval.search import lexical
 from retrieval.search.filters import Filters
 from retrieval.search.query import Query, QueryTerm, WeightedQuery
 from retrieval.store import postings
+from retrieval.store.build import build_index
 from retrieval.store.migrate import downgrade, upgrade_index
+from retrieval.store.writer import add_papers, remove_papers
 from tests.reference import ReferenceBM25, close
 
 VOCAB = [f"v{i}" for i in range(120)]

@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import InputError, RetrievalClient, RetrievalError, build_index, read_jsonl
+from retrieval import InputError, RetrievalClient, RetrievalError, read_jsonl
 from retrieval.cli import main
 from retrieval.commands import build, stats
 from retrieval.store import bulk
 from retrieval.store import progress as progress_module
+from retrieval.store.build import build_index
 from retrieval.store.database import HEAD_REVISION, edge_counts
 from retrieval.store.progress import (
     CITATIONS,

@@ -111,17 +111,17 @@ def _as_executed(sql: str, params: dict) -> re.Pattern:
 def test_sql_flag_prints_exactly_the_statements_that_ran(demo_db, capsys, monkeypatch, options):
     """Every statement SQLite executed during the search (its own trace, below our executor) is printed, in
     order, with the parameters it ran with; and nothing else is."""
-    import retrieval.search.client as client_module
+    import retrieval.store.backend as backend_module
 
     executed: list[str] = []
-    real_connect = client_module.connect
+    real_connect = backend_module.connect
 
     def traced_connect(path, readonly=True):
         conn = real_connect(path, readonly)
         conn.set_trace_callback(executed.append)
         return conn
 
-    monkeypatch.setattr(client_module, "connect", traced_connect)
+    monkeypatch.setattr(backend_module, "connect", traced_connect)
     code, out, _ = run(capsys, "search", "attention", "--db", str(demo_db), "--sql", *options)
     assert code == 0
     printed = _printed_statements(out)

@@ -10,11 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval import Paper, RetrievalClient, RetrievalError, SchemaVersionError, add_papers, build_index, remove_papers
+from retrieval import Paper, RetrievalClient, RetrievalError, SchemaVersionError
 from retrieval.cli import main
 from retrieval.commands import build
+from retrieval.store.build import build_index
 from retrieval.store.database import HEAD_REVISION
 from retrieval.store.migrate import migrate
+from retrieval.store.writer import add_papers, remove_papers
 from tests.reference import close
 
 WORDS = ["graph", "walk", "sparse", "attention", "retrieval", "rank", "low", "adapter", "block", "routing"]
@@ -260,3 +262,27 @@ def test_readers_see_the_old_or_the_new_state_never_a_mix(tmp_path):
     seen = {(hits, tuple(ranked)) for hits, ranked in results}
     assert seen <= states, "a search saw a state that is none of those the file went through"
     assert len(seen) >= 3, "the reader should have searched across several adds"
+
+
+def test_one_public_name_per_operation_and_the_old_names_still_work_with_a_warning(tmp_path):
+    """``build``, ``add``, ``remove`` and ``upgrade`` take papers as well as files; the names of earlier releases
+    (``build_index``, ``add_papers``, ``remove_papers``, ``upgrade_index``) do the same and say what to use."""
+    import retrieval
+
+    pool = make_pool(3)
+    ids = sorted(pool)
+    db = tmp_path / "one.db"
+    assert retrieval.build(db, (pool[i] for i in ids[:8])).papers == 8
+    assert retrieval.add([pool[i] for i in ids[8:]], db).added == len(ids) - 8
+    assert retrieval.remove(ids[:2], db).removed == 2
+    assert retrieval.upgrade(db) == (HEAD_REVISION, HEAD_REVISION)
+    old = tmp_path / "old.db"
+    with pytest.warns(DeprecationWarning, match=r"use retrieval\.build\(path, papers\)"):
+        retrieval.build_index((pool[i] for i in ids[:8]), old, source="papers")
+    with pytest.warns(DeprecationWarning, match=r"use retrieval\.add"):
+        retrieval.add_papers([pool[i] for i in ids[8:]], old)
+    with pytest.warns(DeprecationWarning, match=r"use retrieval\.remove"):
+        retrieval.remove_papers(ids[:2], old)
+    with pytest.warns(DeprecationWarning, match=r"use retrieval\.upgrade"):
+        retrieval.upgrade_index(old)
+    assert snapshot(old) == snapshot(db)  # the same index either way

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval import RetrievalClient, RetrievalConfig, build_index
+from retrieval import RetrievalClient, RetrievalConfig
 from retrieval.cli import main
 from retrieval.errors import ConfigError, InputError
 from retrieval.eval.learned_modes import held_out_model
@@ -30,6 +30,7 @@ from retrieval.search.learned import (
     RankerModel,
     beside,
 )
+from retrieval.store.build import build_index
 from tests.helpers import write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]

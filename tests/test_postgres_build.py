@@ -188,4 +188,7 @@ def test_the_query_log_on_the_server(tmp_path, pg_database, capsys):
     assert commands.log_enable(False, db=url) is True
     commands.search("black hole", db=url)
     assert len(commands.log_entries(db=url)) == 2
+    out = tmp_path / "log.png"
+    assert commands.log_plot(out, db=url) == 2  # the title names the server (a URL has no file name)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     capsys.readouterr()

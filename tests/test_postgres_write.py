@@ -16,12 +16,14 @@ import time
 
 import pytest
 
-from retrieval import Paper, RetrievalClient, RetrievalError, add_papers, build_index, remove_papers
+from retrieval import Paper, RetrievalClient, RetrievalError
 from retrieval.cli import main
 from retrieval.config import DatabaseURL
 from retrieval.corpus.mock import build_corpus
 from retrieval.store import catalogue, pgwrite
+from retrieval.store.build import build_index
 from retrieval.store.pgbuild import build_postgres
+from retrieval.store.writer import add_papers, remove_papers
 from tests.helpers import paper, write_jsonl
 from tests.reference import K1, B, analysed, close
 from tests.test_incremental import POOL, make_pool, snapshot

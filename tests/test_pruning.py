@@ -11,12 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval import Paper, RetrievalClient, Trace, add_papers, build_index, remove_papers
+from retrieval import Paper, RetrievalClient, Trace
 from retrieval.bm25 import BOUND_SLACK, tf_norm
 from retrieval.search.lexical import LOOKUP_STAGES, below, choose_reads, stages
 from retrieval.search.query import QueryTerm
 from retrieval.store import bulk, postings
+from retrieval.store.build import build_index
 from retrieval.store.migrate import migrate
+from retrieval.store.writer import add_papers, remove_papers
 from tests.reference import ReferenceBM25, close
 
 # A Zipf-like vocabulary: a few words in most papers, many in few, so queries mix common and rare terms.

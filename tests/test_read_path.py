@@ -10,11 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import retrieval.search.query as query_module
-from retrieval import RetrievalClient, RetrievalConfig, SchemaVersionError, Trace, upgrade_index
+from retrieval import RetrievalClient, RetrievalConfig, SchemaVersionError, Trace
 from retrieval.bm25 import TF_NORM_SQL, tf_norm
 from retrieval.commands import build
 from retrieval.store import migrate as migrate_module
 from retrieval.store.database import HEAD_REVISION, index_revision
+from retrieval.store.migrate import upgrade_index
 
 
 @pytest.mark.parametrize("config", [RetrievalConfig(expand="always", max_hops=2), RetrievalConfig.lesson()])

@@ -22,11 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval import ConfigError, RetrievalClient, RetrievalError, add_papers, build_index
+from retrieval import ConfigError, RetrievalClient, RetrievalError
 from retrieval.cli import main
 from retrieval.commands import build
 from retrieval.corpus.paper import Paper
 from retrieval.store import files
+from retrieval.store.build import build_index
+from retrieval.store.writer import add_papers
 
 WORDS = [f"w{i}" for i in range(400)]
 

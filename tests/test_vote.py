@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import Paper, RetrievalClient, RetrievalConfig, build_index
+from retrieval import Paper, RetrievalClient, RetrievalConfig
 from retrieval.evidence.config import EvidenceConfig
 from retrieval.evidence.pipeline import explain
 from retrieval.evidence.rank import seed_vote
@@ -19,6 +19,7 @@ from retrieval.search import vote
 from retrieval.search.learned import CANDIDATE_FEATURES, FEATURES, RankerModel
 from retrieval.search.query import Query
 from retrieval.search.split import split_query
+from retrieval.store.build import build_index
 from tests.reference import ReferenceBM25
 from tests.test_learned import TOPICS as LEARNED_TOPICS
 

@@ -19,10 +19,8 @@ from __future__ import annotations
 import json
 import os
 from datetime import datetime, timezone
-from pathlib import Path
 
-from ..config import DatabaseURL
-from ..errors import StoreError
+from ..store.backend import file_only
 from ..store.database import check_index
 from ..store.files import write_transaction
 from .records import EdgeRecord, EvidenceRun, NodeRecord
@@ -64,12 +62,7 @@ VALUES (
 def save_run(path: str | os.PathLike[str], run: EvidenceRun) -> int:
     """Store ``run`` in the index at ``path`` and return its id in ``evidence_runs`` (one transaction, under the
     writers' lock, so a rebuild never swaps in over it unseen)."""
-    if isinstance(path, DatabaseURL):
-        raise StoreError(
-            f"explain --save stores runs in an index file; on PostgreSQL ({path.shown}) it is not supported yet: "
-            "run explain without --save, or on a file index"
-        )
-    path = Path(path)
+    path = file_only(path, "explain --save (runs are stored in an index file)")
     check_index(path)  # the head revision and its audit tables (an older index is refused: upgrade it)
     with write_transaction(path, BUSY_TIMEOUT_MS, "save the run in") as conn:
         run_id = conn.execute(INSERT_RUN_SQL, _run_row(run)).lastrowid

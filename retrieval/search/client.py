@@ -12,10 +12,11 @@ import os
 import time
 from collections import Counter
 
-from ..config import GRAPH_SCORES, DatabaseURL, RetrievalConfig, resolve_db
+from ..config import GRAPH_SCORES, RetrievalConfig
 from ..corpus.paper import Paper
 from ..errors import ConfigError, PaperNotFoundError
-from ..store.database import IndexStats, check_index, connect
+from ..store.backend import backend_of
+from ..store.database import IndexStats, check_index
 from ..store.executor import Executor, Snapshot, StatementCache, Tracer
 from ..validate import LIMITS, check_int
 from . import expansion, learned, lexical, prf, vote
@@ -57,16 +58,10 @@ class RetrievalClient:
         *,
         tracer: Tracer | None = None,
     ) -> None:
-        self.path = resolve_db(db)  # a file, or a DatabaseURL: an index on PostgreSQL
+        self.backend = backend_of(db)  # a file, or a schema on PostgreSQL: decided once
+        self.path = self.backend.location
         self.config = config or RetrievalConfig()
-        if isinstance(self.path, DatabaseURL):
-            from ..store.postgres import connect as server_connect  # psycopg: imported for a server only
-
-            conn = server_connect(self.path, readonly=True)  # a missing database says how to create one
-        else:
-            if not self.path.exists():
-                check_index(self.path)  # the message that says how to build one
-            conn = connect(self.path, readonly=True)
+        conn = self.backend.connect()  # a missing index says how to build one
         self._executor = Executor(conn, tracer, self.path)
         try:
             check_index(self.path, self._executor.rows)

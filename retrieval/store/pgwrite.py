@@ -155,3 +155,20 @@ def write_transaction(url: DatabaseURL, timeout: float | None = None, doing: str
         raise server_error(exc, url, doing) from None
     finally:
         pg.close()
+
+
+@contextmanager
+def log_transaction(url: DatabaseURL, busy_ms: int) -> Iterator:
+    """``with log_transaction(url, busy_ms) as conn``: one short write transaction on the index at ``url`` (a
+    query log row) that waits at most ``busy_ms`` for a row lock and never for the writers' advisory lock."""
+    psycopg = _psycopg()
+    pg = connect(url, readonly=False)
+    raw = pg.raw
+    try:
+        with raw.transaction():
+            raw.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(busy_ms)}ms",))
+            yield WriteConnection(raw)
+    except psycopg.Error as exc:
+        raise server_error(exc, url, "write the query log to") from None
+    finally:
+        pg.close()

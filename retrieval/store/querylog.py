@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..config import DatabaseURL, resolve_db
 from ..errors import ConfigError, RetrievalError, SchemaVersionError
-from .database import KNOWN_REVISIONS, _uri, check_index, connect, index_revision, store_error
-
-# ``.files`` (the writers' lock; it imports ``tempfile``) is imported by ``enable``, the one writer here: a
-# search process that logs does not pay for it.
+from .backend import Backend, backend_of
+from .database import KNOWN_REVISIONS, index_revision, store_error
+from .dialect import register
+from .executor import Executor
 
 #: The ``index_info`` key that switches the log, and its two values.
 FLAG_KEY = "query_log"
@@ -51,7 +49,6 @@ FLAG_SQL = f"SELECT value FROM index_info WHERE key = '{FLAG_KEY}'"
 SET_FLAG_SQL = (
     "INSERT INTO index_info (key, value) VALUES (:key, :value) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
-HAS_TABLE_SQL = "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'query_log')"
 COUNT_SQL = "SELECT count(*) FROM query_log"
 
 INSERT_SQL = """\
@@ -74,33 +71,31 @@ SELECT {", ".join(COLUMNS)}
 FROM query_log
 WHERE logged_at >= :since
 ORDER BY id"""
+# The same text on both backends (the writer's connection and the executor run a statement's registered text).
+for _sql in (FLAG_SQL, SET_FLAG_SQL, COUNT_SQL, INSERT_SQL, ENTRIES_SQL):
+    register(_sql, _sql)
 
 #: Whether this process has said already that it cannot write the log (it says so once).
 _warned = False
 
 
 # -- the switch ---------------------------------------------------------------------------------------------------
-def enable(path: str | os.PathLike[str], on: bool) -> bool:
+def enable(path: str | os.PathLike[str] | Backend, on: bool) -> bool:
     """Turn the query log of the index at ``path`` on or off; returns whether it was on before. The rows
     already logged stay when it is turned off. An index at revision 0004 has no log: turning it on there raises
     ``SchemaVersionError`` naming ``retrieval upgrade`` (turning it off is a no-op)."""
-    where = resolve_db(path)
-    if isinstance(where, DatabaseURL):
-        return _server_enable(where, on)
-    from .files import write_transaction
-
-    path = where
-    check_index(path)  # an index this version reads (older revisions: the upgrade message)
-    revision = index_revision(path)
+    backend = backend_of(path)
+    backend.check()  # an index this version reads (older revisions: the upgrade message)
+    revision = index_revision(backend.location)
     if revision not in KNOWN_REVISIONS[KNOWN_REVISIONS.index(LOG_REVISION) :]:
         if on:
             raise SchemaVersionError(
-                f"{path} has schema revision {revision!r}, which has no query log (it came with "
-                f"{LOG_REVISION!r}): upgrade it once with `retrieval upgrade --db {path}`, then run "
+                f"{backend.shown} has schema revision {revision!r}, which has no query log (it came with "
+                f"{LOG_REVISION!r}): upgrade it once with `retrieval upgrade --db {backend.shown}`, then run "
                 "`retrieval log on` again"
             )
         return False
-    with write_transaction(path, ENABLE_BUSY_TIMEOUT_MS, "switch the query log of") as conn:
+    with backend.write_transaction(ENABLE_BUSY_TIMEOUT_MS, "switch the query log of") as conn:
         before = conn.execute(FLAG_SQL).fetchone()
         conn.execute(SET_FLAG_SQL, {"key": FLAG_KEY, "value": ON if on else OFF})
     return before is not None and before[0] == ON
@@ -111,17 +106,17 @@ def is_enabled(index: str | os.PathLike[str] | Mapping[str, str]) -> bool:
     read-only connection of its own) or its ``index_info`` as a snapshot read it (no read at all)."""
     if isinstance(index, Mapping):
         return index.get(FLAG_KEY) == ON
-    where = resolve_db(index)
-    if isinstance(where, DatabaseURL):
-        return _server(where, lambda raw: _flag(raw) == ON, "read")
-    conn = connect(where, readonly=True)
+    rows = _read(backend_of(index), "query log: is it on", FLAG_SQL)
+    return bool(rows) and rows[0][0] == ON
+
+
+def _read(backend: Backend, name: str, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
+    """The rows of ``sql`` on a read-only connection of its own to the index of ``backend``."""
+    conn = backend.connect()
     try:
-        row = conn.execute(FLAG_SQL).fetchone()
-    except sqlite3.Error as exc:
-        raise store_error(exc, index, "read") from None
+        return Executor(conn, None, backend.location).rows(name, sql, params)
     finally:
         conn.close()
-    return row is not None and row[0] == ON
 
 
 # -- writing ------------------------------------------------------------------------------------------------------
@@ -168,7 +163,8 @@ def record(
     """
     try:
         row = _row(kind, query, config, result, limit, offset, ids, extra)
-        _insert(path if isinstance(path, DatabaseURL) else Path(path), row)
+        with backend_of(path).log_transaction(BUSY_TIMEOUT_MS) as conn:
+            conn.execute(INSERT_SQL, row)
         return True
     except Exception as exc:  # the log never fails a search
         _warn(path, exc)
@@ -228,37 +224,17 @@ def _row(kind: str, query: object, config: object, result: object, limit, offset
     }
 
 
-def _insert(path: Path | DatabaseURL, row: dict) -> None:
-    if isinstance(path, DatabaseURL):
-        _server(path, lambda raw: _server_insert(raw, row), "write the query log to")
-        return
-    # mode=rw: never creates a file (an index removed since the search stays removed).
-    conn = sqlite3.connect(_uri(path) + "?mode=rw", uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(INSERT_SQL, row)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-    finally:
-        conn.close()
-
-
 def _warn(path: str | os.PathLike[str], exc: BaseException) -> None:
     """Say once per process that the log cannot be written, and why."""
     global _warned
     if _warned:
         return
     _warned = True
-    if isinstance(exc, sqlite3.Error) and "no such table" in str(exc).lower():
+    text = str(exc).lower()
+    if "no such table" in text or ("query_log" in text and "does not exist" in text):
         why = f"{path} has no query_log table: upgrade it with `retrieval upgrade --db {path}`"
-    elif isinstance(exc, (sqlite3.Error, OSError)):
-        why = str(store_error(exc, path, "write the query log to"))
+    elif _is_store_error(path, exc):
+        why = str(backend_of(path).error(exc, "write the query log to"))
     else:
         why = str(exc) if isinstance(exc, RetrievalError) else f"{type(exc).__name__}: {exc}"
     text = f"retrieval: warning: the query log is on but queries are not being logged ({why})"
@@ -266,6 +242,13 @@ def _warn(path: str | os.PathLike[str], exc: BaseException) -> None:
 
     with suppress(Exception):  # an unprintable warning is no reason to fail a search
         print(text, file=sys.stderr)
+
+
+def _is_store_error(path: str | os.PathLike[str], exc: BaseException) -> bool:
+    try:
+        return backend_of(path).is_error(exc)
+    except RetrievalError:  # not a location at all: the message says so already
+        return False
 
 
 # -- reading ------------------------------------------------------------------------------------------------------
@@ -297,22 +280,16 @@ def entries(path: str | os.PathLike[str], since: object = None) -> list[dict]:
     ``since_bound``): dicts of the table's columns, with ``settings`` and ``result_ids`` decoded from JSON and
     ``gate_fired`` True, False or None. An index at revision 0004 has none."""
     bound = "" if since is None else since_bound(since)
-    where = resolve_db(path)
-    if isinstance(where, DatabaseURL):
-        check_index(where)
-        rows = _server(where, lambda raw: raw.execute(_pg(ENTRIES_SQL), {"since": bound}).fetchall(), "read")
-    else:
-        path = where
-        check_index(path)
-        conn = connect(path, readonly=True)
-        try:
-            if not conn.execute(HAS_TABLE_SQL).fetchone()[0]:
-                return []
-            rows = conn.execute(ENTRIES_SQL, {"since": bound}).fetchall()
-        except sqlite3.Error as exc:
-            raise store_error(exc, path, "read") from None
-        finally:
-            conn.close()
+    backend = backend_of(path)
+    backend.check()
+    conn = backend.connect()
+    try:
+        executor = Executor(conn, None, backend.location)
+        if not backend.has_table(executor.rows, "query_log"):
+            return []
+        rows = executor.rows("query log: entries", ENTRIES_SQL, {"since": bound})
+    finally:
+        conn.close()
     out = []
     for values in rows:
         entry = dict(zip(COLUMNS, values, strict=True))
@@ -360,52 +337,3 @@ def plot(rows: list[dict], out: str | os.PathLike[str], title: str = "query log"
     except OSError as exc:
         raise store_error(exc, out, "write") from None
     return out
-
-
-# -- on a PostgreSQL server ---------------------------------------------------------------------------------------
-# The same table and statements; a row is one short transaction that waits at most BUSY_TIMEOUT_MS for a lock, the
-# switch one transaction under the writers' advisory lock (retrieval.store.pgwrite).
-def _pg(sql: str) -> str:
-    from .postgres import convert
-
-    return convert(sql)
-
-
-def _server(url: DatabaseURL, work, doing: str):
-    """``work(raw)`` on a writable connection to the index at ``url`` (its schema), closed after."""
-    from .postgres import SCHEMA, _psycopg, server_error
-
-    psycopg = _psycopg()
-    try:
-        with psycopg.connect(str(url), autocommit=True) as raw:
-            raw.execute(f'SET search_path TO "{SCHEMA}"')
-            return work(raw)
-    except psycopg.Error as exc:
-        raise server_error(exc, url, doing) from None
-
-
-def _flag(raw) -> str | None:
-    row = raw.execute(FLAG_SQL).fetchone()
-    return row[0] if row else None
-
-
-def _server_insert(raw, row: dict) -> None:
-    values = {**row, "gate_fired": None if row["gate_fired"] is None else bool(row["gate_fired"])}
-    with raw.transaction():
-        raw.execute(f"SET LOCAL lock_timeout = '{BUSY_TIMEOUT_MS}ms'")
-        raw.execute(_pg(INSERT_SQL), values)
-
-
-def _server_enable(url: DatabaseURL, on: bool) -> bool:
-    from .pgwrite import WRITER_LOCK_KEY
-
-    check_index(url)
-
-    def switch(raw) -> bool:
-        with raw.transaction():
-            raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
-            before = _flag(raw)
-            raw.execute(_pg(SET_FLAG_SQL), {"key": FLAG_KEY, "value": ON if on else OFF})
-        return before == ON
-
-    return _server(url, switch, "switch the query log of")

@@ -20,16 +20,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
-from pathlib import Path
 
 from ..config import DatabaseURL
 from ..corpus.paper import Paper
 from ..errors import InputError
 from ..text import Analyser
-from .database import KNOWN_REVISIONS, check_index, index_revision
+from .backend import Backend, backend_of
 from .dialect import register
-from .files import write_transaction
-from .migrate import upgrade_index
 from .postings import sync as sync_postings
 from .rows import (
     INSERT_AUTHOR,
@@ -312,32 +309,14 @@ class IndexWriter:
         write_statistics(self.conn, counts, self.summary)
 
 
-def _update(path: str | os.PathLike[str] | DatabaseURL, change: Callable[[IndexWriter], None]) -> WriteSummary:
-    """Run ``change`` on the index at ``path`` in one write transaction; on any error nothing is changed."""
-    if isinstance(path, DatabaseURL):
-        return _update_server(path, change)
-    target = Path(path)
-    if index_revision(target) in KNOWN_REVISIONS[:-1]:
-        upgrade_index(target)  # a writer may upgrade what it writes to (atomically, before it writes)
-    check_index(target)
+def _update(where: str | os.PathLike[str] | Backend, change: Callable[[IndexWriter], None]) -> WriteSummary:
+    """Run ``change`` on the index at ``where`` in one write transaction under the writers' lock (on a server:
+    ``retrieval.store.pgwrite``, writers wait for each other, readers never wait); on any error nothing is
+    changed."""
+    backend = backend_of(where)
     started = time.perf_counter()
-    summary = WriteSummary(path=str(target))
-    with write_transaction(target, _BUSY_TIMEOUT_MS, "write to") as conn:  # under the writers' lock
-        writer = IndexWriter(conn, summary)
-        change(writer)
-        writer.finish()
-    summary.seconds = time.perf_counter() - started
-    return summary
-
-
-def _update_server(url: DatabaseURL, change: Callable[[IndexWriter], None]) -> WriteSummary:
-    """``_update`` on PostgreSQL: the same writer in one transaction under the writers' advisory lock
-    (``retrieval.store.pgwrite``: writers wait for each other, readers never wait)."""
-    from .pgwrite import write_transaction as server_transaction
-
-    started = time.perf_counter()
-    summary = WriteSummary(path=url.shown)
-    with server_transaction(url) as conn:
+    summary = WriteSummary(path=backend.shown)
+    with backend.write_transaction(_BUSY_TIMEOUT_MS, "write to", writer=True) as conn:
         writer = IndexWriter(conn, summary)
         change(writer)
         writer.finish()

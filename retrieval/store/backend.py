@@ -1,0 +1,270 @@
+"""Where an index lives, decided once: a SQLite file (``IndexFile``) or a schema on a PostgreSQL server
+(``IndexServer``, which is also the coordinator of an index sharded over several servers).
+
+``backend_of(where)`` reads the location (a path, ``sqlite:///PATH``, ``postgresql://...``, ``$RETRIEVAL_DB``)
+once; everything that differs between the two kinds of index is a method here: opening for reading, the
+writers' transaction, the query log's short transaction, building, upgrading, the size on disk, and which
+exceptions are the store's (turned into messages that name the index). The modules above (the writer, the query
+log, the client, the commands) call these and never ask which kind of index they have; the statements they run
+are the same texts on both (``retrieval.store.dialect`` gives each dialect's).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..config import DatabaseURL, resolve_db
+from ..errors import ConfigError, RetrievalError, StoreError
+from .database import KNOWN_REVISIONS, IndexStats, check_index, connect, index_revision, store_error
+from .dialect import POSTGRESQL, SQLITE, register
+
+
+class Backend:
+    """An index's location and what reaching it takes (see the module). ``location`` is a ``Path`` or a
+    ``DatabaseURL``; ``shown`` names it in messages (a server URL without its password)."""
+
+    dialect = ""
+
+    def __init__(self, location: Path | DatabaseURL) -> None:
+        self.location = location
+
+    @property
+    def shown(self) -> str:
+        return str(self.location)
+
+    @property
+    def name(self) -> str:
+        """A short name for titles: the file's name, or the server's URL (without its password)."""
+        return self.shown
+
+    def __str__(self) -> str:
+        return self.shown
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.shown!r})"
+
+    def check(self, rows=None) -> IndexStats:
+        """The index's statistics, once it is checked to be an index this version reads
+        (``retrieval.store.database.check_index``; through ``rows`` when a connection is open on it)."""
+        return check_index(self.location, rows)
+
+    # -- what differs ------------------------------------------------------------------------------------------
+    def connect(self):
+        """A read-only connection (``execute``, ``close``, ``in_transaction``); a missing index is an
+        ``IndexNotFoundError`` that says how to build one."""
+        raise NotImplementedError
+
+    def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False):
+        """``with backend.write_transaction(...) as conn``: one write transaction under the writers' lock,
+        committed when the block ends, rolled back on any error; ``conn.execute`` takes SQLite's texts and named
+        parameters. ``writer``: an add or a remove, which brings an index of an older revision up first."""
+        raise NotImplementedError
+
+    def log_transaction(self, busy_ms: int):
+        """``with backend.log_transaction(...) as conn``: one short write transaction that waits at most
+        ``busy_ms`` for a lock and not for the writers' lock (a query log row: dropped, not waited for)."""
+        raise NotImplementedError
+
+    def is_error(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is this store's (a database or driver error), which ``error`` turns into a message."""
+        raise NotImplementedError
+
+    def error(self, exc: BaseException, doing: str) -> RetrievalError:
+        """The message for the store's failure ``exc`` while ``doing`` ("read", "write to", ...)."""
+        raise NotImplementedError
+
+    def build(self, papers: Iterable, *, shards=None, **options):
+        """A new index of ``papers`` here, swapped in whole when it is complete (``retrieval build``)."""
+        raise NotImplementedError
+
+    def upgrade(self):
+        """The index brought to this version's schema revision (``retrieval upgrade``): ``(before, after)``."""
+        raise NotImplementedError
+
+    def size(self, rows) -> int:
+        """The bytes the index takes (``rows``: a reader's, inside its snapshot)."""
+        raise NotImplementedError
+
+    def has_table(self, rows, name: str) -> bool:
+        """Whether the index has the table ``name`` (an older revision may lack one)."""
+        raise NotImplementedError
+
+
+class IndexFile(Backend):
+    """An index in one SQLite file (WAL mode: readers never wait for the writer)."""
+
+    dialect = SQLITE
+
+    @property
+    def name(self) -> str:
+        return self.location.name
+
+    def connect(self):
+        if not self.location.exists():
+            check_index(self.location)  # the message that says how to build one
+        return connect(self.location, readonly=True)
+
+    @contextmanager
+    def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False) -> Iterator:
+        from .files import write_transaction
+
+        if writer:
+            if index_revision(self.location) in KNOWN_REVISIONS[:-1]:
+                from .migrate import upgrade_index
+
+                upgrade_index(self.location)  # a writer may upgrade what it writes to (atomically, first)
+            check_index(self.location)
+        with write_transaction(self.location, busy_ms, doing) as conn:
+            yield conn
+
+    @contextmanager
+    def log_transaction(self, busy_ms: int) -> Iterator:
+        from .database import _uri
+
+        # mode=rw: never creates a file (an index removed since the search stays removed).
+        conn = sqlite3.connect(_uri(self.location) + "?mode=rw", uri=True, isolation_level=None, timeout=busy_ms / 1000)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+            conn.execute("PRAGMA synchronous = NORMAL")  # a power cut may lose the last log rows, never the index
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.close()
+
+    def is_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, (sqlite3.Error, OSError))
+
+    def error(self, exc: BaseException, doing: str) -> RetrievalError:
+        return store_error(exc, self.location, doing)
+
+    def build(self, papers: Iterable, *, shards=None, **options):
+        from .build import build_index
+
+        if shards is not None:
+            raise ConfigError(f"--shards needs a PostgreSQL coordinator: --db postgresql://..., not {self.shown}")
+        return build_index(papers, self.location, **options)
+
+    def upgrade(self):
+        from .migrate import upgrade_index
+
+        return upgrade_index(self.location)
+
+    def size(self, rows) -> int:
+        return self.location.stat().st_size
+
+    def has_table(self, rows, name: str) -> bool:
+        return bool(rows("open: is there a table", HAS_TABLE_SQL, {"name": name})[0][0])
+
+
+class IndexServer(Backend):
+    """An index in the schema ``retrieval`` of a PostgreSQL database (psycopg 3), or the coordinator of an index
+    sharded over several (``retrieval.store.shards``: its ``index_info`` names the shards)."""
+
+    dialect = POSTGRESQL
+
+    @property
+    def shown(self) -> str:
+        return self.location.shown
+
+    def connect(self):
+        from .postgres import connect as server_connect  # psycopg: imported for a server only
+
+        return server_connect(self.location, readonly=True)  # a missing database says how to create one
+
+    @contextmanager
+    def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False) -> Iterator:
+        from .pgwrite import write_transaction
+
+        # On a server the transaction checks the index itself (under the lock); an older revision is refused.
+        with write_transaction(self.location, None if writer else busy_ms / 1000, doing) as conn:
+            yield conn
+
+    @contextmanager
+    def log_transaction(self, busy_ms: int) -> Iterator:
+        from .pgwrite import log_transaction
+
+        with log_transaction(self.location, busy_ms) as conn:
+            yield conn
+
+    def is_error(self, exc: BaseException) -> bool:
+        from .postgres import is_error
+
+        return is_error(exc)
+
+    def error(self, exc: BaseException, doing: str) -> RetrievalError:
+        from .postgres import server_error
+
+        return server_error(exc, self.location, doing)
+
+    def build(self, papers: Iterable, *, shards=None, **options):
+        from .pgbuild import build_postgres
+        from .shards import build_sharded, parse_shards, recorded_shards
+
+        urls = parse_shards(shards) if shards is not None else recorded_shards(self.location)
+        if urls:  # sharded: the coordinator here and its shards (a rebuild without --shards keeps them)
+            return build_sharded(papers, self.location, urls, **options)
+        return build_postgres(papers, self.location, **options)
+
+    def upgrade(self):
+        from .pgbuild import upgrade_server
+
+        return upgrade_server(self.location)
+
+    def size(self, rows) -> int:
+        return int(rows("stats: the schema's size", SCHEMA_BYTES_SQL)[0][0])
+
+    def has_table(self, rows, name: str) -> bool:
+        return bool(rows("open: is there a table", HAS_TABLE_SQL, {"name": name})[0][0])
+
+
+HAS_TABLE_SQL = "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name)"
+# PostgreSQL: the index's own schema (the search path a connection sets).
+_HAS_TABLE_SQL_POSTGRESQL = """\
+SELECT EXISTS (
+    SELECT 1
+    FROM pg_tables
+    WHERE schemaname = current_schema()
+      AND tablename = :name
+)"""
+
+#: PostgreSQL: the bytes of the index's schema (tables, indexes, TOAST); of a coordinator, its own tables.
+SCHEMA_BYTES_SQL = """\
+SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)
+FROM pg_class AS c
+JOIN pg_namespace AS n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema()
+  AND c.relkind IN ('r', 'p', 'm')"""
+
+register(HAS_TABLE_SQL, _HAS_TABLE_SQL_POSTGRESQL)
+register(SCHEMA_BYTES_SQL, SCHEMA_BYTES_SQL)  # PostgreSQL only: the executor runs a statement's registered text
+
+
+def backend_of(where: str | os.PathLike[str] | Backend | None = None) -> Backend:
+    """The backend of the index at ``where`` (a path, ``sqlite:///PATH``, ``postgresql://...``; None:
+    ``$RETRIEVAL_DB``, else ``./retrieval.db``), decided here once (``retrieval.config.resolve_db``)."""
+    if isinstance(where, Backend):
+        return where
+    location = resolve_db(where)
+    return IndexServer(location) if isinstance(location, DatabaseURL) else IndexFile(location)
+
+
+def file_only(where: str | os.PathLike[str] | Backend | None, what: str) -> Path:
+    """The index file at ``where``, for ``what`` (an operation that works on SQLite files only): a server is
+    refused with a ``StoreError`` that says so and what to do."""
+    backend = backend_of(where)
+    if backend.dialect != SQLITE:
+        raise StoreError(
+            f"{what} works on an index file; on PostgreSQL ({backend.shown}) it is not supported yet: "
+            "give a file path with --db"
+        )
+    return backend.location
