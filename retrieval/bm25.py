@@ -37,25 +37,23 @@ def tf_norm(count: int, length: int, avgdl: float, k1: float = K1, b: float = B)
     return count * (k1 + 1.0) / (count + k1 * (1.0 - b + b * length / avgdl))
 
 
-def tf_norm_sql(count: str = "tf.count", length: str = "dl.length") -> str:
+def tf_norm_sql(count: str = "tf.count", length: str = "dl.length", double=None) -> str:
     """``tf_norm`` as SQL over the columns ``count`` and ``length`` with the parameters ``:k1``, ``:b`` and
-    ``:avgdl``: one text, so every statement computes the same doubles in the same order."""
-    return f"{count} * (:k1 + 1.0) / ({count} + :k1 * (1.0 - :b + :b * {length} / :avgdl))"
+    ``:avgdl``: one text, so every statement computes the same doubles in the same order. ``double`` makes each
+    operand a double where the dialect needs it said (a statement's ``Dialect.double``: on PostgreSQL ``REAL``
+    is float4 and a bare ``1.0`` numeric), so both compute the same doubles."""
+    k1, b, avgdl, one = (
+        (":k1", ":b", ":avgdl", "1.0") if double is None else map(double, (":k1", ":b", ":avgdl", "1.0"))
+    )
+    return f"{count} * ({k1} + {one}) / ({count} + {k1} * ({one} - {b} + {b} * {length} / {avgdl}))"
 
 
-def postgresql(sql: str) -> str:
-    """A ``tf_norm_sql`` text on PostgreSQL, derived from it (so the operations and their order are the same by
-    construction), every operand a double: ``REAL`` is float4 there and a bare ``1.0`` numeric, so both backends
-    compute the same doubles."""
-    for operand in ("1.0", ":k1", ":b", ":avgdl"):
-        sql = sql.replace(operand, f"CAST({operand} AS float8)")
-    return sql
+def _double(operand: str) -> str:
+    return f"CAST({operand} AS double precision)"
 
 
 #: ``tf_norm`` over a posting ``tf`` of ``term_freq`` (its ``count``) and its paper's ``doc_len`` row ``dl`` (its
-#: ``length``): the text every scoring statement uses (a test checks it against ``tf_norm``).
+#: ``length``): the text every scoring statement uses (a test checks it against ``tf_norm``), and as PostgreSQL
+#: runs it.
 TF_NORM_SQL = tf_norm_sql()
-TF_NORM_SQL_POSTGRESQL = postgresql(TF_NORM_SQL)
-#: A chunk's bound: ``tf_norm`` at the chunk's largest count and smallest length (``postings`` as ``p``).
-CHUNK_BOUND_SQL = tf_norm_sql("p.max_count", "p.min_length")
-CHUNK_BOUND_SQL_POSTGRESQL = postgresql(CHUNK_BOUND_SQL)
+TF_NORM_SQL_POSTGRESQL = tf_norm_sql(double=_double)

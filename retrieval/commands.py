@@ -14,7 +14,7 @@ from .errors import InputError
 from .search.client import RetrievalClient
 from .store.backend import backend_of
 from .store.database import EDGE_COUNTS_SQL, check_index
-from .store.dialect import register
+from .store.dialect import statement
 from .store.executor import Executor
 from .store.querylog import record_if_enabled
 
@@ -193,11 +193,10 @@ def build_client(config: RetrievalConfig | None = None, db: str | os.PathLike[st
     return RetrievalClient(path, config)
 
 
-STATS_SQL = """\
+STATS_SQL = statement("""\
 SELECT (SELECT count(*) FROM papers) AS papers,
        (SELECT count(*) FROM doc_freq) AS terms,
-       (SELECT count(*) FROM term_freq) AS postings"""
-register(STATS_SQL, STATS_SQL)  # the same text on PostgreSQL
+       (SELECT count(*) FROM term_freq) AS postings""")
 
 
 def stats(db: str | os.PathLike[str] | None = None) -> dict:

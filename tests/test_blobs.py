@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval import Paper, RetrievalClient, Trace
+from retrieval.bm25 import TF_NORM_SQL
 from retrieval.cli import main
 from retrieval.errors import ConfigError
 from retrieval.search import lexical
@@ -321,7 +322,7 @@ def test_blob_scores_are_the_sql_parts_operation_for_operation():
     lengths = rng.integers(1, 3000, 500).astype(np.uint16)
     conn = sqlite3.connect(":memory:")
     params = {"k1": 1.5, "b": 0.75, "avgdl": 123.456, "w": 2.75}
-    sql = f"SELECT :w * {lexical.TF_NORM_SQL} FROM (SELECT :c AS count) AS tf, (SELECT :l AS length) AS dl"
+    sql = f"SELECT :w * {TF_NORM_SQL} FROM (SELECT :c AS count) AS tf, (SELECT :l AS length) AS dl"
     pairs = zip(counts.tolist(), lengths.tolist(), strict=True)
     expected = [conn.execute(sql, {**params, "c": c, "l": n}).fetchone()[0] for c, n in pairs]
     got = _Scoring(1.5, 0.75, 123.456).raw_parts(2.75, counts, lengths)

@@ -464,3 +464,71 @@ def test_hepth_is_the_same_on_both(hepth_pair):
 
     for query in HEPTH_SHORT[:4]:
         same_data(explain(lite, query).to_dict(), explain(pg, query).to_dict())
+
+
+def _every_statement() -> None:
+    """Import every module that defines statements, so the registry is complete."""
+    import importlib
+    import pkgutil
+
+    import retrieval
+
+    for module in pkgutil.walk_packages(retrieval.__path__, "retrieval."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+
+
+_PLACEHOLDER = re.compile(r"'[^']*'|(?<![:\w]):([A-Za-z_]\w*)|\?")
+
+
+def _numbered(sql: str) -> tuple[str, int]:
+    """``sql`` with its placeholders (``:name``, ``?``) as ``$1``, ``$2``, ... (a name keeps its number)."""
+    numbers: dict[str, int] = {}
+
+    def number(m: re.Match) -> str:
+        if m.group(0).startswith("'"):
+            return m.group(0)
+        key = m.group(1) or f"?{len(numbers)}"
+        numbers.setdefault(key, len(numbers) + 1)
+        return f"${numbers[key]}"
+
+    return _PLACEHOLDER.sub(number, sql), len(numbers)
+
+
+def test_every_statement_is_one_template_and_compiles_on_both_dialects(demo_db, demo_pg):
+    """Each registered statement, rendered for each dialect, is prepared by SQLite (``EXPLAIN``) and by the server
+    (``PREPARE``): a text that drifted from the schema or from its dialect fails here, not in a user's search.
+    Texts written out for PostgreSQL stay few (each says why its plan differs)."""
+    import sqlite3
+
+    from retrieval.store.dialect import OVERRIDES, POSTGRESQL_ONLY, SHARDED
+
+    _every_statement()
+    pairs = registered()
+    assert len(pairs) > 90
+    assert len(OVERRIDES) <= 15, sorted(s[:60] for s in OVERRIDES)
+    lite = sqlite3.connect(demo_db)
+    failed = []
+    for sqlite_text in pairs:
+        if sqlite_text in POSTGRESQL_ONLY or sqlite_text in ("BEGIN", "COMMIT"):
+            continue
+        names = set(re.findall(r"(?<![:\w]):([A-Za-z_]\w*)", sqlite_text))
+        params = dict.fromkeys(names) if names else (None,) * sqlite_text.count("?")
+        try:
+            lite.execute("EXPLAIN " + sqlite_text, params).fetchall()
+        except sqlite3.Error as exc:
+            failed.append(("sqlite", sqlite_text[:60], str(exc)))
+    lite.close()
+    with psycopg.connect(demo_pg, autocommit=True) as conn:
+        conn.execute("SET search_path TO retrieval")
+        texts = list(pairs.values()) + list(registered(SHARDED).values())
+        for i, text in enumerate(texts):
+            if ";" in text or text.startswith(("BEGIN", "COMMIT", "SET ", "LOCK ")):
+                continue  # several statements in one message, or not plannable: run by every PostgreSQL search
+            numbered, _ = _numbered(text)
+            try:
+                conn.execute(f"PREPARE drift_{i} AS {numbered}")
+                conn.execute(f"DEALLOCATE drift_{i}")
+            except psycopg.Error as exc:
+                failed.append(("postgresql", text[:60], str(exc).splitlines()[0]))
+    assert not failed, failed

@@ -21,16 +21,18 @@ import json
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..store.dialect import register
+from ..store.dialect import DIALECTS, POSTGRESQL, SQLITE, Dialect, statement
 from ..store.executor import Snapshot
 from .config import EvidenceConfig
 
+
 # CROSS JOIN fixes SQLite's join order: out from the few seeds along the citation indexes. With a plain JOIN the
 # planner may start from ``papers`` and scan all of them, since it cannot know how few seeds there are.
-_NEIGHBOURHOOD = """\
+def _neighbourhood(d: Dialect) -> str:
+    return f"""\
 WITH seeds(paper_id) AS (
     SELECT DISTINCT p.id
-    FROM json_each(:seed_ids) AS j
+    FROM {d.rows("seed_ids", "j")}
     JOIN papers AS p ON p.id = j.value
 ),
 links(paper_id, seed_id, relation) AS (
@@ -39,19 +41,20 @@ links(paper_id, seed_id, relation) AS (
     UNION ALL
     SELECT c.cited_id, s.paper_id, 'reference'
     FROM seeds AS s
-    CROSS JOIN citations AS c ON c.citing_id = s.paper_id
-    CROSS JOIN papers AS p ON p.id = c.cited_id
+    {d.cross_join} citations AS c ON c.citing_id = s.paper_id
+    {d.cross_join} papers AS p ON p.id = c.cited_id
     UNION ALL
     SELECT c.citing_id, s.paper_id, 'citing'
     FROM seeds AS s
-    CROSS JOIN citations AS c ON c.cited_id = s.paper_id
-    CROSS JOIN papers AS p ON p.id = c.citing_id
+    {d.cross_join} citations AS c ON c.cited_id = s.paper_id
+    {d.cross_join} papers AS p ON p.id = c.citing_id
 )"""
+
 
 #: V in the order the cap keeps it: seeds, then most seeds linked, newest, id. ``links`` is a JSON list of
 #: ``[seed id, relation]`` pairs (empty for a seed that nothing else links to).
-NODES_SQL = f"""\
-{_NEIGHBOURHOOD}
+_NODES_SQL = f"""\
+{_neighbourhood(DIALECTS[SQLITE])}
 SELECT l.paper_id,
        max(l.relation = 'seed') AS is_seed,
        count(DISTINCT l.seed_id) FILTER (WHERE l.relation <> 'seed') AS seed_links,
@@ -66,33 +69,12 @@ ORDER BY is_seed DESC,
          p.year DESC,
          l.paper_id"""
 
-# PostgreSQL: plain joins (its planner starts from the seeds' few rows by itself), bool_or for SQLite's max over
-# 0/1 (cast back to 0/1), json_agg for json_group_array (as text: the caller decodes it), ids ordered byte-wise.
-_NEIGHBOURHOOD_POSTGRESQL = """\
-WITH seeds(paper_id) AS (
-    SELECT DISTINCT p.id
-    FROM jsonb_array_elements_text(CAST(:seed_ids AS jsonb)) AS j (value)
-    JOIN papers AS p ON p.id = j.value
-),
-links(paper_id, seed_id, relation) AS (
-    SELECT s.paper_id, s.paper_id, 'seed'
-    FROM seeds AS s
-    UNION ALL
-    SELECT c.cited_id, s.paper_id, 'reference'
-    FROM seeds AS s
-    JOIN citations AS c ON c.citing_id = s.paper_id
-    JOIN papers AS p ON p.id = c.cited_id
-    UNION ALL
-    SELECT c.citing_id, s.paper_id, 'citing'
-    FROM seeds AS s
-    JOIN citations AS c ON c.cited_id = s.paper_id
-    JOIN papers AS p ON p.id = c.citing_id
-)"""
-
+# PostgreSQL, its own text (the plan differs): bool_or for SQLite's max over 0/1 (cast back to 0/1), json_agg
+# for json_group_array (as text: the caller decodes it), ids ordered byte-wise.
 # The year is read per node after the grouping (every node is a paper): joined before it, the planner, which
 # cannot know how few links there are, hashed the whole papers table.
-NODES_SQL_POSTGRESQL = f"""\
-{_NEIGHBOURHOOD_POSTGRESQL},
+_NODES_SQL_POSTGRESQL = f"""\
+{_neighbourhood(DIALECTS[POSTGRESQL])},
 nodes AS (
     SELECT l.paper_id,
            CAST(bool_or(l.relation = 'seed') AS integer) AS is_seed,
@@ -121,36 +103,30 @@ ORDER BY is_seed DESC,
          year IS NULL,
          year DESC,
          paper_id COLLATE "C\""""
-register(NODES_SQL, NODES_SQL_POSTGRESQL)
+NODES_SQL = statement(_NODES_SQL, postgresql=_NODES_SQL_POSTGRESQL)
 
 #: E: every citation between two papers of V (both ends are papers, since V holds only papers).
-EDGES_SQL = """\
+EDGES_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT c.citing_id,
        c.cited_id
 FROM citations AS c
-WHERE c.citing_id IN (SELECT value FROM json_each(:node_ids))
-  AND c.cited_id IN (SELECT value FROM json_each(:node_ids))
-ORDER BY c.citing_id, c.cited_id"""
-EDGES_SQL_POSTGRESQL = """\
-SELECT c.citing_id,
-       c.cited_id
-FROM citations AS c
-WHERE c.citing_id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:node_ids AS jsonb))))
-  AND c.cited_id IN (SELECT jsonb_array_elements_text(CAST(:node_ids AS jsonb)))
-ORDER BY c.citing_id COLLATE "C", c.cited_id COLLATE "C\""""
-register(EDGES_SQL, EDGES_SQL_POSTGRESQL)
+WHERE c.citing_id {d.any_of("node_ids")}
+  AND c.cited_id IN ({d.values("node_ids")})
+ORDER BY c.citing_id{d.bytes_order}, c.cited_id{d.bytes_order}"""
+    )
+)
 
-EDGE_COUNT_SQL = """\
+EDGE_COUNT_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT count(*)
 FROM citations AS c
-WHERE c.citing_id IN (SELECT value FROM json_each(:node_ids))
-  AND c.cited_id IN (SELECT value FROM json_each(:node_ids))"""
-EDGE_COUNT_SQL_POSTGRESQL = """\
-SELECT count(*)
-FROM citations AS c
-WHERE c.citing_id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:node_ids AS jsonb))))
-  AND c.cited_id IN (SELECT jsonb_array_elements_text(CAST(:node_ids AS jsonb)))"""
-register(EDGE_COUNT_SQL, EDGE_COUNT_SQL_POSTGRESQL)
+WHERE c.citing_id {d.any_of("node_ids")}
+  AND c.cited_id IN ({d.values("node_ids")})"""
+    )
+)
 
 
 @dataclass

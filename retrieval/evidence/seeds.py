@@ -27,21 +27,19 @@ from dataclasses import dataclass
 from ..bm25 import SCORE_DECIMALS
 from ..search import lexical
 from ..search.query import Query
-from ..store.dialect import register
+from ..store.dialect import statement
 from ..store.executor import Snapshot
 from .config import EvidenceConfig, age
 
-YEARS_SQL = """\
+YEARS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT p.id,
        p.year
 FROM papers AS p
-WHERE p.id IN (SELECT value FROM json_each(:paper_ids))"""
-YEARS_SQL_POSTGRESQL = """\
-SELECT p.id,
-       p.year
-FROM papers AS p
-WHERE p.id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:paper_ids AS jsonb))))"""
-register(YEARS_SQL, YEARS_SQL_POSTGRESQL)
+WHERE p.id {d.any_of("paper_ids")}"""
+    )
+)
 
 
 @dataclass(frozen=True)

@@ -41,21 +41,19 @@ from typing import Protocol, runtime_checkable
 
 from ..bm25 import idf as bm25_idf
 from ..errors import InputError
-from ..store.dialect import register
+from ..store.dialect import statement
 from ..store.executor import Snapshot
 from ..text import sentences, tokenise
 
-DOC_FREQ_SQL = """\
+DOC_FREQ_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT d.term,
        d.df
 FROM doc_freq AS d
-WHERE d.term IN (SELECT value FROM json_each(:terms))"""
-DOC_FREQ_SQL_POSTGRESQL = """\
-SELECT d.term,
-       d.df
-FROM doc_freq AS d
-WHERE d.term = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:terms AS jsonb))))"""
-register(DOC_FREQ_SQL, DOC_FREQ_SQL_POSTGRESQL)
+WHERE d.term {d.any_of("terms")}"""
+    )
+)
 
 
 def claims_of(title: str, abstract: str | None, max_claims: int) -> list[str]:

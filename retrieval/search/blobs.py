@@ -34,27 +34,17 @@ import numpy as np
 
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
 from ..errors import ConfigError
-from ..store.dialect import register
+from ..store.dialect import statement
 from ..store.executor import Snapshot, scatter
 from ..store.postings import decode, unpack
 from .costs import SPARSE_ACCUMULATION
 from .filters import Passing
 from .query import WeightedQuery
 
-
-def _in_list(sql: str, parameter: str, integers: bool) -> str:
-    """Register ``sql``, whose one list parameter is read by ``IN (SELECT value FROM json_each(:parameter))``,
-    with its PostgreSQL text: the list as ``= ANY (ARRAY(...))`` (an index lookup per value there), its values
-    cast to integers when ``integers`` (doc and term ids)."""
-    values = f"jsonb_array_elements_text(CAST(:{parameter} AS jsonb))"
-    if integers:
-        values = f"CAST({values} AS integer)"
-    return register(
-        sql, sql.replace(f"IN (SELECT value FROM json_each(:{parameter}))", f"= ANY (ARRAY(SELECT {values}))")
-    )
-
-
-POSTINGS_SQL = """\
+# The lists are looked up by key (``Dialect.any_of``: an index lookup per value on PostgreSQL too).
+POSTINGS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT p.term_id,
        p.first_doc,
        p.last_doc,
@@ -65,24 +55,31 @@ SELECT p.term_id,
        p.counts,
        p.lengths
 FROM postings AS p
-WHERE p.term_id IN (SELECT value FROM json_each(:term_ids))
+WHERE p.term_id {d.any_of("term_ids", "integer")}
 ORDER BY p.term_id, p.first_doc"""
-_in_list(POSTINGS_SQL, "term_ids", integers=True)
+    )
+)
 
-PAPER_IDS_SQL = """\
+PAPER_IDS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT dl.doc_id,
        dl.paper_id
 FROM doc_len AS dl
-WHERE dl.doc_id IN (SELECT value FROM json_each(:doc_ids))"""
-_in_list(PAPER_IDS_SQL, "doc_ids", integers=True)
+WHERE dl.doc_id {d.any_of("doc_ids", "integer")}"""
+    )
+)
 scatter(PAPER_IDS_SQL, "concat")  # sharded: each shard names its own papers (a foreign table's list is not pushed down)
 
-DOC_IDS_SQL = """\
+DOC_IDS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT dl.paper_id,
        dl.doc_id
 FROM doc_len AS dl
-WHERE dl.paper_id IN (SELECT value FROM json_each(:paper_ids))"""
-_in_list(DOC_IDS_SQL, "paper_ids", integers=False)
+WHERE dl.paper_id {d.any_of("paper_ids")}"""
+    )
+)
 scatter(DOC_IDS_SQL, "concat")
 
 #: The threshold is first taken once the terms added whole hold this share of the dense array's size in postings

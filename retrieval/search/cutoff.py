@@ -17,16 +17,15 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..store.dialect import register
+from ..store.dialect import statement
 from ..store.executor import Snapshot
 from .filters import Passing
 
-DOC_IDS_SQL = """\
+DOC_IDS_SQL = statement("""\
 SELECT dl.paper_id,
        dl.doc_id
 FROM doc_len AS dl
-ORDER BY dl.doc_id"""
-register(DOC_IDS_SQL, DOC_IDS_SQL)
+ORDER BY dl.doc_id""")
 
 
 def doc_ids(snap: Snapshot) -> dict[str, int]:

@@ -32,8 +32,8 @@ import json
 import math
 from collections import Counter, defaultdict, namedtuple
 
-from ..config import RetrievalConfig
-from ..store.dialect import hash_joins, register, register_sharded
+from ..config import RELATIONS, RetrievalConfig
+from ..store.dialect import DIALECTS, POSTGRESQL, Dialect, hash_joins, register_sharded, statement
 from ..store.executor import Snapshot
 from .query import WeightedQuery
 
@@ -44,33 +44,41 @@ HOP_DECAY = 0.5
 #: The most papers a hop starts from (the strongest; the defaults start hop 2 from at most 20 x 30 x 2 = 1,200).
 MAX_SOURCES = 1_500
 
-_SOURCES = """\
+
+def _sources(d: Dialect) -> str:
+    return f"""\
 WITH sources AS (
     SELECT value AS source
-    FROM json_each(:sources)
+    FROM {d.rows("sources")}
 )"""
 
-# Each relation: one CTE ``edges(source, paper_id, weight)`` over live edges only (both ends are papers).
-_RELATION_EDGES = {
-    "references": """\
+
+def _relation_edges(d: Dialect, relation: str) -> str:
+    """One CTE ``edges(source, paper_id, weight)`` of ``relation`` over live edges only (both ends are papers).
+    Every ordering of ids is by their bytes, since which ``fanout`` citing papers are looked through and which
+    neighbours a cap keeps depend on it."""
+    if relation == "references":
+        return """\
 edges AS (
     SELECT s.source, c.cited_id AS paper_id, 1 AS weight
     FROM sources AS s
     JOIN citations AS c ON c.citing_id = s.source
     JOIN papers AS p ON p.id = c.cited_id
-)""",
-    "citing": """\
+)"""
+    if relation == "citing":
+        return """\
 edges AS (
     SELECT s.source, c.citing_id AS paper_id, 1 AS weight
     FROM sources AS s
     JOIN citations AS c ON c.cited_id = s.source
     JOIN papers AS p ON p.id = c.citing_id
-)""",
-    "cocitation": """\
+)"""
+    if relation == "cocitation":
+        return f"""\
 citers AS (
     SELECT s.source,
            c.citing_id AS citer,
-           row_number() OVER (PARTITION BY s.source ORDER BY c.citing_id) AS position
+           row_number() OVER (PARTITION BY s.source ORDER BY c.citing_id{d.bytes_order}) AS position
     FROM sources AS s
     JOIN citations AS c ON c.cited_id = s.source
 ),
@@ -82,8 +90,8 @@ edges AS (
     WHERE ct.position <= :fanout
       AND c.cited_id <> ct.source
     GROUP BY ct.source, c.cited_id
-)""",
-    "coupling": """\
+)"""
+    return f"""\
 refs AS (
     SELECT DISTINCT c.cited_id AS ref
     FROM sources AS s
@@ -92,7 +100,7 @@ refs AS (
 ref_citers AS (
     SELECT c.cited_id AS ref,
            c.citing_id AS citer,
-           row_number() OVER (PARTITION BY c.cited_id ORDER BY c.citing_id) AS position
+           row_number() OVER (PARTITION BY c.cited_id ORDER BY c.citing_id{d.bytes_order}) AS position
     FROM refs AS r
     JOIN citations AS c ON c.cited_id = r.ref
 ),
@@ -105,55 +113,12 @@ edges AS (
     WHERE rc.position <= :fanout
       AND rc.citer <> s.source
     GROUP BY s.source, rc.citer
-)""",
-}
-
-# Shared tail: keep each source's strongest neighbours (weight, then citation count, then id).
-_CAPPED = """\
-ranked AS (
-    SELECT e.source,
-           e.paper_id,
-           e.weight,
-           row_number() OVER (
-               PARTITION BY e.source
-               ORDER BY e.weight DESC,
-                        coalesce((SELECT n.cited_by FROM cited_counts AS n WHERE n.paper_id = e.paper_id), 0) DESC,
-                        e.paper_id
-           ) AS position
-    FROM edges AS e
-)
-SELECT source, paper_id, weight
-FROM ranked
-WHERE :max_neighbours < 0 OR position <= :max_neighbours
-ORDER BY source, position"""
-
-DEGREE_SQL = """\
-SELECT s.value AS paper_id,
-       (SELECT count(*) FROM citations AS c JOIN papers AS p ON p.id = c.cited_id WHERE c.citing_id = s.value)
-     + (SELECT count(*) FROM citations AS c JOIN papers AS p ON p.id = c.citing_id WHERE c.cited_id = s.value)
-       AS degree
-FROM json_each(:sources) AS s"""
-
-# PostgreSQL: the sources by jsonb_array_elements_text; every ordering of ids byte-wise (COLLATE "C"), as SQLite's,
-# since which ``fanout`` citing papers are looked through and which neighbours a cap keeps depend on it.
-_SOURCES_POSTGRESQL = """\
-WITH sources AS (
-    SELECT value AS source
-    FROM jsonb_array_elements_text(CAST(:sources AS jsonb))
 )"""
 
-_RELATION_EDGES_POSTGRESQL = {
-    "references": _RELATION_EDGES["references"],
-    "citing": _RELATION_EDGES["citing"],
-    "cocitation": _RELATION_EDGES["cocitation"].replace(
-        "ORDER BY c.citing_id) AS position", 'ORDER BY c.citing_id COLLATE "C") AS position'
-    ),
-    "coupling": _RELATION_EDGES["coupling"].replace(
-        "ORDER BY c.citing_id) AS position", 'ORDER BY c.citing_id COLLATE "C") AS position'
-    ),
-}
 
-_CAPPED_POSTGRESQL = """\
+def _capped(d: Dialect) -> str:
+    """The shared tail: keep each source's strongest neighbours (weight, then citation count, then id)."""
+    return f"""\
 ranked AS (
     SELECT e.source,
            e.paper_id,
@@ -162,22 +127,26 @@ ranked AS (
                PARTITION BY e.source
                ORDER BY e.weight DESC,
                         coalesce((SELECT n.cited_by FROM cited_counts AS n WHERE n.paper_id = e.paper_id), 0) DESC,
-                        e.paper_id COLLATE "C"
+                        e.paper_id{d.bytes_order}
            ) AS position
     FROM edges AS e
 )
 SELECT source, paper_id, weight
 FROM ranked
 WHERE :max_neighbours < 0 OR position <= :max_neighbours
-ORDER BY source COLLATE "C", position"""
+ORDER BY source{d.bytes_order}, position"""
 
-DEGREE_SQL_POSTGRESQL = """\
+
+def _degree(d: Dialect) -> str:
+    return f"""\
 SELECT s.value AS paper_id,
        (SELECT count(*) FROM citations AS c JOIN papers AS p ON p.id = c.cited_id WHERE c.citing_id = s.value)
      + (SELECT count(*) FROM citations AS c JOIN papers AS p ON p.id = c.citing_id WHERE c.cited_id = s.value)
        AS degree
-FROM jsonb_array_elements_text(CAST(:sources AS jsonb)) AS s (value)"""
-register(DEGREE_SQL, DEGREE_SQL_POSTGRESQL)
+FROM {d.rows("sources", "s")}"""
+
+
+DEGREE_SQL = statement(_degree)
 DEGREE_SQL_SHARDED = """\
 WITH s AS MATERIALIZED (
     SELECT value,
@@ -214,20 +183,16 @@ LEFT JOIN degrees AS d ON d.paper_id = s.value
 ORDER BY s.position"""
 register_sharded(DEGREE_SQL, DEGREE_SQL_SHARDED)
 
+#: ``relation_sql``'s statements, one per relation.
+RELATION_SQL = {
+    r: statement(lambda d, r=r: f"{_sources(d)},\n{_relation_edges(d, r)},\n{_capped(d)}") for r in RELATIONS
+}
+
 
 def relation_sql(relation: str) -> str:
     """The statement that lists ``(source, neighbour, weight)`` for ``relation``, capped per source."""
-    return f"{_SOURCES},\n{_RELATION_EDGES[relation]},\n{_CAPPED}"
+    return RELATION_SQL[relation]
 
-
-def relation_sql_postgresql(relation: str) -> str:
-    """``relation_sql`` on PostgreSQL."""
-    return f"{_SOURCES_POSTGRESQL},\n{_RELATION_EDGES_POSTGRESQL[relation]},\n{_CAPPED_POSTGRESQL}"
-
-
-for _relation in _RELATION_EDGES:
-    register(relation_sql(_relation), relation_sql_postgresql(_relation))
-del _relation
 
 # A sharded index's coordinator (retrieval.store.shards): each foreign table read once per statement, by a key
 # array sent to the shards, instead of one lookup per source and per edge (a round trip each there). Each relation
@@ -333,18 +298,21 @@ SELECT source, paper_id, weight
 FROM ranked
 WHERE :max_neighbours < 0 OR position <= :max_neighbours
 ORDER BY source COLLATE "C", position"""
-_SOURCES_SHARDED = _SOURCES_POSTGRESQL.replace("WITH sources AS (", "WITH sources AS MATERIALIZED (")
+_SOURCES_SHARDED = _sources(DIALECTS[POSTGRESQL]).replace("WITH sources AS (", "WITH sources AS MATERIALIZED (")
 for _relation, _pairs in _PAIRS_SHARDED.items():
     register_sharded(relation_sql(_relation), f"{_SOURCES_SHARDED},\n{_pairs},\n{_CAPPED_SHARDED}")
 del _relation, _pairs
 
+
 # A per-query exclusion (``retrieval.search.cutoff``): the same statements over ``live``, the citations with neither
 # end excluded, so an excluded paper is no neighbour, no co-citation or coupling intermediate and adds no degree.
 # Only used when something is excluded: the statements above stay those of every other search.
-EXCLUDED = """\
+def excluded(d: Dialect) -> str:
+    """The CTEs ``excluded`` (the ids of ``:excluded``) and ``live`` (the citations with neither end excluded)."""
+    return f"""\
 excluded AS MATERIALIZED (
     SELECT value AS paper_id
-    FROM json_each(:excluded)
+    FROM {d.rows("excluded")}
 ),
 live AS NOT MATERIALIZED (
     SELECT c.citing_id, c.cited_id
@@ -352,28 +320,24 @@ live AS NOT MATERIALIZED (
     WHERE c.citing_id NOT IN (SELECT paper_id FROM excluded)
       AND c.cited_id NOT IN (SELECT paper_id FROM excluded)
 )"""
-EXCLUDED_POSTGRESQL = EXCLUDED.replace(
-    "FROM json_each(:excluded)", "FROM jsonb_array_elements_text(CAST(:excluded AS jsonb))"
-)
 
 
 def live(sql: str) -> str:
-    """``sql`` reading the ``live`` citations of ``EXCLUDED`` instead of every citation."""
+    """``sql`` reading the ``live`` citations of ``excluded`` instead of every citation."""
     return sql.replace("JOIN citations AS c", "JOIN live AS c").replace("FROM citations AS c", "FROM live AS c")
+
+
+#: ``relation_sql_excluding``'s statements, one per relation.
+RELATION_SQL_EXCLUDING = {
+    r: statement(lambda d, r=r: f"{_sources(d)},\n{excluded(d)},\n{live(_relation_edges(d, r))},\n{_capped(d)}")
+    for r in RELATIONS
+}
 
 
 def relation_sql_excluding(relation: str) -> str:
     """``relation_sql`` without the citations of the papers in ``:excluded`` (a JSON list of ids)."""
-    return f"{_SOURCES},\n{EXCLUDED},\n{live(_RELATION_EDGES[relation])},\n{_CAPPED}"
+    return RELATION_SQL_EXCLUDING[relation]
 
-
-def _relation_sql_excluding_postgresql(relation: str) -> str:
-    edges = live(_RELATION_EDGES_POSTGRESQL[relation])
-    return f"{_SOURCES_POSTGRESQL},\n{EXCLUDED_POSTGRESQL},\n{edges},\n{_CAPPED_POSTGRESQL}"
-
-
-for _relation in _RELATION_EDGES:
-    register(relation_sql_excluding(_relation), _relation_sql_excluding_postgresql(_relation))
 
 # Co-citation and coupling join every citer of the sources (or of their references) to its references: thousands
 # of rows to thousands, which a single server hash-joins (0.3 s for coupling on hepth, 5.4 s by lookups).
@@ -382,8 +346,7 @@ for _relation in ("cocitation", "coupling"):
     hash_joins(relation_sql_excluding(_relation))
 del _relation
 
-DEGREE_SQL_EXCLUDING = f"WITH {EXCLUDED}\n{live(DEGREE_SQL)}"
-register(DEGREE_SQL_EXCLUDING, f"WITH {EXCLUDED_POSTGRESQL}\n{live(DEGREE_SQL_POSTGRESQL)}")
+DEGREE_SQL_EXCLUDING = statement(lambda d: f"WITH {excluded(d)}\n{live(_degree(d))}")
 
 
 class Gate(namedtuple("Gate", "mode fired survivors threshold min_survivors reason")):

@@ -21,99 +21,79 @@ from collections import namedtuple
 
 from ..corpus.names import matches, name_words
 from ..errors import ConfigError
-from ..store.dialect import register
+from ..store.dialect import statement
 from ..store.executor import Snapshot
 from ..validate import YEAR_RANGE, parse_years
 
-YEAR_DOCS_SQL = """\
+YEAR_DOCS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT dl.doc_id
 FROM papers AS p
-CROSS JOIN doc_len AS dl ON dl.paper_id = p.id
+{d.cross_join} doc_len AS dl ON dl.paper_id = p.id
 WHERE p.year BETWEEN :first AND :last"""
-# PostgreSQL: plain joins (SQLite's CROSS JOIN only fixes its join order), JSON lists by jsonb_array_elements_text.
-YEAR_DOCS_SQL_POSTGRESQL = """\
-SELECT dl.doc_id
-FROM papers AS p
-JOIN doc_len AS dl ON dl.paper_id = p.id
-WHERE p.year BETWEEN :first AND :last"""
-register(YEAR_DOCS_SQL, YEAR_DOCS_SQL_POSTGRESQL)
+    )
+)
 
-YEAR_COUNT_SQL = """\
+YEAR_COUNT_SQL = statement("""\
 SELECT count(*)
 FROM papers AS p
-WHERE p.year BETWEEN :first AND :last"""
-register(YEAR_COUNT_SQL, YEAR_COUNT_SQL)  # the same text on PostgreSQL
+WHERE p.year BETWEEN :first AND :last""")
 
-YEAR_OUTSIDE_SQL = """\
+YEAR_OUTSIDE_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT dl.doc_id
 FROM papers AS p
-CROSS JOIN doc_len AS dl ON dl.paper_id = p.id
+{d.cross_join} doc_len AS dl ON dl.paper_id = p.id
 WHERE p.year < :first
    OR p.year > :last
    OR p.year IS NULL"""
-YEAR_OUTSIDE_SQL_POSTGRESQL = """\
-SELECT dl.doc_id
-FROM papers AS p
-JOIN doc_len AS dl ON dl.paper_id = p.id
-WHERE p.year < :first
-   OR p.year > :last
-   OR p.year IS NULL"""
-register(YEAR_OUTSIDE_SQL, YEAR_OUTSIDE_SQL_POSTGRESQL)
+    )
+)
 
-AUTHOR_DOCS_SQL = """\
+AUTHOR_DOCS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT dl.doc_id,
        a.name_key
 FROM paper_authors AS a
-CROSS JOIN doc_len AS dl ON dl.paper_id = a.paper_id
+{d.cross_join} doc_len AS dl ON dl.paper_id = a.paper_id
 WHERE a.surname = :surname"""
-AUTHOR_DOCS_SQL_POSTGRESQL = """\
-SELECT dl.doc_id,
-       a.name_key
-FROM paper_authors AS a
-JOIN doc_len AS dl ON dl.paper_id = a.paper_id
-WHERE a.surname = :surname"""
-register(AUTHOR_DOCS_SQL, AUTHOR_DOCS_SQL_POSTGRESQL)
+    )
+)
 
-TERM_DOCS_SQL = """\
+TERM_DOCS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT tf.doc_id
 FROM doc_freq AS d
-CROSS JOIN term_freq AS tf ON tf.term_id = d.term_id
+{d.cross_join} term_freq AS tf ON tf.term_id = d.term_id
 WHERE d.term = :term"""
-TERM_DOCS_SQL_POSTGRESQL = """\
-SELECT tf.doc_id
-FROM doc_freq AS d
-JOIN term_freq AS tf ON tf.term_id = d.term_id
-WHERE d.term = :term"""
-register(TERM_DOCS_SQL, TERM_DOCS_SQL_POSTGRESQL)
+    )
+)
 
-DOC_TEXTS_SQL = """\
+DOC_TEXTS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT dl.doc_id,
        p.title,
        p.abstract
-FROM json_each(:doc_ids) AS j
-CROSS JOIN doc_len AS dl ON dl.doc_id = j.value
-CROSS JOIN papers AS p ON p.id = dl.paper_id"""
-DOC_TEXTS_SQL_POSTGRESQL = """\
-SELECT dl.doc_id,
-       p.title,
-       p.abstract
-FROM jsonb_array_elements_text(CAST(:doc_ids AS jsonb)) WITH ORDINALITY AS j (value, position)
-JOIN doc_len AS dl ON dl.doc_id = CAST(j.value AS integer)
-JOIN papers AS p ON p.id = dl.paper_id
-ORDER BY j.position"""
-register(DOC_TEXTS_SQL, DOC_TEXTS_SQL_POSTGRESQL)
+FROM {d.numbered_rows("doc_ids", "j")}
+{d.cross_join} doc_len AS dl ON dl.doc_id = {d.typed("j.value", "integer")}
+{d.cross_join} papers AS p ON p.id = dl.paper_id{d.in_list_order("j")}"""
+    )
+)
 
-ALL_DOCS_SQL = """\
+ALL_DOCS_SQL = statement("""\
 SELECT dl.doc_id
 FROM doc_len AS dl
-ORDER BY dl.doc_id"""
-register(ALL_DOCS_SQL, ALL_DOCS_SQL)
+ORDER BY dl.doc_id""")
 
-AUTHOR_PAPERS_SQL = """\
+AUTHOR_PAPERS_SQL = statement("""\
 SELECT count(DISTINCT a.paper_id)
 FROM paper_authors AS a
-WHERE a.surname = :surname"""
-register(AUTHOR_PAPERS_SQL, AUTHOR_PAPERS_SQL)
+WHERE a.surname = :surname""")
 
 
 class Filters(namedtuple("Filters", "years authors exclude phrases", defaults=(None, (), (), ()))):
@@ -217,18 +197,15 @@ def every_doc(snap: Snapshot) -> list[int]:
     return [row[0] for row in snap.rows("filter: every paper", ALL_DOCS_SQL, {})]
 
 
-CANDIDATE_DOCS_SQL = """\
+CANDIDATE_DOCS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT dl.paper_id,
        dl.doc_id
-FROM json_each(:paper_ids) AS j
-CROSS JOIN doc_len AS dl ON dl.paper_id = j.value"""
-CANDIDATE_DOCS_SQL_POSTGRESQL = """\
-SELECT dl.paper_id,
-       dl.doc_id
-FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) WITH ORDINALITY AS j (value, position)
-JOIN doc_len AS dl ON dl.paper_id = j.value
-ORDER BY j.position"""
-register(CANDIDATE_DOCS_SQL, CANDIDATE_DOCS_SQL_POSTGRESQL)
+FROM {d.numbered_rows("paper_ids", "j")}
+{d.cross_join} doc_len AS dl ON dl.paper_id = j.value{d.in_list_order("j")}"""
+    )
+)
 
 
 def failing(snap: Snapshot, paper_ids: list[str], allowed: Passing) -> list[str]:

@@ -12,7 +12,7 @@ import json
 
 from ..config import MAX_HOPS
 from ..errors import ConfigError
-from ..store.dialect import register
+from ..store.dialect import statement
 from ..store.executor import Executor, Snapshot
 
 WALK_SQL = """\
@@ -45,8 +45,9 @@ GROUP BY paper_id
 ORDER BY distance, paper_id"""
 
 # PostgreSQL allows one reference to the recursive CTE in its recursive term: both directions are one lateral
-# union there (the same rows: UNION still drops a (paper, hops) pair already reached).
-WALK_SQL_POSTGRESQL = """\
+# union there (the same rows: UNION still drops a (paper, hops) pair already reached). Its own text: the plan
+# differs.
+_WALK_SQL_POSTGRESQL = """\
 WITH RECURSIVE
 seeds(paper_id) AS (
     SELECT j.value
@@ -77,7 +78,7 @@ SELECT paper_id,
 FROM walk
 GROUP BY paper_id
 ORDER BY distance, paper_id COLLATE "C\""""
-register(WALK_SQL, WALK_SQL_POSTGRESQL)
+statement(WALK_SQL, postgresql=_WALK_SQL_POSTGRESQL)
 
 
 def clamp_hops(max_hops: int) -> int:

@@ -58,11 +58,11 @@ from ..bm25 import SCORE_DECIMALS
 from ..config import RetrievalConfig
 from ..corpus.paper import Paper
 from ..errors import ConfigError, InputError
-from ..store.dialect import register
+from ..store.dialect import Dialect, statement
 from ..text import tokenise
 from . import vote
 from .blend import RankedPaper, recency
-from .expansion import EXCLUDED, EXCLUDED_POSTGRESQL, Reach, live
+from .expansion import Reach, excluded, live
 from .split import MIN_TOKENS
 
 RELATIONS = ("references", "citing", "cocitation", "coupling")
@@ -113,34 +113,29 @@ DEFAULT_CANDIDATES = {
 #: 18.9, ml-arxiv's 3.4, with 5-7% of its queries below; docs/eval/learned.md).
 AUTO_MIN_CITED = 1.5
 
-IN_DEGREE_SQL = """\
+IN_DEGREE_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT n.paper_id,
        n.cited_by
-FROM json_each(:paper_ids) AS j
+FROM {d.rows("paper_ids", "j")}
 JOIN cited_counts AS n ON n.paper_id = j.value"""
-IN_DEGREE_SQL_POSTGRESQL = """\
-SELECT n.paper_id,
-       n.cited_by
-FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
-JOIN cited_counts AS n ON n.paper_id = j.value"""
-register(IN_DEGREE_SQL, IN_DEGREE_SQL_POSTGRESQL)
+    )
+)
+
 
 # Under an exclusion (``retrieval.search.cutoff``, the time-honest protocol): the citation rows naming each paper
 # whose citing paper is not excluded (the expansion's live citations), so a newer paper's citation never counts.
-_IN_DEGREE_LIVE = """\
+def _in_degree_live(d: Dialect) -> str:
+    return live(f"""\
 SELECT j.value AS paper_id,
        count(*) AS cited_by
-FROM json_each(:paper_ids) AS j
+FROM {d.rows("paper_ids", "j")}
 JOIN citations AS c ON c.cited_id = j.value
-GROUP BY j.value"""
-IN_DEGREE_SQL_EXCLUDING = f"WITH {EXCLUDED}\n{live(_IN_DEGREE_LIVE)}"
-register(
-    IN_DEGREE_SQL_EXCLUDING,
-    f"WITH {EXCLUDED_POSTGRESQL}\n"
-    + live(_IN_DEGREE_LIVE.replace(
-        "FROM json_each(:paper_ids) AS j", "FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)"
-    )),
-)  # fmt: skip
+GROUP BY j.value""")
+
+
+IN_DEGREE_SQL_EXCLUDING = statement(lambda d: f"WITH {excluded(d)}\n{_in_degree_live(d)}")
 
 
 def in_degrees(snap, paper_ids: Sequence[str], excluded: frozenset[str] = frozenset()) -> dict[str, int]:

@@ -48,173 +48,105 @@ import json
 import math
 from collections import namedtuple
 
-from ..bm25 import (
-    BOUND_SLACK,
-    CHUNK_BOUND_SQL,
-    CHUNK_BOUND_SQL_POSTGRESQL,
-    SCORE_DECIMALS,
-    TF_NORM_SQL,
-    TF_NORM_SQL_POSTGRESQL,
-    TIE_SLACK,
-    idf,
-)
+from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK, idf, tf_norm_sql
 from ..errors import NotAnIndexError
 from ..store.database import shown
-from ..store.dialect import register
+from ..store.dialect import Dialect, statement
 from ..store.executor import Executor, Snapshot, scatter
 from . import costs
 from .filters import Filters, Passing, every_doc, failing, passing
 from .query import Query, QueryTerm, WeightedQuery
 
-# A term's bound is the largest tf_norm its postings chunks allow (``CHUNK_BOUND_SQL``, exact at any average
-# length); a term with no chunk is a damaged index (``weigh`` says so).
-TERMS_SQL = f"""\
+
+def _tf_norm(d: Dialect, count: str = "tf.count", length: str = "dl.length") -> str:
+    return tf_norm_sql(count, length, d.double)
+
+
+# A term's bound is the largest tf_norm its postings chunks allow (``tf_norm`` at a chunk's largest count and
+# smallest length: exact at any average length); a term with no chunk is a damaged index (``weigh`` says so).
+# The terms are looked up by key (``Dialect.any_of``).
+TERMS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT d.term,
        d.term_id,
        d.df,
-       max({CHUNK_BOUND_SQL}) AS max_tf
+       max({_tf_norm(d, "p.max_count", "p.min_length")}) AS max_tf
 FROM doc_freq AS d
 LEFT JOIN postings AS p ON p.term_id = d.term_id
-WHERE d.term IN (SELECT value FROM json_each(:terms))
+WHERE d.term {d.any_of("terms")}
 GROUP BY d.term_id, d.term, d.df
 ORDER BY d.term_id"""
+    )
+)
 
-# PostgreSQL: the JSON parameters are read by jsonb_array_elements(_text), whose ``->>`` gives text (cast back to
-# integer and double precision: the same doubles as SQLite's, a JSON number's shortest decimal being exact);
-# ``round`` takes a numeric; ids are ordered byte-wise, as SQLite's, by ``COLLATE "C"``. The terms are looked up as
-# ``= ANY (ARRAY(...))``, an index scan of doc_freq.term (an ``IN`` over the JSON, estimated at 100 rows, was
-# planned as a scan of the whole table).
-TERMS_SQL_POSTGRESQL = f"""\
-SELECT d.term,
-       d.term_id,
-       d.df,
-       max({CHUNK_BOUND_SQL_POSTGRESQL}) AS max_tf
-FROM doc_freq AS d
-LEFT JOIN postings AS p ON p.term_id = d.term_id
-WHERE d.term = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:terms AS jsonb))))
-GROUP BY d.term_id, d.term, d.df
-ORDER BY d.term_id"""
-register(TERMS_SQL, TERMS_SQL_POSTGRESQL)
 
-#: The score a top k is ranked on, ties then by paper id, on PostgreSQL (``round`` of a double needs a numeric).
-_ROUNDED_POSTGRESQL = "round(CAST({} AS numeric), " + str(SCORE_DECIMALS) + ")"
-
-# MATERIALIZED: the weights are read out of the JSON once, into a table, not once per posting joined to them
-# (which doubled the plain aggregation's time on whole-abstract queries).
-_WEIGHTED_TERMS = """\
+def _weighted_terms(d: Dialect) -> str:
+    # MATERIALIZED: the weights are read out of the JSON once, into a table, not once per posting joined to them
+    # (which doubled the plain aggregation's time on whole-abstract queries).
+    return f"""\
 WITH weighted_terms AS MATERIALIZED (
-    SELECT value ->> 0 AS term_id,
-           value ->> 1 AS weight
-    FROM json_each(:weights)
+    SELECT {d.field(0, "integer")} AS term_id,
+           {d.field(1, "double precision")} AS weight
+    FROM {d.items("weights")}
 )"""
 
-_WEIGHTED_TERMS_POSTGRESQL = """\
-WITH weighted_terms AS MATERIALIZED (
-    SELECT CAST(value ->> 0 AS integer) AS term_id,
-           CAST(value ->> 1 AS double precision) AS weight
-    FROM jsonb_array_elements(CAST(:weights AS jsonb))
-)"""
 
 #: How many query terms (those of largest bound) give the papers of a threshold sample.
 SAMPLE_TERMS = 8
 
 
-def _sample_slot(slot: int) -> str:
+def _sample_slot(d: Dialect, slot: int) -> str:
     # Empty when its parameter is -1 (a common term is not sampled: its best papers mean reading its list).
     return f"""\
-    SELECT doc_id, :weight_{slot} * part AS part FROM (
+    SELECT doc_id, {d.double(f":weight_{slot}")} * part AS part FROM (
         SELECT tf.doc_id,
-               {TF_NORM_SQL} AS part
+               {_tf_norm(d)} AS part
         FROM term_freq AS tf
-        CROSS JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
+        {d.cross_join} doc_len AS dl ON dl.doc_id = tf.doc_id
         WHERE tf.term_id = :scan_{slot}
         ORDER BY part DESC, tf.doc_id
         LIMIT :sample_size
-    )"""
+    ){d.alias(f"scan_{slot}")}"""
 
 
-_SAMPLE = "\n    UNION ALL\n".join(_sample_slot(slot) for slot in range(1, SAMPLE_TERMS + 1))
-
-
-def _sample_slot_postgresql(slot: int) -> str:
+def _threshold(d: Dialect) -> str:
+    slots = "\n    UNION ALL\n".join(_sample_slot(d, slot) for slot in range(1, SAMPLE_TERMS + 1))
     return f"""\
-    SELECT doc_id, CAST(:weight_{slot} AS double precision) * part AS part FROM (
-        SELECT tf.doc_id,
-               {TF_NORM_SQL_POSTGRESQL} AS part
-        FROM term_freq AS tf
-        JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
-        WHERE tf.term_id = :scan_{slot}
-        ORDER BY part DESC, tf.doc_id
-        LIMIT :sample_size
-    ) AS scan_{slot}"""
+{_weighted_terms(d)},
+slots AS (
+{slots}
+),
+sample AS MATERIALIZED (
+    SELECT doc_id
+    FROM slots
+    GROUP BY doc_id
+    ORDER BY sum(part) DESC, doc_id
+    LIMIT :scored
+),
+sample_scores AS (
+    SELECT dl.doc_id,
+           (
+               SELECT sum(w.weight * (
+                   SELECT {_tf_norm(d)}
+                   FROM term_freq AS tf
+                   WHERE tf.term_id = w.term_id
+                     AND tf.doc_id = dl.doc_id
+               ))
+               FROM weighted_terms AS w
+           ) AS score
+    FROM sample AS s
+    {d.cross_join} doc_len AS dl ON dl.doc_id = s.doc_id
+)
+SELECT score
+FROM sample_scores
+ORDER BY score DESC{d.nulls_last}
+LIMIT 1 OFFSET :k - 1"""
 
-
-_SAMPLE_POSTGRESQL = "\n    UNION ALL\n".join(_sample_slot_postgresql(slot) for slot in range(1, SAMPLE_TERMS + 1))
 
 # The sampled papers are ranked by what the sampled terms give them, and only the best ``:scored`` are scored
 # exactly (a lookup per query term each), so a long query's sample stays cheap.
-THRESHOLD_SQL = f"""\
-{_WEIGHTED_TERMS},
-slots AS (
-{_SAMPLE}
-),
-sample AS MATERIALIZED (
-    SELECT doc_id
-    FROM slots
-    GROUP BY doc_id
-    ORDER BY sum(part) DESC, doc_id
-    LIMIT :scored
-),
-sample_scores AS (
-    SELECT dl.doc_id,
-           (
-               SELECT sum(w.weight * (
-                   SELECT {TF_NORM_SQL}
-                   FROM term_freq AS tf
-                   WHERE tf.term_id = w.term_id
-                     AND tf.doc_id = dl.doc_id
-               ))
-               FROM weighted_terms AS w
-           ) AS score
-    FROM sample AS s
-    CROSS JOIN doc_len AS dl ON dl.doc_id = s.doc_id
-)
-SELECT score
-FROM sample_scores
-ORDER BY score DESC
-LIMIT 1 OFFSET :k - 1"""
-
-THRESHOLD_SQL_POSTGRESQL = f"""\
-{_WEIGHTED_TERMS_POSTGRESQL},
-slots AS (
-{_SAMPLE_POSTGRESQL}
-),
-sample AS MATERIALIZED (
-    SELECT doc_id
-    FROM slots
-    GROUP BY doc_id
-    ORDER BY sum(part) DESC, doc_id
-    LIMIT :scored
-),
-sample_scores AS (
-    SELECT dl.doc_id,
-           (
-               SELECT sum(w.weight * (
-                   SELECT {TF_NORM_SQL_POSTGRESQL}
-                   FROM term_freq AS tf
-                   WHERE tf.term_id = w.term_id
-                     AND tf.doc_id = dl.doc_id
-               ))
-               FROM weighted_terms AS w
-           ) AS score
-    FROM sample AS s
-    JOIN doc_len AS dl ON dl.doc_id = s.doc_id
-)
-SELECT score
-FROM sample_scores
-ORDER BY score DESC NULLS LAST
-LIMIT 1 OFFSET :k - 1"""
-register(THRESHOLD_SQL, THRESHOLD_SQL_POSTGRESQL)
+THRESHOLD_SQL = statement(_threshold)
 # A sharded index (retrieval.store.shards) runs the statements that read only the postings on every shard, with
 # the corpus-wide weights and avgdl as parameters, and merges their results: each shard's pruned top k is exact
 # for the shard, and the corpus's top k is the best k of theirs.
@@ -224,268 +156,167 @@ scatter(THRESHOLD_SQL, "max")
 #: and a paper whose partial score plus the bounds still unread cannot reach the threshold is dropped after each.
 LOOKUP_STAGES = 4
 
-# A kept paper carries its doc_len row's length as ``dl.length`` from stage to stage (``dl``: the scoring text's
-# name for it), so a lookup reads one posting and no other row.
-_LOOKUP = """\
+
+def _lookup_stage(d: Dialect, stage: int) -> str:
+    # A kept paper carries its doc_len row's length as ``dl.length`` from stage to stage (``dl``: the scoring
+    # text's name for it), so a lookup reads one posting and no other row.
+    source = "candidates" if stage == 1 else f"stage_{stage - 1}"
+    return f"""\
 stage_{stage} AS MATERIALIZED (
     SELECT dl.doc_id,
            dl.length,
            dl.partial + coalesce((
                SELECT sum(p.weight * (
-                   SELECT {tf_norm}
+                   SELECT {_tf_norm(d)}
                    FROM term_freq AS tf
                    WHERE tf.term_id = p.term_id
                      AND tf.doc_id = dl.doc_id
                ))
                FROM lookups_{stage} AS p
-           ), {zero}) AS partial
+           ), {d.double("0.0")}) AS partial
     FROM {source} AS dl
     WHERE dl.partial >= :need_{stage}
 )"""
 
 
-def _lookup_stage(stage: int, tf_norm: str = TF_NORM_SQL, zero: str = "0.0") -> str:
-    source = "candidates" if stage == 1 else f"stage_{stage - 1}"
-    return _LOOKUP.format(stage=stage, tf_norm=tf_norm, zero=zero, source=source)
-
-
-def _plan_terms(name: str, parameter: str) -> str:
+def _plan_terms(d: Dialect, name: str, parameter: str) -> str:
     return f"""\
 {name} AS MATERIALIZED (
-    SELECT value ->> 0 AS term_id,
-           value ->> 1 AS read,
-           value ->> 2 AS weight
-    FROM json_each(:{parameter})
+    SELECT {d.field(0, "integer")} AS term_id,
+           {d.field(1, "integer")} AS read,
+           {d.field(2, "double precision")} AS weight
+    FROM {d.items(parameter)}
 )"""
 
 
-def _plan_terms_postgresql(name: str, parameter: str) -> str:
+def _top_k(d: Dialect) -> str:
+    stages = ",\n".join(
+        _plan_terms(d, f"lookups_{i}", f"lookups_{i}") + ",\n" + _lookup_stage(d, i)
+        for i in range(1, LOOKUP_STAGES + 1)
+    )
     return f"""\
-{name} AS MATERIALIZED (
-    SELECT CAST(value ->> 0 AS integer) AS term_id,
-           CAST(value ->> 1 AS integer) AS read,
-           CAST(value ->> 2 AS double precision) AS weight
-    FROM jsonb_array_elements(CAST(:{parameter} AS jsonb))
-)"""
-
-
-_STAGES = ",\n".join(
-    _plan_terms(f"lookups_{i}", f"lookups_{i}") + ",\n" + _lookup_stage(i) for i in range(1, LOOKUP_STAGES + 1)
-)
-_STAGES_POSTGRESQL = ",\n".join(
-    _plan_terms_postgresql(f"lookups_{i}", f"lookups_{i}")
-    + ",\n"
-    + _lookup_stage(i, TF_NORM_SQL_POSTGRESQL, "CAST(0.0 AS double precision)")
-    for i in range(1, LOOKUP_STAGES + 1)
-)
-
-TOP_K_SQL = f"""\
-WITH {_plan_terms("plan", "plan")},
+WITH {_plan_terms(d, "plan", "plan")},
 seen AS (
     SELECT tf.doc_id,
            dl.length,
-           p.weight * {TF_NORM_SQL} AS part
+           p.weight * {_tf_norm(d)} AS part
     FROM plan AS p
-    CROSS JOIN term_freq AS tf ON tf.term_id = p.term_id
-    CROSS JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
-    WHERE p.read
+    {d.cross_join} term_freq AS tf ON tf.term_id = p.term_id
+    {d.cross_join} doc_len AS dl ON dl.doc_id = tf.doc_id
+    WHERE {d.flag("p.read")}
 ),
 candidates AS MATERIALIZED (
     SELECT doc_id,
-           length,
+           {d.group_value("length")},
            sum(part) AS partial
     FROM seen
     GROUP BY doc_id
-    HAVING partial >= :min_partial
+    HAVING {d.output("partial", "sum(part)")} >= :min_partial
 ),
-{_STAGES}
+{stages}
 SELECT dl.paper_id,
        c.partial AS score
 FROM stage_{LOOKUP_STAGES} AS c
-CROSS JOIN doc_len AS dl ON dl.doc_id = c.doc_id
+{d.paper_of("c.doc_id")}
 WHERE c.partial >= :threshold
-ORDER BY round(score, {SCORE_DECIMALS}) DESC, dl.paper_id
+ORDER BY {d.rounded(d.output("score", "c.partial"), SCORE_DECIMALS)} DESC, dl.paper_id{d.bytes_order}
 LIMIT :k"""
 
-TOP_K_SQL_POSTGRESQL = f"""\
-WITH {_plan_terms_postgresql("plan", "plan")},
-seen AS (
-    SELECT tf.doc_id,
-           dl.length,
-           p.weight * {TF_NORM_SQL_POSTGRESQL} AS part
-    FROM plan AS p
-    JOIN term_freq AS tf ON tf.term_id = p.term_id
-    JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
-    WHERE p.read <> 0
-),
-candidates AS MATERIALIZED (
-    SELECT doc_id,
-           min(length) AS length,
-           sum(part) AS partial
-    FROM seen
-    GROUP BY doc_id
-    HAVING sum(part) >= :min_partial
-),
-{_STAGES_POSTGRESQL}
-SELECT dl.paper_id,
-       c.partial AS score
-FROM stage_{LOOKUP_STAGES} AS c
-CROSS JOIN LATERAL (SELECT dl.paper_id FROM doc_len AS dl WHERE dl.doc_id = c.doc_id LIMIT 1) AS dl
-WHERE c.partial >= :threshold
-ORDER BY {_ROUNDED_POSTGRESQL.format("c.partial")} DESC, dl.paper_id COLLATE "C"
-LIMIT :k"""
-register(TOP_K_SQL, TOP_K_SQL_POSTGRESQL)
+
+TOP_K_SQL = statement(_top_k)
 scatter(TOP_K_SQL, "top_k")
 
-EXHAUSTIVE_SQL = f"""\
-{_WEIGHTED_TERMS},
+EXHAUSTIVE_SQL = statement(
+    lambda d: (
+        f"""\
+{_weighted_terms(d)},
 scores AS (
     SELECT tf.doc_id,
-           sum(w.weight * {TF_NORM_SQL}) AS score
+           sum(w.weight * {_tf_norm(d)}) AS score
     FROM weighted_terms AS w
-    CROSS JOIN term_freq AS tf ON tf.term_id = w.term_id
-    CROSS JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
+    {d.cross_join} term_freq AS tf ON tf.term_id = w.term_id
+    {d.cross_join} doc_len AS dl ON dl.doc_id = tf.doc_id
     GROUP BY tf.doc_id
 )
 SELECT dl.paper_id,
        s.score
 FROM scores AS s
-CROSS JOIN doc_len AS dl ON dl.doc_id = s.doc_id
-ORDER BY round(s.score, {SCORE_DECIMALS}) DESC, dl.paper_id
+{d.paper_of("s.doc_id")}
+ORDER BY {d.rounded("s.score", SCORE_DECIMALS)} DESC, dl.paper_id{d.bytes_order}
 LIMIT :k"""
-
-# The paper ids are looked up per scored paper (LATERAL): PostgreSQL cannot see how few terms a JSON list holds
-# (it assumes 100), expects as many groups as papers, and would otherwise hash the whole of doc_len per query
-# (LIMIT 1 keeps the planner from flattening the lookup back into that join).
-EXHAUSTIVE_SQL_POSTGRESQL = f"""\
-{_WEIGHTED_TERMS_POSTGRESQL},
-scores AS (
-    SELECT tf.doc_id,
-           sum(w.weight * {TF_NORM_SQL_POSTGRESQL}) AS score
-    FROM weighted_terms AS w
-    JOIN term_freq AS tf ON tf.term_id = w.term_id
-    JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
-    GROUP BY tf.doc_id
+    )
 )
-SELECT dl.paper_id,
-       s.score
-FROM scores AS s
-CROSS JOIN LATERAL (SELECT dl.paper_id FROM doc_len AS dl WHERE dl.doc_id = s.doc_id LIMIT 1) AS dl
-ORDER BY {_ROUNDED_POSTGRESQL.format("s.score")} DESC, dl.paper_id COLLATE "C"
-LIMIT :k"""
-register(EXHAUSTIVE_SQL, EXHAUSTIVE_SQL_POSTGRESQL)
 scatter(EXHAUSTIVE_SQL, "top_k")
 
 
 # A term with few postings beside the papers is read whole and each posting checked against the papers (about a
 # tenth of a microsecond a posting); a common one is looked up per paper (about fifteen times that a lookup).
-def _given_scores(given: str) -> str:
+def _given_scores(d: Dialect, given: str) -> str:
     """The CTEs that score the papers of a ``given`` CTE (its text): each term read whole with an ``IN`` check,
     or looked up per paper, as its ``read_whole`` flag says."""
     return f"""\
 WITH weighted_terms AS MATERIALIZED (
-    SELECT value ->> 0 AS term_id,
-           value ->> 1 AS weight,
-           value ->> 2 AS read_whole
-    FROM json_each(:weights)
+    SELECT {d.field(0, "integer")} AS term_id,
+           {d.field(1, "double precision")} AS weight,
+           {d.flag(d.field(2, "integer"))} AS read_whole
+    FROM {d.items("weights")}
 ),
 given AS MATERIALIZED (
 {given}
 ),
 parts AS (
     SELECT tf.doc_id,
-           w.weight * {TF_NORM_SQL} AS part
+           w.weight * {_tf_norm(d)} AS part
     FROM weighted_terms AS w
-    CROSS JOIN term_freq AS tf ON tf.term_id = w.term_id
-    CROSS JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
+    {d.cross_join} term_freq AS tf ON tf.term_id = w.term_id
+    {d.cross_join} doc_len AS dl ON dl.doc_id = tf.doc_id
     WHERE w.read_whole
       AND tf.doc_id IN (SELECT doc_id FROM given)
     UNION ALL
     SELECT g.doc_id,
-           w.weight * {TF_NORM_SQL} AS part
+           w.weight * {_tf_norm(d)} AS part
     FROM given AS g
-    CROSS JOIN doc_len AS dl ON dl.doc_id = g.doc_id
+    {d.cross_join} doc_len AS dl ON dl.doc_id = g.doc_id
     CROSS JOIN weighted_terms AS w
-    CROSS JOIN term_freq AS tf ON tf.term_id = w.term_id AND tf.doc_id = g.doc_id
+    {d.cross_join} term_freq AS tf ON tf.term_id = w.term_id AND tf.doc_id = g.doc_id
     WHERE NOT w.read_whole
 )"""
 
 
-def _given_scores_postgresql(given: str) -> str:
-    """``_given_scores`` on PostgreSQL."""
+def _given_papers(d: Dialect) -> str:
     return f"""\
-WITH weighted_terms AS MATERIALIZED (
-    SELECT CAST(value ->> 0 AS integer) AS term_id,
-           CAST(value ->> 1 AS double precision) AS weight,
-           CAST(value ->> 2 AS integer) <> 0 AS read_whole
-    FROM jsonb_array_elements(CAST(:weights AS jsonb))
-),
-given AS MATERIALIZED (
-{given}
-),
-parts AS (
-    SELECT tf.doc_id,
-           w.weight * {TF_NORM_SQL_POSTGRESQL} AS part
-    FROM weighted_terms AS w
-    JOIN term_freq AS tf ON tf.term_id = w.term_id
-    JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
-    WHERE w.read_whole
-      AND tf.doc_id IN (SELECT doc_id FROM given)
-    UNION ALL
-    SELECT g.doc_id,
-           w.weight * {TF_NORM_SQL_POSTGRESQL} AS part
-    FROM given AS g
-    JOIN doc_len AS dl ON dl.doc_id = g.doc_id
-    CROSS JOIN weighted_terms AS w
-    JOIN term_freq AS tf ON tf.term_id = w.term_id AND tf.doc_id = g.doc_id
-    WHERE NOT w.read_whole
-)"""
-
-
-_GIVEN_PAPERS = """\
     SELECT dl.doc_id,
            dl.paper_id
-    FROM json_each(:paper_ids) AS j
+    FROM {d.rows("paper_ids", "j")}
     JOIN doc_len AS dl ON dl.paper_id = j.value"""
 
-_GIVEN_DOCS = """\
-    SELECT value AS doc_id
-    FROM json_each(:doc_ids)"""
 
-_GIVEN_PAPERS_POSTGRESQL = """\
-    SELECT dl.doc_id,
-           dl.paper_id
-    FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
-    JOIN doc_len AS dl ON dl.paper_id = j.value"""
+def _given_docs(d: Dialect) -> str:
+    return f"""\
+    SELECT {d.typed("value", "integer")} AS doc_id
+    FROM {d.rows("doc_ids")}"""
 
-_GIVEN_DOCS_POSTGRESQL = """\
-    SELECT CAST(value AS integer) AS doc_id
-    FROM jsonb_array_elements_text(CAST(:doc_ids AS jsonb))"""
 
-SCORES_FOR_SQL = f"""\
-{_given_scores(_GIVEN_PAPERS)}
+SCORES_FOR_SQL = statement(
+    lambda d: (
+        f"""\
+{_given_scores(d, _given_papers(d))}
 SELECT g.paper_id,
        sum(p.part) AS score
 FROM parts AS p
 JOIN given AS g ON g.doc_id = p.doc_id
 GROUP BY g.paper_id
-ORDER BY g.paper_id"""
-
-SCORES_FOR_SQL_POSTGRESQL = f"""\
-{_given_scores_postgresql(_GIVEN_PAPERS_POSTGRESQL)}
-SELECT g.paper_id,
-       sum(p.part) AS score
-FROM parts AS p
-JOIN given AS g ON g.doc_id = p.doc_id
-GROUP BY g.paper_id
-ORDER BY g.paper_id COLLATE "C\""""
-register(SCORES_FOR_SQL, SCORES_FOR_SQL_POSTGRESQL)
+ORDER BY g.paper_id{d.bytes_order}"""
+    )
+)
 scatter(SCORES_FOR_SQL, "concat")
 
 # A filtered top k scores every paper that passes (``retrieval.search.filters``), as ``SCORES_FOR_SQL`` scores
 # given papers, and counts those that match at all.
-FILTERED_TOP_K_SQL = f"""\
-{_given_scores(_GIVEN_DOCS)},
+FILTERED_TOP_K_SQL = statement(
+    lambda d: (
+        f"""\
+{_given_scores(d, _given_docs(d))},
 scores AS (
     SELECT doc_id,
            sum(part) AS score
@@ -496,53 +327,33 @@ SELECT dl.paper_id,
        s.score,
        count(*) OVER () AS matched
 FROM scores AS s
-CROSS JOIN doc_len AS dl ON dl.doc_id = s.doc_id
-ORDER BY round(s.score, {SCORE_DECIMALS}) DESC, dl.paper_id
+{d.paper_of("s.doc_id")}
+ORDER BY {d.rounded("s.score", SCORE_DECIMALS)} DESC, dl.paper_id{d.bytes_order}
 LIMIT :k"""
-
-FILTERED_TOP_K_SQL_POSTGRESQL = f"""\
-{_given_scores_postgresql(_GIVEN_DOCS_POSTGRESQL)},
-scores AS (
-    SELECT doc_id,
-           sum(part) AS score
-    FROM parts
-    GROUP BY doc_id
+    )
 )
-SELECT dl.paper_id,
-       s.score,
-       count(*) OVER () AS matched
-FROM scores AS s
-CROSS JOIN LATERAL (SELECT dl.paper_id FROM doc_len AS dl WHERE dl.doc_id = s.doc_id LIMIT 1) AS dl
-ORDER BY {_ROUNDED_POSTGRESQL.format("s.score")} DESC, dl.paper_id COLLATE "C"
-LIMIT :k"""
-register(FILTERED_TOP_K_SQL, FILTERED_TOP_K_SQL_POSTGRESQL)
 scatter(FILTERED_TOP_K_SQL, "top_k")
 
 # How many papers contain at least one query term (read from the postings' primary key, no scoring).
-MATCHED_SQL = """\
+MATCHED_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT count(DISTINCT tf.doc_id)
 FROM term_freq AS tf
-WHERE tf.term_id IN (SELECT value FROM json_each(:term_ids))"""
-
-MATCHED_IN_SQL = """\
-SELECT count(DISTINCT tf.doc_id)
-FROM term_freq AS tf
-WHERE tf.term_id IN (SELECT value FROM json_each(:term_ids))
-  AND tf.doc_id IN (SELECT value FROM json_each(:doc_ids))"""
-
-MATCHED_SQL_POSTGRESQL = """\
-SELECT count(DISTINCT tf.doc_id)
-FROM term_freq AS tf
-WHERE tf.term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))"""
-register(MATCHED_SQL, MATCHED_SQL_POSTGRESQL)
+WHERE tf.term_id IN ({d.values("term_ids", "integer")})"""
+    )
+)
 scatter(MATCHED_SQL, "sum")
 
-MATCHED_IN_SQL_POSTGRESQL = """\
+MATCHED_IN_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT count(DISTINCT tf.doc_id)
 FROM term_freq AS tf
-WHERE tf.term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))
-  AND tf.doc_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:doc_ids AS jsonb)))"""
-register(MATCHED_IN_SQL, MATCHED_IN_SQL_POSTGRESQL)
+WHERE tf.term_id IN ({d.values("term_ids", "integer")})
+  AND tf.doc_id IN ({d.values("doc_ids", "integer")})"""
+    )
+)
 scatter(MATCHED_IN_SQL, "sum")
 
 #: Best papers of each sampled term (by what the term gives them) scored to set the first threshold (at least k).

@@ -6,26 +6,21 @@ from __future__ import annotations
 import json
 
 from ..corpus.paper import Paper
-from ..store.dialect import register, register_sharded
+from ..store.dialect import register_sharded, statement
 from ..store.executor import Snapshot
 
 # What the blend needs of every candidate; the rest is loaded for the returned entries only.
-CANDIDATES_SQL = """\
+# In the list's order on both (SQLite's loop over json_each gives the rows so); ids ordered by their bytes.
+CANDIDATES_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT p.id,
        p.title,
        p.year
-FROM json_each(:paper_ids) AS j
-JOIN papers AS p ON p.id = j.value"""
-# PostgreSQL: the ids' list by jsonb_array_elements_text, in its order (as SQLite's loop over json_each gives the
-# rows), ids ordered byte-wise as SQLite's (COLLATE "C").
-CANDIDATES_SQL_POSTGRESQL = """\
-SELECT p.id,
-       p.title,
-       p.year
-FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) WITH ORDINALITY AS j (value, position)
-JOIN papers AS p ON p.id = j.value
-ORDER BY j.position"""
-register(CANDIDATES_SQL, CANDIDATES_SQL_POSTGRESQL)
+FROM {d.numbered_rows("paper_ids", "j")}
+JOIN papers AS p ON p.id = j.value{d.in_list_order("j")}"""
+    )
+)
 # A sharded index's coordinator: the papers read once, by the id array, then put in the list's order.
 _IDS_SHARDED = """\
 WITH j AS MATERIALIZED (
@@ -50,35 +45,27 @@ JOIN p ON p.id = j.value
 ORDER BY j.position"""
 register_sharded(CANDIDATES_SQL, CANDIDATES_SQL_SHARDED)
 
-PAPERS_SQL = """\
+PAPERS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT p.id,
        p.title,
        p.abstract,
        p.year
-FROM json_each(:paper_ids) AS j
-JOIN papers AS p ON p.id = j.value"""
-PAPERS_SQL_POSTGRESQL = """\
-SELECT p.id,
-       p.title,
-       p.abstract,
-       p.year
-FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) WITH ORDINALITY AS j (value, position)
-JOIN papers AS p ON p.id = j.value
-ORDER BY j.position"""
-register(PAPERS_SQL, PAPERS_SQL_POSTGRESQL)
+FROM {d.numbered_rows("paper_ids", "j")}
+JOIN papers AS p ON p.id = j.value{d.in_list_order("j")}"""
+    )
+)
 
-ABSTRACTS_SQL = """\
+ABSTRACTS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT p.id,
        p.abstract
-FROM json_each(:paper_ids) AS j
-JOIN papers AS p ON p.id = j.value"""
-ABSTRACTS_SQL_POSTGRESQL = """\
-SELECT p.id,
-       p.abstract
-FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) WITH ORDINALITY AS j (value, position)
-JOIN papers AS p ON p.id = j.value
-ORDER BY j.position"""
-register(ABSTRACTS_SQL, ABSTRACTS_SQL_POSTGRESQL)
+FROM {d.numbered_rows("paper_ids", "j")}
+JOIN papers AS p ON p.id = j.value{d.in_list_order("j")}"""
+    )
+)
 ABSTRACTS_SQL_SHARDED = f"""\
 {_IDS_SHARDED}
 p AS MATERIALIZED (
@@ -94,19 +81,16 @@ JOIN p ON p.id = j.value
 ORDER BY j.position"""
 register_sharded(ABSTRACTS_SQL, ABSTRACTS_SQL_SHARDED)
 
-AUTHORS_SQL = """\
+AUTHORS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT a.paper_id,
        a.name
-FROM json_each(:paper_ids) AS j
+FROM {d.rows("paper_ids", "j")}
 JOIN paper_authors AS a ON a.paper_id = j.value
-ORDER BY a.paper_id, a.position"""
-AUTHORS_SQL_POSTGRESQL = """\
-SELECT a.paper_id,
-       a.name
-FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
-JOIN paper_authors AS a ON a.paper_id = j.value
-ORDER BY a.paper_id COLLATE "C", a.position"""
-register(AUTHORS_SQL, AUTHORS_SQL_POSTGRESQL)
+ORDER BY a.paper_id{d.bytes_order}, a.position"""
+    )
+)
 # (Each id once, as the PostgreSQL text joins each listed id once.)
 AUTHORS_SQL_SHARDED = """\
 SELECT a.paper_id,
@@ -116,19 +100,16 @@ WHERE a.paper_id = ANY (ARRAY(SELECT value FROM jsonb_array_elements_text(CAST(:
 ORDER BY a.paper_id COLLATE "C", a.position"""
 register_sharded(AUTHORS_SQL, AUTHORS_SQL_SHARDED)
 
-REFERENCES_SQL = """\
+REFERENCES_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT c.citing_id,
        c.cited_id
-FROM json_each(:paper_ids) AS j
+FROM {d.rows("paper_ids", "j")}
 JOIN citations AS c ON c.citing_id = j.value
-ORDER BY c.citing_id, c.cited_id"""
-REFERENCES_SQL_POSTGRESQL = """\
-SELECT c.citing_id,
-       c.cited_id
-FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
-JOIN citations AS c ON c.citing_id = j.value
-ORDER BY c.citing_id COLLATE "C", c.cited_id COLLATE "C\""""
-register(REFERENCES_SQL, REFERENCES_SQL_POSTGRESQL)
+ORDER BY c.citing_id{d.bytes_order}, c.cited_id{d.bytes_order}"""
+    )
+)
 REFERENCES_SQL_SHARDED = """\
 SELECT c.citing_id,
        c.cited_id
@@ -137,21 +118,17 @@ WHERE c.citing_id = ANY (ARRAY(SELECT value FROM jsonb_array_elements_text(CAST(
 ORDER BY c.citing_id COLLATE "C", c.cited_id COLLATE "C\""""
 register_sharded(REFERENCES_SQL, REFERENCES_SQL_SHARDED)
 
-CITED_BY_SQL = """\
+CITED_BY_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT c.cited_id,
        c.citing_id
-FROM json_each(:paper_ids) AS j
+FROM {d.rows("paper_ids", "j")}
 JOIN citations AS c ON c.cited_id = j.value
 JOIN papers AS p ON p.id = c.citing_id
-ORDER BY c.cited_id, c.citing_id"""
-CITED_BY_SQL_POSTGRESQL = """\
-SELECT c.cited_id,
-       c.citing_id
-FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
-JOIN citations AS c ON c.cited_id = j.value
-JOIN papers AS p ON p.id = c.citing_id
-ORDER BY c.cited_id COLLATE "C", c.citing_id COLLATE "C\""""
-register(CITED_BY_SQL, CITED_BY_SQL_POSTGRESQL)
+ORDER BY c.cited_id{d.bytes_order}, c.citing_id{d.bytes_order}"""
+    )
+)
 CITED_BY_SQL_SHARDED = """\
 WITH c AS MATERIALIZED (
     SELECT c.cited_id,

@@ -25,7 +25,7 @@ import time
 from ..bm25 import SCORE_DECIMALS
 from ..corpus.paper import Paper
 from ..errors import PaperNotFoundError
-from ..store.dialect import register
+from ..store.dialect import statement
 from ..store.executor import Snapshot
 from . import lexical
 from .filters import Filters, failing, passing
@@ -39,58 +39,43 @@ W_TEXT = 1.0 / 3.0
 #: How many papers the text signal ranks (the seeds' text as one query).
 TEXT_DEPTH = 200
 
-COCITED_SQL = """\
+COCITED_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT s.value AS seed,
        c2.cited_id AS paper_id,
        count(*) AS together
-FROM json_each(:seeds) AS s
-CROSS JOIN citations AS c1 ON c1.cited_id = s.value
-CROSS JOIN citations AS c2 ON c2.citing_id = c1.citing_id
+FROM {d.rows("seeds", "s")}
+{d.cross_join} citations AS c1 ON c1.cited_id = s.value
+{d.cross_join} citations AS c2 ON c2.citing_id = c1.citing_id
 WHERE c2.cited_id <> s.value
 GROUP BY s.value, c2.cited_id"""
-# PostgreSQL: plain joins (SQLite's CROSS JOIN only fixes its join order), the seeds by jsonb_array_elements_text.
-COCITED_SQL_POSTGRESQL = """\
-SELECT s.value AS seed,
-       c2.cited_id AS paper_id,
-       count(*) AS together
-FROM jsonb_array_elements_text(CAST(:seeds AS jsonb)) AS s (value)
-JOIN citations AS c1 ON c1.cited_id = s.value
-JOIN citations AS c2 ON c2.citing_id = c1.citing_id
-WHERE c2.cited_id <> s.value
-GROUP BY s.value, c2.cited_id"""
-register(COCITED_SQL, COCITED_SQL_POSTGRESQL)
+    )
+)
 
-COUPLED_SQL = """\
+COUPLED_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT s.value AS seed,
        c2.citing_id AS paper_id,
        count(*) AS shared
-FROM json_each(:seeds) AS s
-CROSS JOIN citations AS c1 ON c1.citing_id = s.value
-CROSS JOIN citations AS c2 ON c2.cited_id = c1.cited_id
+FROM {d.rows("seeds", "s")}
+{d.cross_join} citations AS c1 ON c1.citing_id = s.value
+{d.cross_join} citations AS c2 ON c2.cited_id = c1.cited_id
 WHERE c2.citing_id <> s.value
 GROUP BY s.value, c2.citing_id"""
-COUPLED_SQL_POSTGRESQL = """\
-SELECT s.value AS seed,
-       c2.citing_id AS paper_id,
-       count(*) AS shared
-FROM jsonb_array_elements_text(CAST(:seeds AS jsonb)) AS s (value)
-JOIN citations AS c1 ON c1.citing_id = s.value
-JOIN citations AS c2 ON c2.cited_id = c1.cited_id
-WHERE c2.citing_id <> s.value
-GROUP BY s.value, c2.citing_id"""
-register(COUPLED_SQL, COUPLED_SQL_POSTGRESQL)
+    )
+)
 
-DEGREES_SQL = """\
+DEGREES_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT j.value AS paper_id,
        coalesce((SELECT n.cited_by FROM cited_counts AS n WHERE n.paper_id = j.value), 0) AS cited_by,
        (SELECT count(*) FROM citations AS c WHERE c.citing_id = j.value) AS cites
-FROM json_each(:paper_ids) AS j"""
-DEGREES_SQL_POSTGRESQL = """\
-SELECT j.value AS paper_id,
-       coalesce((SELECT n.cited_by FROM cited_counts AS n WHERE n.paper_id = j.value), 0) AS cited_by,
-       (SELECT count(*) FROM citations AS c WHERE c.citing_id = j.value) AS cites
-FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)"""
-register(DEGREES_SQL, DEGREES_SQL_POSTGRESQL)
+FROM {d.rows("paper_ids", "j")}"""
+    )
+)
 
 
 class SimilarPaper:

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..config import DatabaseURL, resolve_db
 from ..errors import ConfigError, RetrievalError, StoreError
 from .database import KNOWN_REVISIONS, IndexStats, check_index, connect, index_revision, store_error
-from .dialect import POSTGRESQL, SQLITE, register
+from .dialect import POSTGRESQL, SQLITE, statement
 
 
 class Backend:
@@ -227,26 +227,28 @@ class IndexServer(Backend):
         return bool(rows("open: is there a table", HAS_TABLE_SQL, {"name": name})[0][0])
 
 
-HAS_TABLE_SQL = "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name)"
-# PostgreSQL: the index's own schema (the search path a connection sets).
-_HAS_TABLE_SQL_POSTGRESQL = """\
+# The catalogues differ; on PostgreSQL, the index's own schema (the search path a connection sets).
+HAS_TABLE_SQL = statement(
+    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name)",
+    postgresql="""\
 SELECT EXISTS (
     SELECT 1
     FROM pg_tables
     WHERE schemaname = current_schema()
       AND tablename = :name
-)"""
+)""",
+)
 
 #: PostgreSQL: the bytes of the index's schema (tables, indexes, TOAST); of a coordinator, its own tables.
-SCHEMA_BYTES_SQL = """\
+SCHEMA_BYTES_SQL = statement(
+    """\
 SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)
 FROM pg_class AS c
 JOIN pg_namespace AS n ON n.oid = c.relnamespace
 WHERE n.nspname = current_schema()
-  AND c.relkind IN ('r', 'p', 'm')"""
-
-register(HAS_TABLE_SQL, _HAS_TABLE_SQL_POSTGRESQL)
-register(SCHEMA_BYTES_SQL, SCHEMA_BYTES_SQL)  # PostgreSQL only: the executor runs a statement's registered text
+  AND c.relkind IN ('r', 'p', 'm')""",
+    only=POSTGRESQL,
+)
 
 
 def backend_of(where: str | os.PathLike[str] | Backend | None = None) -> Backend:

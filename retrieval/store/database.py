@@ -20,7 +20,7 @@ from ..config import DatabaseURL
 from ..errors import IndexNotFoundError, NotAnIndexError, RetrievalError, SchemaVersionError, StoreError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION, Analyser
 from .catalogue import required
-from .dialect import POSTGRESQL, register, text_for
+from .dialect import POSTGRESQL, statement, text_for
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
 HEAD_REVISION = "0008"
@@ -136,26 +136,17 @@ def store_error(exc: BaseException, path: Path | str, doing: str) -> RetrievalEr
     return StoreError(f"cannot {doing} {path} ({exc})")
 
 
-EDGE_COUNTS_SQL = """\
-SELECT count(*) AS references_total,
-       sum(citing.id IS NOT NULL AND cited.id IS NOT NULL) AS edges
-FROM citations AS c
-LEFT JOIN papers AS citing ON citing.id = c.citing_id
-LEFT JOIN papers AS cited ON cited.id = c.cited_id"""
-# PostgreSQL has no sum over booleans: the same count as a filtered count.
-EDGE_COUNTS_SQL_POSTGRESQL = """\
+EDGE_COUNTS_SQL = statement("""\
 SELECT count(*) AS references_total,
        count(*) FILTER (WHERE citing.id IS NOT NULL AND cited.id IS NOT NULL) AS edges
 FROM citations AS c
 LEFT JOIN papers AS citing ON citing.id = c.citing_id
-LEFT JOIN papers AS cited ON cited.id = c.cited_id"""
-register(EDGE_COUNTS_SQL, EDGE_COUNTS_SQL_POSTGRESQL)
+LEFT JOIN papers AS cited ON cited.id = c.cited_id""")
 
-INDEX_INFO_SQL = """\
+INDEX_INFO_SQL = statement("""\
 SELECT key,
        value
-FROM index_info"""
-register(INDEX_INFO_SQL, INDEX_INFO_SQL)  # the same text on PostgreSQL
+FROM index_info""")
 
 
 def edge_counts(conn: sqlite3.Connection) -> tuple[int, int]:
@@ -229,25 +220,23 @@ def _number(info: dict[str, str], key: str, kind: type, low: float, high: float,
     return value
 
 
-TABLES_SQL = "SELECT name FROM sqlite_master WHERE type IN ('table', 'index')"
-# PostgreSQL: the tables and indexes of the index's schema (the first of the search_path: ``retrieval``, set by
-# ``retrieval.store.postgres.connect``; none when the database has no index yet).
-TABLES_SQL_POSTGRESQL = """\
+# The catalogues differ: on PostgreSQL, the tables and indexes of the index's schema (the first of the
+# search_path: ``retrieval``, set by ``retrieval.store.postgres.connect``; none when the database has no index yet).
+TABLES_SQL = statement(
+    "SELECT name FROM sqlite_master WHERE type IN ('table', 'index')",
+    postgresql="""\
 SELECT t.tablename AS name
 FROM pg_tables AS t
 WHERE t.schemaname = current_schema()
 UNION ALL
 SELECT i.indexname AS name
 FROM pg_indexes AS i
-WHERE i.schemaname = current_schema()"""
-register(TABLES_SQL, TABLES_SQL_POSTGRESQL)
+WHERE i.schemaname = current_schema()""",
+)
 # O(log N), where count(*) reads the whole table: a cold open of a 500K index would pay 180 ms for it.
-LAST_DOC_SQL = "SELECT coalesce(max(doc_id), 0) FROM doc_len"
-ANY_TERM_SQL = "SELECT EXISTS (SELECT 1 FROM doc_freq)"
-REVISION_SQL = "SELECT version_num FROM alembic_version"
-for _same in (LAST_DOC_SQL, ANY_TERM_SQL, REVISION_SQL):  # the same texts on PostgreSQL
-    register(_same, _same)
-del _same
+LAST_DOC_SQL = statement("SELECT coalesce(max(doc_id), 0) FROM doc_len")
+ANY_TERM_SQL = statement("SELECT EXISTS (SELECT 1 FROM doc_freq)")
+REVISION_SQL = statement("SELECT version_num FROM alembic_version")
 
 #: ``rows(name, sql)``: run a named statement and return its rows (an executor's, so that a trace shows it).
 Rows = Callable[[str, str], list]

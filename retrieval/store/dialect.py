@@ -1,19 +1,23 @@
-"""Each statement's text per dialect, side by side under one name.
+"""Every statement written once, rendered for each dialect.
 
-A module that defines a statement for SQLite (``TOP_K_SQL``) defines its PostgreSQL text beside it
-(``TOP_K_SQL_POSTGRESQL``) and registers the pair (``register(TOP_K_SQL, TOP_K_SQL_POSTGRESQL)``). The executor
-runs the text of its connection's dialect, so ``--sql`` prints what ran; the parameters are the same dict for
-both (JSON text where a statement takes a list, read on PostgreSQL by ``jsonb_array_elements``). A statement
-with no PostgreSQL text is refused on PostgreSQL by name, never run as SQLite's.
+A statement is a template, ``lambda d: f"..."``, that asks the ``Dialect`` ``d`` for the few fragments of SQL
+that differ between SQLite and PostgreSQL (as Django's ``DatabaseOperations`` gives each backend small methods
+such as ``lookup_cast``): a JSON list parameter read as rows (``json_each`` against ``jsonb_array_elements_text``,
+whose values are text there, so they are cast), a membership test that PostgreSQL plans as index lookups
+(``= ANY (ARRAY(...))``), ids ordered by their bytes (``COLLATE "C"``), SQLite's ``CROSS JOIN`` that fixes its
+join order, doubles said as doubles, ``round`` of a numeric, a snapshot's ``BEGIN``. ``statement`` renders the
+template for each dialect and registers both texts under the SQLite one, which names the statement everywhere
+(the executor, the tracer, the scatter rules); the executor runs the text of its connection's dialect, so
+``--sql`` prints what ran. The parameters are the same dict for both.
 
-What differs, and where it is handled: ``json_each(:x)`` against ``jsonb_array_elements(CAST(:x AS jsonb))`` (and
-``->>`` giving text there, so values are cast), ``INDEXED BY`` (SQLite only: PostgreSQL's planner picks the partial
-index from the predicate), ``round(x, n)`` (numeric on PostgreSQL), ``BEGIN`` (a repeatable-read, read-only
-transaction on PostgreSQL: one snapshot, as SQLite's read transaction under WAL), the catalogue
-(``sqlite_master`` against ``pg_tables``/``pg_indexes``).
+A second text is written out (``statement(..., postgresql=...)``, counted in ``OVERRIDES``) only where the plan
+truly differs, each with its reason beside it; a sharded coordinator's own texts are ``register_sharded``'s. A
+statement with no PostgreSQL text is refused there by name, never run as SQLite's.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from ..errors import StoreError
 
@@ -27,13 +31,6 @@ _POSTGRESQL: dict[str, str] = {}
 _SHARDED: dict[str, str] = {}
 #: SQLite texts of the statements a single PostgreSQL server runs with hash joins allowed (``hash_joins``).
 HASH_JOINS: set[str] = set()
-
-
-def register(sqlite: str, postgresql: str) -> str:
-    """Record ``postgresql`` as the PostgreSQL text of the statement whose SQLite text is ``sqlite``; returns
-    ``sqlite``."""
-    _POSTGRESQL[sqlite] = postgresql
-    return sqlite
 
 
 def register_sharded(sqlite: str, sharded: str) -> str:
@@ -52,6 +49,188 @@ def hash_joins(sqlite: str) -> str:
     coupling) pays for with seconds (5.4 s against 0.3 s for coupling on hepth). The executor allows hash joins
     for that statement only (``SET LOCAL`` before it, back after it). Returns ``sqlite``."""
     HASH_JOINS.add(sqlite)
+    return sqlite
+
+
+class Dialect:
+    """The fragments of SQL that differ between the dialects, one method each (as Django's
+    ``DatabaseOperations``): a statement is written once, as a template ``lambda d: f"..."`` that asks ``d`` for
+    them, and ``statement`` renders it for each dialect. SQLite's is the text that runs on SQLite and names the
+    statement (the key of every registry here)."""
+
+    name = SQLITE
+    #: After an ordering key of ids: ids are ordered by their bytes on both dialects.
+    bytes_order = ""
+    #: ``CROSS JOIN ... ON``: SQLite keeps the join order as written; an inner join elsewhere.
+    cross_join = "CROSS JOIN"
+    true, false = "1", "0"
+    begin = "BEGIN"
+
+    def values(self, param: str, cast: str | None = None) -> str:
+        """A subquery of the values of the JSON list ``:param`` (``cast`` on PostgreSQL, whose values are text)."""
+        return f"SELECT value FROM json_each(:{param})"
+
+    def rows(self, param: str, alias: str | None = None) -> str:
+        """A table of the JSON list ``:param``'s values, one per row in its column ``value`` (named ``alias``)."""
+        return f"json_each(:{param})" + (f" AS {alias}" if alias else "")
+
+    def numbered_rows(self, param: str, alias: str) -> str:
+        """``rows`` with each value's position from 0 (``{alias}.key`` on SQLite, ``position`` here)."""
+        return f"json_each(:{param}) AS {alias}"
+
+    def position(self, alias: str) -> str:
+        """The position from 0 of a row of ``numbered_rows`` named ``alias``."""
+        return f"{alias}.key"
+
+    def in_list_order(self, alias: str) -> str:
+        """What keeps a statement's rows in the order of the list ``numbered_rows`` named ``alias``: nothing on
+        SQLite, whose joins run in the order written (``CROSS JOIN``), an ``ORDER BY`` elsewhere."""
+        return ""
+
+    def typed(self, expr: str, sql_type: str) -> str:
+        """A value of a JSON list as ``sql_type`` (SQLite's ``json_each`` gives it typed; PostgreSQL's text)."""
+        return expr
+
+    def items(self, param: str) -> str:
+        """The elements of the JSON list ``:param`` as JSON (``value``), whose fields ``field`` reads."""
+        return f"json_each(:{param})"
+
+    def field(self, index: int, sql_type: str) -> str:
+        """Field ``index`` of an element of ``items`` as ``sql_type`` (SQLite's ``->>`` gives it typed)."""
+        return f"value ->> {index}"
+
+    def any_of(self, param: str, cast: str | None = None) -> str:
+        """A membership test in the JSON list ``:param``: on PostgreSQL ``= ANY (ARRAY(...))``, planned as an
+        index lookup per value (an ``IN`` over a set-returning function is estimated at 100 rows and may be
+        hashed)."""
+        return f"IN (SELECT value FROM json_each(:{param}))"
+
+    def double(self, expr: str) -> str:
+        """``expr`` as a double (PostgreSQL reads a bare ``1.0`` as numeric and a parameter by its context)."""
+        return expr
+
+    def flag(self, expr: str) -> str:
+        """``expr``, a 0/1 integer, as a condition (SQLite's integers are truth values; PostgreSQL's are not)."""
+        return expr
+
+    def group_value(self, column: str) -> str:
+        """A select item of a column that is the same on every row of a group: read bare on SQLite (PostgreSQL
+        asks for an aggregate)."""
+        return column
+
+    def alias(self, name: str) -> str:
+        """A derived table's alias, which PostgreSQL requires."""
+        return ""
+
+    #: After ``DESC``: where NULLs go (SQLite puts them last already).
+    nulls_last = ""
+
+    def output(self, alias: str, expr: str) -> str:
+        """A result column in ``HAVING`` or in an expression of ``ORDER BY``: by its ``alias`` on SQLite, as its
+        ``expr`` on PostgreSQL (which names output columns only as whole sort keys)."""
+        return alias
+
+    def paper_of(self, doc: str) -> str:
+        """The join that gives the row whose doc id is ``doc`` its paper id as ``dl.paper_id``. On PostgreSQL a
+        lookup per row (``LATERAL ... LIMIT 1``): it cannot see how few rows a JSON list gives, and would hash
+        the whole of ``doc_len`` per query."""
+        return f"CROSS JOIN doc_len AS dl ON dl.doc_id = {doc}"
+
+    def rounded(self, expr: str, places: int) -> str:
+        """``round(expr, places)`` of a double (PostgreSQL rounds numerics only)."""
+        return f"round({expr}, {places})"
+
+    def indexed_by(self, index: str) -> str:
+        """SQLite's ``INDEXED BY index`` (PostgreSQL picks a partial index from the predicate)."""
+        return f" INDEXED BY {index}"
+
+
+class _PostgreSQL(Dialect):
+    name = POSTGRESQL
+    bytes_order = ' COLLATE "C"'
+    cross_join = "JOIN"
+    true, false = "true", "false"
+    begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+    def values(self, param: str, cast: str | None = None) -> str:
+        value = "value" if cast is None else f"CAST(value AS {cast})"
+        return f"SELECT {value} FROM jsonb_array_elements_text(CAST(:{param} AS jsonb))"
+
+    def rows(self, param: str, alias: str | None = None) -> str:
+        return f"jsonb_array_elements_text(CAST(:{param} AS jsonb))" + (f" AS {alias} (value)" if alias else "")
+
+    def numbered_rows(self, param: str, alias: str) -> str:
+        return f"jsonb_array_elements_text(CAST(:{param} AS jsonb)) WITH ORDINALITY AS {alias} (value, position)"
+
+    def position(self, alias: str) -> str:
+        return f"{alias}.position - 1"
+
+    def in_list_order(self, alias: str) -> str:
+        return f"\nORDER BY {alias}.position"
+
+    def typed(self, expr: str, sql_type: str) -> str:
+        return f"CAST({expr} AS {sql_type})"
+
+    def items(self, param: str) -> str:
+        return f"jsonb_array_elements(CAST(:{param} AS jsonb))"
+
+    def field(self, index: int, sql_type: str) -> str:
+        return f"CAST(value ->> {index} AS {sql_type})"
+
+    def any_of(self, param: str, cast: str | None = None) -> str:
+        values = f"jsonb_array_elements_text(CAST(:{param} AS jsonb))"
+        return f"= ANY (ARRAY(SELECT {values if cast is None else f'CAST({values} AS {cast})'}))"
+
+    def double(self, expr: str) -> str:
+        return f"CAST({expr} AS double precision)"
+
+    def flag(self, expr: str) -> str:
+        return f"{expr} <> 0"
+
+    def group_value(self, column: str) -> str:
+        return f"min({column}) AS {column}"
+
+    def alias(self, name: str) -> str:
+        return f" AS {name}"
+
+    nulls_last = " NULLS LAST"
+
+    def output(self, alias: str, expr: str) -> str:
+        return expr
+
+    def paper_of(self, doc: str) -> str:
+        return f"CROSS JOIN LATERAL (SELECT dl.paper_id FROM doc_len AS dl WHERE dl.doc_id = {doc} LIMIT 1) AS dl"
+
+    def rounded(self, expr: str, places: int) -> str:
+        return f"round(CAST({expr} AS numeric), {places})"
+
+    def indexed_by(self, index: str) -> str:
+        return ""
+
+
+#: Each dialect's fragments.
+DIALECTS = {SQLITE: Dialect(), POSTGRESQL: _PostgreSQL()}
+#: Statements whose PostgreSQL text is written out, not rendered from one template: the plan differs.
+OVERRIDES: set[str] = set()
+#: Statements that run on PostgreSQL only (snapshots' locks, sizes from its catalogue), keyed by their text.
+POSTGRESQL_ONLY: set[str] = set()
+
+
+def statement(template: Callable[[Dialect], str] | str, postgresql: str | None = None, only: str | None = None) -> str:
+    """Register the statement ``template`` (a text, or a function of a ``Dialect`` returning one) rendered for
+    each dialect; returns its SQLite text, which names it. ``postgresql``, a text written out for PostgreSQL
+    where its plan truly differs (say why beside it), is counted in ``OVERRIDES``; ``only=POSTGRESQL`` marks a
+    statement that runs there only."""
+    if isinstance(template, str):
+        sqlite, rendered = template, template
+    else:
+        sqlite, rendered = template(DIALECTS[SQLITE]), template(DIALECTS[POSTGRESQL])
+    if postgresql is not None:
+        OVERRIDES.add(sqlite)
+        rendered = postgresql
+    if only == POSTGRESQL:
+        POSTGRESQL_ONLY.add(sqlite)
+    _POSTGRESQL[sqlite] = rendered
     return sqlite
 
 
@@ -75,7 +254,8 @@ def registered(dialect: str = POSTGRESQL) -> dict[str, str]:
     return dict(_SHARDED if dialect == SHARDED else _POSTGRESQL)
 
 
-register("BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-HASH_JOINS_ON_SQL = register("SET LOCAL enable_hashjoin = on", "SET LOCAL enable_hashjoin = on")
-HASH_JOINS_OFF_SQL = register("SET LOCAL enable_hashjoin = off", "SET LOCAL enable_hashjoin = off")
-register("COMMIT", "COMMIT")
+# A read snapshot: SQLite's read transaction under WAL; on PostgreSQL, one snapshot for every statement in it.
+statement(lambda d: d.begin)
+HASH_JOINS_ON_SQL = statement("SET LOCAL enable_hashjoin = on", only=POSTGRESQL)
+HASH_JOINS_OFF_SQL = statement("SET LOCAL enable_hashjoin = off", only=POSTGRESQL)
+statement("COMMIT")

@@ -21,7 +21,7 @@ from .dialect import (
     POSTGRESQL,
     SHARDED,
     SQLITE,
-    register,
+    statement,
     text_for,
 )
 from .postgres import is_error as is_server_error
@@ -32,12 +32,10 @@ from .postgres import server_error
 #: tables: with every lock taken up front, a search in flight never asks for a lock the swap holds (no deadlock),
 #: and one that begins during the swap waits for it, then reads the new tables from one snapshot, never a mix.
 #: A swap that locks the same tables in the same order first cannot deadlock with any reader.
-READ_LOCKS_SQL = f"LOCK TABLE {', '.join(LOCKED)} IN ACCESS SHARE MODE"
-register(READ_LOCKS_SQL, READ_LOCKS_SQL)  # PostgreSQL only
+READ_LOCKS_SQL = statement(f"LOCK TABLE {', '.join(LOCKED)} IN ACCESS SHARE MODE", only=POSTGRESQL)
 #: PostgreSQL: a snapshot's beginning, its locks and the statistics in one round trip (three statements in one
 #: message, run in order; the rows are the last one's).
-BEGIN_READ_SQL = f"{text_for('BEGIN', POSTGRESQL)};\n{READ_LOCKS_SQL};\n{INDEX_INFO_SQL}"
-register(BEGIN_READ_SQL, BEGIN_READ_SQL)  # PostgreSQL only
+BEGIN_READ_SQL = statement(f"{text_for('BEGIN', POSTGRESQL)};\n{READ_LOCKS_SQL};\n{INDEX_INFO_SQL}", only=POSTGRESQL)
 
 
 #: Statements that read only the co-located postings tables (``term_freq``, ``doc_len``) and whose results

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 
 from ..config import DatabaseURL
 from ..errors import IndexNotFoundError, NotAnIndexError, SchemaVersionError, StoreError
-from .dialect import POSTGRESQL, register, text_for
+from .dialect import POSTGRESQL, statement, text_for
 from .postgres import _psycopg, connect, convert, server_error
 
 #: The advisory lock every writer of an index on PostgreSQL holds for its transaction (a fixed 64-bit key,
@@ -42,8 +42,8 @@ _QUESTION = re.compile(r"'[^']*'|\?")
 _PSYCOPG_TEXT: dict[str, str] = {}
 _COPY = re.compile(r"^INSERT INTO (\w+) \(([\w, ]+)\) VALUES \((\?(?:, \?)*)\)$")
 
-REVISION_SQL = register("SELECT version_num FROM alembic_version", "SELECT version_num FROM alembic_version")
-INFO_SQL = register("SELECT key, value FROM index_info", "SELECT key, value FROM index_info")
+REVISION_SQL = statement("SELECT version_num FROM alembic_version")
+INFO_SQL = statement("SELECT key, value FROM index_info")
 # Ids are assigned by the writer (the largest plus one, under the lock); the sequences follow, so that a row
 # inserted by hand with the column's default gets a fresh id too.
 SEQUENCES_SQL = """\

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 
-from .dialect import register
+from .dialect import statement
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,59 +40,43 @@ if TYPE_CHECKING:
 #: an add rewrites only a term's last chunk.
 CHUNK = 16384
 
-INSERT_SQL = register(
+INSERT_SQL = statement(
     "INSERT INTO postings (term_id, first_doc, last_doc, df, max_count, min_length, doc_ids, counts, lengths) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    "INSERT INTO postings (term_id, first_doc, last_doc, df, max_count, min_length, doc_ids, counts, lengths) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-DELETE_SQL = register(
-    "DELETE FROM postings WHERE term_id = ? AND first_doc = ?",
-    "DELETE FROM postings WHERE term_id = ? AND first_doc = ?",
-)
+DELETE_SQL = statement("DELETE FROM postings WHERE term_id = ? AND first_doc = ?")
 # A term's last chunk (where an add appends).
-LAST_CHUNKS_SQL = register(
-    """\
+LAST_CHUNKS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT p.term_id, p.first_doc, p.df, p.doc_ids, p.counts, p.lengths
 FROM postings AS p
-WHERE p.term_id IN (SELECT value FROM json_each(:term_ids))
-  AND p.first_doc = (SELECT max(q.first_doc) FROM postings AS q WHERE q.term_id = p.term_id)""",
-    """\
-SELECT p.term_id, p.first_doc, p.df, p.doc_ids, p.counts, p.lengths
-FROM postings AS p
-WHERE p.term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))
-  AND p.first_doc = (SELECT max(q.first_doc) FROM postings AS q WHERE q.term_id = p.term_id)""",
+WHERE p.term_id IN ({d.values("term_ids", "integer")})
+  AND p.first_doc = (SELECT max(q.first_doc) FROM postings AS q WHERE q.term_id = p.term_id)"""
+    )
 )
 # The chunks of the given terms, whole (a remove rewrites those holding a removed paper).
-CHUNKS_SQL = register(
-    """\
+CHUNKS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT term_id, first_doc, last_doc, df, doc_ids, counts, lengths
 FROM postings
-WHERE term_id IN (SELECT value FROM json_each(:term_ids))
-ORDER BY term_id, first_doc""",
-    """\
-SELECT term_id, first_doc, last_doc, df, doc_ids, counts, lengths
-FROM postings
-WHERE term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))
-ORDER BY term_id, first_doc""",
+WHERE term_id IN ({d.values("term_ids", "integer")})
+ORDER BY term_id, first_doc"""
+    )
 )
 # The postings an add wrote (doc ids from :first_doc on), from the table of record: a range of each term's
 # primary key.
-NEW_POSTINGS_SQL = register(
-    """\
+NEW_POSTINGS_SQL = statement(
+    lambda d: (
+        f"""\
 SELECT tf.term_id, tf.doc_id, tf.count, dl.length
 FROM term_freq AS tf
-CROSS JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
-WHERE tf.term_id IN (SELECT value FROM json_each(:term_ids))
+{d.cross_join} doc_len AS dl ON dl.doc_id = tf.doc_id
+WHERE tf.term_id IN ({d.values("term_ids", "integer")})
   AND tf.doc_id >= :first_doc
-ORDER BY tf.term_id, tf.doc_id""",
-    """\
-SELECT tf.term_id, tf.doc_id, tf.count, dl.length
-FROM term_freq AS tf
-JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
-WHERE tf.term_id IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:term_ids AS jsonb)))
-  AND tf.doc_id >= :first_doc
-ORDER BY tf.term_id, tf.doc_id""",
+ORDER BY tf.term_id, tf.doc_id"""
+    )
 )
 ALL_POSTINGS_SQL = """\
 SELECT tf.term_id, tf.doc_id, tf.count, dl.length

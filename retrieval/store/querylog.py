@@ -30,7 +30,7 @@ from pathlib import Path
 from ..errors import ConfigError, RetrievalError, SchemaVersionError
 from .backend import Backend, backend_of
 from .database import KNOWN_REVISIONS, index_revision, store_error
-from .dialect import register
+from .dialect import statement
 from .executor import Executor
 
 #: The ``index_info`` key that switches the log, and its two values.
@@ -71,9 +71,8 @@ SELECT {", ".join(COLUMNS)}
 FROM query_log
 WHERE logged_at >= :since
 ORDER BY id"""
-# The same text on both backends (the writer's connection and the executor run a statement's registered text).
-for _sql in (FLAG_SQL, SET_FLAG_SQL, COUNT_SQL, INSERT_SQL, ENTRIES_SQL):
-    register(_sql, _sql)
+for _sql in (FLAG_SQL, SET_FLAG_SQL, COUNT_SQL, INSERT_SQL, ENTRIES_SQL):  # one text for both dialects
+    statement(_sql)
 
 #: Whether this process has said already that it cannot write the log (it says so once).
 _warned = False

@@ -13,18 +13,20 @@ from ..corpus.names import name_key
 from ..corpus.paper import Paper
 from ..errors import InputError
 from .database import edge_counts
-from .dialect import register
+from .dialect import statement
 
 # The same text on both backends (the plain inserts are sent as COPY on PostgreSQL: retrieval.store.pgwrite).
-INSERT_PAPER = "INSERT INTO papers (id, title, abstract, year, source) VALUES (?, ?, ?, ?, ?)"
-INSERT_AUTHOR = "INSERT INTO paper_authors (paper_id, position, name, surname, name_key) VALUES (?, ?, ?, ?, ?)"
-INSERT_SOURCE = "INSERT INTO field_sources (paper_id, field, source) VALUES (?, ?, ?)"
-INSERT_DOC_LEN = "INSERT INTO doc_len (doc_id, paper_id, length) VALUES (?, ?, ?)"
-UPSERT_INFO = "INSERT INTO index_info (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-YEARS_SQL = "SELECT min(year), max(year) FROM papers"
-TERM_TOTALS_SQL = "SELECT count(*), sum(df) FROM doc_freq"
-for _sql in (INSERT_PAPER, INSERT_AUTHOR, INSERT_SOURCE, INSERT_DOC_LEN, UPSERT_INFO, YEARS_SQL, TERM_TOTALS_SQL):
-    register(_sql, _sql)
+INSERT_PAPER = statement("INSERT INTO papers (id, title, abstract, year, source) VALUES (?, ?, ?, ?, ?)")
+INSERT_AUTHOR = statement(
+    "INSERT INTO paper_authors (paper_id, position, name, surname, name_key) VALUES (?, ?, ?, ?, ?)"
+)
+INSERT_SOURCE = statement("INSERT INTO field_sources (paper_id, field, source) VALUES (?, ?, ?)")
+INSERT_DOC_LEN = statement("INSERT INTO doc_len (doc_id, paper_id, length) VALUES (?, ?, ?)")
+UPSERT_INFO = statement(
+    "INSERT INTO index_info (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+YEARS_SQL = statement("SELECT min(year), max(year) FROM papers")
+TERM_TOTALS_SQL = statement("SELECT count(*), sum(df) FROM doc_freq")
 
 
 @dataclass

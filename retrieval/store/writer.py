@@ -26,7 +26,7 @@ from ..corpus.paper import Paper
 from ..errors import InputError
 from ..text import Analyser
 from .backend import Backend, backend_of
-from .dialect import register
+from .dialect import statement
 from .postings import sync as sync_postings
 from .rows import (
     INSERT_AUTHOR,
@@ -65,6 +65,10 @@ class _Batch:
 # an update, else an insert, in one statement (the writers' lock keeps it from racing another writer), because
 # ON CONFLICT needs a unique index there, which a table partitioned over shards cannot have
 # (retrieval.store.shards).
+_UPSERT = """\
+INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
+VALUES (?, ?, {values})
+ON CONFLICT (citing_id, cited_id) DO UPDATE SET {flag} = 1"""
 _UPSERT_POSTGRESQL = """\
 WITH edge (citing_id, cited_id) AS (
     VALUES (CAST(? AS text), CAST(? AS text))
@@ -81,88 +85,73 @@ INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
 SELECT e.citing_id, e.cited_id, {values}
 FROM edge AS e
 WHERE NOT EXISTS (SELECT 1 FROM updated)"""
-UPSERT_REFERENCE = """\
-INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
-VALUES (?, ?, 1, 0)
-ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_citing = 1"""
-UPSERT_REFERENCE_POSTGRESQL = _UPSERT_POSTGRESQL.format(flag="listed_by_citing", values="true, false")
-register(UPSERT_REFERENCE, UPSERT_REFERENCE_POSTGRESQL)
-UPSERT_CITED_BY = """\
-INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
-VALUES (?, ?, 0, 1)
-ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_cited = 1"""
-UPSERT_CITED_BY_POSTGRESQL = _UPSERT_POSTGRESQL.format(flag="listed_by_cited", values="false, true")
-register(UPSERT_CITED_BY, UPSERT_CITED_BY_POSTGRESQL)
-INSERT_TERM = "INSERT INTO doc_freq (term_id, term, df) VALUES (?, ?, 0)"
-register(INSERT_TERM, INSERT_TERM)
-ADD_DF = "UPDATE doc_freq SET df = df + ? WHERE term_id = ?"
-register(ADD_DF, ADD_DF)
-INSERT_TERM_FREQ = "INSERT INTO term_freq (term_id, doc_id, count) VALUES (?, ?, ?)"
-register(INSERT_TERM_FREQ, INSERT_TERM_FREQ)  # sent as COPY on PostgreSQL (retrieval.store.pgwrite)
-DELETE_POSTING = "DELETE FROM term_freq WHERE term_id = ? AND doc_id = ?"
-register(DELETE_POSTING, DELETE_POSTING)
-DELETE_TERM = "DELETE FROM doc_freq WHERE term_id = ?"
-register(DELETE_TERM, DELETE_TERM)
-VOCABULARY_SQL = register("SELECT term, term_id FROM doc_freq", "SELECT term, term_id FROM doc_freq")
-LAST_DOC_ID_SQL = register("SELECT max(doc_id) FROM doc_len", "SELECT max(doc_id) FROM doc_len")
-INFO_SQL = register("SELECT key, value FROM index_info", "SELECT key, value FROM index_info")
+UPSERT_REFERENCE = statement(
+    _UPSERT.format(flag="listed_by_citing", values="1, 0"),
+    postgresql=_UPSERT_POSTGRESQL.format(flag="listed_by_citing", values="true, false"),
+)
+UPSERT_CITED_BY = statement(
+    _UPSERT.format(flag="listed_by_cited", values="0, 1"),
+    postgresql=_UPSERT_POSTGRESQL.format(flag="listed_by_cited", values="false, true"),
+)
+INSERT_TERM = statement("INSERT INTO doc_freq (term_id, term, df) VALUES (?, ?, 0)")
+ADD_DF = statement("UPDATE doc_freq SET df = df + ? WHERE term_id = ?")
+# Sent as COPY on PostgreSQL (retrieval.store.pgwrite).
+INSERT_TERM_FREQ = statement("INSERT INTO term_freq (term_id, doc_id, count) VALUES (?, ?, ?)")
+DELETE_POSTING = statement("DELETE FROM term_freq WHERE term_id = ? AND doc_id = ?")
+DELETE_TERM = statement("DELETE FROM doc_freq WHERE term_id = ?")
+VOCABULARY_SQL = statement("SELECT term, term_id FROM doc_freq")
+LAST_DOC_ID_SQL = statement("SELECT max(doc_id) FROM doc_len")
+INFO_SQL = statement("SELECT key, value FROM index_info")
 
-# A list parameter is JSON text on both: SQLite's json_each, PostgreSQL's jsonb_array_elements_text (text values;
-# term ids are cast). Ids are ordered by their bytes on both (PostgreSQL's collation might differ).
-_IDS = "SELECT value FROM json_each(:ids)"
-_IDS_POSTGRESQL = "SELECT value FROM jsonb_array_elements_text(CAST(:ids AS jsonb))"
-EXISTING_SQL = f"SELECT id FROM papers WHERE id IN ({_IDS}) ORDER BY id"
-register(EXISTING_SQL, f'SELECT id FROM papers WHERE id IN ({_IDS_POSTGRESQL}) ORDER BY id COLLATE "C"')
-REMOVED_TEXT_SQL = (
-    "SELECT p.id, p.title, p.abstract, l.doc_id FROM papers AS p JOIN doc_len AS l ON l.paper_id = p.id "
-    f"WHERE p.id IN ({_IDS})"
+# A list parameter is JSON text on both dialects (``Dialect.values``). Ids are ordered by their bytes.
+EXISTING_SQL = statement(lambda d: f"SELECT id FROM papers WHERE id IN ({d.values('ids')}) ORDER BY id{d.bytes_order}")
+REMOVED_TEXT_SQL = statement(
+    lambda d: (
+        "SELECT p.id, p.title, p.abstract, l.doc_id FROM papers AS p JOIN doc_len AS l ON l.paper_id = p.id "
+        f"WHERE p.id IN ({d.values('ids')})"
+    )
 )
-register(REMOVED_TEXT_SQL, REMOVED_TEXT_SQL.replace(_IDS, _IDS_POSTGRESQL))
-GONE_TERMS_SQL = "SELECT term_id, term FROM doc_freq WHERE df = 0 AND term_id IN (SELECT value FROM json_each(:t))"
-register(
-    GONE_TERMS_SQL,
-    "SELECT term_id, term FROM doc_freq WHERE df = 0 AND term_id IN "
-    "(SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(:t AS jsonb)))",
+GONE_TERMS_SQL = statement(
+    lambda d: f"SELECT term_id, term FROM doc_freq WHERE df = 0 AND term_id IN ({d.values('t', 'integer')})"
 )
-TOUCHED_SQL = f"SELECT DISTINCT cited_id FROM citations WHERE citing_id IN ({_IDS}) OR cited_id IN ({_IDS})"
-register(TOUCHED_SQL, TOUCHED_SQL.replace(_IDS, _IDS_POSTGRESQL))
+TOUCHED_SQL = statement(
+    lambda d: (
+        f"SELECT DISTINCT cited_id FROM citations WHERE citing_id IN ({d.values('ids')}) "
+        f"OR cited_id IN ({d.values('ids')})"
+    )
+)
 
 # In-degrees of the given cited ids, recounted after their citation rows changed.
 RECOUNT_STATEMENTS = [
-    "DELETE FROM cited_counts WHERE paper_id IN (SELECT value FROM json_each(:ids))",
-    """INSERT INTO cited_counts (paper_id, cited_by)
+    statement(lambda d: f"DELETE FROM cited_counts WHERE paper_id IN ({d.values('ids')})"),
+    statement(
+        lambda d: (
+            f"""INSERT INTO cited_counts (paper_id, cited_by)
 SELECT cited_id, count(*)
 FROM citations
-WHERE cited_id IN (SELECT value FROM json_each(:ids))
-GROUP BY cited_id""",
+WHERE cited_id IN ({d.values("ids")})
+GROUP BY cited_id"""
+        )
+    ),
 ]
-RECOUNT_STATEMENTS_POSTGRESQL = [sql.replace(_IDS, _IDS_POSTGRESQL) for sql in RECOUNT_STATEMENTS]
 
 REMOVE_STATEMENTS = [
-    "DELETE FROM doc_len WHERE paper_id IN (SELECT value FROM json_each(:ids))",
-    "DELETE FROM paper_authors WHERE paper_id IN (SELECT value FROM json_each(:ids))",
-    "DELETE FROM field_sources WHERE paper_id IN (SELECT value FROM json_each(:ids))",
-    "DELETE FROM papers WHERE id IN (SELECT value FROM json_each(:ids))",
+    statement(lambda d: f"DELETE FROM doc_len WHERE paper_id IN ({d.values('ids')})"),
+    statement(lambda d: f"DELETE FROM paper_authors WHERE paper_id IN ({d.values('ids')})"),
+    statement(lambda d: f"DELETE FROM field_sources WHERE paper_id IN ({d.values('ids')})"),
+    statement(lambda d: f"DELETE FROM papers WHERE id IN ({d.values('ids')})"),
     # What the removed papers' own records declared goes; what other records declared stays (dangling).
-    "UPDATE citations SET listed_by_citing = 0 WHERE citing_id IN (SELECT value FROM json_each(:ids))",
-    "UPDATE citations SET listed_by_cited = 0 WHERE cited_id IN (SELECT value FROM json_each(:ids))",
-    """DELETE FROM citations
-WHERE (citing_id IN (SELECT value FROM json_each(:ids)) OR cited_id IN (SELECT value FROM json_each(:ids)))
-  AND listed_by_citing = 0
-  AND listed_by_cited = 0""",
+    statement(lambda d: f"UPDATE citations SET listed_by_citing = {d.false} WHERE citing_id IN ({d.values('ids')})"),
+    statement(lambda d: f"UPDATE citations SET listed_by_cited = {d.false} WHERE cited_id IN ({d.values('ids')})"),
+    statement(
+        lambda d: (
+            f"""DELETE FROM citations
+WHERE (citing_id IN ({d.values("ids")}) OR cited_id IN ({d.values("ids")}))
+  AND NOT listed_by_citing
+  AND NOT listed_by_cited"""
+        )
+    ),
 ]
-# The flags are booleans on PostgreSQL.
-REMOVE_STATEMENTS_POSTGRESQL = [
-    sql.replace(_IDS, _IDS_POSTGRESQL)
-    .replace("= 0 WHERE", "= false WHERE")
-    .replace("AND listed_by_citing = 0", "AND NOT listed_by_citing")
-    .replace("AND listed_by_cited = 0", "AND NOT listed_by_cited")
-    for sql in REMOVE_STATEMENTS
-]
-for _sqlite, _postgresql in zip(
-    RECOUNT_STATEMENTS + REMOVE_STATEMENTS, RECOUNT_STATEMENTS_POSTGRESQL + REMOVE_STATEMENTS_POSTGRESQL, strict=True
-):
-    register(_sqlite, _postgresql)
 
 
 def _batches(items: Iterable[Paper], size: int) -> Iterator[list[Paper]]:
@@ -288,16 +277,16 @@ class IndexWriter:
             del self.vocabulary[term]
         params = {"ids": json.dumps([row[0] for row in rows])}
         touched = [cited for (cited,) in conn.execute(TOUCHED_SQL, params)]
-        for statement in REMOVE_STATEMENTS:
-            conn.execute(statement, params)
+        for sql in REMOVE_STATEMENTS:
+            conn.execute(sql, params)
         self._recount(touched)
         self.summary.removed += len(rows)
 
     def _recount(self, cited_ids) -> None:
         if cited_ids:
             params = {"ids": json.dumps(sorted(cited_ids))}
-            for statement in RECOUNT_STATEMENTS:
-                self.conn.execute(statement, params)
+            for sql in RECOUNT_STATEMENTS:
+                self.conn.execute(sql, params)
 
     # -- statistics -----------------------------------------------------------------------------------------
     def finish(self) -> None:
