@@ -22,9 +22,10 @@ How it measures:
   `PYTHONPATH` set to it; the same demo.db) for `search` and `--help`.
 - "The search itself": in this process, warm, `RetrievalClient(db=demo.db)` opened, `search(query, limit=10)`,
   closed, timed together after one warm-up; and the search alone on an open client.
-- Peak RSS: `VmHWM` from `/proc/self/status` of a fresh `python -c` that runs `retrieval.cli.main(["search", ...])`
-  in-process (output discarded) and then reads it; also of the floor and of the previous version (`ru_maxrss` is
-  not used: Linux keeps it across fork and exec). Linux only; skipped elsewhere.
+- Peak RSS: `VmHWM` from `/proc/self/status` of a fresh `python -c` that runs
+  `retrieval.interfaces.cli.main(["search", ...])` in-process (output discarded) and then reads it; also of the
+  floor and of the previous version (`ru_maxrss` is not used: Linux keeps it across fork and exec). Linux only;
+  skipped elsewhere.
 
 Results: the table is printed and written to bench/results/cli_start.md; every raw number, the settings and the
 machine go to bench/results/cli_start.json (no absolute paths). Read the ratios more than the milliseconds.
@@ -61,7 +62,7 @@ with open("/proc/self/status") as status:
 sys.__stdout__.write("VmHWM " + peak + "\\n")
 """
 RSS_SEARCH_BODY = """\
-from retrieval.cli import main
+from retrieval.interfaces.cli import main
 sys.stdout = io.StringIO()
 code = main(["search", {query!r}, "--db", "demo.db"])
 sys.stdout = sys.__stdout__
@@ -290,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         lines += ["", f"| peak RSS of a fresh process (VmHWM, median of {args.rss_repeats}) | MiB |", "|---|---:|"]
         shown = {
             "floor": 'python -c "import sqlite3"',
-            "search": "retrieval.cli.main(['search', ...])",
-            "base_search": f"{baseline['rev'] if baseline else ''}: retrieval.cli.main(['search', ...])",
+            "search": "retrieval.interfaces.cli.main(['search', ...])",
+            "base_search": f"{baseline['rev'] if baseline else ''}: retrieval.interfaces.cli.main(['search', ...])",
         }
         lines += [f"| {shown[name]} | {statistics.median(values) / 1024:.1f} |" for name, values in rss.items()]
     verdict = "met" if headline <= 1.5 else "not met"

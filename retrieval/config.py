@@ -185,7 +185,7 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
         if self.max_hops < 0:
             raise ConfigError(f"max_hops must be 0, 1 or 2 (larger values are clamped to 2), got {self.max_hops}")
         if self.max_hops > MAX_HOPS:
-            # Said, not silent: the CLI prints it as a warning line (``retrieval.cli``).
+            # Said, not silent: the CLI prints it as a warning line (``retrieval.interfaces.cli``).
             warnings.warn(f"max_hops {self.max_hops} is more than {MAX_HOPS}: clamped to {MAX_HOPS}", stacklevel=4)
             changes["max_hops"] = MAX_HOPS
         for name in ("w_bm25", "w_graph", "w_recency", "gate_threshold"):

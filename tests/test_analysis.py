@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 
 from retrieval import RetrievalClient, SchemaVersionError, build_corpus, read_jsonl
-from retrieval.cli import main
 from retrieval.commands import add, build, upgrade
+from retrieval.interfaces.cli import main
 from retrieval.search.query import Query, analyser_of
 from retrieval.store import bulk
 from retrieval.text import Analyser

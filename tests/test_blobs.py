@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from retrieval import Paper, RetrievalClient, Trace
 from retrieval.bm25 import TF_NORM_SQL
-from retrieval.cli import main
 from retrieval.errors import ConfigError
+from retrieval.interfaces.cli import main
 from retrieval.search import lexical
 from retrieval.search.filters import Filters
 from retrieval.search.query import Query, QueryTerm, WeightedQuery

@@ -104,8 +104,8 @@ def _free_port() -> int:
 
 SERVER = (
     "import sys, uvicorn\n"
-    "from retrieval.serve.app import create_app\n"
-    "from retrieval.serve.service import Service\n"
+    "from retrieval.interfaces.http.app import create_app\n"
+    "from retrieval.interfaces.service import Service\n"
     "uvicorn.run(create_app(Service(sys.argv[1])), host='127.0.0.1', port=int(sys.argv[2]), log_level='warning')\n"
 )
 

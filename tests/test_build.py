@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval import InputError, RetrievalClient, RetrievalError, read_jsonl
-from retrieval.cli import main
 from retrieval.commands import build, stats
+from retrieval.interfaces.cli import main
 from retrieval.store import bulk
 from retrieval.store import progress as progress_module
 from retrieval.store.build import build_index
@@ -287,7 +287,7 @@ def test_postings_too_wide_for_one_sort_key_are_sorted_the_same(tmp_path):
 
 
 def test_off_a_terminal_the_build_neither_draws_nor_reads_its_input_twice(tmp_path, monkeypatch, capsys):
-    from retrieval import cli
+    from retrieval.interfaces import cli
 
     def counted(path):
         raise AssertionError("the input's lines were counted for a bar nobody sees")

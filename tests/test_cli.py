@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from retrieval.cli import main
+from retrieval.interfaces.cli import main
 from tests.helpers import paper, shared_corpus, write_jsonl
 
 
@@ -226,7 +226,7 @@ def test_build_takes_a_number_of_workers(tmp_path, capsys):
 
 _IMPORTED = (
     "import sys\n"
-    "from retrieval.cli import main\n"
+    "from retrieval.interfaces.cli import main\n"
     "try:\n"
     "    main(sys.argv[1:])\n"
     "except SystemExit:\n"

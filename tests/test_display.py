@@ -1,5 +1,6 @@
-"""Human output that fits the terminal (``retrieval.display``): the pure functions, and the CLI's search, explain
-and writer summaries through ``main``, on a real index of papers with awkward ids, titles and authors."""
+"""Human output that fits the terminal (``retrieval.interfaces.output.display``): the pure functions, and the CLI's
+search, explain and writer summaries through ``main``, on a real index of papers with awkward ids, titles and
+authors."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import display
-from retrieval.cli import main
 from retrieval.config import RetrievalConfig
 from retrieval.corpus.paper import Paper
+from retrieval.interfaces.cli import main
+from retrieval.interfaces.output import display
 from retrieval.search.blend import RankedPaper, RetrievalResult
 from retrieval.store.build import build_index
 from tests.helpers import paper as paper_record

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from retrieval import RetrievalClient, RetrievalConfig
-from retrieval.cli import main
 from retrieval.errors import ConfigError, InputError, RetrievalError
 from retrieval.eval import MODES, BlendMode, run_eval
-from retrieval.eval.cli import ProgressBar
 from retrieval.eval.metrics import CUTOFFS, effectiveness, library_measures, pooled_recall, rank_scores
+from retrieval.interfaces.cli import main
+from retrieval.interfaces.cli.eval import ProgressBar
 from tests.helpers import SHARED_DATA, write_jsonl
 
 pytrec_eval = pytest.importorskip("pytrec_eval", reason="the eval extra (pytrec_eval) is not installed")

@@ -21,7 +21,6 @@ from alembic.migration import MigrationContext
 from sqlalchemy import MetaData, Table, create_engine
 
 from retrieval import RetrievalClient
-from retrieval.cli import main
 from retrieval.corpus.paper import Paper
 from retrieval.errors import ConfigError, InputError
 from retrieval.eval.evidence_modes import evidence_modes
@@ -39,6 +38,7 @@ from retrieval.evidence import (
 from retrieval.evidence.config import age
 from retrieval.evidence.graph import build_graph
 from retrieval.evidence.support import TfidfCosineScorer, claims_of
+from retrieval.interfaces.cli import main
 from retrieval.search.query import Query
 from retrieval.store import models
 from retrieval.store.build import build_index

@@ -308,7 +308,7 @@ def test_the_vote_modes_answer_through_the_pipeline(client):
 def test_cli_takes_the_coverage_rule_and_turns_the_split_off(tmp_path, capsys):
     import json
 
-    from retrieval.cli import main
+    from retrieval.interfaces.cli import main
 
     db = tmp_path / "cli.db"
     build_index(topic_corpus(), db)

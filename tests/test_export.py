@@ -1,5 +1,6 @@
-"""Exports (``retrieval.export``): every format parsed back with its own reader (bibtexparser, csv, json, the RIS
-tags line by line), the BibTeX escaping against awkward text, and ``--format`` on ``search`` and ``explain``."""
+"""Exports (``retrieval.interfaces.output.export``): every format parsed back with its own reader (bibtexparser, csv,
+json, the RIS tags line by line), the BibTeX escaping against awkward text, and ``--format`` on ``search`` and
+``explain``."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from bibtexparser.middlewares import LatexDecodingMiddleware
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import cli_types, export
 from retrieval.corpus.paper import Paper
+from retrieval.interfaces.cli import options as cli_types
+from retrieval.interfaces.output import export
 from tests.test_display import S2_ID, _result, output_db, output_papers, run  # noqa: F401 (a fixture)
 
 RIS_LINE = re.compile(r"^([A-Z][A-Z0-9])  - (.*)$")

@@ -15,9 +15,9 @@ from retrieval import (
     build_from_clients,
     read_papers,
 )
-from retrieval.cli import main
 from retrieval.commands import build, stats
 from retrieval.corpus import Paper, merge_clients, merge_records
+from retrieval.interfaces.cli import main
 from tests.helpers import write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"

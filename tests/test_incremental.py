@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval import Paper, RetrievalClient, RetrievalError, SchemaVersionError
-from retrieval.cli import main
 from retrieval.commands import build
+from retrieval.interfaces.cli import main
 from retrieval.store.build import build_index
 from retrieval.store.database import HEAD_REVISION
 from retrieval.store.migrate import migrate

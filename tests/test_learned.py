@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from retrieval import RetrievalClient, RetrievalConfig
-from retrieval.cli import main
 from retrieval.errors import ConfigError, InputError
 from retrieval.eval.learned_modes import held_out_model
 from retrieval.eval.train import QueryData, coordinate_ascent, cross_validate, fit, mean_ndcg, ndcg, with_derived
+from retrieval.interfaces.cli import main
 from retrieval.search.learned import (
     BASE_FEATURES,
     CANDIDATE_FEATURES,

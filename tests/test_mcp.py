@@ -20,14 +20,14 @@ pytest.importorskip("mcp.server.mcpserver")  # the SDK, version 2 or later
 
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
-from retrieval import cli  # noqa: E402
 from retrieval.commands import log_enable  # noqa: E402
 from retrieval.config import RetrievalConfig  # noqa: E402
 from retrieval.errors import RetrievalError  # noqa: E402
 from retrieval.evidence.config import RANKERS, EvidenceConfig  # noqa: E402
 from retrieval.evidence.pipeline import explain  # noqa: E402
+from retrieval.interfaces import cli  # noqa: E402
+from retrieval.interfaces.service import BOUNDS  # noqa: E402
 from retrieval.search.client import RetrievalClient  # noqa: E402
-from retrieval.serve.service import BOUNDS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSION_SECONDS = 60  # a whole session: start, every call, shutdown
@@ -198,7 +198,7 @@ def test_a_bad_call_is_a_tool_error_with_the_librarys_message(demo_db, tmp_path)
         ("search", {"query": "attention sparsity", "limit": 1}),  # the server still answers after errors
     )  # fmt: skip
     with RetrievalClient(demo_db) as client:
-        from retrieval.serve.service import Service
+        from retrieval.interfaces.service import Service
 
         service = Service(demo_db)
         expected = [
@@ -293,13 +293,13 @@ def test_a_stray_print_or_warning_during_a_call_goes_to_stderr(demo_db, tmp_path
     """Whatever a handler prints (a library's print, a warning) must never reach the protocol channel."""
     patched = (
         "import sys, warnings\n"
-        "from retrieval.serve.service import Service\n"
+        "from retrieval.interfaces.service import Service\n"
         "search = Service.search\n"
         "def noisy(self, *a, **k):\n"
         "    print('stray print'); warnings.warn('stray warning'); sys.stdout.flush()\n"
         "    return search(self, *a, **k)\n"
         "Service.search = noisy\n"
-        "from retrieval.cli import main\n"
+        "from retrieval.interfaces.cli import main\n"
         f"sys.exit(main(['mcp', '--db', {str(demo_db)!r}]))\n"
     )
     replies, rest, code, logged = raw_session([sys.executable, "-c", patched], tmp_path / "server.err")

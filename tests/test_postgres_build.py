@@ -142,8 +142,8 @@ def test_upgrade_brings_an_older_revision_on_the_server_to_the_head(tmp_path, pg
     from sqlalchemy import create_engine, pool, text
 
     from retrieval import RetrievalClient
-    from retrieval.cli import main
     from retrieval.errors import SchemaVersionError
+    from retrieval.interfaces.cli import main
     from retrieval.store.database import HEAD_REVISION
     from retrieval.store.migrate import alembic_config
 
@@ -169,7 +169,7 @@ def test_upgrade_brings_an_older_revision_on_the_server_to_the_head(tmp_path, pg
 def test_the_query_log_on_the_server(tmp_path, pg_database, capsys):
     """`retrieval log on|off` and the rows of searches and similar, on PostgreSQL as on a file."""
     from retrieval import commands
-    from retrieval.cli import main
+    from retrieval.interfaces.cli import main
 
     url = pg_database("log")
     build(

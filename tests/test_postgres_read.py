@@ -13,9 +13,9 @@ import pytest
 
 from retrieval import RetrievalConfig
 from retrieval.bm25 import TF_NORM_SQL_POSTGRESQL, tf_norm
-from retrieval.cli import main
 from retrieval.commands import build, stats
 from retrieval.errors import IndexNotFoundError, NotAnIndexError, PaperNotFoundError
+from retrieval.interfaces.cli import main
 from retrieval.search.client import RetrievalClient
 from retrieval.search.filters import Filters
 from retrieval.store.dialect import registered

@@ -17,9 +17,9 @@ import time
 import pytest
 
 from retrieval import Paper, RetrievalClient, RetrievalError
-from retrieval.cli import main
 from retrieval.config import DatabaseURL
 from retrieval.corpus.mock import build_corpus
+from retrieval.interfaces.cli import main
 from retrieval.store import catalogue, pgwrite
 from retrieval.store.build import build_index
 from retrieval.store.pgbuild import build_postgres

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from retrieval import RetrievalConfig, SchemaVersionError
-from retrieval.cli import main
 from retrieval.commands import build, log_enable, log_entries, search
 from retrieval.evidence.pipeline import explain_index
+from retrieval.interfaces.cli import main
 from retrieval.store import querylog
 from retrieval.store.database import READABLE_REVISIONS
 from retrieval.store.migrate import downgrade, migrate

@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval import ConfigError, RetrievalClient, RetrievalError
-from retrieval.cli import main
 from retrieval.commands import build
 from retrieval.corpus.paper import Paper
+from retrieval.interfaces.cli import main
 from retrieval.store import files
 from retrieval.store.build import build_index
 from retrieval.store.writer import add_papers
@@ -353,7 +353,7 @@ FULL_DISK = """
 import resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
-from retrieval.cli import main
+from retrieval.interfaces.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 
@@ -420,7 +420,10 @@ def _as_nobody() -> list[str] | None:
     for python, env in ((sys.executable, {}), ("/usr/bin/python3", {"PYTHONPATH": str(REPO)})):
         try:
             probe = subprocess.run(
-                [python, "-c", "import retrieval.cli"], user=NOBODY, capture_output=True, env={**os.environ, **env}
+                [python, "-c", "import retrieval.interfaces.cli"],
+                user=NOBODY,
+                capture_output=True,
+                env={**os.environ, **env},
             )
         except OSError:
             continue

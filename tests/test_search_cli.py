@@ -8,8 +8,8 @@ import warnings
 import pytest
 
 from retrieval import RetrievalConfig
-from retrieval.cli import main
 from retrieval.corpus.paper import Paper
+from retrieval.interfaces.cli import main
 from tests.helpers import BACKENDS, paper, write_jsonl
 
 

@@ -21,8 +21,8 @@ from retrieval.commands import stats as library_stats  # noqa: E402
 from retrieval.errors import ConfigError, PaperNotFoundError, TooLargeError  # noqa: E402
 from retrieval.evidence.config import EvidenceConfig  # noqa: E402
 from retrieval.evidence.pipeline import explain as library_explain  # noqa: E402
-from retrieval.serve.app import MAX_BODY, THREADS, create_app  # noqa: E402
-from retrieval.serve.service import BOUNDS, Service  # noqa: E402
+from retrieval.interfaces.http.app import MAX_BODY, THREADS, create_app  # noqa: E402
+from retrieval.interfaces.service import BOUNDS, Service  # noqa: E402
 from tests.helpers import paper, write_jsonl  # noqa: E402
 
 MALDACENA, STROMINGER, VAFA, WITTEN, SEN = (

@@ -22,7 +22,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from retrieval import RetrievalClient  # noqa: E402
-from retrieval.serve.cli import is_loopback  # noqa: E402
+from retrieval.interfaces.cli.serve import is_loopback  # noqa: E402
 
 START_WAIT = 20.0  # seconds a server may take to answer /health
 STOP_WAIT = 10.0  # seconds it may take to exit after SIGTERM
@@ -181,7 +181,7 @@ def test_serve_refuses_a_port_in_use(demo_db):
 def test_serve_without_the_serve_extra_says_what_to_install(demo_db):
     code = (
         "import sys; sys.modules['uvicorn'] = None\n"  # as if uvicorn were not installed
-        "from retrieval.cli import main\n"
+        "from retrieval.interfaces.cli import main\n"
         f"sys.exit(main(['serve', '--db', {str(demo_db)!r}]))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from retrieval.bm25 import SCORE_DECIMALS
-from retrieval.cli import main
 from retrieval.commands import add, build, remove
 from retrieval.errors import ConfigError, IndexNotFoundError, InputError
+from retrieval.interfaces.cli import main
 from retrieval.search.client import RetrievalClient
 from retrieval.store import catalogue
 from retrieval.store.catalogue import COORDINATOR, DISTRIBUTED

@@ -1,7 +1,7 @@
-"""The web pages (``retrieval.serve.web``) through FastAPI's test client, and the evidence drawing
-(``retrieval.serve.svg``) as a pure function: what each page shows, escaping, errors as HTML pages with the API's
-status codes, and the graph's caps, classes, tooltips and deterministic layout. The same pages in a real browser:
-``tests/test_browser.py``."""
+"""The web pages (``retrieval.interfaces.http.web``) through FastAPI's test client, and the evidence drawing
+(``retrieval.interfaces.http.svg``) as a pure function: what each page shows, escaping, errors as HTML pages with
+the API's status codes, and the graph's caps, classes, tooltips and deterministic layout. The same pages in a real
+browser: ``tests/test_browser.py``."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from retrieval import RetrievalClient  # noqa: E402
-from retrieval.serve import svg  # noqa: E402
-from retrieval.serve.app import create_app  # noqa: E402
-from retrieval.serve.service import Service  # noqa: E402
+from retrieval.interfaces.http import svg  # noqa: E402
+from retrieval.interfaces.http.app import create_app  # noqa: E402
+from retrieval.interfaces.service import Service  # noqa: E402
 
 QUERY = "attention sparsity"
 
@@ -171,7 +171,7 @@ def test_paper_page_lists_references_citing_papers_and_similar_ones(web, service
 
 
 def test_a_long_list_is_cut_with_a_link_to_all_of_it(web, service, demo_db, monkeypatch):
-    from retrieval.serve import web as pages
+    from retrieval.interfaces.http import web as pages
 
     pid = _paper_with(demo_db, "citations")
     monkeypatch.setattr(pages, "LIST_CAP", 1)
@@ -209,10 +209,10 @@ def test_errors_are_pages_with_the_message_and_the_status(web, url, status, word
 
 
 def test_every_library_error_has_a_status_of_its_own():
-    """The pages and the API share one table (``retrieval.serve.service.STATUS``); every error the library raises
+    """The pages and the API share one table (``retrieval.interfaces.service.STATUS``); every error the library raises
     on purpose is a 4xx or a 503 there, never the 500 of an unexpected failure."""
     from retrieval import errors
-    from retrieval.serve.service import status_of
+    from retrieval.interfaces.service import status_of
 
     kinds = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.RetrievalError)]
     assert len(kinds) >= 9

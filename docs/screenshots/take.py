@@ -41,7 +41,8 @@ def free_port() -> int:
 
 def serve(db: str, port: int) -> subprocess.Popen:
     code = (
-        "import sys, uvicorn; from retrieval.serve.app import create_app; from retrieval.serve.service import Service; "
+        "import sys, uvicorn; from retrieval.interfaces.http.app import create_app; "
+        "from retrieval.interfaces.service import Service; "
         "uvicorn.run(create_app(Service(sys.argv[1])), host='127.0.0.1', port=int(sys.argv[2]), log_level='warning')"
     )
     server = subprocess.Popen([sys.executable, "-c", code, db, str(port)])

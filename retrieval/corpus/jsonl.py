@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import ConfigError, InputError
+from ..validate import YEAR_RANGE
 from .paper import Paper
 
 FORMATS = ("jsonl", "openalex", "s2")
@@ -34,7 +35,7 @@ Where = tuple[str, int]
 
 
 #: Years a record may give (a year outside them is a typo or a unit mix-up, such as a timestamp).
-YEARS = (1000, 2100)
+YEARS = YEAR_RANGE  # the years a record, a filter and an option may name
 
 
 def _open(path: Path) -> IO[bytes]:

@@ -1,4 +1,5 @@
-"""Storing an evidence run in the index file (tables of ``retrieval.store.audit``, created by migration 0003).
+"""Storing an evidence run in the index file (the tables ``evidence_runs``, ``evidence_run_nodes`` and
+``evidence_run_edges`` of ``retrieval.store.models``, created by migration 0003).
 
 One write transaction per run, on a connection of its own (the search connection is read-only). The saved rows
 answer questions such as, for the latest run::

@@ -3,8 +3,8 @@
 A build calls ``start(phase, total, unit)`` as each phase begins, ``update(done)`` as it advances (``done``
 counted from the phase's start; ``None`` while a single long SQL statement runs, so that a display can show the
 time passing) and ``finish()`` when it ends. ``retrieval build`` draws each phase as its own bar with its rate and
-estimate (``retrieval.cli``); a plain callable ``progress(done)``, as ``build_index`` has always accepted, is
-told the papers read and nothing else.
+estimate (``retrieval.interfaces.cli``); a plain callable ``progress(done)``, as ``build_index`` has always
+accepted, is told the papers read and nothing else.
 """
 
 from __future__ import annotations

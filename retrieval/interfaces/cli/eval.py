@@ -10,10 +10,10 @@ import argparse
 import sys
 from typing import TextIO
 
-from ..cli_types import positive_int
-from .cache import DEFAULT_CACHE_DIR
-from .modes import MODES
-from .protocol import AUTO, PROTOCOLS
+from ...eval.cache import DEFAULT_CACHE_DIR
+from ...eval.modes import MODES
+from ...eval.protocol import AUTO, PROTOCOLS
+from .options import positive_int
 
 
 class ProgressBar:
@@ -67,7 +67,7 @@ def _mode_list(text: str) -> list[str]:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .runner import REPORT_JSON, REPORT_MD, run_eval
+    from ...eval.runner import REPORT_JSON, REPORT_MD, run_eval
 
     bar = ProgressBar.for_stream(sys.stderr)
     try:

@@ -17,11 +17,12 @@ import warnings
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
-from .cli_types import add_output_args, bounded, hops, query, relations, unit, year_range
-from .config import DB_ENV_VAR, DEFAULT_DB, EXPAND_MODES, PRF_METHODS, RELATIONS, RetrievalConfig, resolve_db
-from .errors import RetrievalError
-from .text import TOKENISER_VERSION
-from .validate import LIMITS
+from ...config import EXPAND_MODES, PRF_METHODS, RELATIONS, RetrievalConfig, resolve_db
+from ...errors import RetrievalError
+from ...text import TOKENISER_VERSION
+from ...validate import LIMITS
+from .. import params
+from .options import DB_HELP, add_output_args, bounded, checked, hops, query, relations, unit
 
 #: The input formats (``retrieval.corpus.jsonl.FORMATS``, which a test keeps equal), named here so that parsing
 #: a search does not import the readers.
@@ -57,7 +58,7 @@ def _build_bars(count_papers: Callable[[], int | None]):
 
     from tqdm import tqdm
 
-    from .store.progress import READING, BuildProgress
+    from ...store.progress import READING, BuildProgress
 
     class Bars(BuildProgress):
         def __init__(self) -> None:
@@ -102,7 +103,7 @@ def _count_lines(path: str) -> int | None:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from . import commands  # loaded when a command runs, not for --help
+    from ... import commands  # loaded when a command runs, not for --help
 
     bars = _build_bars(lambda: _count_lines(args.source) if args.source else 100)
     summary = commands.build(
@@ -130,7 +131,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_add(args: argparse.Namespace) -> int:
-    from . import commands  # loaded when a command runs, not for --help
+    from ... import commands  # loaded when a command runs, not for --help
 
     progress = _progress_bar(_count_lines(args.source))
     try:
@@ -148,7 +149,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
-    from . import commands  # loaded when a command runs, not for --help
+    from ... import commands  # loaded when a command runs, not for --help
 
     summary = commands.remove(args.ids, db=args.db)
     text = f"removed {summary.removed:,} papers from {summary.path}; {summary.papers:,} papers now"
@@ -157,7 +158,7 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 
 
 def _cmd_upgrade(args: argparse.Namespace) -> int:
-    from . import commands  # loaded when a command runs, not for --help
+    from ... import commands  # loaded when a command runs, not for --help
 
     result = commands.upgrade(db=args.db)
     before, after = result
@@ -220,14 +221,14 @@ def _config(args: argparse.Namespace) -> RetrievalConfig:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
-    from . import commands  # loaded when a command runs, not for --help
-    from .store.executor import Trace
+    from ... import commands  # loaded when a command runs, not for --help
+    from ...store.executor import Trace
 
     config = _config(args)
     trace = Trace() if args.sql else None
     result = commands.search(
         args.query, db=args.db, config=config, limit=args.limit, tracer=trace,
-        offset=args.offset, year=args.year, authors=args.authors, syntax=not args.plain,
+        offset=args.offset, syntax=not args.plain, **params.filter_values(vars(args)),
     )  # fmt: skip
     if trace is not None:
         _print_trace(trace.statements)
@@ -237,20 +238,20 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def print_entries(result, fmt: str | None = None, why: bool = False, document: object = None) -> None:
-    """A ranked list on stdout: exported in ``fmt`` (``retrieval.export.FORMATS``; ``json`` prints ``document``,
-    by default the result's ``to_dict()``), or as the table that fits the terminal and its summary (``why``: a
-    line per entry with the blend's terms). ``result``: a ``RetrievalResult`` or anything with ``ranked``,
+    """A ranked list on stdout: exported in ``fmt`` (``retrieval.interfaces.output.export.FORMATS``; ``json`` prints
+    ``document``, by default the result's ``to_dict()``), or as the table that fits the terminal and its summary
+    (``why``: a line per entry with the blend's terms). ``result``: a ``RetrievalResult`` or anything with ``ranked``,
     ``config``, ``query``, ``metrics`` and ``expansion`` (``offset``, ``matched``, ``warnings`` when it has them);
     its warnings go to stderr, whatever the format."""
     offset = getattr(result, "offset", 0)
     for warning in getattr(result, "warnings", ()):
         _error(warning, prefix="retrieval: warning: ")
     if fmt is not None:
-        from .export import export
+        from ..output.export import export
 
         sys.stdout.write(export(result, fmt, offset=offset, document=document))
         return
-    from . import display
+    from ..output import display
 
     width = display.terminal_width()
     lines = display.result_lines(result, width, why=why, offset=offset)
@@ -259,7 +260,7 @@ def print_entries(result, fmt: str | None = None, why: bool = False, document: o
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    from . import commands  # loaded when a command runs, not for --help
+    from ... import commands  # loaded when a command runs, not for --help
 
     info = commands.stats(db=args.db)
     if args.json:
@@ -274,7 +275,6 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-DB_HELP = f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})"
 FORMAT_HELP = "input format: jsonl, openalex or s2 (default: detected from the first record)"
 SUMMARY_JSON_HELP = "print the summary as one JSON object"
 
@@ -384,29 +384,18 @@ def _search_args(p: argparse.ArgumentParser) -> None:
 
 
 def _filter_args(p: argparse.ArgumentParser) -> None:
-    """``--year``, ``--author`` and ``--offset``: the filters and paging of every command that ranks papers."""
-    p.add_argument(
-        "--year", type=year_range, metavar="RANGE", help="only papers of these years: 1998-2001, 1998-, -2001 or 1998"
-    )
-    p.add_argument(
-        "--author",
-        dest="authors",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="only papers by this author (surname, optionally with given names or initials; case and accents "
-        "aside); repeat for papers by all of them",
-    )
-    p.add_argument(
-        "--offset",
-        type=bounded("offset", 0),
-        default=0,
-        help=f"skip this many results first: the next page (at most {LIMITS['offset']:,})",
-    )
+    """The filters (``params.FILTERS``: ``--year``, ``--author``, ...) and ``--offset``: those of every command that
+    ranks papers."""
+    for f in params.FILTERS:
+        if f.repeat:
+            p.add_argument(f.option, dest=f.name, action="append", default=[], metavar=f.metavar, help=f.cli_help())
+        else:
+            p.add_argument(f.option, dest=f.name, type=checked(f), metavar=f.metavar, help=f.cli_help())
+    p.add_argument("--offset", type=bounded("offset", 0), default=params.OFFSET.default, help=params.OFFSET.cli_help())
 
 
 def _cmd_similar(args: argparse.Namespace) -> int:
-    from . import commands  # loaded when a command runs, not for --help
+    from ... import commands  # loaded when a command runs, not for --help
 
     ids = list(args.ids)
     if args.from_file:
@@ -415,7 +404,7 @@ def _cmd_similar(args: argparse.Namespace) -> int:
         args.similar_parser.error("give at least one paper id (or --from FILE of ids)")
     exclude = commands.read_ids(args.exclude) if args.exclude else []
     result = commands.similar(
-        ids, db=args.db, limit=args.limit, offset=args.offset, exclude=exclude, year=args.year, authors=args.authors
+        ids, db=args.db, limit=args.limit, offset=args.offset, exclude=exclude, **params.filter_values(vars(args))
     )
     return _print_similar(args, result)
 
@@ -434,7 +423,7 @@ def _similar_args(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from . import commands  # loaded when a command runs, not for --help
+    from ... import commands  # loaded when a command runs, not for --help
 
     page = commands.show(args.paper_id, db=args.db)
     return _print_show(args, page)
@@ -452,7 +441,7 @@ def _print_similar(args: argparse.Namespace, result) -> int:
     if args.format is not None:
         print_entries(result, args.format)
         return 0
-    from . import display
+    from ..output import display
 
     for warning in result.warnings:
         _error(warning, prefix="retrieval: warning: ")
@@ -473,11 +462,11 @@ def _print_similar(args: argparse.Namespace, result) -> int:
 
 def _print_show(args: argparse.Namespace, page) -> int:
     if args.format is not None:
-        from .export import export
+        from ..output.export import export
 
         sys.stdout.write(export(page, args.format, document=page.to_dict()))
         return 0
-    from . import display
+    from ..output import display
 
     print("\n".join(display.paper_lines(page.paper, display.terminal_width(), page.linked, page.linked)))
     return 0
@@ -500,7 +489,7 @@ LOG_QUERY_WIDTH = 80 - 52
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
-    from . import commands  # loaded when a command runs, not for --help
+    from ... import commands  # loaded when a command runs, not for --help
 
     where = args.db or "the index"
     if args.switch is not None:
@@ -542,7 +531,7 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
 
 def _since(text: str) -> str:
-    from .store.querylog import since_bound  # loaded when the command runs
+    from ...store.querylog import since_bound  # loaded when the command runs
 
     try:
         return since_bound(text)
@@ -574,18 +563,21 @@ COMMANDS = {
     "log": ("the query log: turn it on or off, list it, or plot it over time", _log_args),
     "eval": (
         "measure recall, MAP, nDCG and MRR of every retrieval mode on a corpus and a query file",
-        "retrieval.eval.cli",
+        "retrieval.interfaces.cli.eval",
     ),
     "train": (
         "fit the learned ranking on judged queries, print its cross-validated figures, write it beside the index",
-        "retrieval.eval.train_cli",
+        "retrieval.interfaces.cli.train",
     ),
     "explain": (
         "rank papers by the evidence graph of the query's seeds, and say why (the Crase method)",
-        "retrieval.evidence.cli",
+        "retrieval.interfaces.cli.explain",
     ),
-    "serve": ("serve the index over HTTP: a JSON API, read-only, on loopback by default", "retrieval.serve.cli"),
-    "mcp": ("serve search, similar, show and explain as MCP tools over stdio, for agents", "retrieval.serve.mcp"),
+    "serve": (
+        "serve the index over HTTP: a JSON API, read-only, on loopback by default",
+        "retrieval.interfaces.cli.serve",
+    ),
+    "mcp": ("serve search, similar, show and explain as MCP tools over stdio, for agents", "retrieval.interfaces.mcp"),
 }
 
 
@@ -600,7 +592,7 @@ class _Formatter(argparse.HelpFormatter):
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width=None) -> None:
         if width is None:
-            from .display import terminal_width
+            from ..output.display import terminal_width
 
             width = terminal_width(minimum=13) - 2
         super().__init__(prog, indent_increment, max_help_position, width)
@@ -614,7 +606,7 @@ def version() -> str:
     try:
         return installed("retrieval")
     except PackageNotFoundError:
-        from . import __version__
+        from ... import __version__
 
         return __version__
 

@@ -6,8 +6,8 @@ nothing loaded from the network. ``pages(service)`` is the router ``create_app``
   the evidence view; the matched count, warnings, and paging.
 - ``/paper/{id}``: the paper (authors, year, abstract), its references and citing papers (titles, linked when in
   the corpus), and papers like it.
-- ``/explain-view?q=...``: the evidence graph of ``explain`` drawn as SVG (``retrieval.serve.svg``), the counts
-  drawn, and the ranked papers with how each came in.
+- ``/explain-view?q=...``: the evidence graph of ``explain`` drawn as SVG (``retrieval.interfaces.http.svg``), the
+  counts drawn, and the ranked papers with how each came in.
 
 Everything from the index is escaped (``html.escape``). Parameters are read as text and checked here or by
 ``Service``, so a bad one is an HTML page with the library's message and the status the JSON API gives it (400,
@@ -23,11 +23,12 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from ..errors import ConfigError, RetrievalError
-from ..export import paper_url
-from ..text import sentences
+from ...errors import ConfigError, RetrievalError
+from ...text import sentences
+from .. import params as parameters
+from ..output.export import paper_url
+from ..service import BOUNDS, INTERNAL, Service, status_of
 from . import svg
-from .service import BOUNDS, INTERNAL, Service, status_of
 
 PAGE_SIZE = 10
 #: References or citing papers listed before "show all".
@@ -125,12 +126,15 @@ def _page(title: str, body: str, *, header: str | None = None, wide: bool = Fals
     return HTMLResponse(html, status_code=status)
 
 
-def _search_form(q: str = "", year: str = "", author: str = "", *, compact: bool = False) -> str:
+def _search_form(q: str = "", given: dict[str, str] | None = None, *, compact: bool = False) -> str:
+    """The search box, and unless ``compact`` an input per filter (``params.FILTERS``; ``given``: their texts)."""
     filters = ""
     if not compact:
-        filters = (
-            f'<input name="year" value="{escape(year)}" placeholder="year: 1998-2001" aria-label="year or range">'
-            f'<input name="author" value="{escape(author)}" placeholder="author: Maldacena" aria-label="author">'
+        given = given or {}
+        filters = "".join(
+            f'<input name="{f.query_name}" value="{escape(given.get(f.query_name, ""))}" '
+            f'placeholder="{f.query_name}: {escape(f.example)}" aria-label="{f.query_name}">'
+            for f in parameters.FILTERS
         )
     return (
         f'<form class="search" method="get" action="/" role="search">'
@@ -200,10 +204,16 @@ def _meta(pid: str, year: int | None, authors: list[str]) -> str:
 def _search_body(service: Service, request: Request) -> tuple[str, str]:
     params = request.query_params
     q = params.get("q", "")
-    year = params.get("year", "").strip()
-    author_values = [a.strip() for value in params.getlist("author") for a in value.split(";") if a.strip()]
-    author_text = "; ".join(author_values)
-    form = _search_form(q, year, author_text)
+    # Each filter's text as typed (a repeated one may list its values separated by ';'), and its values.
+    texts, values = {}, {}
+    for f in parameters.FILTERS:
+        if f.repeat:
+            listed = [v.strip() for text in params.getlist(f.query_name) for v in text.split(";") if v.strip()]
+            texts[f.query_name], values[f.name] = "; ".join(listed), listed or None
+        else:
+            text = params.get(f.query_name, "").strip()
+            texts[f.query_name], values[f.name] = text, text or None
+    form = _search_form(q, texts)
     if not q.strip():
         health = service.health()
         body = (
@@ -216,7 +226,7 @@ def _search_body(service: Service, request: Request) -> tuple[str, str]:
         return "retrieval", body
     offset = _int_param(request, "offset", 0)
     limit = _int_param(request, "limit", PAGE_SIZE)
-    data = service.search(q, limit=limit, offset=offset, year=year or None, authors=author_values or None)
+    data = service.search(q, limit=limit, offset=offset, **values)
     results = data["results"]
     matched = data.get("matched") or 0
     about = "" if data.get("matched_exact", True) else "about "
@@ -254,7 +264,7 @@ def _search_body(service: Service, request: Request) -> tuple[str, str]:
             f'<a href="{escape(_explain_href(q, pid))}">explain</a></div></li>'
         )
     out.append("</ol>")
-    base = {"q": q, **({"year": year} if year else {}), **({"author": author_text} if author_text else {})}
+    base = {"q": q, **{name: text for name, text in texts.items() if text}}
     if limit != PAGE_SIZE:
         base["limit"] = str(limit)
     links = []

@@ -1,6 +1,6 @@
 """``retrieval mcp --db PATH``: the index as Model Context Protocol tools over stdio, for a research agent.
 
-Four tools, each a thin call of ``retrieval.serve.service.Service`` (so every argument is checked against
+Four tools, each a thin call of ``retrieval.interfaces.service.Service`` (so every argument is checked against
 ``BOUNDS`` and every result is the JSON object ``--json`` prints): ``search`` (papers on a topic), ``similar``
 (papers like given ones), ``show`` (one paper with its references and citing papers) and ``explain`` (the
 evidence graph behind a ranking). Served with the official SDK's ``MCPServer`` (``mcp`` 2), whose type hints and
@@ -27,9 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from ..config import DB_ENV_VAR, DEFAULT_DB
 from ..errors import ConfigError, RetrievalError
 from ..evidence.config import EvidenceConfig
+from .cli.options import DB_HELP
+from .params import EXCLUDE, LIMIT, OFFSET, PAPER_ID, Param, with_filters
 from .service import BOUNDS, Service, _paper_ids, check_query
 
 log = logging.getLogger("retrieval.mcp")
@@ -126,14 +127,13 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
     """The four tools as (function, title, description): typed functions over ``service``."""
     from pydantic import Field
 
-    year_help = "only papers of these years: '1998-2001', '1998-', '-2001' or '1998' (a paper without a year fails)"
-    authors_help = (
-        "only papers by all of these authors: a surname ('Maldacena') or a name ('J. Maldacena', 'Maldacena, "
-        "Juan'); case, accents and initials are matched"
-    )
-    limit_help = f"papers to return, 1 to {BOUNDS['limit']}"
-    offset_help = f"papers to skip first (the next page: offset = limit), 0 to {BOUNDS['offset']:,}"
+    def field(param: Param):
+        """``param`` (``retrieval.interfaces.params``) as a tool's input: its type, description and bounds."""
+        return Annotated[param.kind, Field(description=param.server_help(), json_schema_extra=param.schema_bounds())]
 
+    Limit, Offset = field(LIMIT), field(OFFSET)
+
+    # The filters (``params.FILTERS``) join each signature (``with_filters``).
     def search(
         query: Annotated[
             str,
@@ -142,13 +142,12 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
                 "characters",
             ),
         ],
-        limit: Annotated[int, Field(description=limit_help, json_schema_extra=_bounds(1, BOUNDS["limit"]))] = 10,
-        offset: Annotated[int, Field(description=offset_help, json_schema_extra=_bounds(0, BOUNDS["offset"]))] = 0,
-        year: Annotated[str | int | None, Field(description=year_help)] = None,
-        authors: Annotated[list[str] | None, Field(description=authors_help)] = None,
+        limit: Limit = LIMIT.default,
+        offset: Offset = OFFSET.default,
+        **filters: Any,
     ) -> dict[str, Any]:
         check_query(query, "query")  # the message names this tool's parameter (the HTTP API's is `q`)
-        return service.search(query, limit=limit, offset=offset, year=_year(year), authors=authors)
+        return service.search(query, limit=limit, offset=offset, **filters)
 
     def similar(
         paper_ids: Annotated[
@@ -159,24 +158,16 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
                 json_schema_extra={"minItems": 1, "maxItems": BOUNDS["ids"]},
             ),
         ],
-        limit: Annotated[int, Field(description=limit_help, json_schema_extra=_bounds(1, BOUNDS["limit"]))] = 10,
-        offset: Annotated[int, Field(description=offset_help, json_schema_extra=_bounds(0, BOUNDS["offset"]))] = 0,
-        exclude: Annotated[
-            list[str] | None,
-            Field(description=f"ids to leave out of the results, e.g. papers already read (at most {BOUNDS['ids']})"),
-        ] = None,
-        year: Annotated[str | int | None, Field(description=year_help)] = None,
-        authors: Annotated[list[str] | None, Field(description=authors_help)] = None,
+        limit: Limit = LIMIT.default,
+        offset: Offset = OFFSET.default,
+        exclude: Annotated[list[str] | None, Field(description=f"{EXCLUDE.help} (at most {BOUNDS['ids']})")] = None,
+        **filters: Any,
     ) -> dict[str, Any]:
         _paper_ids(paper_ids, "paper_ids")  # the message names this tool's parameter (the HTTP API's is `ids`)
-        return service.similar(
-            paper_ids, limit=limit, offset=offset, exclude=exclude, year=_year(year), authors=authors
-        )
+        return service.similar(paper_ids, limit=limit, offset=offset, exclude=exclude, **filters)
 
     def show(
-        paper_id: Annotated[
-            str, Field(description="the paper's id, exactly as search, similar or explain results give it")
-        ],
+        paper_id: Annotated[str, Field(description=PAPER_ID.help)],
     ) -> dict[str, Any]:
         return service.paper(paper_id)
 
@@ -220,9 +211,12 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
         data.pop("graph", None)  # every node and edge, for the web page's drawing: `--json` has the rest
         return data
 
+    def annotate(param: Param):
+        return Annotated[param.kind, Field(description=param.help)]
+
     return [
-        (search, "Search papers", SEARCH),
-        (similar, "Papers like these", SIMILAR),
+        (with_filters(search, annotate), "Search papers", SEARCH),
+        (with_filters(similar, annotate), "Papers like these", SIMILAR),
         (show, "Show one paper", SHOW),
         (explain, "Explain by citation evidence", EXPLAIN),
     ]
@@ -231,10 +225,6 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
 def _flow(text: str) -> str:
     """A description's paragraphs each on one line (the source wraps them at 120 columns)."""
     return "\n\n".join(" ".join(paragraph.split()) for paragraph in text.split("\n\n"))
-
-
-def _year(year: str | int | None) -> str | None:
-    return None if year is None else str(year)
 
 
 def _tool_call(name: str, fn: Callable[..., dict], workers: ThreadPoolExecutor) -> Callable[..., Awaitable[dict]]:
@@ -299,7 +289,7 @@ def make_server(service: Service, workers: ThreadPoolExecutor):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``retrieval mcp`` on its parser ``p``."""
     p.description = DESCRIPTION
-    p.add_argument("--db", help=f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})")
+    p.add_argument("--db", help=DB_HELP)
     p.set_defaults(func=_cmd_mcp)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .corpus.paper import Paper
+    from ...corpus.paper import Paper
 
 FORMATS = ("json", "jsonl", "csv", "bibtex", "ris")
 CSV_COLUMNS = ("rank", "id", "year", "title", "authors", "score")

@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .corpus.paper import Paper
-    from .evidence.records import EdgeRecord, EvidenceRun, PaperExplanation
-    from .search.blend import RetrievalResult
+    from ...corpus.paper import Paper
+    from ...evidence.records import EdgeRecord, EvidenceRun, PaperExplanation
+    from ...search.blend import RetrievalResult
 
 #: The narrowest output: a terminal, ``COLUMNS`` or a pipe that says less still gets 80 columns.
 MIN_WIDTH = 80

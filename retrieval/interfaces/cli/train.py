@@ -10,9 +10,9 @@ import argparse
 import json
 import sys
 
-from ..cli_types import positive_int, relations
-from .cache import DEFAULT_CACHE_DIR
-from .protocol import AUTO, PROTOCOLS
+from ...eval.cache import DEFAULT_CACHE_DIR
+from ...eval.protocol import AUTO, PROTOCOLS
+from .options import positive_int, relations
 
 DESCRIPTION = (
     "Fit the learned ranking (a linear model over BM25, citation-evidence, in-degree and recency features, by "
@@ -48,9 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from ..config import resolve_db_path
-    from ..errors import ConfigError
-    from .train import ROUNDS, model_for_index, train
+    from ...config import resolve_db_path
+    from ...errors import ConfigError
+    from ...eval.train import ROUNDS, model_for_index, train
 
     if len(args.corpus) != len(args.queries):
         raise ConfigError(

@@ -30,20 +30,8 @@ from ..evidence.config import EvidenceConfig
 from ..evidence.pipeline import explain
 from ..search.client import RetrievalClient
 from ..store.database import check_index
-from ..validate import LIMITS, check_int
-
-#: What one request may ask for (beyond ``retrieval.validate.LIMITS``, which still apply): a query of at most
-#: ``query_chars`` characters (a long abstract is about 2,000), ``limit`` results, ``subqueries`` sub-queries
-#: to ``explain``, an evidence graph of ``max_nodes`` papers, and ``top_k`` explained papers.
-BOUNDS = {
-    "query_chars": 20_000,
-    "limit": 100,
-    "offset": LIMITS["offset"],
-    "subqueries": 10,
-    "max_nodes": 5_000,
-    "top_k": 50,
-    "ids": 50,
-}
+from ..validate import check_int
+from .params import BOUNDS, filter_values
 
 #: The evidence settings a request may change (``POST /explain``'s ``settings``).
 EXPLAIN_SETTINGS = (
@@ -111,36 +99,28 @@ class Service:
                 client.close()
 
     # -- requests ---------------------------------------------------------------------------------------------
-    def search(
-        self, q: str, limit: int = 10, offset: int = 0, year: str | None = None, authors: list[str] | None = None
-    ) -> dict:
-        """``GET /search``: ``RetrievalResult.to_dict()``, papers with authors and abstracts."""
+    def search(self, q: str, limit: int = 10, offset: int = 0, **filters) -> dict:
+        """``GET /search``: ``RetrievalResult.to_dict()``, papers with authors and abstracts; ``filters``, those
+        of ``retrieval.interfaces.params.FILTERS`` by their library names."""
         check_query(q)
         check_int("limit", limit, 1, BOUNDS["limit"])
         check_int("offset", offset, 0, BOUNDS["offset"])
-        result = self.client().search(q, limit=limit, offset=offset, year=year, authors=tuple(authors or ()))
+        result = self.client().search(q, limit=limit, offset=offset, **filter_values(filters))
         data = result.to_dict()
         for entry, ranked in zip(data["results"], result.ranked, strict=True):
             entry["abstract"] = ranked.paper.abstract
         return data
 
     def similar(
-        self,
-        ids: list[str] | str,
-        limit: int = 10,
-        offset: int = 0,
-        exclude: list[str] | None = None,
-        year: str | None = None,
-        authors: list[str] | None = None,
+        self, ids: list[str] | str, limit: int = 10, offset: int = 0, exclude: list[str] | None = None, **filters
     ) -> dict:
         """``GET /similar/{id}``: ``SimilarResult.to_dict()``."""
         seeds = _paper_ids(ids, "ids")
         check_int("limit", limit, 1, BOUNDS["limit"])
         check_int("offset", offset, 0, BOUNDS["offset"])
         result = self.client().similar(
-            seeds, limit, offset=offset, exclude=_paper_ids(exclude or [], "exclude"), year=year,
-            authors=tuple(authors or ()),
-        )  # fmt: skip
+            seeds, limit, offset=offset, exclude=_paper_ids(exclude or [], "exclude"), **filter_values(filters)
+        )
         return result.to_dict()
 
     def paper(self, paper_id: str) -> dict:

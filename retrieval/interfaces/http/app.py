@@ -8,7 +8,8 @@ are off: FastAPI's Swagger UI and ReDoc load their JavaScript from a CDN, and th
 
 Routes (each returns the object ``--json`` prints): ``GET /search``, ``GET /similar/{id}``, ``GET /papers/{id}``
 (ids may contain ``/``: ``hep-th/9711200``), ``POST /explain``, ``GET /stats``, ``GET /health``; and the web pages
-of ``retrieval.serve.web`` (``/``, ``/paper/{id}``, ``/explain-view``), which are not in the OpenAPI description.
+of ``retrieval.interfaces.http.web`` (``/``, ``/paper/{id}``, ``/explain-view``), which are not in the OpenAPI
+description.
 
 Errors are JSON, ``{"error": message, "kind": name}``: a ``ConfigError`` or ``InputError`` is 400, a
 ``TooLargeError`` (a request beyond ``BOUNDS``, or a body over ``MAX_BODY`` bytes, refused before it is parsed)
@@ -39,9 +40,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import __version__
-from ..errors import RetrievalError
-from .service import BOUNDS, EXPLAIN_SETTINGS, INTERNAL, STATUS, Service, status_of
+from ... import __version__
+from ...errors import RetrievalError
+from ..params import EXCLUDE, LIMIT, OFFSET, PAPER_ID, Param, library_names, with_filters
+from ..service import BOUNDS, EXPLAIN_SETTINGS, INTERNAL, STATUS, Service, status_of
 
 __all__ = ["INTERNAL", "MAX_BODY", "STATUS", "create_app", "status_of"]  # the status table lives in .service
 
@@ -97,22 +99,15 @@ class ExplainRequest(BaseModel):
     )
 
 
-Limit = Annotated[
-    int,
-    Query(description=f"results to return, 1 to {BOUNDS['limit']}",
-          json_schema_extra={"minimum": 1, "maximum": BOUNDS["limit"]}),
-]  # fmt: skip
-Offset = Annotated[
-    int,
-    Query(description=f"results to skip first (paging), 0 to {BOUNDS['offset']:,}",
-          json_schema_extra={"minimum": 0, "maximum": BOUNDS["offset"]}),
-]  # fmt: skip
-Year = Annotated[str | None, Query(description="a year or a range: 1998, 1998-2001, 1998- or -2001")]
-Authors = Annotated[
-    list[str] | None,
-    Query(description="papers by this author (repeat: papers by all of them), as Maldacena or J. Maldacena"),
-]
-PaperId = Annotated[str, Path(description="a paper id as search shows it (may contain /: hep-th/9711200)")]
+def _query(param: Param):
+    """``param`` (``retrieval.interfaces.params``) as a query parameter: its type, description and bounds."""
+    return Annotated[param.kind, Query(description=param.server_help(), json_schema_extra=param.schema_bounds())]
+
+
+Limit = _query(LIMIT)
+Offset = _query(OFFSET)
+Exclude = _query(EXCLUDE)
+PaperId = Annotated[str, Path(description=f"{PAPER_ID.help} (may contain /: hep-th/9711200)")]
 
 
 class _Guard:
@@ -244,32 +239,34 @@ def create_app(service: Service) -> FastAPI:
         return JSONResponse(error_body(str(exc.detail), "HTTPException"), status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))  # fmt: skip
 
-    @app.get("/search", tags=["api"], responses=_errors(400, 413))
+    # The filters (``params.FILTERS``) join each signature as query parameters (``with_filters``).
     def search(
         q: Annotated[str, Query(description="the query: words, \"a phrase\", -word, author:NAME, year:1998-2001",
                                 json_schema_extra={"maxLength": BOUNDS["query_chars"]})],
-        limit: Limit = 10,
-        offset: Offset = 0,
-        year: Year = None,
-        author: Authors = None,
+        limit: Limit = LIMIT.default,
+        offset: Offset = OFFSET.default,
+        **filters: Any,
     ) -> JSONResponse:  # fmt: skip
         """Rank papers for a query (`retrieval search --json`): each result with its authors, abstract, scores
         and why it is where it is; the metrics, the filters and the expansion's report."""
-        return JSONResponse(service.search(q, limit=limit, offset=offset, year=year, authors=author))
+        return JSONResponse(service.search(q, limit=limit, offset=offset, **library_names(filters)))
 
-    @app.get("/similar/{paper_id:path}", tags=["api"], responses=_errors(400, 404, 413))
     def similar(
         paper_id: PaperId,
-        limit: Limit = 10,
-        offset: Offset = 0,
-        exclude: Annotated[list[str] | None, Query(description="paper ids to leave out (repeat)")] = None,
-        year: Year = None,
-        author: Authors = None,
+        limit: Limit = LIMIT.default,
+        offset: Offset = OFFSET.default,
+        exclude: Exclude = None,
+        **filters: Any,
     ) -> JSONResponse:
         """Papers like this one (`retrieval similar --json`): co-citation, shared references and text similarity,
         each with the seeds it is co-cited with, the references it shares and its text score."""
-        data = service.similar([paper_id], limit=limit, offset=offset, exclude=exclude, year=year, authors=author)
+        data = service.similar([paper_id], limit=limit, offset=offset, exclude=exclude, **library_names(filters))
         return JSONResponse(data)
+
+    app.get("/search", tags=["api"], responses=_errors(400, 413))(with_filters(search, _query, rename=True))
+    app.get("/similar/{paper_id:path}", tags=["api"], responses=_errors(400, 404, 413))(
+        with_filters(similar, _query, rename=True)
+    )
 
     @app.get("/papers/{paper_id:path}", tags=["api"], responses=_errors(400, 404))
     def paper(paper_id: PaperId) -> JSONResponse:

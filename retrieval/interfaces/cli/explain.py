@@ -10,13 +10,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ..cli_types import add_output_args, bounded, non_negative, query, unit, year
-from ..config import DB_ENV_VAR, DEFAULT_DB
-from ..errors import ConfigError
-from .config import CAP_POLICIES, COVERAGES, RANKERS, RECENCY, EvidenceConfig
+from ...errors import ConfigError
+from ...evidence.config import CAP_POLICIES, COVERAGES, RANKERS, RECENCY, EvidenceConfig
+from .options import DB_HELP, add_output_args, bounded, non_negative, query, unit, year
 
 if TYPE_CHECKING:  # the pipeline (and NumPy) is imported when the command runs, not when it is registered
-    from .records import EvidenceRun
+    from ...evidence.records import EvidenceRun
 
 #: Pruned edges listed in the text output (``--json`` lists them all).
 PRUNED_SHOWN = 10
@@ -37,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``retrieval explain`` on its parser ``p``."""
     p.description = DESCRIPTION
     p.add_argument("query", type=query, help="free-text query (it is always sub-query 0)")
-    p.add_argument("--db", help=f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})")
+    p.add_argument("--db", help=DB_HELP)
     p.add_argument("--subquery", action="append", default=[], metavar="TEXT", help="a sub-query (repeatable)")
     p.add_argument(
         "--plan",
@@ -110,8 +109,8 @@ def config_from_args(args: argparse.Namespace) -> EvidenceConfig:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from .export import write_dot, write_graphml
-    from .pipeline import explain_index
+    from ...evidence.export import write_dot, write_graphml
+    from ...evidence.pipeline import explain_index
 
     config = config_from_args(args)
     run = explain_index(args.query, db=args.db, subqueries=args.subquery, plan=args.plan, config=config, save=args.save)
@@ -121,7 +120,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     if args.dot:
         written.append(("DOT", write_dot(run, args.dot)))
     if args.format is not None:
-        from ..export import export
+        from ..output.export import export
 
         sys.stdout.write(export(run_entries(run, args.db), args.format, document=run.to_dict()))
         return 0
@@ -132,10 +131,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def run_entries(run: EvidenceRun, db: str | None = None) -> list[tuple]:
-    """The run's returned papers as ``(paper, score, record)`` for ``retrieval.export``: each paper read whole
-    (authors, abstract) from the index at ``db``, its record the explanation ``--json`` lists."""
-    from ..corpus.paper import Paper
-    from ..search.client import RetrievalClient
+    """The run's returned papers as ``(paper, score, record)`` for ``retrieval.interfaces.output.export``: each
+    paper read whole (authors, abstract) from the index at ``db``, its record the explanation ``--json`` lists."""
+    from ...corpus.paper import Paper
+    from ...search.client import RetrievalClient
 
     explanations = run.explanations()
     with RetrievalClient(db=db) as client:
@@ -148,9 +147,10 @@ def run_entries(run: EvidenceRun, db: str | None = None) -> list[tuple]:
 
 
 def print_run(run: EvidenceRun, width: int | None = None) -> None:
-    """The human-readable account of a run (``retrieval.display.run_lines``), at most ``width`` columns wide (by
-    default the terminal's, at least 80): sizes, health, the returned papers with their reasons, pruned edges."""
-    from ..display import run_lines, terminal_width
+    """The human-readable account of a run (``retrieval.interfaces.output.display.run_lines``), at most ``width``
+    columns wide (by default the terminal's, at least 80): sizes, health, the returned papers with their reasons,
+    pruned edges."""
+    from ..output.display import run_lines, terminal_width
 
     lines = run_lines(run, width or terminal_width(), links_shown=LINKS_SHOWN, pruned_shown=PRUNED_SHOWN)
     print("\n".join(lines))

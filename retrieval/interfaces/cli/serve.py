@@ -1,4 +1,5 @@
-"""The ``retrieval serve`` subcommand: the JSON API (``retrieval.serve.app``) on uvicorn, one process, read-only.
+"""The ``retrieval serve`` subcommand: the JSON API (``retrieval.interfaces.http.app``) on uvicorn, one process,
+read-only.
 
 The main CLI imports this module only when ``retrieval serve`` runs and calls ``add_arguments`` on the subcommand's
 parser; FastAPI and uvicorn are imported only once the options are parsed, so a missing ``serve`` extra is a
@@ -21,8 +22,8 @@ import logging
 import socket
 import sys
 
-from ..config import DB_ENV_VAR, DEFAULT_DB
-from ..errors import RetrievalError
+from ...errors import RetrievalError
+from .options import DB_HELP
 
 #: Seconds that requests in flight get to finish once a stop is asked for.
 GRACE = 5
@@ -44,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Serve the index over HTTP: a JSON API (/search, /similar/ID, /papers/ID, POST /explain, /stats, /health; "
         "described at /openapi.json). Read-only. Needs the serve extra: pip install 'retrieval[serve]'."
     )
-    p.add_argument("--db", help=f"index file (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})")
+    p.add_argument("--db", help=DB_HELP)
     p.add_argument(
         "--host",
         default="127.0.0.1",
@@ -107,13 +108,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from .app import CONCURRENCY, create_app
+        from ..http.app import CONCURRENCY, create_app
     except ImportError as exc:
         raise RetrievalError(
             f"retrieval serve needs FastAPI and uvicorn ({exc.name or exc} is not installed): "
             "install retrieval[serve] (pip install 'retrieval[serve]')"
         ) from None
-    from .service import Service
+    from ..service import Service
 
     service = Service(args.db)  # a missing or unreadable index stops here, before the port is taken
     try:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from .config import RELATIONS
-from .validate import LIMITS
+from ...config import DB_ENV_VAR, DEFAULT_DB, RELATIONS
+from ...validate import LIMITS, YEAR_RANGE
+
+#: ``--db``'s help, on every command that opens an index.
+DB_HELP = f"index file or PostgreSQL URL (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})"
 
 
 def _number(text: str, kind: type, expected: str):
@@ -50,16 +53,16 @@ def hops(text: str) -> int:
 
 def year(text: str) -> int:
     value = _number(text, int, "a year")
-    if not 1000 <= value <= 2100:
-        raise argparse.ArgumentTypeError(f"expected a year from 1000 to 2100, got {value}")
+    if not YEAR_RANGE[0] <= value <= YEAR_RANGE[1]:
+        raise argparse.ArgumentTypeError(f"expected a year from {YEAR_RANGE[0]} to {YEAR_RANGE[1]}, got {value}")
     return value
 
 
 def query(text: str) -> str:
     """The query's text, checked: a too long or too wide one is a usage error (an empty one is a query that
     matches nothing). It stays text: the search reads its syntax and analyses it as its index does."""
-    from .errors import ConfigError
-    from .search.query import Query
+    from ...errors import ConfigError
+    from ...search.query import Query
 
     try:
         return Query.parse(text).text
@@ -67,16 +70,22 @@ def query(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def year_range(text: str) -> str:
-    """A year range (``1998-2001``, ``1998-``, ``-2001``, ``1998``), checked here so a bad one is a usage error."""
-    from .errors import ConfigError
-    from .validate import parse_years
+def checked(param):
+    """The option type of ``param`` (``retrieval.interfaces.params.Param``): its text, once ``param.check`` has
+    taken it, so a value the library would refuse is a usage error."""
 
-    try:
-        parse_years(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+    def parse(text: str) -> str:
+        from ...errors import ConfigError
+
+        try:
+            if param.check is not None:
+                param.check(text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    parse.__name__ = param.name  # argparse names the type in its messages
+    return parse
 
 
 def unit(text: str) -> float:
@@ -100,8 +109,8 @@ def relations(text: str) -> str:
     return text
 
 
-#: The output formats (``retrieval.export.FORMATS``, which a test keeps equal), named here so that parsing a
-#: search does not import the exporters.
+#: The output formats (``retrieval.interfaces.output.export.FORMATS``, which a test keeps equal), named here so
+#: that parsing a search does not import the exporters.
 OUTPUT_FORMATS = ("json", "jsonl", "csv", "bibtex", "ris")
 
 

@@ -1,0 +1,136 @@
+"""The parameters of the operations every front door offers (search, similar, show, explain), each described once:
+its name in the library, its type, default, help and bounds. The command line's options, the HTTP API's query
+parameters, the web page's search form and the MCP tools' input schemas are made from these descriptions, so a
+parameter reads the same everywhere.
+
+The filters (``FILTERS``) are made whole from here: each front door adds every filter listed, and passes it on by
+its library name to ``RetrievalClient.search`` and ``similar``. Adding a filter is a ``Param`` in ``FILTERS`` and
+its handling in the search code (``retrieval.search.filters``); the front doors follow.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from ..validate import LIMITS, parse_years
+
+#: What one request may ask for (beyond ``retrieval.validate.LIMITS``, which still apply): a query of at most
+#: ``query_chars`` characters (a long abstract is about 2,000), ``limit`` results, ``subqueries`` sub-queries
+#: to ``explain``, an evidence graph of ``max_nodes`` papers, and ``top_k`` explained papers.
+BOUNDS = {
+    "query_chars": 20_000,
+    "limit": 100,
+    "offset": LIMITS["offset"],
+    "subqueries": 10,
+    "max_nodes": 5_000,
+    "top_k": 50,
+    "ids": 50,
+}
+
+
+class Param(NamedTuple):
+    """One parameter: ``name`` (the library's keyword), ``help`` (one description for every front door), ``kind``
+    (its type in the HTTP API and the MCP schemas), ``default``, ``bound`` (the key of its upper bound in
+    ``retrieval.validate.LIMITS`` for the command line, in ``BOUNDS`` for the servers), ``low``,
+    ``repeat`` (given once per value: ``--author A --author B``, ``?author=A&author=B``), ``flag`` (the command
+    line's option, ``--name`` unless said), ``http`` (the query parameter's name, ``name`` unless said),
+    ``metavar``, ``example`` (the web form's placeholder) and ``check`` (raises ``ConfigError`` for a value the
+    library would refuse: the command line says so as a usage error)."""
+
+    name: str
+    help: str
+    kind: Any = str
+    default: Any = None
+    bound: str | None = None
+    low: int | None = None
+    repeat: bool = False
+    flag: str = ""
+    http: str = ""
+    metavar: str | None = None
+    example: str = ""
+    check: Callable[[str], object] | None = None
+
+    @property
+    def option(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def query_name(self) -> str:
+        return self.http or self.name
+
+    def cli_help(self) -> str:
+        """The help with the command line's bound, or how to give several values."""
+        if self.repeat:
+            return f"{self.help}; give {self.option} once for each"
+        return self.help + (f" (at most {LIMITS[self.bound]:,})" if self.bound else "")
+
+    def server_help(self) -> str:
+        """The help with the servers' bounds."""
+        if self.bound is None:
+            return self.help
+        return f"{self.help}, {self.low} to {BOUNDS[self.bound]:,}"
+
+    def schema_bounds(self) -> dict:
+        """The bounds as JSON schema (shown in the schema, checked by ``Service`` with the library's messages)."""
+        return {} if self.bound is None else {"minimum": self.low, "maximum": BOUNDS[self.bound]}
+
+
+YEAR = Param(
+    "year",
+    "only papers of these years: 1998-2001, 1998-, -2001 or 1998 (a paper without a year fails)",
+    kind=str | int | None,
+    metavar="RANGE",
+    example="1998-2001",
+    check=parse_years,
+)
+AUTHORS = Param(
+    "authors",
+    "only papers by all of these authors: a surname (Maldacena) or a name (J. Maldacena, 'Maldacena, Juan'); case, "
+    "accents and initials are matched",
+    kind=list[str] | None,
+    repeat=True,
+    flag="--author",
+    http="author",
+    metavar="NAME",
+    example="Maldacena",
+)
+#: Every filter of search and similar, in the order the front doors show them.
+FILTERS = (YEAR, AUTHORS)
+
+LIMIT = Param("limit", "results to return", kind=int, default=10, bound="limit", low=1)
+OFFSET = Param("offset", "results to skip first: the next page", kind=int, default=0, bound="offset", low=0)
+EXCLUDE = Param("exclude", "paper ids to leave out of the results, e.g. papers already read", kind=list[str] | None)
+PAPER_ID = Param("paper_id", "the paper's id, exactly as search, similar or explain results give it")
+
+
+def filter_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The filters among ``values`` (keyed by library name) as the library takes them: a repeated one as a tuple,
+    another as text (None: not asked for)."""
+    out = {}
+    for f in FILTERS:
+        value = values.get(f.name)
+        out[f.name] = tuple(value or ()) if f.repeat else (None if value is None else str(value))
+    return out
+
+
+def with_filters(fn: Callable, annotate: Callable[[Param], Any], rename: bool = False) -> Callable:
+    """``fn`` (whose last parameter is ``**filters``) with a signature that lists every filter, annotated by
+    ``annotate(param)`` and defaulting to None, named by the HTTP API's names when ``rename``: FastAPI and the MCP
+    SDK build their schemas from it and call ``fn`` with those keywords."""
+    signature = inspect.signature(fn)
+    given = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    extra = [
+        inspect.Parameter(
+            f.query_name if rename else f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotate(f)
+        )
+        for f in FILTERS
+    ]
+    fn.__signature__ = signature.replace(parameters=given + extra)
+    return fn
+
+
+def library_names(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` keyed by the HTTP API's names, keyed by the library's instead."""
+    return {f.name: values[f.query_name] for f in FILTERS if f.query_name in values}
