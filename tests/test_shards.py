@@ -304,8 +304,8 @@ def test_a_lower_bound_merged_from_shards_is_the_largest():
 def test_a_sharded_search_runs_registered_texts_the_postings_statements_on_every_shard(sharded_database, tmp_path):
     """What ``--sql`` shows on a coordinator: each postings statement once per shard, in shard order, every text
     a registered one (PostgreSQL's or the coordinator's own), and the shards' snapshots begun and ended."""
-    from retrieval.store.dialect import POSTGRESQL, SHARDED, registered
-    from retrieval.store.executor import SCATTERED, Trace
+    from retrieval.store.dialect import POSTGRESQL, SCATTERED, SHARDED, registered
+    from retrieval.store.executor import Trace
 
     corpus, _ = _corpus(tmp_path)
     coordinator, shards = sharded_database("trace")

@@ -35,7 +35,7 @@ import numpy as np
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
 from ..errors import ConfigError
 from ..store.dialect import statement
-from ..store.executor import Snapshot, scatter
+from ..store.executor import Snapshot
 from ..store.postings import decode, unpack
 from .costs import SPARSE_ACCUMULATION
 from .filters import Passing
@@ -67,9 +67,9 @@ SELECT dl.doc_id,
        dl.paper_id
 FROM doc_len AS dl
 WHERE dl.doc_id {d.any_of("doc_ids", "integer")}"""
-    )
+    ),
+    scatter="concat",  # sharded: each shard names its own papers (a foreign table's list is not pushed down)
 )
-scatter(PAPER_IDS_SQL, "concat")  # sharded: each shard names its own papers (a foreign table's list is not pushed down)
 
 DOC_IDS_SQL = statement(
     lambda d: (
@@ -78,9 +78,9 @@ SELECT dl.paper_id,
        dl.doc_id
 FROM doc_len AS dl
 WHERE dl.paper_id {d.any_of("paper_ids")}"""
-    )
+    ),
+    scatter="concat",
 )
-scatter(DOC_IDS_SQL, "concat")
 
 #: The threshold is first taken once the terms added whole hold this share of the dense array's size in postings
 #: (taking it reads the whole array), then each time they have grown ``THRESHOLD_GROWTH``-fold; each time, the

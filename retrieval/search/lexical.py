@@ -52,7 +52,7 @@ from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK, idf, tf_norm_sql
 from ..errors import NotAnIndexError
 from ..store.database import shown
 from ..store.dialect import Dialect, statement
-from ..store.executor import Executor, Snapshot, scatter
+from ..store.executor import Executor, Snapshot
 from . import costs
 from .filters import Filters, Passing, every_doc, failing, passing
 from .query import Query, QueryTerm, WeightedQuery
@@ -146,11 +146,10 @@ LIMIT 1 OFFSET :k - 1"""
 
 # The sampled papers are ranked by what the sampled terms give them, and only the best ``:scored`` are scored
 # exactly (a lookup per query term each), so a long query's sample stays cheap.
-THRESHOLD_SQL = statement(_threshold)
+THRESHOLD_SQL = statement(_threshold, scatter="max")
 # A sharded index (retrieval.store.shards) runs the statements that read only the postings on every shard, with
 # the corpus-wide weights and avgdl as parameters, and merges their results: each shard's pruned top k is exact
 # for the shard, and the corpus's top k is the best k of theirs.
-scatter(THRESHOLD_SQL, "max")
 
 #: Lookup stages of the pruned top k: the terms looked up are split into this many groups, largest bound first,
 #: and a paper whose partial score plus the bounds still unread cannot reach the threshold is dropped after each.
@@ -223,8 +222,7 @@ ORDER BY {d.rounded(d.output("score", "c.partial"), SCORE_DECIMALS)} DESC, dl.pa
 LIMIT :k"""
 
 
-TOP_K_SQL = statement(_top_k)
-scatter(TOP_K_SQL, "top_k")
+TOP_K_SQL = statement(_top_k, scatter="top_k")
 
 EXHAUSTIVE_SQL = statement(
     lambda d: (
@@ -244,9 +242,9 @@ FROM scores AS s
 {d.paper_of("s.doc_id")}
 ORDER BY {d.rounded("s.score", SCORE_DECIMALS)} DESC, dl.paper_id{d.bytes_order}
 LIMIT :k"""
-    )
+    ),
+    scatter="top_k",
 )
-scatter(EXHAUSTIVE_SQL, "top_k")
 
 
 # A term with few postings beside the papers is read whole and each posting checked against the papers (about a
@@ -307,9 +305,9 @@ FROM parts AS p
 JOIN given AS g ON g.doc_id = p.doc_id
 GROUP BY g.paper_id
 ORDER BY g.paper_id{d.bytes_order}"""
-    )
+    ),
+    scatter="concat",
 )
-scatter(SCORES_FOR_SQL, "concat")
 
 # A filtered top k scores every paper that passes (``retrieval.search.filters``), as ``SCORES_FOR_SQL`` scores
 # given papers, and counts those that match at all.
@@ -330,9 +328,9 @@ FROM scores AS s
 {d.paper_of("s.doc_id")}
 ORDER BY {d.rounded("s.score", SCORE_DECIMALS)} DESC, dl.paper_id{d.bytes_order}
 LIMIT :k"""
-    )
+    ),
+    scatter="top_k",
 )
-scatter(FILTERED_TOP_K_SQL, "top_k")
 
 # How many papers contain at least one query term (read from the postings' primary key, no scoring).
 MATCHED_SQL = statement(
@@ -341,9 +339,9 @@ MATCHED_SQL = statement(
 SELECT count(DISTINCT tf.doc_id)
 FROM term_freq AS tf
 WHERE tf.term_id IN ({d.values("term_ids", "integer")})"""
-    )
+    ),
+    scatter="sum",
 )
-scatter(MATCHED_SQL, "sum")
 
 MATCHED_IN_SQL = statement(
     lambda d: (
@@ -352,9 +350,9 @@ SELECT count(DISTINCT tf.doc_id)
 FROM term_freq AS tf
 WHERE tf.term_id IN ({d.values("term_ids", "integer")})
   AND tf.doc_id IN ({d.values("doc_ids", "integer")})"""
-    )
+    ),
+    scatter="sum",
 )
-scatter(MATCHED_IN_SQL, "sum")
 
 #: Best papers of each sampled term (by what the term gives them) scored to set the first threshold (at least k).
 SAMPLE_SIZE = 16

@@ -29,8 +29,21 @@ SHARDED = "postgresql, sharded"
 
 _POSTGRESQL: dict[str, str] = {}
 _SHARDED: dict[str, str] = {}
-#: SQLite texts of the statements a single PostgreSQL server runs with hash joins allowed (``hash_joins``).
+#: SQLite texts of the statements a single PostgreSQL server runs with hash joins allowed (``statement(...,
+#: hash_joins=True)``): read sessions plan joins as lookups (``retrieval.store.postgres``), which a statement
+#: joining thousands of rows to thousands (co-citation, coupling) pays for with seconds (5.4 s against 0.3 s for
+#: coupling on hepth). The executor allows hash joins for that statement only (``SET LOCAL`` before it, back after).
 HASH_JOINS: set[str] = set()
+#: Statements that read only the co-located postings tables (``term_freq``, ``doc_len``) and whose results
+#: merge exactly: on a sharded index (``retrieval.store.shards``) each runs on every shard and the results are
+#: merged by the rule it was declared with (``statement(..., scatter=rule)``). Keyed by the SQLite text.
+SCATTERED: dict[str, str] = {}
+#: The merge rules (``retrieval.store.executor.merge``): ``top_k``, rows ``(paper id, score)`` best first (rounded
+#: score, then id), the best ``params["k"]`` of every shard's; ``max``, one value, the largest (a lower bound of a
+#: k-th score stays one: a shard whose k-th best reaches t gives the corpus k papers of at least t); ``sum``, one
+#: count of disjoint sets (each paper is on one shard); ``concat``, the rows of every shard (disjoint), in shard
+#: order.
+MERGE_RULES = ("top_k", "max", "sum", "concat")
 
 
 def register_sharded(sqlite: str, sharded: str) -> str:
@@ -40,15 +53,6 @@ def register_sharded(sqlite: str, sharded: str) -> str:
     (``= ANY (ARRAY(...))``, which PostgreSQL sends to the shards), where the PostgreSQL text looks up one key per
     row, which on a single server costs nothing."""
     _SHARDED[sqlite] = sharded
-    return sqlite
-
-
-def hash_joins(sqlite: str) -> str:
-    """Let PostgreSQL hash-join in the statement whose SQLite text is ``sqlite``: read sessions plan joins as
-    lookups (``retrieval.store.postgres``), which a statement joining thousands of rows to thousands (co-citation,
-    coupling) pays for with seconds (5.4 s against 0.3 s for coupling on hepth). The executor allows hash joins
-    for that statement only (``SET LOCAL`` before it, back after it). Returns ``sqlite``."""
-    HASH_JOINS.add(sqlite)
     return sqlite
 
 
@@ -216,11 +220,21 @@ OVERRIDES: set[str] = set()
 POSTGRESQL_ONLY: set[str] = set()
 
 
-def statement(template: Callable[[Dialect], str] | str, postgresql: str | None = None, only: str | None = None) -> str:
+def statement(
+    template: Callable[[Dialect], str] | str,
+    postgresql: str | None = None,
+    only: str | None = None,
+    scatter: str | None = None,
+    hash_joins: bool = False,
+) -> str:
     """Register the statement ``template`` (a text, or a function of a ``Dialect`` returning one) rendered for
     each dialect; returns its SQLite text, which names it. ``postgresql``, a text written out for PostgreSQL
     where its plan truly differs (say why beside it), is counted in ``OVERRIDES``; ``only=POSTGRESQL`` marks a
-    statement that runs there only."""
+    statement that runs there only. What the statement declares of itself: ``scatter``, the rule that merges its
+    results from every shard of a sharded index (``MERGE_RULES``: it reads only co-located tables), and
+    ``hash_joins``, that a single PostgreSQL server may hash-join in it (``HASH_JOINS``)."""
+    if scatter is not None and scatter not in MERGE_RULES:
+        raise ValueError(f"unknown merge rule {scatter!r}")
     if isinstance(template, str):
         sqlite, rendered = template, template
     else:
@@ -230,6 +244,10 @@ def statement(template: Callable[[Dialect], str] | str, postgresql: str | None =
         rendered = postgresql
     if only == POSTGRESQL:
         POSTGRESQL_ONLY.add(sqlite)
+    if scatter is not None:
+        SCATTERED[sqlite] = scatter
+    if hash_joins:
+        HASH_JOINS.add(sqlite)
     _POSTGRESQL[sqlite] = rendered
     return sqlite
 

@@ -19,6 +19,7 @@ from .dialect import (
     HASH_JOINS_OFF_SQL,
     HASH_JOINS_ON_SQL,
     POSTGRESQL,
+    SCATTERED,
     SHARDED,
     SQLITE,
     statement,
@@ -36,25 +37,6 @@ READ_LOCKS_SQL = statement(f"LOCK TABLE {', '.join(LOCKED)} IN ACCESS SHARE MODE
 #: PostgreSQL: a snapshot's beginning, its locks and the statistics in one round trip (three statements in one
 #: message, run in order; the rows are the last one's).
 BEGIN_READ_SQL = statement(f"{text_for('BEGIN', POSTGRESQL)};\n{READ_LOCKS_SQL};\n{INDEX_INFO_SQL}", only=POSTGRESQL)
-
-
-#: Statements that read only the co-located postings tables (``term_freq``, ``doc_len``) and whose results
-#: merge exactly: on a sharded index (``retrieval.store.shards``) each runs on every shard and the results are
-#: merged by the rule it was declared with (``scatter``). Keyed by the SQLite text, as ``register``.
-SCATTERED: dict[str, str] = {}
-#: The merge rules: ``top_k``, rows ``(paper id, score)`` best first (rounded score, then id), the best
-#: ``params["k"]`` of every shard's; ``max``, one value, the largest (a lower bound of a k-th score stays one: a
-#: shard whose k-th best reaches t gives the corpus k papers of at least t); ``sum``, one count of disjoint sets
-#: (each paper is on one shard); ``concat``, the rows of every shard (disjoint), in shard order.
-MERGE_RULES = ("top_k", "max", "sum", "concat")
-
-
-def scatter(sql: str, rule: str) -> str:
-    """Declare that ``sql`` runs on every shard of a sharded index, its results merged by ``rule``."""
-    if rule not in MERGE_RULES:
-        raise ValueError(f"unknown merge rule {rule!r}")
-    SCATTERED[sql] = rule
-    return sql
 
 
 def merge(rule: str, parts: list[list[tuple]], params: Mapping[str, object]) -> list[tuple]:
@@ -139,9 +121,8 @@ class Executor:
         return self._run(name, sql, params)
 
     def _run(self, name: str, sql: str, params: Mapping[str, object]) -> sqlite3.Cursor:
-        if self.dialect != SQLITE:
-            # The statement's own text there (retrieval.store.dialect); a sharded index's coordinator may have its own.
-            sql = text_for(sql, SHARDED if self.shards else self.dialect, name)
+        # The statement's text in this dialect (retrieval.store.dialect); a sharded coordinator may have its own.
+        sql = text_for(sql, SHARDED if self.shards else self.dialect, name)
         if self.tracer is not None:
             self.tracer(Statement(name, sql, dict(params)))
         try:
@@ -174,8 +155,6 @@ class Executor:
             rows = cursor.fetchall()
         except Exception as exc:
             raise self._translated(exc) from None
-        if self.dialect != SQLITE:
-            rows = [tuple(row) for row in rows]
         if cache is not None:
             cache.results[key] = (rows, time.perf_counter() - began)
             return list(rows)
@@ -258,7 +237,7 @@ class Executor:
             row = cursor.fetchone()
         except Exception as exc:
             raise self._translated(exc) from None
-        return row if row is None or self.dialect == SQLITE else tuple(row)
+        return row
 
     def snapshot(self) -> _SnapshotScope:
         """``with executor.snapshot() as snap``: one read transaction and the statistics as it sees them (read
