@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import generate  # noqa: E402
 
 from retrieval import Paper, tokenise  # noqa: E402
-from retrieval.store.build import build_index
+from retrieval.store.sqlite.build import build_index
 from retrieval.store.writer import add_papers, remove_papers
 
 REPO = Path(__file__).resolve().parents[1]

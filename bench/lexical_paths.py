@@ -34,7 +34,7 @@ from retrieval.commands import build  # noqa: E402
 from retrieval.search import blobs, lexical  # noqa: E402
 from retrieval.search.query import Query  # noqa: E402
 from retrieval.store.database import connect  # noqa: E402
-from retrieval.store.executor import Executor  # noqa: E402
+from retrieval.store.sql.executor import Executor  # noqa: E402
 
 BANDS = [(0, 1_000), (1_000, 10_000), (10_000, 50_000), (50_000, 200_000), (200_000, 10**12)]
 

@@ -1,4 +1,4 @@
-"""One PostgreSQL server against a coordinator with two shards (retrieval.store.shards), in one run on one
+"""One PostgreSQL server against a coordinator with two shards (retrieval.store.postgres.shards), in one run on one
 machine: build time, lexical and full search latency for short and long queries, where a sharded search's time
 goes (the work on each shard, the coordinator's), and the table sizes per row that docs/scale-out.md scales up.
 

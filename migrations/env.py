@@ -8,7 +8,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 
 from retrieval.config import resolve_db_path
-from retrieval.store.models import Base
+from retrieval.store.schema.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from .search.graph import CitationGraph
     from .search.lexical import BM25Index
     from .search.query import Query
-    from .store.executor import Statement, Trace
     from .store.rows import WriteSummary
+    from .store.sql.executor import Statement, Trace
     from .text import tokenise
 
 __version__ = "0.1.0"
@@ -63,9 +63,9 @@ _EXPORTS = {
     "RetrievalResult": ".search.blend",
     "SchemaVersionError": ".errors",
     "SemanticScholarMockClient": ".corpus.mock",
-    "Statement": ".store.executor",
+    "Statement": ".store.sql.executor",
     "StoreError": ".errors",
-    "Trace": ".store.executor",
+    "Trace": ".store.sql.executor",
     "WriteSummary": ".store.rows",
     "add": ".commands",
     "add_papers": ".commands",  # deprecated: add

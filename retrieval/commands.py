@@ -14,9 +14,9 @@ from .errors import InputError
 from .search.client import RetrievalClient
 from .store.backend import backend_of
 from .store.database import EDGE_COUNTS_SQL, check_index
-from .store.dialect import statement
-from .store.executor import Executor
 from .store.querylog import record_if_enabled
+from .store.sql.dialect import statement
+from .store.sql.executor import Executor
 
 # The writers, the readers and the demo corpus are imported by the commands that use them, so that a process
 # that only searches does not pay for their imports (bench/cli_start.py).
@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from .search.blend import RetrievalResult
     from .search.papers import PaperPage
     from .search.similar import SimilarResult
-    from .store.executor import Tracer
     from .store.progress import BuildProgress
     from .store.rows import WriteSummary
+    from .store.sql.executor import Tracer
 
 BUILTIN = "built-in demo corpus"
 
@@ -54,13 +54,13 @@ def build(
     """Build the index at ``db`` (a file or a PostgreSQL URL, resolved as everywhere) from ``source``: a corpus
     file (``format`` jsonl, openalex or s2; detected when None), papers (``Paper``s, streamed once), or the
     built-in demo corpus when None; with ``workers`` tokenising processes (see
-    ``retrieval.store.build.build_index``, which says what ``progress`` is told), stemming with
+    ``retrieval.store.sqlite.build.build_index``, which says what ``progress`` is told), stemming with
     the Snowball stemmer ``stem`` (e.g. ``"english"``) and dropping the stop words ``stopwords`` (``"english"``)
     when given (recorded in the index; later adds and queries use them). Replaces an existing index only when the
     build succeeds.
 
     ``shards`` (PostgreSQL URLs, a list or ``"URL,URL,..."``) makes ``db`` the coordinator of an index
-    partitioned over those servers (``retrieval.store.shards``); a rebuild of a sharded index without it keeps
+    partitioned over those servers (``retrieval.store.postgres.shards``); a rebuild of a sharded index without it keeps
     its shards."""
     from .corpus.jsonl import PaperFile
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients
@@ -176,7 +176,7 @@ def build_from_clients(
     """Build the index at ``db`` from the two mock clients' records merged by id (``merge_records``), unless
     it exists already; returns its path. The lesson's ``RetrievalClient(arxiv, s2)`` is this, then a client."""
     from .corpus.mock import merge_clients
-    from .store.build import build_index
+    from .store.sqlite.build import build_index
 
     path = resolve_db_path(db)
     if not path.exists():

@@ -8,7 +8,7 @@ import pytest
 
 from retrieval import read_jsonl
 from retrieval.commands import build
-from retrieval.store.build import build_index
+from retrieval.store.sqlite.build import build_index
 from tests.helpers import BACKENDS, shared_corpus
 
 

@@ -44,8 +44,8 @@ def index_on(request, backend: str, papers, label: str, source: str = "synthetic
     """``papers`` indexed on ``backend``: a file under a fresh temporary folder, or a fresh PostgreSQL database
     (its URL)."""
     from retrieval.config import resolve_db
-    from retrieval.store.build import build_index
-    from retrieval.store.pgbuild import build_postgres
+    from retrieval.store.postgres.build import build_postgres
+    from retrieval.store.sqlite.build import build_index
 
     if backend == "sqlite":
         path = request.getfixturevalue("tmp_path_factory").mktemp(label) / f"{label}.db"

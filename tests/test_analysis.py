@@ -12,7 +12,7 @@ from retrieval import RetrievalClient, SchemaVersionError, build_corpus, read_js
 from retrieval.commands import add, build, upgrade
 from retrieval.interfaces.cli import main
 from retrieval.search.query import Query, analyser_of
-from retrieval.store import bulk
+from retrieval.store.sqlite import bulk
 from retrieval.text import Analyser
 from tests.helpers import paper, shared_corpus, write_jsonl
 from tests.reference import ReferenceBM25, close
@@ -220,7 +220,7 @@ def test_a_version_1_index_is_refused_then_upgraded_into_a_fresh_build(tmp_path,
 
 def test_reindexing_keeps_the_analyser_an_index_records(tmp_path):
     """A re-index (what ``upgrade`` runs on its copy) analyses with the index's own stemmer and stop words."""
-    from retrieval.store.reindex import reindex
+    from retrieval.store.sqlite.reindex import reindex
 
     corpus = write_jsonl(tmp_path / "c.jsonl", _records())
     db, fresh = tmp_path / "x.db", tmp_path / "fresh.db"

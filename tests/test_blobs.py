@@ -22,8 +22,8 @@ from retrieval.search import lexical
 from retrieval.search.filters import Filters
 from retrieval.search.query import Query, QueryTerm, WeightedQuery
 from retrieval.store import postings
-from retrieval.store.build import build_index
-from retrieval.store.migrate import downgrade, upgrade_index
+from retrieval.store.schema.migrate import downgrade, upgrade_index
+from retrieval.store.sqlite.build import build_index
 from retrieval.store.writer import add_papers, remove_papers
 from tests.reference import ReferenceBM25, close
 
@@ -380,7 +380,7 @@ def test_postgresql_keeps_the_blobs_and_scores_them_as_sqlite(request, tmp_path,
     import psycopg
 
     from retrieval.config import resolve_db
-    from retrieval.store.pgbuild import build_postgres
+    from retrieval.store.postgres.build import build_postgres
 
     rng = random.Random(11)
     papers = {f"p{i:03d}": zipf_paper(rng, f"p{i:03d}") for i in range(120)}

@@ -12,9 +12,7 @@ from hypothesis import strategies as st
 from retrieval import InputError, RetrievalClient, RetrievalError, read_jsonl
 from retrieval.commands import build, stats
 from retrieval.interfaces.cli import main
-from retrieval.store import bulk
 from retrieval.store import progress as progress_module
-from retrieval.store.build import build_index
 from retrieval.store.database import HEAD_REVISION, edge_counts
 from retrieval.store.progress import (
     CITATIONS,
@@ -26,6 +24,8 @@ from retrieval.store.progress import (
     STATISTICS,
     BuildProgress,
 )
+from retrieval.store.sqlite import bulk
+from retrieval.store.sqlite.build import build_index
 from retrieval.text import tokenise
 from tests.helpers import paper, write_jsonl
 
@@ -305,7 +305,7 @@ def test_a_ctrl_c_during_the_swap_waits_for_it_and_then_counts_only_if_it_failed
     import os
     import signal
 
-    from retrieval.store import files
+    from retrieval.store.sqlite import files
 
     db = tmp_path / "x.db"
     build(db=db)

@@ -231,7 +231,8 @@ _IMPORTED = (
     "    main(sys.argv[1:])\n"
     "except SystemExit:\n"
     "    pass\n"
-    "heavy = ('numpy', 'sqlalchemy', 'alembic', 'retrieval.eval', 'retrieval.evidence', 'retrieval.store.bulk')\n"
+    "heavy = ('numpy', 'sqlalchemy', 'alembic', 'retrieval.eval', 'retrieval.evidence',\n"
+    "         'retrieval.store.sqlite.bulk')\n"
     "print('IMPORTED', sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith(heavy)))\n"
 )
 

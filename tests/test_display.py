@@ -16,7 +16,7 @@ from retrieval.corpus.paper import Paper
 from retrieval.interfaces.cli import main
 from retrieval.interfaces.output import display
 from retrieval.search.blend import RankedPaper, RetrievalResult
-from retrieval.store.build import build_index
+from retrieval.store.sqlite.build import build_index
 from tests.helpers import paper as paper_record
 from tests.helpers import write_jsonl
 

@@ -40,8 +40,8 @@ from retrieval.evidence.graph import build_graph
 from retrieval.evidence.support import TfidfCosineScorer, claims_of
 from retrieval.interfaces.cli import main
 from retrieval.search.query import Query
-from retrieval.store import models
-from retrieval.store.build import build_index
+from retrieval.store.schema import models
+from retrieval.store.sqlite.build import build_index
 from retrieval.text import tokenise
 
 # -- a small corpus of four topics ------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from retrieval.evidence.support import (
 from retrieval.search.memo import QueryMemo
 from retrieval.search.query import Query
 from retrieval.search.split import MIN_PART, split_query
-from retrieval.store.build import build_index
+from retrieval.store.sqlite.build import build_index
 from retrieval.text import sentences, tokenise
 
 from .test_evidence import QUERY, topic_corpus

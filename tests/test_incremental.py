@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from retrieval import Paper, RetrievalClient, RetrievalError, SchemaVersionError
 from retrieval.commands import build
 from retrieval.interfaces.cli import main
-from retrieval.store.build import build_index
 from retrieval.store.database import HEAD_REVISION
-from retrieval.store.migrate import migrate
+from retrieval.store.schema.migrate import migrate
+from retrieval.store.sqlite.build import build_index
 from retrieval.store.writer import add_papers, remove_papers
 from tests.reference import close
 

@@ -30,7 +30,7 @@ from retrieval.search.learned import (
     RankerModel,
     beside,
 )
-from retrieval.store.build import build_index
+from retrieval.store.sqlite.build import build_index
 from tests.helpers import write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]

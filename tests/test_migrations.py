@@ -10,8 +10,8 @@ from sqlalchemy import create_engine, inspect
 from retrieval import IndexNotFoundError, NotAnIndexError, RetrievalClient, SchemaVersionError
 from retrieval.commands import build, stats
 from retrieval.store.database import HEAD_REVISION, KNOWN_REVISIONS
-from retrieval.store.migrate import downgrade, head_revision, migrate, script_revisions
-from retrieval.store.models import Base
+from retrieval.store.schema.migrate import downgrade, head_revision, migrate, script_revisions
+from retrieval.store.schema.models import Base
 
 TABLES = {"papers", "paper_authors", "citations", "doc_freq", "term_freq", "doc_len", "index_info", "query_log"}
 
@@ -42,10 +42,10 @@ def test_upgrade_from_empty_gives_the_models_schema(tmp_path):
 
 
 def test_the_catalogue_is_the_models(tmp_path):
-    # retrieval.store.catalogue repeats the models' tables and columns (a query process never imports SQLAlchemy):
-    # the same tables, the same columns in record order, booleans where the models have them, and each table
-    # and checked index added by the revision the catalogue says.
-    from retrieval.store import catalogue
+    # retrieval.store.schema.catalogue repeats the models' tables and columns (a query process never imports
+    # SQLAlchemy): the same tables, the same columns in record order, booleans where the models have them, and
+    # each table and checked index added by the revision the catalogue says.
+    from retrieval.store.schema import catalogue
 
     models = {name: table for name, table in Base.metadata.tables.items()}
     assert set(catalogue.BY_NAME) - {"alembic_version"} == set(models)
@@ -72,7 +72,7 @@ def test_the_read_locks_cover_every_table_a_search_reads(tmp_path):
     import re
 
     from retrieval import Trace
-    from retrieval.store import catalogue
+    from retrieval.store.schema import catalogue
 
     build(db=tmp_path / "d.db")
     trace = Trace()

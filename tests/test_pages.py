@@ -1,4 +1,4 @@
-"""The B-tree pages the bulk build writes itself (``retrieval.store.pages``) are a table SQLite reads, checks and
+"""The B-tree pages the bulk build writes itself (``retrieval.store.sqlite.pages``) are a table SQLite reads, checks and
 updates like any other, holding exactly the rows it was given; anything the writer does not handle is refused
 with nothing written."""
 
@@ -7,8 +7,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from retrieval.store import pages
-from retrieval.store.pages import write_sorted_table
+from retrieval.store.sqlite import pages
+from retrieval.store.sqlite.pages import write_sorted_table
 
 COLUMNS = "a INTEGER NOT NULL, b INTEGER NOT NULL, c INTEGER NOT NULL, d INTEGER NOT NULL, e INTEGER NOT NULL"
 TABLE = f"({COLUMNS}, PRIMARY KEY (a, b)) WITHOUT ROWID"

@@ -9,7 +9,8 @@ import pytest
 
 from retrieval.commands import build
 from retrieval.errors import InputError
-from retrieval.store import catalogue, pgbuild
+from retrieval.store.postgres import build as pgbuild
+from retrieval.store.schema import catalogue
 from tests.helpers import paper, write_jsonl
 
 psycopg = pytest.importorskip("psycopg")
@@ -53,7 +54,7 @@ def test_the_migrated_schema_on_postgresql_matches_the_models(pg_database):
     from alembic import command
     from alembic.util.exc import CommandError
 
-    from retrieval.store.migrate import alembic_config
+    from retrieval.store.schema.migrate import alembic_config
 
     url = pg_database("schema")
     cfg = alembic_config()
@@ -145,7 +146,7 @@ def test_upgrade_brings_an_older_revision_on_the_server_to_the_head(tmp_path, pg
     from retrieval.errors import SchemaVersionError
     from retrieval.interfaces.cli import main
     from retrieval.store.database import HEAD_REVISION
-    from retrieval.store.migrate import alembic_config
+    from retrieval.store.schema.migrate import alembic_config
 
     url = pg_database("upgrade")
     corpus = write_jsonl(tmp_path / "a.jsonl", [paper("a", "black hole entropy", authors=["Juan Maldacena"])])

@@ -18,8 +18,8 @@ from retrieval.errors import IndexNotFoundError, NotAnIndexError, PaperNotFoundE
 from retrieval.interfaces.cli import main
 from retrieval.search.client import RetrievalClient
 from retrieval.search.filters import Filters
-from retrieval.store.dialect import registered
-from retrieval.store.executor import Trace
+from retrieval.store.sql.dialect import registered
+from retrieval.store.sql.executor import Trace
 from tests.helpers import paper, shared_corpus, write_jsonl
 
 psycopg = pytest.importorskip("psycopg")
@@ -75,7 +75,7 @@ def cacm_sharded(sharded_database, cacm_db) -> str:
 @pytest.fixture(scope="module", params=["demo", "cacm", "demo, sharded", "cacm, sharded"])
 def pair(request, demo_db, demo_pg, cacm_db):
     """(SQLite client, PostgreSQL client, queries) over the same corpus: the PostgreSQL index on one server, or
-    sharded over two (retrieval.store.shards), which must give what one server gives."""
+    sharded over two (retrieval.store.postgres.shards), which must give what one server gives."""
     corpus, _, sharded = request.param.partition(", ")
     if corpus == "demo":
         lite, queries = demo_db, DEMO_QUERIES
@@ -501,7 +501,7 @@ def test_every_statement_is_one_template_and_compiles_on_both_dialects(demo_db, 
     Texts written out for PostgreSQL stay few (each says why its plan differs)."""
     import sqlite3
 
-    from retrieval.store.dialect import OVERRIDES, POSTGRESQL_ONLY, SHARDED
+    from retrieval.store.sql.dialect import OVERRIDES, POSTGRESQL_ONLY, SHARDED
 
     _every_statement()
     pairs = registered()

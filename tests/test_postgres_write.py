@@ -20,9 +20,10 @@ from retrieval import Paper, RetrievalClient, RetrievalError
 from retrieval.config import DatabaseURL
 from retrieval.corpus.mock import build_corpus
 from retrieval.interfaces.cli import main
-from retrieval.store import catalogue, pgwrite
-from retrieval.store.build import build_index
-from retrieval.store.pgbuild import build_postgres
+from retrieval.store.postgres import write as pgwrite
+from retrieval.store.postgres.build import build_postgres
+from retrieval.store.schema import catalogue
+from retrieval.store.sqlite.build import build_index
 from retrieval.store.writer import add_papers, remove_papers
 from tests.helpers import paper, write_jsonl
 from tests.reference import K1, B, analysed, close

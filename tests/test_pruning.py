@@ -15,9 +15,10 @@ from retrieval import Paper, RetrievalClient, Trace
 from retrieval.bm25 import BOUND_SLACK, tf_norm
 from retrieval.search.lexical import LOOKUP_STAGES, below, choose_reads, stages
 from retrieval.search.query import QueryTerm
-from retrieval.store import bulk, postings
-from retrieval.store.build import build_index
-from retrieval.store.migrate import migrate
+from retrieval.store import postings
+from retrieval.store.schema.migrate import migrate
+from retrieval.store.sqlite import bulk
+from retrieval.store.sqlite.build import build_index
 from retrieval.store.writer import add_papers, remove_papers
 from tests.reference import ReferenceBM25, close
 
@@ -374,7 +375,7 @@ def test_the_upgrade_from_0007_drops_the_impacts_and_gives_the_file_back(tmp_pat
     # An index of revision 0007 carries term_freq.length and .impact, doc_freq.max_impact and impact_avgdl; a
     # search reads it as it is, and `retrieval upgrade` drops them, rewrites the file without their pages, and
     # changes no answer.
-    from retrieval.store.migrate import downgrade, upgrade_index
+    from retrieval.store.schema.migrate import downgrade, upgrade_index
 
     rng = random.Random(5)
     papers = {f"p{i:03d}": random_paper(rng, f"p{i:03d}", (20, 60)) for i in range(400)}

@@ -18,7 +18,7 @@ from retrieval.evidence.pipeline import explain_index
 from retrieval.interfaces.cli import main
 from retrieval.store import querylog
 from retrieval.store.database import READABLE_REVISIONS
-from retrieval.store.migrate import downgrade, migrate
+from retrieval.store.schema.migrate import downgrade, migrate
 
 
 def run(capsys, *argv):

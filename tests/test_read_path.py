@@ -13,9 +13,9 @@ import retrieval.search.query as query_module
 from retrieval import RetrievalClient, RetrievalConfig, SchemaVersionError, Trace
 from retrieval.bm25 import TF_NORM_SQL, tf_norm
 from retrieval.commands import build
-from retrieval.store import migrate as migrate_module
 from retrieval.store.database import HEAD_REVISION, index_revision
-from retrieval.store.migrate import upgrade_index
+from retrieval.store.schema import migrate as migrate_module
+from retrieval.store.schema.migrate import upgrade_index
 
 
 @pytest.mark.parametrize("config", [RetrievalConfig(expand="always", max_hops=2), RetrievalConfig.lesson()])
@@ -91,7 +91,7 @@ def test_a_failed_upgrade_leaves_the_old_index_as_it_was(tmp_path, monkeypatch):
 
 
 def test_a_statement_cache_answers_repeated_reads_and_says_what_it_saved(demo_db):
-    from retrieval.store.executor import StatementCache
+    from retrieval.store.sql.executor import StatementCache
 
     trace = Trace()
     with RetrievalClient(demo_db, tracer=trace) as client:

@@ -26,8 +26,8 @@ from retrieval import ConfigError, RetrievalClient, RetrievalError
 from retrieval.commands import build
 from retrieval.corpus.paper import Paper
 from retrieval.interfaces.cli import main
-from retrieval.store import files
-from retrieval.store.build import build_index
+from retrieval.store.sqlite import files
+from retrieval.store.sqlite.build import build_index
 from retrieval.store.writer import add_papers
 
 WORDS = [f"w{i}" for i in range(400)]
@@ -705,7 +705,7 @@ def test_api_callers_get_input_errors_for_bad_papers(tmp_path):
 
 @pytest.mark.parametrize("name", ["x%d.db", "q?mode=memory.db", "h#a sh.db", "naïve ü.db", "%(here)s.db"])
 def test_any_file_name_the_filesystem_allows_is_a_path(tmp_path, name):
-    from retrieval.store.migrate import downgrade
+    from retrieval.store.schema.migrate import downgrade
 
     db = tmp_path / name
     assert main(["build", "--db", str(db)]) == 0

@@ -1,4 +1,4 @@
-"""The index sharded over PostgreSQL servers (``retrieval.store.shards``), against three real servers (a
+"""The index sharded over PostgreSQL servers (``retrieval.store.postgres.shards``), against three real servers (a
 coordinator and two shards, started by .ci/run): the layout itself, every row on the shard PostgreSQL's hash
 assigns it, adds and removes through the coordinator landing on the right shard with the global statistics
 exact, and a failed build that leaves the previous index, shards included, as it was. That searches on the
@@ -18,10 +18,10 @@ from retrieval.commands import add, build, remove
 from retrieval.errors import ConfigError, IndexNotFoundError, InputError
 from retrieval.interfaces.cli import main
 from retrieval.search.client import RetrievalClient
-from retrieval.store import catalogue
-from retrieval.store.catalogue import COORDINATOR, DISTRIBUTED
-from retrieval.store.executor import merge
-from retrieval.store.shards import parse_shards
+from retrieval.store.postgres.shards import parse_shards
+from retrieval.store.schema import catalogue
+from retrieval.store.schema.catalogue import COORDINATOR, DISTRIBUTED
+from retrieval.store.sql.executor import merge
 from tests.helpers import paper, write_jsonl
 
 psycopg = pytest.importorskip("psycopg")  # (the merge tests at the end need no server)
@@ -304,8 +304,8 @@ def test_a_lower_bound_merged_from_shards_is_the_largest():
 def test_a_sharded_search_runs_registered_texts_the_postings_statements_on_every_shard(sharded_database, tmp_path):
     """What ``--sql`` shows on a coordinator: each postings statement once per shard, in shard order, every text
     a registered one (PostgreSQL's or the coordinator's own), and the shards' snapshots begun and ended."""
-    from retrieval.store.dialect import POSTGRESQL, SCATTERED, SHARDED, registered
-    from retrieval.store.executor import Trace
+    from retrieval.store.sql.dialect import POSTGRESQL, SCATTERED, SHARDED, registered
+    from retrieval.store.sql.executor import Trace
 
     corpus, _ = _corpus(tmp_path)
     coordinator, shards = sharded_database("trace")

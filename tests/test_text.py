@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from retrieval.errors import ConfigError
-from retrieval.store.bulk import text_words, tokenise_chunk
+from retrieval.store.sqlite.bulk import text_words, tokenise_chunk
 from retrieval.text import DEFAULT_ANALYSER, ENGLISH_STOP_WORDS, Analyser, fold, sentences, tokenise
 from tests.reference import analysed, tokens
 

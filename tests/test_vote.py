@@ -19,7 +19,7 @@ from retrieval.search import vote
 from retrieval.search.learned import CANDIDATE_FEATURES, FEATURES, RankerModel
 from retrieval.search.query import Query
 from retrieval.search.split import split_query
-from retrieval.store.build import build_index
+from retrieval.store.sqlite.build import build_index
 from tests.reference import ReferenceBM25
 from tests.test_learned import TOPICS as LEARNED_TOPICS
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from ..bm25 import K1, B
 from ..corpus.paper import Paper
 from ..errors import RetrievalError, StoreError
-from ..store.build import build_index
 from ..store.database import HEAD_REVISION, check_index
+from ..store.sqlite.build import build_index
 from ..text import TOKENISER_NAME, TOKENISER_VERSION
 
 #: Bump when the protocol changes what goes into an evaluation index.

@@ -21,8 +21,8 @@ import json
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..store.dialect import DIALECTS, POSTGRESQL, SQLITE, Dialect, statement
-from ..store.executor import Snapshot
+from ..store.sql.dialect import DIALECTS, POSTGRESQL, SQLITE, Dialect, statement
+from ..store.sql.executor import Snapshot
 from .config import EvidenceConfig
 
 

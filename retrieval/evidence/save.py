@@ -1,5 +1,5 @@
 """Storing an evidence run in the index file (the tables ``evidence_runs``, ``evidence_run_nodes`` and
-``evidence_run_edges`` of ``retrieval.store.models``, created by migration 0003).
+``evidence_run_edges`` of ``retrieval.store.schema.models``, created by migration 0003).
 
 One write transaction per run, on a connection of its own (the search connection is read-only). The saved rows
 answer questions such as, for the latest run::
@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 
 from ..store.backend import file_only
 from ..store.database import check_index
-from ..store.files import write_transaction
+from ..store.sqlite.files import write_transaction
 from .records import EdgeRecord, EvidenceRun, NodeRecord
 
 #: How long a save waits for another writer (an ``add`` in progress) before giving up.

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from ..bm25 import SCORE_DECIMALS
 from ..search import lexical
 from ..search.query import Query
-from ..store.dialect import statement
-from ..store.executor import Snapshot
+from ..store.sql.dialect import statement
+from ..store.sql.executor import Snapshot
 from .config import EvidenceConfig, age
 
 YEARS_SQL = statement(

@@ -41,8 +41,8 @@ from typing import Protocol, runtime_checkable
 
 from ..bm25 import idf as bm25_idf
 from ..errors import InputError
-from ..store.dialect import statement
-from ..store.executor import Snapshot
+from ..store.sql.dialect import statement
+from ..store.sql.executor import Snapshot
 from ..text import sentences, tokenise
 
 DOC_FREQ_SQL = statement(

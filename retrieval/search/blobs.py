@@ -34,9 +34,9 @@ import numpy as np
 
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
 from ..errors import ConfigError
-from ..store.dialect import statement
-from ..store.executor import Snapshot
 from ..store.postings import decode, unpack
+from ..store.sql.dialect import statement
+from ..store.sql.executor import Snapshot
 from .costs import SPARSE_ACCUMULATION
 from .filters import Passing
 from .query import WeightedQuery

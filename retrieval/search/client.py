@@ -17,7 +17,7 @@ from ..corpus.paper import Paper
 from ..errors import ConfigError, PaperNotFoundError
 from ..store.backend import backend_of
 from ..store.database import IndexStats, check_index
-from ..store.executor import Executor, Snapshot, StatementCache, Tracer
+from ..store.sql.executor import Executor, Snapshot, StatementCache, Tracer
 from ..validate import LIMITS, check_int
 from . import expansion, learned, lexical, prf, vote
 from .blend import RetrievalResult, blend
@@ -48,7 +48,7 @@ class RetrievalClient:
 
     ``db`` is resolved as everywhere (``--db``, ``$RETRIEVAL_DB``, ``./retrieval.db``; a ``postgresql://`` URL is an
     index on PostgreSQL, read by the same statements in its dialect's text); ``tracer`` is called with
-    every statement the client runs (``retrieval.store.executor.Trace`` keeps them).
+    every statement the client runs (``retrieval.store.sql.executor.Trace`` keeps them).
     """
 
     def __init__(
@@ -73,7 +73,7 @@ class RetrievalClient:
 
     def snapshot(self):
         """``with client.snapshot() as snap``: one read transaction with the statistics as it sees them
-        (``retrieval.store.executor.Snapshot``); nested calls join it."""
+        (``retrieval.store.sql.executor.Snapshot``); nested calls join it."""
         return self._executor.snapshot()
 
     @property

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..store.dialect import statement
-from ..store.executor import Snapshot
+from ..store.sql.dialect import statement
+from ..store.sql.executor import Snapshot
 from .filters import Passing
 
 DOC_IDS_SQL = statement("""\

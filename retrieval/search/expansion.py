@@ -33,8 +33,8 @@ import math
 from collections import Counter, defaultdict, namedtuple
 
 from ..config import RELATIONS, RetrievalConfig
-from ..store.dialect import DIALECTS, POSTGRESQL, Dialect, register_sharded, statement
-from ..store.executor import Snapshot
+from ..store.sql.dialect import DIALECTS, POSTGRESQL, Dialect, register_sharded, statement
+from ..store.sql.executor import Snapshot
 from .query import WeightedQuery
 
 #: Multiplier of each relation's weight in the evidence sum (direct citations count fully).
@@ -198,7 +198,7 @@ def relation_sql(relation: str) -> str:
     return RELATION_SQL[relation]
 
 
-# A sharded index's coordinator (retrieval.store.shards): each foreign table read once per statement, by a key
+# A sharded index's coordinator (retrieval.store.postgres.shards): each foreign table read once per statement, by a key
 # array sent to the shards, instead of one lookup per source and per edge (a round trip each there). Each relation
 # gives ``pairs(source, paper_id, weight)``, kept where the neighbour is a paper, then capped as above.
 _PAIRS_SHARDED = {

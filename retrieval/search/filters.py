@@ -21,8 +21,8 @@ from collections import namedtuple
 
 from ..corpus.names import matches, name_words
 from ..errors import ConfigError
-from ..store.dialect import statement
-from ..store.executor import Snapshot
+from ..store.sql.dialect import statement
+from ..store.sql.executor import Snapshot
 from ..validate import YEAR_RANGE, parse_years
 
 YEAR_DOCS_SQL = statement(

@@ -12,8 +12,8 @@ import json
 
 from ..config import MAX_HOPS
 from ..errors import ConfigError
-from ..store.dialect import statement
-from ..store.executor import Executor, Snapshot
+from ..store.sql.dialect import statement
+from ..store.sql.executor import Executor, Snapshot
 
 WALK_SQL = """\
 WITH RECURSIVE

@@ -58,7 +58,7 @@ from ..bm25 import SCORE_DECIMALS
 from ..config import RetrievalConfig
 from ..corpus.paper import Paper
 from ..errors import ConfigError, InputError
-from ..store.dialect import Dialect, statement
+from ..store.sql.dialect import Dialect, statement
 from ..text import tokenise
 from . import vote
 from .blend import RankedPaper, recency

@@ -51,8 +51,8 @@ from collections import namedtuple
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK, idf, tf_norm_sql
 from ..errors import NotAnIndexError
 from ..store.database import shown
-from ..store.dialect import Dialect, statement
-from ..store.executor import Executor, Snapshot
+from ..store.sql.dialect import Dialect, statement
+from ..store.sql.executor import Executor, Snapshot
 from . import costs
 from .filters import Filters, Passing, every_doc, failing, passing
 from .query import Query, QueryTerm, WeightedQuery
@@ -147,7 +147,7 @@ LIMIT 1 OFFSET :k - 1"""
 # The sampled papers are ranked by what the sampled terms give them, and only the best ``:scored`` are scored
 # exactly (a lookup per query term each), so a long query's sample stays cheap.
 THRESHOLD_SQL = statement(_threshold, scatter="max")
-# A sharded index (retrieval.store.shards) runs the statements that read only the postings on every shard, with
+# A sharded index (retrieval.store.postgres.shards) runs the statements that read only the postings on every shard, with
 # the corpus-wide weights and avgdl as parameters, and merges their results: each shard's pruned top k is exact
 # for the shard, and the corpus's top k is the best k of theirs.
 

@@ -9,7 +9,7 @@ the latency that mode would have had alone (for BM25 scores, at the query's aver
 
 from __future__ import annotations
 
-from ..store.executor import StatementCache
+from ..store.sql.executor import StatementCache
 
 
 class QueryMemo:

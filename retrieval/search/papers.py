@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from ..corpus.paper import Paper
-from ..store.dialect import register_sharded, statement
-from ..store.executor import Snapshot
+from ..store.sql.dialect import register_sharded, statement
+from ..store.sql.executor import Snapshot
 
 # What the blend needs of every candidate; the rest is loaded for the returned entries only.
 # In the list's order on both (SQLite's loop over json_each gives the rows so); ids ordered by their bytes.

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections import Counter, namedtuple
 
-from ..store.executor import Snapshot
+from ..store.sql.executor import Snapshot
 from . import lexical
 from .filters import Passing
 from .papers import PAPERS_SQL

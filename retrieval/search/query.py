@@ -86,7 +86,7 @@ class Query:
 
 
 def analyser_of(snap) -> Analyser:
-    """The analyser of the index a snapshot reads (``retrieval.store.executor.Snapshot``): a query weighed
+    """The analyser of the index a snapshot reads (``retrieval.store.sql.executor.Snapshot``): a query weighed
     against it must be ``Query.parse(text, analyser_of(snap))``."""
     return snap.stats.analyser
 

@@ -25,8 +25,8 @@ import time
 from ..bm25 import SCORE_DECIMALS
 from ..corpus.paper import Paper
 from ..errors import PaperNotFoundError
-from ..store.dialect import statement
-from ..store.executor import Snapshot
+from ..store.sql.dialect import statement
+from ..store.sql.executor import Snapshot
 from . import lexical
 from .filters import Filters, failing, passing
 from .papers import CANDIDATES_SQL, PAPERS_SQL

@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..store.executor import Snapshot
+from ..store.sql.executor import Snapshot
 from . import lexical
 from .expansion import relation_sql, relation_sql_excluding
 from .filters import Passing

@@ -1,5 +1,8 @@
-"""The index file: schema (models, migrations), opening and checking it, the executor reads run through, and
-the writers (the full build, incremental add and remove).
+"""The index, on any backend: where it lives (``backend``), its schema (``schema/``: models, catalogue,
+migrations), the statements and the executor they run through (``sql/``), opening and checking it
+(``database``), the writers both backends share (``writer``, ``rows``, ``postings``), the query log, and what is
+one backend's own (``sqlite/``: the file build, its bulk load, swaps and locks, re-indexing; ``postgres/``: the
+connection, the server build, the writers' transaction, the sharded layout).
 
 Names are imported on first use (``retrieval._lazy``)."""
 
@@ -9,29 +12,29 @@ from .._lazy import lazy_exports
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a query process starts faster)
 if TYPE_CHECKING:
-    from .build import build_index
     from .database import HEAD_REVISION, IndexStats, check_index, connect
-    from .executor import Executor, Snapshot, Statement, Trace
-    from .migrate import migrate, upgrade_index
     from .rows import WriteSummary
+    from .schema.migrate import migrate, upgrade_index
+    from .sql.executor import Executor, Snapshot, Statement, Trace
+    from .sqlite.build import build_index
     from .writer import IndexWriter, add_papers, remove_papers
 
 _EXPORTS = {
-    "Executor": ".executor",
+    "Executor": ".sql.executor",
     "HEAD_REVISION": ".database",
     "IndexStats": ".database",
     "IndexWriter": ".writer",
-    "Snapshot": ".executor",
-    "Statement": ".executor",
-    "Trace": ".executor",
+    "Snapshot": ".sql.executor",
+    "Statement": ".sql.executor",
+    "Trace": ".sql.executor",
     "WriteSummary": ".rows",
     "add_papers": ".writer",
-    "build_index": ".build",
+    "build_index": ".sqlite.build",
     "check_index": ".database",
     "connect": ".database",
-    "migrate": ".migrate",
+    "migrate": ".schema.migrate",
     "remove_papers": ".writer",
-    "upgrade_index": ".migrate",
+    "upgrade_index": ".schema.migrate",
 }
 
 

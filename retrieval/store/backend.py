@@ -6,7 +6,7 @@ once; everything that differs between the two kinds of index is a method here: o
 writers' transaction, the query log's short transaction, building, upgrading, the size on disk, and which
 exceptions are the store's (turned into messages that name the index). The modules above (the writer, the query
 log, the client, the commands) call these and never ask which kind of index they have; the statements they run
-are the same texts on both (``retrieval.store.dialect`` gives each dialect's).
+are the same texts on both (``retrieval.store.sql.dialect`` gives each dialect's).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from ..config import DatabaseURL, resolve_db
 from ..errors import ConfigError, RetrievalError, StoreError
 from .database import KNOWN_REVISIONS, IndexStats, check_index, connect, index_revision, store_error
-from .dialect import POSTGRESQL, SQLITE, statement
+from .sql.dialect import POSTGRESQL, SQLITE, statement
 
 
 class Backend:
@@ -110,11 +110,11 @@ class IndexFile(Backend):
 
     @contextmanager
     def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False) -> Iterator:
-        from .files import write_transaction
+        from .sqlite.files import write_transaction
 
         if writer:
             if index_revision(self.location) in KNOWN_REVISIONS[:-1]:
-                from .migrate import upgrade_index
+                from .schema.migrate import upgrade_index
 
                 upgrade_index(self.location)  # a writer may upgrade what it writes to (atomically, first)
             check_index(self.location)
@@ -148,14 +148,14 @@ class IndexFile(Backend):
         return store_error(exc, self.location, doing)
 
     def build(self, papers: Iterable, *, shards=None, **options):
-        from .build import build_index
+        from .sqlite.build import build_index
 
         if shards is not None:
             raise ConfigError(f"--shards needs a PostgreSQL coordinator: --db postgresql://..., not {self.shown}")
         return build_index(papers, self.location, **options)
 
     def upgrade(self):
-        from .migrate import upgrade_index
+        from .schema.migrate import upgrade_index
 
         return upgrade_index(self.location)
 
@@ -168,7 +168,7 @@ class IndexFile(Backend):
 
 class IndexServer(Backend):
     """An index in the schema ``retrieval`` of a PostgreSQL database (psycopg 3), or the coordinator of an index
-    sharded over several (``retrieval.store.shards``: its ``index_info`` names the shards)."""
+    sharded over several (``retrieval.store.postgres.shards``: its ``index_info`` names the shards)."""
 
     dialect = POSTGRESQL
 
@@ -177,13 +177,13 @@ class IndexServer(Backend):
         return self.location.shown
 
     def connect(self):
-        from .postgres import connect as server_connect  # psycopg: imported for a server only
+        from .postgres.connection import connect as server_connect  # psycopg: imported for a server only
 
         return server_connect(self.location, readonly=True)  # a missing database says how to create one
 
     @contextmanager
     def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False) -> Iterator:
-        from .pgwrite import write_transaction
+        from .postgres.write import write_transaction
 
         # On a server the transaction checks the index itself (under the lock); an older revision is refused.
         with write_transaction(self.location, None if writer else busy_ms / 1000, doing) as conn:
@@ -191,24 +191,24 @@ class IndexServer(Backend):
 
     @contextmanager
     def log_transaction(self, busy_ms: int) -> Iterator:
-        from .pgwrite import log_transaction
+        from .postgres.write import log_transaction
 
         with log_transaction(self.location, busy_ms) as conn:
             yield conn
 
     def is_error(self, exc: BaseException) -> bool:
-        from .postgres import is_error
+        from .postgres.connection import is_error
 
         return is_error(exc)
 
     def error(self, exc: BaseException, doing: str) -> RetrievalError:
-        from .postgres import server_error
+        from .postgres.connection import server_error
 
         return server_error(exc, self.location, doing)
 
     def build(self, papers: Iterable, *, shards=None, **options):
-        from .pgbuild import build_postgres
-        from .shards import build_sharded, parse_shards, recorded_shards
+        from .postgres.build import build_postgres
+        from .postgres.shards import build_sharded, parse_shards, recorded_shards
 
         urls = parse_shards(shards) if shards is not None else recorded_shards(self.location)
         if urls:  # sharded: the coordinator here and its shards (a rebuild without --shards keeps them)
@@ -216,7 +216,7 @@ class IndexServer(Backend):
         return build_postgres(papers, self.location, **options)
 
     def upgrade(self):
-        from .pgbuild import upgrade_server
+        from .postgres.build import upgrade_server
 
         return upgrade_server(self.location)
 

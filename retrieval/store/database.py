@@ -1,7 +1,7 @@
 """Opening an index file for reading: the revision and tokeniser checks, and the index's statistics.
 
 Opening never writes: an index of an older schema revision is refused with the command that upgrades it
-(``retrieval upgrade``, ``retrieval.store.migrate.upgrade_index``). The read path uses the standard library's
+(``retrieval upgrade``, ``retrieval.store.schema.migrate.upgrade_index``). The read path uses the standard library's
 ``sqlite3`` only; Alembic and SQLAlchemy are imported by the writers, which keeps a fresh process's first
 query fast.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 from ..config import DatabaseURL
 from ..errors import IndexNotFoundError, NotAnIndexError, RetrievalError, SchemaVersionError, StoreError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION, Analyser
-from .catalogue import required
-from .dialect import POSTGRESQL, statement, text_for
+from .schema.catalogue import required
+from .sql.dialect import POSTGRESQL, statement, text_for
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
 HEAD_REVISION = "0008"
@@ -221,7 +221,8 @@ def _number(info: dict[str, str], key: str, kind: type, low: float, high: float,
 
 
 # The catalogues differ: on PostgreSQL, the tables and indexes of the index's schema (the first of the
-# search_path: ``retrieval``, set by ``retrieval.store.postgres.connect``; none when the database has no index yet).
+# search_path: ``retrieval``, set by ``retrieval.store.postgres.connection.connect``; none when the database has
+# no index yet).
 TABLES_SQL = statement(
     "SELECT name FROM sqlite_master WHERE type IN ('table', 'index')",
     postgresql="""\
@@ -249,8 +250,8 @@ def shown(path: Path | DatabaseURL | str) -> Path | str:
 
 def _server_rows(url: DatabaseURL):
     """A connection to the index at ``url`` and a ``Rows`` on it that runs each statement's PostgreSQL text."""
-    from .postgres import connect as server_connect
-    from .postgres import is_error, server_error
+    from .postgres.connection import connect as server_connect
+    from .postgres.connection import is_error, server_error
 
     conn = server_connect(url, readonly=True)
 
@@ -306,14 +307,14 @@ def _read_revision_and_info(path: Path | DatabaseURL, rows: Rows | None = None) 
     return revision[0][0], info
 
 
-#: The schema an index on PostgreSQL lives in (``retrieval.store.postgres.SCHEMA``, not imported: a SQLite
+#: The schema an index on PostgreSQL lives in (``retrieval.store.postgres.connection.SCHEMA``, not imported: a SQLite
 #: reader does not load the PostgreSQL module).
 _SCHEMA = "retrieval"
 
 
 def _check_contents(path: Path | str, names: set[str], info: dict[str, str], rows: Rows, revision: str) -> None:
-    """The tables and indexes an index at ``revision`` has (``retrieval.store.catalogue.required``) are there, and
-    the statistics agree with the tables."""
+    """The tables and indexes an index at ``revision`` has (``retrieval.store.schema.catalogue.required``) are
+    there, and the statistics agree with the tables."""
     missing = [name for name in required(revision) if name not in names]
     if missing:
         raise NotAnIndexError(

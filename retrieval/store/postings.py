@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 
-from .dialect import statement
+from .sql.dialect import statement
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

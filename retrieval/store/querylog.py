@@ -30,8 +30,8 @@ from pathlib import Path
 from ..errors import ConfigError, RetrievalError, SchemaVersionError
 from .backend import Backend, backend_of
 from .database import KNOWN_REVISIONS, index_revision, store_error
-from .dialect import statement
-from .executor import Executor
+from .sql.dialect import statement
+from .sql.executor import Executor
 
 #: The ``index_info`` key that switches the log, and its two values.
 FLAG_KEY = "query_log"

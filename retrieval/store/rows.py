@@ -13,9 +13,9 @@ from ..corpus.names import name_key
 from ..corpus.paper import Paper
 from ..errors import InputError
 from .database import edge_counts
-from .dialect import statement
+from .sql.dialect import statement
 
-# The same text on both backends (the plain inserts are sent as COPY on PostgreSQL: retrieval.store.pgwrite).
+# The same text on both backends (the plain inserts are sent as COPY on PostgreSQL: retrieval.store.postgres.write).
 INSERT_PAPER = statement("INSERT INTO papers (id, title, abstract, year, source) VALUES (?, ?, ?, ?, ?)")
 INSERT_AUTHOR = statement(
     "INSERT INTO paper_authors (paper_id, position, name, surname, name_key) VALUES (?, ?, ?, ?, ?)"

@@ -3,10 +3,10 @@
 ``IndexWriter`` keeps every statistic exact as it goes: after any sequence of adds and removes the tables and the
 BM25 scores equal those of a full rebuild from the same final corpus (only the surrogate ``term_id`` numbers may
 differ). A failure (a bad record, a full disk, Ctrl-C) rolls the transaction back and leaves the index as it was.
-The full build is ``retrieval.store.build``.
+The full build is ``retrieval.store.sqlite.build``.
 
 The same writer writes to an index on PostgreSQL (a ``DatabaseURL``): each statement below has its PostgreSQL
-text registered beside it (``register``), run by ``retrieval.store.pgwrite``, which also holds the writers' lock
+text registered beside it (``register``), run by ``retrieval.store.postgres.write``, which also holds the writers' lock
 there (writers run one at a time; readers never wait).
 """
 
@@ -26,7 +26,6 @@ from ..corpus.paper import Paper
 from ..errors import InputError
 from ..text import Analyser
 from .backend import Backend, backend_of
-from .dialect import statement
 from .postings import sync as sync_postings
 from .rows import (
     INSERT_AUTHOR,
@@ -40,6 +39,7 @@ from .rows import (
     add_paper_rows,
     write_statistics,
 )
+from .sql.dialect import statement
 
 _BATCH = 2000
 # Seconds a writer waits for another writer's lock before it gives up.
@@ -64,7 +64,7 @@ class _Batch:
 # An edge may already be there, declared by the other paper's record: then only the flag is set. PostgreSQL:
 # an update, else an insert, in one statement (the writers' lock keeps it from racing another writer), because
 # ON CONFLICT needs a unique index there, which a table partitioned over shards cannot have
-# (retrieval.store.shards).
+# (retrieval.store.postgres.shards).
 _UPSERT = """\
 INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
 VALUES (?, ?, {values})
@@ -95,7 +95,7 @@ UPSERT_CITED_BY = statement(
 )
 INSERT_TERM = statement("INSERT INTO doc_freq (term_id, term, df) VALUES (?, ?, 0)")
 ADD_DF = statement("UPDATE doc_freq SET df = df + ? WHERE term_id = ?")
-# Sent as COPY on PostgreSQL (retrieval.store.pgwrite).
+# Sent as COPY on PostgreSQL (retrieval.store.postgres.write).
 INSERT_TERM_FREQ = statement("INSERT INTO term_freq (term_id, doc_id, count) VALUES (?, ?, ?)")
 DELETE_POSTING = statement("DELETE FROM term_freq WHERE term_id = ? AND doc_id = ?")
 DELETE_TERM = statement("DELETE FROM doc_freq WHERE term_id = ?")
@@ -300,7 +300,7 @@ class IndexWriter:
 
 def _update(where: str | os.PathLike[str] | Backend, change: Callable[[IndexWriter], None]) -> WriteSummary:
     """Run ``change`` on the index at ``where`` in one write transaction under the writers' lock (on a server:
-    ``retrieval.store.pgwrite``, writers wait for each other, readers never wait); on any error nothing is
+    ``retrieval.store.postgres.write``, writers wait for each other, readers never wait); on any error nothing is
     changed."""
     backend = backend_of(where)
     started = time.perf_counter()

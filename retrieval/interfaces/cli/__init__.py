@@ -222,7 +222,7 @@ def _config(args: argparse.Namespace) -> RetrievalConfig:
 
 def _cmd_search(args: argparse.Namespace) -> int:
     from ... import commands  # loaded when a command runs, not for --help
-    from ...store.executor import Trace
+    from ...store.sql.executor import Trace
 
     config = _config(args)
     trace = Trace() if args.sql else None

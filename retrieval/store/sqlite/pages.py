@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..workers import follow_parent
+from ...workers import follow_parent
 
 #: Entries encoded per batch (bounds the memory the encoding takes: about 40 bytes an entry).
 BATCH = 1 << 21

@@ -4,7 +4,7 @@ writes their rows, then every posting sorted in memory and its table's pages wri
 Why it is shaped so: row-at-a-time inserts into a B-tree keyed by ``(term_id, doc_id)`` arrive in random key order
 and cost a Python call each. Here the postings are gathered as numpy arrays (about 12 bytes each), sorted once by
 ``(term, document)`` (documents are numbered in input order), and the pages of ``term_freq`` laid into the file in
-key order, full, as SQLite itself writes an index it builds (``retrieval.store.pages``; a file or values it does
+key order, full, as SQLite itself writes an index it builds (``retrieval.store.sqlite.pages``; a file or values it does
 not handle are loaded a million rows at a time as one JSON array of packed integers that a single ``INSERT ...
 SELECT FROM json_each`` unpacks). The postings BLOBs (``retrieval.store.postings``) are packed from the same sorted
 arrays. The secondary indexes (``ix_citations_cited_citing``, ``ix_paper_authors_name``, ``ix_papers_year``) are
@@ -34,15 +34,14 @@ from itertools import islice
 
 import numpy as np
 
-from ..corpus.jsonl import PaperFile, parse_lines
-from ..corpus.paper import Paper
-from ..errors import StoreError
-from ..text import _TOKEN, DEFAULT_ANALYSER, Analyser, fold
-from ..workers import context, default_workers, follow_parent
-from . import postings as blobs
-from .pages import Layout, layout, write_sorted_table
-from .progress import CITATIONS, IN_DEGREES, INDEXING, LOADING, READING, SORTING, BuildProgress, phase
-from .rows import (
+from ...corpus.jsonl import PaperFile, parse_lines
+from ...corpus.paper import Paper
+from ...errors import StoreError
+from ...text import _TOKEN, DEFAULT_ANALYSER, Analyser, fold
+from ...workers import context, default_workers, follow_parent
+from .. import postings as blobs
+from ..progress import CITATIONS, IN_DEGREES, INDEXING, LOADING, READING, SORTING, BuildProgress, phase
+from ..rows import (
     INSERT_AUTHOR,
     INSERT_DOC_LEN,
     INSERT_PAPER,
@@ -52,6 +51,7 @@ from .rows import (
     UniqueIds,
     add_paper_rows,
 )
+from .pages import Layout, layout, write_sorted_table
 
 #: Papers handed to a worker at a time.
 CHUNK = 4000
@@ -253,7 +253,7 @@ class BulkResult:
 
 
 def verify_written(conn: sqlite3.Connection, table: str) -> None:
-    """Check the B-trees of ``table`` and its indexes that ``retrieval.store.pages`` wrote (SQLite's own
+    """Check the B-trees of ``table`` and its indexes that ``retrieval.store.sqlite.pages`` wrote (SQLite's own
     ``quick_check``: page format, cell order, sizes), so that a fault of the page writer fails the build, which
     then leaves the previous index as it was, rather than ship a damaged file."""
     try:
@@ -354,7 +354,7 @@ class BulkLoader:
 
     def reindex(self, documents: Callable[[], Iterable[tuple[str, str]]]) -> CorpusCounts:
         """Fill the emptied ``doc_len``, ``doc_freq`` and ``term_freq`` of an index whose papers are written
-        (``retrieval.store.reindex``) from ``documents()``, ``(paper id, indexed text)`` in the order the papers
+        (``retrieval.store.sqlite.reindex``) from ``documents()``, ``(paper id, indexed text)`` in the order the papers
         get their new document numbers; returns the corpus counts. The papers, citations and every other table
         are left as they are."""
         pending: deque[tuple] = deque()

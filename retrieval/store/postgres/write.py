@@ -10,7 +10,7 @@ PostgreSQL's own:
   vocabulary, the next ids, N and the in-degrees a writer reads are the current ones and no update is lost
   (under REPEATABLE READ the snapshot would be taken before the wait). The lock is released when the
   transaction ends, however it ends (a commit, a rollback, a killed client's dropped connection).
-- **Readers never wait**: a search is one REPEATABLE READ, read-only transaction (``retrieval.store.dialect``),
+- **Readers never wait**: a search is one REPEATABLE READ, read-only transaction (``retrieval.store.sql.dialect``),
   one snapshot, which sees the index before an add or after it, never a part of it, and takes no lock a writer
   holds.
 - **Statements**: each SQLite text the writer runs has its PostgreSQL text registered beside it (``register``
@@ -27,10 +27,10 @@ import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from ..config import DatabaseURL
-from ..errors import IndexNotFoundError, NotAnIndexError, SchemaVersionError, StoreError
-from .dialect import POSTGRESQL, statement, text_for
-from .postgres import _psycopg, connect, convert, server_error
+from ...config import DatabaseURL
+from ...errors import IndexNotFoundError, NotAnIndexError, SchemaVersionError, StoreError
+from ..sql.dialect import POSTGRESQL, statement, text_for
+from .connection import _psycopg, connect, convert, server_error
 
 #: The advisory lock every writer of an index on PostgreSQL holds for its transaction (a fixed 64-bit key,
 #: ``retrieval``'s writers' lock; advisory locks are per database, so indexes in other databases never share it).
@@ -95,7 +95,7 @@ class WriteConnection:
 def _check(conn: WriteConnection, url: DatabaseURL) -> dict[str, str]:
     """The index at ``url`` is one this version writes to: its revision is the head and it is finished; returns
     its ``index_info``. (An older revision on a server is rebuilt: ``retrieval upgrade`` works on files.)"""
-    from .database import HEAD_REVISION, KNOWN_REVISIONS, check_analyser
+    from ..database import HEAD_REVISION, KNOWN_REVISIONS, check_analyser
 
     psycopg = _psycopg()
     try:

@@ -1,7 +1,7 @@
 """Every table of the index once: its columns in record order and the part it plays. The build's copy to a
 server, the sharded layout, the check an open makes and a read snapshot's lock order all read this list.
 
-The schema itself is the models (``retrieval.store.models``, which the migrations create); this list repeats
+The schema itself is the models (``retrieval.store.schema.models``, which the migrations create); this list repeats
 their names and columns so that a query process never imports SQLAlchemy, and a test holds the two equal.
 """
 

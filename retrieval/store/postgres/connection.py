@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from ..config import DatabaseURL
-from ..errors import IndexNotFoundError, StoreError
+from ...config import DatabaseURL
+from ...errors import IndexNotFoundError, StoreError
 
 # ``:name`` but not ``::type`` (a cast) nor inside ``'...'``; ``%`` doubled, as psycopg reads it.
 _PLACEHOLDER = re.compile(r"'[^']*'|(?<![:\w]):([A-Za-z_]\w*)")
@@ -79,15 +79,15 @@ class PgConnection:
 
 def connect(url: DatabaseURL, readonly: bool = True, schema: str = SCHEMA) -> PgConnection:
     """A connection to the index at ``url`` (autocommit; read-only sessions when ``readonly``), its tables those
-    of ``schema`` (a shard's schema is named by its coordinator: ``retrieval.store.shards``)."""
+    of ``schema`` (a shard's schema is named by its coordinator: ``retrieval.store.postgres.shards``)."""
     from psycopg import sql
 
     psycopg = _psycopg()
     try:
         raw = psycopg.connect(str(url), autocommit=True)
-        raw.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))  # retrieval.store.pgbuild
-        # A sharded index's tables are partitioned (retrieval.store.shards): an aggregate such as max(doc_id) then
-        # runs on each shard, not over every row fetched (no effect on a single server's plain tables).
+        raw.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))  # retrieval.store.postgres.build
+        # A sharded index's tables are partitioned (retrieval.store.postgres.shards): an aggregate such as
+        # max(doc_id) then runs on each shard, not over every row fetched (no effect on a single server's tables).
         raw.execute("SET enable_partitionwise_aggregate = on")
         if readonly:
             raw.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
@@ -113,7 +113,7 @@ def is_error(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.Error)
 
 
-# -- a sharded index (retrieval.store.shards): how the coordinator reaches its shards -----------------------------
+# -- a sharded index (retrieval.store.postgres.shards): how the coordinator reaches its shards -------------------
 def server_params(coordinator, server: str) -> dict[str, str]:
     """How to reach the shard behind the coordinator's foreign server ``server``: its options and the public
     user mapping's."""

@@ -59,11 +59,11 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..config import DatabaseURL, resolve_db
-from ..corpus.paper import Paper
-from ..errors import ConfigError, IndexNotFoundError, StoreError
-from .catalogue import COORDINATOR, DISTRIBUTED
-from .postgres import SCHEMA, _psycopg, server_error, server_params, url_of
+from ...config import DatabaseURL, resolve_db
+from ...corpus.paper import Paper
+from ...errors import ConfigError, IndexNotFoundError, StoreError
+from ..schema.catalogue import COORDINATOR, DISTRIBUTED
+from .connection import SCHEMA, _psycopg, server_error, server_params, url_of
 
 #: The key of ``index_info`` that records the layout (JSON: one entry per shard, in partition order).
 LAYOUT_KEY = "shards"
@@ -219,8 +219,8 @@ def _assign(raw, schema: str, table: str, keys: list, n: int) -> list[set]:
 
 def _load_shard(lite: sqlite3.Connection, raw, url: DatabaseURL, schema: str, papers: set, docs: set) -> dict[str, int]:
     """Create ``schema`` on one shard (the migrations' distributed tables) and copy its rows into it."""
-    from .pgbuild import _constraints, _secondary_indexes, copy_table, migrate_schema
-    from .postgres import PgConnection
+    from .build import _constraints, _secondary_indexes, copy_table, migrate_schema
+    from .connection import PgConnection
 
     raw.execute(f'CREATE SCHEMA "{schema}"')
     migrate_schema(PgConnection(raw, url), schema)
@@ -253,7 +253,7 @@ def _load_shard(lite: sqlite3.Connection, raw, url: DatabaseURL, schema: str, pa
 
 def _copy_coordinator(lite: sqlite3.Connection, raw, schema: str, layout: list[dict]) -> None:
     """The coordinator's own tables from the SQLite build, the layout recorded in ``index_info``."""
-    from .pgbuild import copy_table
+    from .build import copy_table
 
     for table in COORDINATOR:
         raw.execute(f'DELETE FROM "{schema}"."{table}"')  # the migrations' own rows (alembic_version)
@@ -289,9 +289,9 @@ def build_sharded(
 ):
     """Build the index of ``papers`` at the coordinator ``url``, its distributed tables partitioned over
     ``shards`` (see the module docstring); returns the build's summary (``summary.shards``: rows per shard)."""
-    from .build import build_index
-    from .pgbuild import _fingerprint, migrate_schema, swap_schema
-    from .postgres import PgConnection
+    from ..sqlite.build import build_index
+    from .build import _fingerprint, migrate_schema, swap_schema
+    from .connection import PgConnection
 
     psycopg = _psycopg()
     if any(_server_key(s) == _server_key(url) for s in shards):

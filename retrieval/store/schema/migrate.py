@@ -12,8 +12,8 @@ import sqlite3
 from importlib import resources
 from pathlib import Path
 
-from ..errors import SchemaVersionError
-from .database import (
+from ...errors import SchemaVersionError
+from ..database import (
     HEAD_REVISION,
     KNOWN_REVISIONS,
     _read_revision_and_info,
@@ -23,8 +23,8 @@ from .database import (
     store_error,
     tokeniser_outdated,
 )
-from .files import TempIndex, read_fingerprint, remove_stale_temporaries, swap_in
-from .rows import renew_generation
+from ..rows import renew_generation
+from ..sqlite.files import TempIndex, read_fingerprint, remove_stale_temporaries, swap_in
 
 
 def migrations_dir() -> Path:
@@ -98,7 +98,7 @@ def _on_connection(path: Path, run) -> None:
     """``run(cfg)`` with an Alembic configuration holding a connection to ``path``, in one transaction."""
     from sqlalchemy import create_engine, event, pool
 
-    from .database import _register_functions
+    from ..database import _register_functions
 
     cfg = alembic_config()
     engine = create_engine(_url(path), poolclass=pool.NullPool)
@@ -113,7 +113,7 @@ def _on_connection(path: Path, run) -> None:
 
 class Upgrade(tuple):
     """``(revision before, revision after)`` of an upgrade, and ``reindexed``: the tokeniser version the index
-    was re-indexed from (``retrieval.store.reindex``), or None when its text was not touched."""
+    was re-indexed from (``retrieval.store.sqlite.reindex``), or None when its text was not touched."""
 
     reindexed: str | None
 
@@ -129,7 +129,7 @@ def upgrade_index(path: Path) -> Upgrade:
 
     The index is copied with SQLite's backup API (a consistent copy, whatever its WAL holds), the copy is
     migrated, an index written by an older tokeniser is re-indexed from its papers' stored text with the stemmer
-    and stop words it records (``retrieval.store.reindex``), and the copy replaces the original in one swap. If
+    and stop words it records (``retrieval.store.sqlite.reindex``), and the copy replaces the original in one swap. If
     anything fails the original is untouched.
     """
     path = Path(path)
@@ -162,7 +162,7 @@ def _upgrade(path: Path) -> Upgrade:
             copy.close()
         migrate(tmp)
         if outdated:
-            from .reindex import reindex
+            from ..sqlite.reindex import reindex
 
             conn = sqlite3.connect(tmp, isolation_level=None, check_same_thread=False)  # the loader's threads
             try:

@@ -9,14 +9,14 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..bm25 import K1, B
-from ..corpus.paper import Paper
-from ..text import Analyser
-from .database import HEAD_REVISION, store_error
+from ...bm25 import K1, B
+from ...corpus.paper import Paper
+from ...text import Analyser
+from ..database import HEAD_REVISION, store_error
+from ..progress import STATISTICS, SWAP, BuildProgress, as_progress, phase
+from ..rows import WriteSummary, write_statistics
+from ..schema.migrate import migrate
 from .files import TempIndex, check_replaceable, swap_in
-from .migrate import migrate
-from .progress import STATISTICS, SWAP, BuildProgress, as_progress, phase
-from .rows import WriteSummary, write_statistics
 
 
 def build_index(
@@ -33,7 +33,7 @@ def build_index(
 
     The papers are streamed once; ``workers`` processes tokenise them (default: up to two, one per core; 0 or
     1 keeps everything in this process), and the postings are sorted in memory and loaded in key order
-    (``retrieval.store.bulk``). Everything is written into a temporary file beside ``path``, which replaces
+    (``retrieval.store.sqlite.bulk``). Everything is written into a temporary file beside ``path``, which replaces
     ``path`` only when the build has succeeded: an error (a bad record, a full disk, Ctrl-C) leaves any
     previous index as it was. References to papers outside the corpus are kept as dangling references;
     self-citations and repeated references are dropped and counted. The new file is in WAL mode, so readers

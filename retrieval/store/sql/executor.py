@@ -12,8 +12,10 @@ import time
 from collections import namedtuple
 from collections.abc import Callable, Mapping
 
-from .catalogue import LOCKED
-from .database import INDEX_INFO_SQL, IndexStats, store_error
+from ..database import INDEX_INFO_SQL, IndexStats, store_error
+from ..postgres.connection import is_error as is_server_error
+from ..postgres.connection import server_error
+from ..schema.catalogue import LOCKED
 from .dialect import (
     HASH_JOINS,
     HASH_JOINS_OFF_SQL,
@@ -25,11 +27,9 @@ from .dialect import (
     statement,
     text_for,
 )
-from .postgres import is_error as is_server_error
-from .postgres import server_error
 
 #: PostgreSQL: the tables a read snapshot reads, locked (ACCESS SHARE: writers' row changes never wait for it) as a
-#: snapshot begins, all at once and in this order. A rebuild's swap (``retrieval.store.pgbuild``) drops the old
+#: snapshot begins, all at once and in this order. A rebuild's swap (``retrieval.store.postgres.build``) drops the old
 #: tables: with every lock taken up front, a search in flight never asks for a lock the swap holds (no deadlock),
 #: and one that begins during the swap waits for it, then reads the new tables from one snapshot, never a mix.
 #: A swap that locks the same tables in the same order first cannot deadlock with any reader.
@@ -41,7 +41,7 @@ BEGIN_READ_SQL = statement(f"{text_for('BEGIN', POSTGRESQL)};\n{READ_LOCKS_SQL};
 
 def merge(rule: str, parts: list[list[tuple]], params: Mapping[str, object]) -> list[tuple]:
     """The rows of a scattered statement from each shard's ``parts``, merged by ``rule`` (see ``SCATTERED``)."""
-    from ..bm25 import SCORE_DECIMALS
+    from ...bm25 import SCORE_DECIMALS
 
     if rule == "concat":
         return [row for part in parts for row in part]
@@ -93,13 +93,15 @@ class Executor:
 
     def __init__(self, conn: sqlite3.Connection, tracer: Tracer | None = None, path: object = "the index") -> None:
         self.conn = conn
-        self.dialect = getattr(conn, "dialect", SQLITE)  # a PostgreSQL connection says so (retrieval.store.postgres)
+        # A PostgreSQL connection says so (retrieval.store.postgres.connection).
+        self.dialect = getattr(conn, "dialect", SQLITE)
         self.tracer = tracer
         self.path = path  # for messages
         self.cache: StatementCache | None = None
         self._snapshot: Snapshot | None = None
         self.last_stats: IndexStats | None = None  # what the latest snapshot read (its ``info`` too)
-        self.shards: list[Executor] | None = None  # a sharded index: one executor per shard (retrieval.store.shards)
+        # A sharded index: one executor per shard (retrieval.store.postgres.shards).
+        self.shards: list[Executor] | None = None
         self._layout: str | None = None  # the layout the shard executors were opened for
         self._pool = None  # the threads that run a statement on every shard at once
         # Where a sharded search's time went (bench/shards.py): seconds of scattered statements per shard, and
@@ -121,7 +123,7 @@ class Executor:
         return self._run(name, sql, params)
 
     def _run(self, name: str, sql: str, params: Mapping[str, object]) -> sqlite3.Cursor:
-        # The statement's text in this dialect (retrieval.store.dialect); a sharded coordinator may have its own.
+        # The statement's text in this dialect (retrieval.store.sql.dialect); a sharded coordinator may have its own.
         sql = text_for(sql, SHARDED if self.shards else self.dialect, name)
         if self.tracer is not None:
             self.tracer(Statement(name, sql, dict(params)))
@@ -184,15 +186,15 @@ class Executor:
         return merge(SCATTERED[sql], parts, params)
 
     def begin_shards(self, info: Mapping[str, str]) -> None:
-        """A read snapshot of a sharded index (``retrieval.store.shards``) has begun here: begin one on every
+        """A read snapshot of a sharded index (``retrieval.store.postgres.shards``) has begun here: begin one on every
         shard, opening the shard executors on first use (or again when a rebuild changed the layout). A shard's
         snapshot is its own: an add that commits between two shards' snapshots is seen on one and not the other
         (docs/scale-out.md)."""
         import json
 
-        from .postgres import connect_shards
+        from ..postgres.connection import connect_shards
 
-        text = info.get("shards")  # retrieval.store.shards.LAYOUT_KEY
+        text = info.get("shards")  # retrieval.store.postgres.shards.LAYOUT_KEY
         if self._layout != text:
             self.close_shards()
             if text:
@@ -204,8 +206,8 @@ class Executor:
                     for conn, entry in zip(conns, layout, strict=True)
                 ]
                 # The coordinator's own joins are of the few rows each statement fetched from the shards (the
-                # texts of ``register_sharded``): hashed, not looked up row by row (retrieval.store.postgres turns
-                # hash joins off for a single server's lookups).
+                # texts of ``register_sharded``): hashed, not looked up row by row
+                # (retrieval.store.postgres.connection turns hash joins off for a single server's lookups).
                 self.conn.raw.execute("SET enable_hashjoin = on")
             self._layout = text
         for i, shard in enumerate(self.shards or ()):

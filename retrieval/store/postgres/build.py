@@ -1,6 +1,6 @@
 """Building an index on PostgreSQL: the SQLite build, then ``COPY`` into a new schema swapped in whole.
 
-1. The corpus is indexed by the SQLite build (``retrieval.store.build``: the same parsing, tokenising, sorting
+1. The corpus is indexed by the SQLite build (``retrieval.store.sqlite.build``: the same parsing, tokenising, sorting
    and statistics) into a temporary file, so both backends hold the same rows by construction.
 2. A new schema ``retrieval_build_<pid>_<n>`` gets the schema from the Alembic migrations (the same revisions
    as a file), and each table is loaded with ``COPY ... FROM STDIN`` in key order, its secondary indexes
@@ -23,11 +23,11 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..config import DatabaseURL
-from ..corpus.paper import Paper
-from ..errors import StoreError
-from .catalogue import BOOLEANS, BY_NAME, COPIED, LOCKED
-from .postgres import SCHEMA, _psycopg, server_error
+from ...config import DatabaseURL
+from ...corpus.paper import Paper
+from ...errors import StoreError
+from ..schema.catalogue import BOOLEANS, BY_NAME, COPIED, LOCKED
+from .connection import SCHEMA, _psycopg, server_error
 
 #: Tables of whole numbers only, copied as text blocks (no per-row conversion): the postings.
 INTEGER_TABLES = ("term_freq",)
@@ -38,7 +38,7 @@ def migrate_schema(conn, schema: str) -> None:
     from alembic import command
     from sqlalchemy import create_engine, pool, text
 
-    from .migrate import alembic_config
+    from ..schema.migrate import alembic_config
 
     url = conn.url
     engine = create_engine("postgresql+psycopg://" + str(url).split("://", 1)[1], poolclass=pool.NullPool)
@@ -90,7 +90,8 @@ def _constraints(raw, schema: str) -> list[tuple[str, str, str, str]]:
 
 def copy_table(lite: sqlite3.Connection, raw, schema: str, table: str, keep: tuple[str, set] | None = None) -> int:
     """Copy ``table`` of the SQLite index ``lite`` into ``schema`` with ``COPY`` (rows copied); with ``keep``,
-    ``(column, values)``, only the rows whose column holds one of the values (a shard's, retrieval.store.shards)."""
+    ``(column, values)``, only the rows whose column holds one of the values (a shard's:
+    ``retrieval.store.postgres.shards``)."""
     columns = BY_NAME[table].columns
     cols = ", ".join(f'"{c}"' for c in columns)
     at, wanted = (columns.index(keep[0]), keep[1]) if keep else (None, None)
@@ -139,7 +140,7 @@ def build_postgres(
     stopwords: str | None = None,
 ):
     """Build the index of ``papers`` at ``url`` (see the module docstring); returns the build's summary."""
-    from .build import build_index
+    from ..sqlite.build import build_index
 
     psycopg = _psycopg()
     started = time.perf_counter()
@@ -160,7 +161,7 @@ def build_postgres(
         try:
             raw.execute(f'CREATE SCHEMA "{schema}"')
             try:
-                from .postgres import PgConnection
+                from .connection import PgConnection
 
                 migrate_schema(PgConnection(raw, url), schema)
                 indexes = _secondary_indexes(raw, schema)
@@ -202,7 +203,7 @@ def build_postgres(
 def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None) -> None:
     """Make the built schema ``schema`` the index: in one transaction under the writers' lock, refused when a
     writer changed the index since the build read its fingerprint ``before``; the old schema is dropped."""
-    from .pgwrite import WRITER_LOCK_KEY
+    from .write import WRITER_LOCK_KEY
 
     with raw.transaction():
         # Under the writers' lock: an add that committed since the build began would be lost.
@@ -215,7 +216,7 @@ def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None) -> Non
         old = f"{SCHEMA}_old_{os.getpid()}_{int(time.time() * 1000)}"
         exists = raw.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (SCHEMA,)).fetchone()
         if exists and before is not None:
-            # The tables in the order every search locks them (retrieval.store.executor), so a search
+            # The tables in the order every search locks them (retrieval.store.sql.executor), so a search
             # that begins meanwhile waits for the swap instead of deadlocking with it.
             tables = ", ".join(f'"{SCHEMA}"."{t}"' for t in LOCKED)
             raw.execute(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
@@ -239,9 +240,9 @@ def upgrade_server(url: DatabaseURL):
     from alembic import command
     from sqlalchemy import create_engine, pool, text
 
-    from .database import HEAD_REVISION, KNOWN_REVISIONS, _read_revision_and_info, check_index, tokeniser_outdated
-    from .migrate import Upgrade, alembic_config
-    from .pgwrite import WRITER_LOCK_KEY
+    from ..database import HEAD_REVISION, KNOWN_REVISIONS, _read_revision_and_info, check_index, tokeniser_outdated
+    from ..schema.migrate import Upgrade, alembic_config
+    from .write import WRITER_LOCK_KEY
 
     before, info = _read_revision_and_info(url)
     if tokeniser_outdated(info):

@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import StoreError
-from .database import _uri, connect, store_error
+from ...errors import StoreError
+from ..database import _uri, connect, store_error
 
 #: Seconds a writer waits for another writer to finish before it gives up with a message.
 LOCK_TIMEOUT = 120.0

@@ -3,10 +3,10 @@ stored titles and abstracts, for an index written by an older tokeniser (``retri
 
 Only ``term_freq``, ``doc_freq``, ``doc_len`` and the statistics of ``index_info`` change; papers, authors,
 citations, saved evidence runs and everything else stay as they are. It runs on the temporary copy that
-``retrieval.store.migrate.upgrade_index`` makes and swaps in whole, so it has the build's atomicity: killed at any
-point, the index is as it was. The postings are made exactly as a build makes them (``BulkLoader.reindex``): the
-result equals a fresh build of the same papers with the same analyser, but for the surrogate term and document
-numbers (documents are numbered again 1..N in their old order).
+``retrieval.store.schema.migrate.upgrade_index`` makes and swaps in whole, so it has the build's atomicity:
+killed at any point, the index is as it was. The postings are made exactly as a build makes them
+(``BulkLoader.reindex``): the result equals a fresh build of the same papers with the same analyser, but for the
+surrogate term and document numbers (documents are numbered again 1..N in their old order).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from ..text import Analyser
-from .progress import BuildProgress
-from .rows import CorpusCounts, WriteSummary, write_statistics
+from ...text import Analyser
+from ..progress import BuildProgress
+from ..rows import CorpusCounts, WriteSummary, write_statistics
 
 # The documents in their present order, kept in a temporary table while doc_len is emptied and filled again.
 SAVE_ORDER = "CREATE TEMP TABLE reindex_order AS SELECT doc_id, paper_id FROM doc_len"

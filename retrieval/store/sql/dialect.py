@@ -19,26 +19,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
-#: The coordinator of an index sharded over PostgreSQL servers (``retrieval.store.shards``): PostgreSQL, where a
-#: statement may have a third text of its own.
+#: The coordinator of an index sharded over PostgreSQL servers (``retrieval.store.postgres.shards``): PostgreSQL,
+#: where a statement may have a third text of its own.
 SHARDED = "postgresql, sharded"
 
 _POSTGRESQL: dict[str, str] = {}
 _SHARDED: dict[str, str] = {}
 #: SQLite texts of the statements a single PostgreSQL server runs with hash joins allowed (``statement(...,
-#: hash_joins=True)``): read sessions plan joins as lookups (``retrieval.store.postgres``), which a statement
+#: hash_joins=True)``): read sessions plan joins as lookups (``retrieval.store.postgres.connection``), which a statement
 #: joining thousands of rows to thousands (co-citation, coupling) pays for with seconds (5.4 s against 0.3 s for
 #: coupling on hepth). The executor allows hash joins for that statement only (``SET LOCAL`` before it, back after).
 HASH_JOINS: set[str] = set()
 #: Statements that read only the co-located postings tables (``term_freq``, ``doc_len``) and whose results
-#: merge exactly: on a sharded index (``retrieval.store.shards``) each runs on every shard and the results are
+#: merge exactly: on a sharded index (``retrieval.store.postgres.shards``) each runs on every shard and the results are
 #: merged by the rule it was declared with (``statement(..., scatter=rule)``). Keyed by the SQLite text.
 SCATTERED: dict[str, str] = {}
-#: The merge rules (``retrieval.store.executor.merge``): ``top_k``, rows ``(paper id, score)`` best first (rounded
+#: The merge rules (``retrieval.store.sql.executor.merge``): ``top_k``, rows ``(paper id, score)`` best first (rounded
 #: score, then id), the best ``params["k"]`` of every shard's; ``max``, one value, the largest (a lower bound of a
 #: k-th score stays one: a shard whose k-th best reaches t gives the corpus k papers of at least t); ``sum``, one
 #: count of disjoint sets (each paper is on one shard); ``concat``, the rows of every shard (disjoint), in shard
