@@ -92,7 +92,7 @@ _FIELDS = {
     "w_recency": 0.05,
     "ranking": "auto",
     "lexical_depth": 100,
-    "expand": "auto",
+    "expand": "always",
     "gate_threshold": 0.3,
     "gate_min_survivors": 3,
     "relations": ("references", "citing"),
@@ -133,8 +133,9 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
 
     The policy's defaults were chosen on the development sets (docs/eval): seeds 20, one hop, references and
     citing papers, at most 30 neighbours per paper and relation, at most 100 papers added per query (the strongest by
-    evidence: docs/eval/gate.md), hub down-weighting, graph weight 0.5, recency 0.05, and a gate
-    that expands unless 3 seeds each match 30% of the query's attainable BM25. ``max_hops`` above 2 is clamped.
+    evidence: docs/eval/gate.md), hub down-weighting, graph weight 0.5, recency 0.05, always expanding (the gate,
+    ``expand="auto"``, which expands unless 3 seeds each match 30% of the query's attainable BM25, gains on no
+    development set and loses a third of nDCG@10 on titles: docs/eval/gate.md). ``max_hops`` above 2 is clamped.
     ``prf="rm3"`` expands the query by RM3 pseudo-relevance feedback before the lexical pass
     (``retrieval.search.prf``: 10 feedback papers, 10 terms, original weight 0.5); the default ``"none"``.
     """

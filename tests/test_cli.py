@@ -32,7 +32,11 @@ def test_build_search_stats(tmp_path, capsys):
     assert code == 0 and "ranking auto: the learned model (the matching papers are cited" in out
     assert "final = learned model ranker-v3" in out
     code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3", "--ranking", "expansion")
-    assert code == 0 and "graph: not expanded (20 seeds match" in out and "ranking auto" not in out
+    assert code == 0 and "graph: expanded (expansion is always on)" in out and "ranking auto" not in out
+    # the gate, when asked for: by --expand auto, or by one of its settings
+    for gate in (["--expand", "auto"], ["--gate-threshold", "0.3"]):
+        code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3", *gate)
+        assert code == 0 and "graph: not expanded (20 seeds match" in out and "ranking auto" not in out
     code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3", "--expand", "always")
     assert code == 0 and "graph: expanded (expansion is always on)" in out and "ranking auto" not in out
     code, out, _ = run(capsys, "stats", "--db", db)

@@ -113,15 +113,17 @@ def test_two_hops_reach_further(graph_db):
 
 
 def test_gate_fires_only_when_seeds_are_thin(demo_db):
+    gate = RetrievalConfig(ranking="expansion", expand="auto")
     with RetrievalClient(db=demo_db) as client:
-        strong = client.search("attention sparsity", RetrievalConfig(ranking="expansion"))
+        strong = client.search("attention sparsity", gate)
         assert strong.expansion["gate"]["fired"] is False and strong.expansion["gate"]["survivors"] >= 3
         forced = client.search("attention sparsity", RetrievalConfig(expand="always"))
         assert forced.expansion["gate"]["fired"] is True
+        # The policy's default expands always: the gate decides only when asked for (docs/eval/gate.md).
+        default = client.search("attention sparsity", RetrievalConfig(ranking="expansion"))
+        assert default.expansion["gate"]["fired"] is True and default.expansion["gate"]["mode"] == "always"
         # a long query that every paper matches only in part: no seed reaches 30% of its attainable score
-        thin = client.search(
-            "attention retrieval adapter distillation harness " * 3, RetrievalConfig(ranking="expansion")
-        )
+        thin = client.search("attention retrieval adapter distillation harness " * 3, gate)
         assert thin.expansion["gate"]["fired"] is True
         off = client.search("attention retrieval adapter distillation harness", RetrievalConfig(expand="never"))
         assert off.expansion["gate"]["fired"] is False and off.expansion["candidates_added"] == 0

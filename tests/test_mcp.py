@@ -154,7 +154,7 @@ def test_search_equals_the_library_for_the_same_query_and_settings(demo_db, tmp_
 
 def test_similar_show_and_explain_match_the_library(demo_db, tmp_path):
     with RetrievalClient(demo_db) as client:
-        first = client.search("attention sparsity", RetrievalConfig(ranking="expansion"), limit=2).ranked
+        first = client.search("attention sparsity", RetrievalConfig(ranking="expansion", expand="auto"), limit=2).ranked
         ids = [r.paper.id for r in first]
         similar, excluded, shown, explained = calls(
             demo_db, tmp_path,

@@ -100,7 +100,8 @@ MODES: dict[str, Mode] = {
     "blend-1hop": BlendMode("blend-1hop", "the lesson's blend: 10 seeds, one CTE hop, 0.5/0.3/0.2", hops=1),
     "blend-2hop": BlendMode("blend-2hop", "the lesson's blend: 10 seeds, two CTE hops, 0.5/0.3/0.2", hops=2),
     # The policies of retrieval.search.expansion; "policy" is the shipped default.
-    "policy": _policy("policy", "the default: gate auto (0.3, 3), references+citing, caps 30 / 100, hub weights"),
+    "policy": _policy("policy", "the policy: always expanding, references+citing, caps 30 / 100, hub weights"),
+    "gate": _policy("gate", "the policy behind the gate (auto: 0.3, 3), its default until this version", expand="auto"),
     "expand-never": _policy("expand-never", "evidence ranking, never expanding (BM25 plus recency)", expand="never"),
     "expand-always": _policy("expand-always", "always expanding, with the default caps", expand="always"),
     "expand-always-uncapped": _policy(
@@ -110,8 +111,8 @@ MODES: dict[str, Mode] = {
         max_neighbours=None,
         max_candidates=None,
     ),
-    "gate-0.2": _policy("gate-0.2", "gate auto, threshold 0.2", gate_threshold=0.2),
-    "gate-0.25": _policy("gate-0.25", "gate auto, threshold 0.25", gate_threshold=0.25),
+    "gate-0.2": _policy("gate-0.2", "gate auto, threshold 0.2", expand="auto", gate_threshold=0.2),
+    "gate-0.25": _policy("gate-0.25", "gate auto, threshold 0.25", expand="auto", gate_threshold=0.25),
     "rel-references": _policy("rel-references", "references only", relations=("references",)),
     "rel-citing": _policy("rel-citing", "citing papers only", relations=("citing",)),
     "rel-cocitation": _policy("rel-cocitation", "co-citation only", relations=("cocitation",)),

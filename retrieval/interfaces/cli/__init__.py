@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
-from ...config import EXPAND_MODES, PRF_METHODS, RELATIONS, RetrievalConfig, resolve_db
+from ...config import EXPAND_MODES, POLICY_FIELDS, PRF_METHODS, RELATIONS, RetrievalConfig, resolve_db
 from ...errors import RetrievalError
 from ...text import TOKENISER_VERSION
 from ...validate import LIMITS
@@ -217,6 +217,11 @@ def _config(args: argparse.Namespace) -> RetrievalConfig:
         changes["hub_weighting"] = False
     if changes.get("model"):
         changes["ranking"] = "learned"
+    if "expand" not in changes and ({"gate_threshold", "gate_min_survivors"} & set(changes)):
+        changes["expand"] = "auto"  # the gate's settings ask for the gate
+    if "ranking" not in changes and not args.lesson and set(changes) & set(POLICY_FIELDS):
+        # An option of the policy, given, asks for the policy, even at its default value (``--expand always``).
+        changes["ranking"] = "expansion"
     return base.replace(**changes)
 
 
@@ -341,11 +346,19 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--hops", type=hops, help="citation hops from the seeds, 0-2 (default 1; the lesson's 2)")
     p.add_argument("--lesson", action="store_true", help="the lesson's blend: 10 seeds, 2 hops, 0.5/0.3/0.2")
-    p.add_argument("--expand", choices=EXPAND_MODES, help="graph expansion: never, always, auto (default)")
-    p.add_argument("--relations", type=relations, help=f"comma-separated, of {','.join(RELATIONS)}")
-    p.add_argument("--gate-threshold", type=unit, help="match a seed needs to survive the gate, 0-1 (default 0.3)")
     p.add_argument(
-        "--gate-survivors", type=bounded("gate_min_survivors"), help="expand when fewer seeds survive (default 3)"
+        "--expand", choices=EXPAND_MODES, help="graph expansion: always (default), never, or auto (behind the gate)"
+    )
+    p.add_argument("--relations", type=relations, help=f"comma-separated, of {','.join(RELATIONS)}")
+    p.add_argument(
+        "--gate-threshold",
+        type=unit,
+        help="match a seed needs to survive the gate, 0-1 (default 0.3; implies --expand auto)",
+    )
+    p.add_argument(
+        "--gate-survivors",
+        type=bounded("gate_min_survivors"),
+        help="expand when fewer seeds survive (default 3; implies --expand auto)",
     )
     p.add_argument(
         "--max-neighbours",
