@@ -123,23 +123,10 @@ class IndexFile(Backend):
 
     @contextmanager
     def log_transaction(self, busy_ms: int) -> Iterator:
-        from .database import _uri
+        from .sqlite.files import log_transaction
 
-        # mode=rw: never creates a file (an index removed since the search stays removed).
-        conn = sqlite3.connect(_uri(self.location) + "?mode=rw", uri=True, isolation_level=None, timeout=busy_ms / 1000)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
-            conn.execute("PRAGMA synchronous = NORMAL")  # a power cut may lose the last log rows, never the index
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        finally:
-            conn.close()
+        with log_transaction(self.location, busy_ms) as conn:
+            yield conn
 
     def is_error(self, exc: BaseException) -> bool:
         return isinstance(exc, (sqlite3.Error, OSError))

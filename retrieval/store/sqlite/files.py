@@ -269,6 +269,21 @@ def _swap_in(new: Path, target: Path, expected: tuple | None) -> None:
 
 
 @contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` on ``conn`` (SQLite's write lock taken now, not at the first write), committed when the
+    block ends, rolled back on any error (a rollback SQLite already did, as on a full disk, does not hide the
+    cause)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+@contextmanager
 def write_transaction(path: Path, busy_timeout_ms: int, doing: str) -> Iterator[sqlite3.Connection]:
     """``with write_transaction(path, ...) as conn``: one write transaction on the index at ``path``, under the
     writers' lock; committed when the block ends, rolled back on any error (a rollback SQLite already did, as
@@ -281,18 +296,27 @@ def write_transaction(path: Path, busy_timeout_ms: int, doing: str) -> Iterator[
                 conn.isolation_level = None
                 conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
                 conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with _immediate(conn):
                     yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
             finally:
                 conn.close()
         except sqlite3.Error as exc:
             raise store_error(exc, path, doing) from None
+
+
+@contextmanager
+def log_transaction(path: Path, busy_ms: int) -> Iterator[sqlite3.Connection]:
+    """``with log_transaction(path, busy_ms) as conn``: one short write transaction on the index at ``path`` (a
+    query log row) that waits at most ``busy_ms`` for SQLite's lock and never for the writers' lock; the file is
+    never created (``mode=rw``: an index removed since the search stays removed)."""
+    conn = sqlite3.connect(_uri(path) + "?mode=rw", uri=True, isolation_level=None, timeout=busy_ms / 1000)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+        conn.execute("PRAGMA synchronous = NORMAL")  # a power cut may lose the last log rows, never the index
+        with _immediate(conn):
+            yield conn
+    finally:
+        conn.close()
 
 
 def _advice(exc: OSError) -> str:
