@@ -122,7 +122,7 @@ def study(name: str, cache_dir: Path, limit: int | None) -> list[dict]:
     corpus, queries = SHARED / name / "papers.jsonl", SHARED / name / "queries-dev.jsonl"
     prepared = prepare(corpus, queries, "auto", limit)
     cached = open_index(prepared, cache_dir, None)
-    cfg = RetrievalConfig(max_candidates=OLD_MAX_CANDIDATES)  # always / never / the gate as they were
+    cfg = RetrievalConfig(max_candidates=OLD_MAX_CANDIDATES, expand="auto")  # always, never, the gate as they were
     modes = {"always": cfg.replace(expand="always"), "never": cfg.replace(expand="never"), "default": cfg}
     modes.update({f"cap{c}": cfg.replace(expand="always", max_candidates=c) for c in CAPS})
     modes.update({f"auto-cap{c}": cfg.replace(max_candidates=c) for c in CAPS})

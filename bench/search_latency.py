@@ -144,8 +144,8 @@ def main() -> None:
             default = RetrievalConfig()
             settings = [
                 (f"title query, default search ({default.ranking})", default),
-                ("title query, policy (gate, 1 hop, evidence)", RetrievalConfig(ranking="expansion")),
-                ("title query, policy, expansion forced", RetrievalConfig(ranking="expansion", expand="always")),
+                ("title query, policy (always expanding, 1 hop, evidence)", RetrievalConfig(ranking="expansion")),
+                ("title query, policy behind the gate", RetrievalConfig(ranking="expansion", expand="auto")),
                 ("title query, lesson's blend hops=2", RetrievalConfig.lesson()),
                 ("title query, lesson's blend hops=1", RetrievalConfig.lesson(max_hops=1)),
             ]

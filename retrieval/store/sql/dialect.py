@@ -67,7 +67,7 @@ class Dialect:
     bytes_order = ""
     #: ``CROSS JOIN ... ON``: SQLite keeps the join order as written; an inner join elsewhere.
     cross_join = "CROSS JOIN"
-    true, false = "1", "0"
+    false = "0"
     begin = "BEGIN"
 
     def values(self, param: str, cast: str | None = None) -> str:
@@ -79,12 +79,8 @@ class Dialect:
         return f"json_each(:{param})" + (f" AS {alias}" if alias else "")
 
     def numbered_rows(self, param: str, alias: str) -> str:
-        """``rows`` with each value's position from 0 (``{alias}.key`` on SQLite, ``position`` here)."""
+        """``rows`` with each value's position (``in_list_order`` keeps a statement's rows in it)."""
         return f"json_each(:{param}) AS {alias}"
-
-    def position(self, alias: str) -> str:
-        """The position from 0 of a row of ``numbered_rows`` named ``alias``."""
-        return f"{alias}.key"
 
     def in_list_order(self, alias: str) -> str:
         """What keeps a statement's rows in the order of the list ``numbered_rows`` named ``alias``: nothing on
@@ -144,16 +140,12 @@ class Dialect:
         """``round(expr, places)`` of a double (PostgreSQL rounds numerics only)."""
         return f"round({expr}, {places})"
 
-    def indexed_by(self, index: str) -> str:
-        """SQLite's ``INDEXED BY index`` (PostgreSQL picks a partial index from the predicate)."""
-        return f" INDEXED BY {index}"
-
 
 class _PostgreSQL(Dialect):
     name = POSTGRESQL
     bytes_order = ' COLLATE "C"'
     cross_join = "JOIN"
-    true, false = "true", "false"
+    false = "false"
     begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
     def values(self, param: str, cast: str | None = None) -> str:
@@ -165,9 +157,6 @@ class _PostgreSQL(Dialect):
 
     def numbered_rows(self, param: str, alias: str) -> str:
         return f"jsonb_array_elements_text(CAST(:{param} AS jsonb)) WITH ORDINALITY AS {alias} (value, position)"
-
-    def position(self, alias: str) -> str:
-        return f"{alias}.position - 1"
 
     def in_list_order(self, alias: str) -> str:
         return f"\nORDER BY {alias}.position"
@@ -207,9 +196,6 @@ class _PostgreSQL(Dialect):
 
     def rounded(self, expr: str, places: int) -> str:
         return f"round(CAST({expr} AS numeric), {places})"
-
-    def indexed_by(self, index: str) -> str:
-        return ""
 
 
 #: Each dialect's fragments.
