@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections import namedtuple
 from pathlib import Path
@@ -19,6 +20,9 @@ MAX_HOPS = 2
 GRAPH_SCORES = {0: 1.0, 1: 0.6, 2: 0.3}
 
 
+_PASSWORD_PARAM = re.compile(r"[?&]password=([^&#]*)")
+
+
 class DatabaseURL(str):
     """An index on a database server: a SQLAlchemy URL such as ``postgresql://user@host/papers`` (the text, with
     ``dialect``; ``shown`` hides a password, for messages)."""
@@ -31,11 +35,20 @@ class DatabaseURL(str):
 
     @property
     def shown(self) -> str:
+        return self.hide(str(self))
+
+    def hide(self, text: str) -> str:
+        """``text`` with this URL's password (after ``user:`` or as ``password=``, as written and
+        percent-decoded) replaced by ``***``: a driver's message may quote the URL whole."""
+        from urllib.parse import unquote
+
         scheme, _, rest = self.partition("://")
-        who, at, where = rest.rpartition("@")
-        if at and ":" in who:
-            who = who.split(":", 1)[0] + ":***"
-        return f"{scheme}://{who}{at}{where}"
+        who, at, _ = rest.rpartition("@")
+        secrets = [who.split(":", 1)[1]] if at and ":" in who else []
+        secrets += [m.group(1) for m in _PASSWORD_PARAM.finditer(rest)]
+        for secret in sorted({s for raw in secrets if raw for s in (raw, unquote(raw))}, key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
 
 
 #: URL schemes of the servers an index can live on (besides a SQLite file).

@@ -532,3 +532,29 @@ def test_every_statement_is_one_template_and_compiles_on_both_dialects(demo_db, 
             except psycopg.Error as exc:
                 failed.append(("postgresql", text[:60], str(exc).splitlines()[0]))
     assert not failed, failed
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://postgres:hunter2@[::1:54329/hepth",  # malformed: the driver quotes the URL whole
+        "postgresql://postgres:hunter2%zz@127.0.0.1:{port}/hepth",  # a bad escape: the driver quotes the password
+        "postgresql://postgres:hunter%32@127.0.0.1:{port}/hepth",  # percent-encoded
+        "postgresql://postgres@127.0.0.1:{port}/hepth?password=hunter2",
+    ],
+)
+def test_a_password_in_the_url_is_never_printed(url, capsys):
+    """Whatever the driver's message quotes of the URL, the password is shown as *** (a closed local port: the
+    connection is refused, or the URL is refused before any connection)."""
+    code = main(["search", "black hole", "--db", url.format(port=_closed_port())])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith("retrieval: error: cannot open the index at postgresql://postgres")
+    assert "hunter2" not in err and "hunter%32" not in err and "***" in err

@@ -42,7 +42,8 @@ def _psycopg():
 
 def server_error(exc: BaseException, url: DatabaseURL, doing: str) -> StoreError:
     """The message for a server failure while ``doing`` (open, read, write to) the index at ``url``."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    # The driver's first line, with the URL's password hidden: a malformed URL is quoted whole.
+    first = url.hide(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
     if "does not exist" in first and "database" in first:
         return IndexNotFoundError(
             f"no database at {url.shown} ({first}): create it (`createdb`), then `retrieval build --db {url.shown}`"
