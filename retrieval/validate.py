@@ -62,6 +62,16 @@ def check_choice(name: str, value: object, choices: Iterable[str]) -> None:
 
 #: Years a filter may name (the same bounds as the records' years).
 YEAR_RANGE = (1000, 2100)
+
+
+def quoted(text: str, most: int = 80) -> str:
+    """``text`` quoted for a message, cut to ``most`` characters: an id or a word a user gave may be of any length,
+    and a message that echoes it whole is as long."""
+    if len(text) <= most:
+        return repr(text)
+    return f"{text[:most]!r}... ({len(text):,} characters)"
+
+
 _YEARS = re.compile(r"^\s*(\d{4})?\s*(-)?\s*(\d{4})?\s*$")
 
 

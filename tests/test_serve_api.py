@@ -347,3 +347,18 @@ def test_clients_of_ended_threads_are_closed(db):
         assert len(service._clients) == 1  # this thread's; the three of the ended threads are closed
     finally:
         service.close()
+
+
+def test_an_unknown_id_is_never_echoed_whole(api, service):
+    """An id of any length gets a short answer: the library's message quotes at most 80 characters of it, and the
+    server refuses one longer than ``BOUNDS["id_chars"]`` (413) before reading anything."""
+    for length in (500, BOUNDS["id_chars"]):
+        got = answer(api.get("/papers/" + "x" * length), 404)
+        assert len(got["error"]) < 250 and f"({length:,} characters)" in got["error"]
+    got = answer(api.get("/papers/" + "x" * 10_000), 413)
+    assert len(got["error"]) < 250 and got["kind"] == "TooLargeError"
+    with pytest.raises(TooLargeError):
+        service.similar(["hep-th/9711200", "y" * 1_000_000])
+    with pytest.raises(PaperNotFoundError) as raised:
+        service.client().similar(["z" * 100_000], 10)
+    assert len(str(raised.value)) < 250

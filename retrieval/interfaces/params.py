@@ -27,6 +27,7 @@ BOUNDS = {
     "max_nodes": 5_000,
     "top_k": 50,
     "ids": 50,
+    "id_chars": 1_000,
 }
 
 

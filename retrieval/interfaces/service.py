@@ -61,6 +61,12 @@ def _paper_ids(ids: object, name: str) -> list[str]:
         raise ConfigError(f"{name} must be a list of paper ids")
     if len(ids) > BOUNDS["ids"]:
         raise TooLargeError(f"{name} has {len(ids):,} ids, more than {BOUNDS['ids']:,}")
+    longest = max(ids, key=len, default="")
+    if len(longest) > BOUNDS["id_chars"]:
+        raise TooLargeError(
+            f"{name}: an id of {len(longest):,} characters, more than {BOUNDS['id_chars']:,}: give ids as search "
+            "results show them"
+        )
     return list(ids)
 
 

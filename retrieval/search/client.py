@@ -18,7 +18,7 @@ from ..errors import ConfigError, PaperNotFoundError
 from ..store.backend import backend_of
 from ..store.database import IndexStats, check_index
 from ..store.sql.executor import Executor, Snapshot, StatementCache, Tracer
-from ..validate import LIMITS, check_int
+from ..validate import LIMITS, check_int, quoted
 from . import expansion, learned, lexical, prf, vote
 from .blend import RetrievalResult, blend
 from .filters import Filters, author_papers, failing, passing
@@ -216,7 +216,7 @@ class RetrievalClient:
             paper = self.papers([paper_id]).get(paper_id)
             if paper is None:
                 raise PaperNotFoundError(
-                    f"no paper {paper_id!r} in the index: give an id as `retrieval search` shows it"
+                    f"no paper {quoted(paper_id)} in the index: give an id as `retrieval search` shows it"
                 )
             linked = self.papers(list(dict.fromkeys(paper.references + paper.citations)), full=False)
             for pid, name in snap.rows("papers: authors", AUTHORS_SQL, {"paper_ids": json.dumps(list(linked))}):

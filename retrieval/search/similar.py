@@ -27,6 +27,7 @@ from ..corpus.paper import Paper
 from ..errors import PaperNotFoundError
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
+from ..validate import quoted
 from . import lexical
 from .filters import Filters, failing, passing
 from .papers import CANDIDATES_SQL, PAPERS_SQL
@@ -166,7 +167,9 @@ def similar(
     found = {pid: (title, abstract, year) for pid, title, abstract, year in rows}
     unknown = [pid for pid in seeds if pid not in found]
     if unknown:
-        shown = ", ".join(repr(pid) for pid in unknown[:5])
+        shown = ", ".join(quoted(pid) for pid in unknown[:5]) + (
+            f" and {len(unknown) - 5:,} more" if len(unknown) > 5 else ""
+        )
         raise PaperNotFoundError(f"no paper {shown} in the index: give ids as `retrieval search` shows them")
     params = {"seeds": json.dumps(seeds)}
     together: dict[str, dict[str, int]] = {}
