@@ -362,3 +362,14 @@ def test_an_unknown_id_is_never_echoed_whole(api, service):
     with pytest.raises(PaperNotFoundError) as raised:
         service.client().similar(["z" * 100_000], 10)
     assert len(str(raised.value)) < 250
+
+
+def test_a_request_is_one_log_line_whatever_its_path_holds(api, caplog):
+    """A CR or LF in a request's path (sent percent-encoded, decoded by the server) is escaped in its log line:
+    nobody can write a line of their own into the log."""
+    with caplog.at_level(logging.INFO, logger="retrieval.serve"):
+        api.get("/papers/x%0d%0aGET%20/admin%20200%200.1%20ms")
+        api.get("/search", params={"q": "entropy\r\nforged line"})
+    lines = [r.getMessage() for r in caplog.records if r.name == "retrieval.serve"]
+    assert len(lines) == 2 and all("\n" not in line and "\r" not in line for line in lines)
+    assert "\\x0d\\x0a" in lines[0]

@@ -58,6 +58,13 @@ THREADS = 8
 CONCURRENCY = 64
 #: Characters of a request's path and query kept in its log line.
 LOG_TARGET_CHARS = 200
+#: Control characters as the log shows them (a request's path may hold a decoded CR or LF: one line per request).
+_ESCAPED = {c: f"\\x{c:02x}" for c in (*range(32), 127)}
+
+
+def _printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\\x0d``), so it stays one log line."""
+    return text.translate(_ESCAPED)
 
 
 def error_body(message: str, kind: str) -> dict:
@@ -128,6 +135,7 @@ class _Guard:
             target += "?" + scope["query_string"].decode("latin-1")
         if len(target) > LOG_TARGET_CHARS:
             target = target[: LOG_TARGET_CHARS - 3] + "..."
+        target = _printable(target)
         status = 500
         started = False
 
@@ -226,7 +234,8 @@ def create_app(service: Service) -> FastAPI:
     async def retrieval_error(request: Request, exc: RetrievalError) -> JSONResponse:
         status = status_of(exc)
         if status == 500:
-            log.error("%s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+            log.error("%s %s: %s: %s", request.method, _printable(request.url.path[:LOG_TARGET_CHARS]),
+                      type(exc).__name__, _printable(str(exc)))  # fmt: skip
             return JSONResponse(error_body(INTERNAL, "InternalError"), status_code=500)
         return JSONResponse(error_body(str(exc), type(exc).__name__), status_code=status)
 
