@@ -558,3 +558,37 @@ def test_a_password_in_the_url_is_never_printed(url, capsys):
     err = capsys.readouterr().err
     assert code == 1 and err.startswith("retrieval: error: cannot open the index at postgresql://postgres")
     assert "hunter2" not in err and "hunter%32" not in err and "***" in err
+
+
+def test_a_server_that_never_answers_is_given_up_on(monkeypatch, capsys):
+    """A host that accepts the connection and never answers (a loopback socket here) is given up on after the
+    connect timeout, with a message, not waited for without end."""
+    import socket
+    import threading
+    import time
+
+    from retrieval.store.postgres import connection
+
+    monkeypatch.setattr(connection, "CONNECT_TIMEOUT", 2)  # libpq's least
+    held: list[socket.socket] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+
+        def accept() -> None:
+            try:
+                while True:
+                    held.append(listener.accept()[0])  # never answered
+            except OSError:
+                pass
+
+        threading.Thread(target=accept, daemon=True).start()
+        started = time.monotonic()
+        code = main(["search", "black hole", "--db", f"postgresql://postgres@127.0.0.1:{port}/hepth"])
+        took = time.monotonic() - started
+    for conn in held:
+        conn.close()
+    err = capsys.readouterr().err
+    assert code == 1 and took < 15 and "cannot open the index at postgresql://postgres@127.0.0.1" in err
+    assert "timeout" in err.lower()

@@ -27,7 +27,7 @@ from ...config import DatabaseURL
 from ...corpus.paper import Paper
 from ...errors import StoreError
 from ..schema.catalogue import BOOLEANS, BY_NAME, COPIED, LOCKED
-from .connection import SCHEMA, _psycopg, server_error
+from .connection import SCHEMA, _psycopg, open_raw, server_error
 
 #: Tables of whole numbers only, copied as text blocks (no per-row conversion): the postings.
 INTEGER_TABLES = ("term_freq",)
@@ -145,7 +145,7 @@ def build_postgres(
     psycopg = _psycopg()
     started = time.perf_counter()
     try:
-        raw = psycopg.connect(str(url), autocommit=True)  # first: a server that is not there fails before the build
+        raw = open_raw(str(url))  # first: a server that is not there fails before the build
         before = _fingerprint(raw)
     except psycopg.Error as exc:
         raise server_error(exc, url, "open") from None

@@ -53,6 +53,20 @@ def server_error(exc: BaseException, url: DatabaseURL, doing: str) -> StoreError
     return StoreError(f"cannot {doing} the index at {url.shown}: {first}")
 
 
+#: Seconds a connection waits for the server to answer (libpq's ``connect_timeout``; its least is 2), unless the
+#: URL says otherwise: a host that accepts connections and never answers would otherwise hold a search for minutes.
+CONNECT_TIMEOUT = 10
+
+
+def open_raw(url: str, **options):
+    """A psycopg connection to ``url`` (autocommit), giving up after ``CONNECT_TIMEOUT`` seconds unless the URL
+    sets its own ``connect_timeout``."""
+    psycopg = _psycopg()
+    if "connect_timeout=" not in url:
+        options.setdefault("connect_timeout", CONNECT_TIMEOUT)
+    return psycopg.connect(url, autocommit=True, **options)
+
+
 class PgConnection:
     """A psycopg connection with the part of sqlite3's interface the executor and the index checks use."""
 
@@ -85,7 +99,7 @@ def connect(url: DatabaseURL, readonly: bool = True, schema: str = SCHEMA) -> Pg
 
     psycopg = _psycopg()
     try:
-        raw = psycopg.connect(str(url), autocommit=True)
+        raw = open_raw(str(url))
         raw.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))  # retrieval.store.postgres.build
         # A sharded index's tables are partitioned (retrieval.store.postgres.shards): an aggregate such as
         # max(doc_id) then runs on each shard, not over every row fetched (no effect on a single server's tables).

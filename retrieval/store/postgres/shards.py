@@ -63,7 +63,7 @@ from ...config import DatabaseURL, resolve_db
 from ...corpus.paper import Paper
 from ...errors import ConfigError, IndexNotFoundError, StoreError
 from ..schema.catalogue import COORDINATOR, DISTRIBUTED
-from .connection import SCHEMA, _psycopg, server_error, server_params, url_of
+from .connection import SCHEMA, _psycopg, open_raw, server_error, server_params, url_of
 
 #: The key of ``index_info`` that records the layout (JSON: one entry per shard, in partition order).
 LAYOUT_KEY = "shards"
@@ -107,7 +107,7 @@ def _conninfo(url: DatabaseURL) -> dict[str, str]:
 def _connect(url: DatabaseURL):
     psycopg = _psycopg()
     try:
-        return psycopg.connect(str(url), autocommit=True)
+        return open_raw(str(url))
     except psycopg.Error as exc:
         raise server_error(exc, url, "open") from None
 
