@@ -114,3 +114,39 @@ def test_a_statement_cache_answers_repeated_reads_and_says_what_it_saved(demo_db
         assert [(r.paper.id, r.final_score) for r in result.ranked] == [
             (r.paper.id, r.final_score) for r in expected.ranked
         ]
+
+
+def test_a_paper_deleted_by_hand_is_a_damaged_index_not_a_crash(demo_db, tmp_path, capsys):
+    """A row of ``papers`` deleted by hand while its postings stay: a search that reaches the paper says the index
+    is damaged and how to mend it (exit 1 on the command line, 503 over HTTP), on both rankings."""
+    import shutil
+    import sqlite3
+
+    from retrieval.errors import NotAnIndexError
+    from retrieval.interfaces.cli import main
+
+    db = tmp_path / "edited.db"
+    shutil.copy(demo_db, db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("DELETE FROM papers WHERE id = 'p001'")
+    with RetrievalClient(db) as client:
+        for config in (RetrievalConfig(), RetrievalConfig(ranking="expansion")):
+            with pytest.raises(NotAnIndexError, match=r"is damaged: .*'p001'.*retrieval build"):
+                client.search("attention sparsity", config)
+    assert main(["search", "attention sparsity", "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("retrieval: error: ") and "damaged" in err and "Traceback" not in err
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from retrieval.interfaces.http.app import create_app
+    from retrieval.interfaces.service import Service
+
+    service = Service(db)
+    try:
+        with TestClient(create_app(service)) as api:
+            response = api.get("/search", params={"q": "attention sparsity"})
+    finally:
+        service.close()
+    assert response.status_code == 503 and response.json()["kind"] == "NotAnIndexError"

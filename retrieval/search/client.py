@@ -24,7 +24,7 @@ from .blend import RetrievalResult, blend
 from .filters import Filters, author_papers, failing, passing
 from .graph import CitationGraph, walk
 from .lexical import BM25Index
-from .papers import ABSTRACTS_SQL, AUTHORS_SQL, CANDIDATES_SQL, PAPERS_SQL, PaperPage, add_links
+from .papers import ABSTRACTS_SQL, AUTHORS_SQL, PAPERS_SQL, PaperPage, add_links, candidate_papers
 from .query import Query, WeightedQuery
 from .similar import SimilarResult
 from .similar import similar as find_similar
@@ -336,10 +336,7 @@ class RetrievalClient:
             memo.scored(lexical.scores_for(snap, wq, todo), time.perf_counter() - began)
             memo.reused_bm25(len(missing) - len(todo))
             bm25 = {**{pid: memo.bm25[pid] for pid in missing}, **known}
-        rows = snap.rows(
-            "blend: the candidates' titles and years", CANDIDATES_SQL, {"paper_ids": json.dumps(list(distances))}
-        )
-        papers = {pid: Paper(pid, title, year=year, source="merged") for pid, title, year in rows}
+        papers = candidate_papers(snap, list(distances), "blend: the candidates' titles and years")
         seeds = hits[: cfg.top_k_lexical]
         best = seeds[0][1] if seeds else 0.0
         years = (snap.stats.min_year, snap.stats.max_year)

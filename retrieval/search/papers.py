@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 
 from ..corpus.paper import Paper
+from ..errors import NotAnIndexError
+from ..store.database import shown
 from ..store.sql.dialect import register_sharded, statement
 from ..store.sql.executor import Snapshot
+from ..validate import quoted
 
 # What the blend needs of every candidate; the rest is loaded for the returned entries only.
 # In the list's order on both (SQLite's loop over json_each gives the rows so); ids ordered by their bytes.
@@ -44,6 +47,23 @@ FROM j
 JOIN p ON p.id = j.value
 ORDER BY j.position"""
 register_sharded(CANDIDATES_SQL, CANDIDATES_SQL_SHARDED)
+
+
+def candidate_papers(snap: Snapshot, paper_ids: list[str], name: str) -> dict[str, Paper]:
+    """The titles and years of ``paper_ids`` (``CANDIDATES_SQL``), every one of them: an id the lexical or the graph
+    pass gave that ``papers`` lacks (a row deleted by hand) is a damaged index, said so, never a crash."""
+    rows = snap.rows(name, CANDIDATES_SQL, {"paper_ids": json.dumps(paper_ids)})
+    papers = {pid: Paper(pid, title, year=year, source="merged") for pid, title, year in rows}
+    missing = [pid for pid in paper_ids if pid not in papers]
+    if missing:
+        where = shown(snap.executor.path)
+        more = f" and {len(missing) - 1:,} more" if len(missing) > 1 else ""
+        raise NotAnIndexError(
+            f"{where} is damaged: its postings name the paper {quoted(missing[0])}{more}, which the papers table "
+            f"lacks; rebuild it with `retrieval build --db {where}`"
+        )
+    return papers
+
 
 PAPERS_SQL = statement(
     lambda d: (
