@@ -592,3 +592,16 @@ def test_a_server_that_never_answers_is_given_up_on(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert code == 1 and took < 15 and "cannot open the index at postgresql://postgres@127.0.0.1" in err
     assert "timeout" in err.lower()
+
+
+def test_a_client_recovers_when_the_server_drops_its_connection(demo_pg):
+    """A long-lived client (as ``retrieval serve`` keeps one per thread) whose session the server ends (a restart,
+    ``pg_terminate_backend``) opens a new connection at its next search, with the same answers."""
+    with RetrievalClient(demo_pg) as client:
+        before = [(r.paper.id, r.final_score) for r in client.search("attention sparsity").ranked]
+        raw = client._executor.conn.raw
+        with psycopg.connect(demo_pg, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (raw.info.backend_pid,))
+        after = [(r.paper.id, r.final_score) for r in client.search("attention sparsity").ranked]
+        assert client._executor.conn.raw is not raw and after == before
+        assert [(r.paper.id, r.final_score) for r in client.search("attention sparsity").ranked] == before

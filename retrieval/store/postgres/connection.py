@@ -72,9 +72,23 @@ class PgConnection:
 
     dialect = DIALECT
 
-    def __init__(self, raw, url: DatabaseURL) -> None:
+    def __init__(self, raw, url: DatabaseURL, readonly: bool = True, schema: str = SCHEMA) -> None:
         self.raw = raw
         self.url = url
+        self.readonly, self.schema = readonly, schema  # to open it again the same way
+
+    @property
+    def lost(self) -> bool:
+        """Whether the connection is gone (the server restarted, or ended the session): a new one is needed."""
+        return self.raw.closed or self.raw.broken
+
+    def reopen(self) -> None:
+        """Replace a lost connection with a new one to the same index, set up the same way (``connect``)."""
+        import contextlib
+
+        with contextlib.suppress(Exception):  # closing what is already broken: nothing to report
+            self.raw.close()
+        self.raw = connect(self.url, self.readonly, self.schema).raw
 
     def execute(self, sql: str, params=None):
         cursor = self.raw.cursor()
@@ -86,7 +100,7 @@ class PgConnection:
     @property
     def in_transaction(self) -> bool:
         psycopg = _psycopg()
-        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        return not self.lost and self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     def close(self) -> None:
         self.raw.close()
@@ -116,7 +130,7 @@ def connect(url: DatabaseURL, readonly: bool = True, schema: str = SCHEMA) -> Pg
             raw.execute("SET enable_mergejoin = off")
     except psycopg.Error as exc:
         raise server_error(exc, url, "open") from None
-    return PgConnection(raw, url)
+    return PgConnection(raw, url, readonly, schema)
 
 
 def is_error(exc: BaseException) -> bool:

@@ -273,7 +273,7 @@ class _SnapshotScope:
             if executor.dialect == SQLITE:
                 info = dict(executor.rows("index statistics", INDEX_INFO_SQL))
             else:  # the locks before the snapshot is taken (at the first read), all in one round trip
-                info = dict(executor.rows("begin the read snapshot", BEGIN_READ_SQL))
+                info = dict(self._begin_on_server())
             stats = IndexStats.from_info(info)
             if executor.dialect != SQLITE and (executor.shards or "shards" in info):
                 executor.begin_shards(info)  # a sharded index: each shard's own snapshot, begun now
@@ -287,6 +287,19 @@ class _SnapshotScope:
     def __exit__(self, *exc: object) -> None:
         if not self.outer:
             self._end()
+
+    def _begin_on_server(self) -> list[tuple]:
+        """``BEGIN_READ_SQL``'s rows; on a connection the server has dropped since the last snapshot (a restart, a
+        terminated session) a new connection is opened and the snapshot begun on it: nothing was read yet, so a
+        long-lived client or server recovers at its next search."""
+        executor = self.executor
+        try:
+            return executor.rows("begin the read snapshot", BEGIN_READ_SQL)
+        except Exception:
+            if not getattr(executor.conn, "lost", False):
+                raise
+        executor.conn.reopen()  # an error here (the server still down) is the message to give
+        return executor.rows("begin the read snapshot", BEGIN_READ_SQL)
 
     def _end(self) -> None:
         executor = self.executor
