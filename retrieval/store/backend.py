@@ -121,12 +121,10 @@ class IndexFile(Backend):
         with write_transaction(self.location, busy_ms, doing) as conn:
             yield conn
 
-    @contextmanager
-    def log_transaction(self, busy_ms: int) -> Iterator:
+    def log_transaction(self, busy_ms: int):
         from .sqlite.files import log_transaction
 
-        with log_transaction(self.location, busy_ms) as conn:
-            yield conn
+        return log_transaction(self.location, busy_ms)
 
     def is_error(self, exc: BaseException) -> bool:
         return isinstance(exc, (sqlite3.Error, OSError))
@@ -168,20 +166,16 @@ class IndexServer(Backend):
 
         return server_connect(self.location, readonly=True)  # a missing database says how to create one
 
-    @contextmanager
-    def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False) -> Iterator:
+    def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False):
         from .postgres.write import write_transaction
 
         # On a server the transaction checks the index itself (under the lock); an older revision is refused.
-        with write_transaction(self.location, None if writer else busy_ms / 1000, doing) as conn:
-            yield conn
+        return write_transaction(self.location, None if writer else busy_ms / 1000, doing)
 
-    @contextmanager
-    def log_transaction(self, busy_ms: int) -> Iterator:
+    def log_transaction(self, busy_ms: int):
         from .postgres.write import log_transaction
 
-        with log_transaction(self.location, busy_ms) as conn:
-            yield conn
+        return log_transaction(self.location, busy_ms)
 
     def is_error(self, exc: BaseException) -> bool:
         from .postgres.connection import is_error
