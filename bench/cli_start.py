@@ -62,7 +62,11 @@ with open("/proc/self/status") as status:
 sys.__stdout__.write("VmHWM " + peak + "\\n")
 """
 RSS_SEARCH_BODY = """\
-from retrieval.interfaces.cli import main
+import os, retrieval
+if os.path.isdir(os.path.join(os.path.dirname(retrieval.__file__), "interfaces")):
+    from retrieval.interfaces.cli import main
+else:  # a version from before the front doors moved together
+    from retrieval.cli import main
 sys.stdout = io.StringIO()
 code = main(["search", {query!r}, "--db", "demo.db"])
 sys.stdout = sys.__stdout__
@@ -171,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=30, help="rounds of the fresh-process commands (default 30)")
     parser.add_argument("--rss-repeats", type=int, default=5, help="fresh processes per peak-RSS figure (default 5)")
-    parser.add_argument("--baseline", default="49fc69e", help="previous version to measure beside ours, or 'none'")
+    parser.add_argument("--baseline", default="5f5085c", help="previous version to measure beside ours, or 'none'")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where cli_start.json/.md go")
     parser.add_argument("--no-save", action="store_true", help="print only")
     args = parser.parse_args(argv)

@@ -260,3 +260,12 @@ def test_explain_and_eval_load_their_modules_when_they_run(capsys):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         assert option in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["search", "--help"]])
+def test_help_imports_neither_typing_nor_inspect(tmp_path, argv):
+    """``--help`` stays as quick as a parser: the parameter descriptions it reads need neither module."""
+    code = _IMPORTED.replace("heavy = (", "heavy = ('typing', 'inspect', ")
+    done = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "IMPORTED []"

@@ -10,9 +10,8 @@ its handling in the search code (``retrieval.search.filters``); the front doors 
 
 from __future__ import annotations
 
-import inspect
+from collections import namedtuple
 from collections.abc import Callable
-from typing import Any, NamedTuple
 
 from ..validate import LIMITS, parse_years
 
@@ -31,7 +30,10 @@ BOUNDS = {
 }
 
 
-class Param(NamedTuple):
+_PARAM_FIELDS = "name help kind default bound low repeat flag http metavar example check"
+
+
+class Param(namedtuple("Param", _PARAM_FIELDS, defaults=(str, None, None, None, False, "", "", None, "", None))):
     """One parameter: ``name`` (the library's keyword), ``help`` (one description for every front door), ``kind``
     (its type in the HTTP API and the MCP schemas), ``default``, ``bound`` (the key of its upper bound in
     ``retrieval.validate.LIMITS`` for the command line, in ``BOUNDS`` for the servers), ``low``,
@@ -40,18 +42,7 @@ class Param(NamedTuple):
     ``metavar``, ``example`` (the web form's placeholder) and ``check`` (raises ``ConfigError`` for a value the
     library would refuse: the command line says so as a usage error)."""
 
-    name: str
-    help: str
-    kind: Any = str
-    default: Any = None
-    bound: str | None = None
-    low: int | None = None
-    repeat: bool = False
-    flag: str = ""
-    http: str = ""
-    metavar: str | None = None
-    example: str = ""
-    check: Callable[[str], object] | None = None
+    __slots__ = ()
 
     @property
     def option(self) -> str:
@@ -106,7 +97,7 @@ EXCLUDE = Param("exclude", "paper ids to leave out of the results, e.g. papers a
 PAPER_ID = Param("paper_id", "the paper's id, exactly as search, similar or explain results give it")
 
 
-def filter_values(values: dict[str, Any]) -> dict[str, Any]:
+def filter_values(values: dict[str, object]) -> dict[str, object]:
     """The filters among ``values`` (keyed by library name) as the library takes them: a repeated one as a tuple,
     another as text (None: not asked for)."""
     out = {}
@@ -116,10 +107,12 @@ def filter_values(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_filters(fn: Callable, annotate: Callable[[Param], Any], rename: bool = False) -> Callable:
+def with_filters(fn: Callable, annotate: Callable[[Param], object], rename: bool = False) -> Callable:
     """``fn`` (whose last parameter is ``**filters``) with a signature that lists every filter, annotated by
     ``annotate(param)`` and defaulting to None, named by the HTTP API's names when ``rename``: FastAPI and the MCP
     SDK build their schemas from it and call ``fn`` with those keywords."""
+    import inspect  # the servers' start pays for it, a command line's --help does not
+
     signature = inspect.signature(fn)
     given = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     extra = [
@@ -132,6 +125,6 @@ def with_filters(fn: Callable, annotate: Callable[[Param], Any], rename: bool = 
     return fn
 
 
-def library_names(values: dict[str, Any]) -> dict[str, Any]:
+def library_names(values: dict[str, object]) -> dict[str, object]:
     """``values`` keyed by the HTTP API's names, keyed by the library's instead."""
     return {f.name: values[f.query_name] for f in FILTERS if f.query_name in values}
