@@ -150,3 +150,21 @@ def test_a_paper_deleted_by_hand_is_a_damaged_index_not_a_crash(demo_db, tmp_pat
     finally:
         service.close()
     assert response.status_code == 503 and response.json()["kind"] == "NotAnIndexError"
+
+
+def test_a_year_edited_into_text_is_a_damaged_index_not_a_crash(demo_db, tmp_path):
+    """``papers.year`` set to text by hand (SQLite takes it): the ranking, which computes with years, says the
+    index is damaged rather than failing to compare a text with a number."""
+    import shutil
+    import sqlite3
+
+    from retrieval.errors import NotAnIndexError
+
+    db = tmp_path / "edited.db"
+    shutil.copy(demo_db, db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE papers SET year = 'abc' WHERE id = 'p002'")
+    with RetrievalClient(db) as client:
+        for config in (RetrievalConfig(), RetrievalConfig(ranking="expansion")):
+            with pytest.raises(NotAnIndexError, match=r"papers.year of 'p002' is 'abc', not a year"):
+                client.search("attention sparsity", config)

@@ -55,8 +55,14 @@ def candidate_papers(snap: Snapshot, paper_ids: list[str], name: str) -> dict[st
     rows = snap.rows(name, CANDIDATES_SQL, {"paper_ids": json.dumps(paper_ids)})
     papers = {pid: Paper(pid, title, year=year, source="merged") for pid, title, year in rows}
     missing = [pid for pid in paper_ids if pid not in papers]
+    where = shown(snap.executor.path)
+    for paper in papers.values():  # the ranking computes with years (recency, the seeds' era)
+        if paper.year is not None and (not isinstance(paper.year, int) or isinstance(paper.year, bool)):
+            raise NotAnIndexError(
+                f"{where} is damaged: papers.year of {quoted(paper.id)} is {quoted(str(paper.year))}, not a year; "
+                f"rebuild it with `retrieval build --db {where}`"
+            )
     if missing:
-        where = shown(snap.executor.path)
         more = f" and {len(missing) - 1:,} more" if len(missing) > 1 else ""
         raise NotAnIndexError(
             f"{where} is damaged: its postings name the paper {quoted(missing[0])}{more}, which the papers table "
