@@ -90,8 +90,9 @@ class Backend:
         raise NotImplementedError
 
     def has_table(self, rows, name: str) -> bool:
-        """Whether the index has the table ``name`` (an older revision may lack one)."""
-        raise NotImplementedError
+        """Whether the index has the table ``name`` (an older revision may lack one); ``HAS_TABLE_SQL`` reads each
+        dialect's catalogue."""
+        return bool(rows("open: is there a table", HAS_TABLE_SQL, {"name": name})[0][0])
 
 
 class IndexFile(Backend):
@@ -147,9 +148,6 @@ class IndexFile(Backend):
     def size(self, rows) -> int:
         return self.location.stat().st_size
 
-    def has_table(self, rows, name: str) -> bool:
-        return bool(rows("open: is there a table", HAS_TABLE_SQL, {"name": name})[0][0])
-
 
 class IndexServer(Backend):
     """An index in the schema ``retrieval`` of a PostgreSQL database (psycopg 3), or the coordinator of an index
@@ -203,9 +201,6 @@ class IndexServer(Backend):
 
     def size(self, rows) -> int:
         return int(rows("stats: the schema's size", SCHEMA_BYTES_SQL)[0][0])
-
-    def has_table(self, rows, name: str) -> bool:
-        return bool(rows("open: is there a table", HAS_TABLE_SQL, {"name": name})[0][0])
 
 
 # The catalogues differ; on PostgreSQL, the index's own schema (the search path a connection sets).
