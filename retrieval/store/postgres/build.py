@@ -11,16 +11,35 @@
 
 The index lives in the schema ``retrieval`` of the database the URL names, and the database's ``search_path``
 is set to ``retrieval, public`` so that ``psql`` sessions see its tables by their names.
+
+**After a killed build.** A build killed outright (SIGKILL, a machine gone down) runs no cleanup of its own: it
+leaves its local folder (``retrieval-pgbuild-XXXXXXXX`` in the system's temporary folder, the SQLite phase's
+file) and, once it got that far, its schema on the server. Each has an owner that a later build can ask after:
+
+- the folder is ``flock``'ed by its build for as long as the build lives, and the kernel drops that lock when the
+  process dies, however it dies: a later build of the same user removes the folders whose lock it can take;
+- the schema is created (with a comment marking it a build's) by a session that holds a session-level advisory
+  lock keyed on its name, and the server releases that lock when the session ends, which it does when its client
+  dies: a later build, on any machine, drops the marked schemas whose lock it can take. The pid in the name is
+  not asked after (other machines build into the same server, and pids are reused); schemas without the mark
+  (a sharded build's, ``retrieval.store.postgres.shards``, or a build's from before the mark) are never touched.
+
+A build killed during the swap leaves no ``retrieval_old_*`` schema: the renames and the drop are one
+transaction, which the server rolls back when the session ends (the build's schema is left, and dropped as above).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import re
+import shutil
 import sqlite3
+import stat
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ...config import DatabaseURL
@@ -31,6 +50,19 @@ from .connection import SCHEMA, _psycopg, open_raw, server_error
 
 #: Tables of whole numbers only, copied as text blocks (no per-row conversion): the postings.
 INTEGER_TABLES = ("term_freq",)
+
+#: The local folders of builds' SQLite phase, in the system's temporary folder (``tempfile``'s names after it).
+FOLDER_PREFIX = "retrieval-pgbuild-"
+_FOLDER_NAME = re.compile(re.escape(FOLDER_PREFIX) + r"[a-z0-9_]+")
+#: A build's schema, as ``build_postgres`` names it: nothing else is ever dropped as a killed build's.
+_BUILD_SCHEMA = re.compile(re.escape(SCHEMA) + r"_build_[0-9]+_[0-9]+")
+#: The comment that marks a schema as a build's whose owner holds its advisory lock (``claim_schema``).
+BUILD_MARK = "retrieval: a build's schema, dropped by a later build once the session holding its lock is gone"
+#: The first key of the advisory lock a build's session holds on its schema (b"rbld"; the second key is the
+#: name's ``hashtext``). Two keys: apart from the writers' lock, a single bigint (``retrieval.store.postgres.write``).
+BUILD_LOCK_CLASS = 0x72626C64
+#: Seconds the drop of a killed build's schema waits for a lock before it leaves the schema to a later build.
+DROP_LOCK_TIMEOUT = 10
 
 
 def migrate_schema(conn, schema: str) -> None:
@@ -146,11 +178,19 @@ def build_postgres(
     started = time.perf_counter()
     try:
         raw = open_raw(str(url))  # first: a server that is not there fails before the build
-        before = _fingerprint(raw)
     except psycopg.Error as exc:
         raise server_error(exc, url, "open") from None
-    with tempfile.TemporaryDirectory(prefix="retrieval-pgbuild-") as tmp:
-        file = Path(tmp) / "index.db"
+    try:
+        before = _fingerprint(raw)
+        _, leftovers = remove_stale_schemas(raw)
+    except BaseException as exc:
+        raw.close()
+        if isinstance(exc, psycopg.Error):
+            raise server_error(exc, url, "open") from None
+        raise
+    remove_stale_folders()
+    with build_folder() as tmp:
+        file = tmp / "index.db"
         try:
             summary = build_index(papers, file, source=source, progress=progress, workers=workers, stem=stem,
                                   stopwords=stopwords)  # fmt: skip
@@ -159,7 +199,7 @@ def build_postgres(
             raise
         schema = f"{SCHEMA}_build_{os.getpid()}_{int(time.time() * 1000)}"
         try:
-            raw.execute(f'CREATE SCHEMA "{schema}"')
+            claim_schema(raw, schema)
             try:
                 from .connection import PgConnection
 
@@ -197,7 +237,135 @@ def build_postgres(
             raw.close()
     summary.path = url.shown
     summary.seconds = time.perf_counter() - started
+    summary.warnings.extend(leftovers)
     return summary
+
+
+def claim_schema(raw, schema: str) -> None:
+    """Create the build's schema ``schema``, marked as a build's (``BUILD_MARK``), with this session holding its
+    advisory lock until the session ends: while it does, no later build takes the schema for a killed one's. The
+    lock comes first and the schema and its mark are one transaction, so no one ever sees the schema unowned."""
+    from psycopg import sql
+
+    raw.execute("SELECT pg_advisory_lock(%s::integer, hashtext(%s))", (BUILD_LOCK_CLASS, schema))
+    with raw.transaction():
+        raw.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        raw.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(sql.Identifier(schema), sql.Literal(BUILD_MARK)))
+
+
+def remove_stale_schemas(raw) -> tuple[list[str], list[str]]:
+    """Drop the schemas of builds whose session is gone (killed, or its machine went down): the schemas marked as
+    a build's (``claim_schema``) whose advisory lock this session can take, as a running build holds its own.
+    Returns (the schemas dropped, a warning for each that could not be: another role's, or its tables locked)."""
+    psycopg = _psycopg()
+    rows = raw.execute(
+        "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s AND obj_description(oid, 'pg_namespace') = %s "
+        "ORDER BY nspname",
+        (SCHEMA + r"\_build\_%", BUILD_MARK),
+    ).fetchall()
+    dropped, failed = [], []
+    for (name,) in rows:
+        if not _BUILD_SCHEMA.fullmatch(name):
+            continue
+        if not raw.execute(
+            "SELECT pg_try_advisory_lock(%s::integer, hashtext(%s))", (BUILD_LOCK_CLASS, name)
+        ).fetchone()[0]:
+            continue  # its build is running
+        try:
+            if _drop_marked(raw, name):
+                dropped.append(name)
+        except psycopg.Error as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            failed.append(
+                f"a killed build's schema {name} could not be dropped ({first}): drop it by hand (nothing reads it)"
+            )
+        finally:
+            raw.execute("SELECT pg_advisory_unlock(%s::integer, hashtext(%s))", (BUILD_LOCK_CLASS, name))
+    return dropped, failed
+
+
+def _drop_marked(raw, name: str) -> bool:
+    """Drop the schema ``name`` if it is still there and still marked (its build may have swapped it in, or dropped
+    it, since it was listed); whether it was dropped. The caller holds its lock."""
+    from psycopg import sql
+
+    with raw.transaction():
+        raw.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{DROP_LOCK_TIMEOUT}s")))
+        still = raw.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s AND obj_description(oid, 'pg_namespace') = %s",
+            (name, BUILD_MARK),
+        ).fetchone()
+        if still:
+            raw.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+    return still is not None
+
+
+@contextlib.contextmanager
+def build_folder() -> Iterator[Path]:
+    """A new folder ``retrieval-pgbuild-XXXXXXXX`` in the system's temporary folder for the SQLite phase, removed
+    when the block ends, and ``flock``'ed for as long as the build lives: the kernel drops the lock when the
+    process dies, however it dies, so a later build tells a killed build's folder from a running one's
+    (``remove_stale_folders``)."""
+    while True:
+        path = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        with contextlib.suppress(OSError):  # a filesystem without flock: no later build can take it either
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        if _same_file(path, fd):
+            break
+        os.close(fd)  # a later build took the lock between mkdtemp and flock, and removed the folder: another
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)
+
+
+def remove_stale_folders(parent: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Remove the folders of builds that are gone from ``parent`` (default: the system's temporary folder):
+    this user's folders named as ``build_folder`` names them whose lock can be taken. Returns them."""
+    parent = Path(tempfile.gettempdir() if parent is None else parent)
+    try:
+        entries = sorted(os.scandir(parent), key=lambda e: e.name)
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        if not _FOLDER_NAME.fullmatch(entry.name):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+                continue  # a symlink, a file, or another user's
+            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if _same_file(entry.path, fd) and _try_flock(fd):  # its build would hold the lock: it is gone
+                shutil.rmtree(entry.path, ignore_errors=True)
+                if not os.path.lexists(entry.path):
+                    removed.append(Path(entry.path))
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _same_file(path: str | os.PathLike[str], fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not removed, nor replaced, since it was opened)."""
+    try:
+        named, held = os.stat(path, follow_symlinks=False), os.fstat(fd)
+    except OSError:
+        return False
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _try_flock(fd: int) -> bool:
+    """Whether this process took ``fd``'s exclusive ``flock`` now (False: another holds it, or it cannot be had)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
 
 
 def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None) -> None:
@@ -223,13 +391,26 @@ def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None) -> Non
         if exists:
             raw.execute(f'ALTER SCHEMA "{SCHEMA}" RENAME TO "{old}"')
         raw.execute(f'ALTER SCHEMA "{schema}" RENAME TO "{SCHEMA}"')
+        raw.execute(f'COMMENT ON SCHEMA "{SCHEMA}" IS NULL')  # a build's mark (claim_schema): the index's now
         if exists:
             raw.execute(f'DROP SCHEMA "{old}" CASCADE')
         database = raw.execute("SELECT current_database()").fetchone()[0]
         raw.execute(f'ALTER DATABASE "{database}" SET search_path = "{SCHEMA}", public')
 
 
-__all__ = ["SCHEMA", "StoreError", "build_postgres", "copy_table", "copy_tables", "migrate_schema", "swap_schema"]
+__all__ = [
+    "SCHEMA",
+    "StoreError",
+    "build_folder",
+    "build_postgres",
+    "claim_schema",
+    "copy_table",
+    "copy_tables",
+    "migrate_schema",
+    "remove_stale_folders",
+    "remove_stale_schemas",
+    "swap_schema",
+]
 
 
 def upgrade_server(url: DatabaseURL):
