@@ -12,6 +12,9 @@ from .errors import ConfigError
 from .validate import LIMITS, check_choice, check_int, check_number
 
 DB_ENV_VAR = "RETRIEVAL_DB"
+#: Seconds one read may take by default (a search's snapshot on SQLite, each statement on PostgreSQL) before it is
+#: stopped with a ``QueryTimeoutError``: a server's requests cannot hold a thread for ever.
+QUERY_TIMEOUT = 60.0
 DEFAULT_DB = "retrieval.db"
 
 #: The most hops the citation walk takes; larger requests are clamped to it.

@@ -50,3 +50,11 @@ class SchemaVersionError(RetrievalError):
 
 class StoreError(RetrievalError):
     """The index or an output file could not be read or written (locked, read-only, permissions, disk full)."""
+
+
+class OverloadedError(RetrievalError):
+    """The server has as many requests in flight as it admits: retry shortly (HTTP 503 with ``Retry-After``)."""
+
+
+class QueryTimeoutError(StoreError):
+    """A read took longer than its time budget and was stopped (a server's ``--query-timeout``)."""

@@ -38,16 +38,16 @@ def check_int(name: str, value: object, minimum: int, maximum: int | None = None
         return
     extra = " or None" if allow_none else ""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number{extra}, got {value!r}")
+        raise ConfigError(f"{name} must be a whole number{extra}, got {_shown(value)}")
     if value < minimum or (maximum is not None and value > maximum):
         bounds = f"between {minimum:,} and {maximum:,}" if maximum is not None else f"at least {minimum:,}"
-        raise ConfigError(f"{name} must be {bounds}{extra}, got {value!r}")
+        raise ConfigError(f"{name} must be {bounds}{extra}, got {_shown(value)}")
 
 
 def check_number(name: str, value: object, minimum: float = 0.0, maximum: float | None = None) -> None:
     """``value`` is a real number (not a bool, not NaN) in ``[minimum, maximum]``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise ConfigError(f"{name} must be a number, got {value!r}")
+        raise ConfigError(f"{name} must be a number, got {_shown(value)}")
     if value < minimum or (maximum is not None and value > maximum):
         bounds = f"between {minimum:g} and {maximum:g}" if maximum is not None else f"at least {minimum:g}"
         raise ConfigError(f"{name} must be {bounds}, got {value}")
@@ -57,14 +57,19 @@ def check_choice(name: str, value: object, choices: Iterable[str]) -> None:
     """``value`` is one of ``choices``."""
     choices = tuple(choices)
     if value not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {_shown(value)}")
 
 
 #: Years a filter may name (the same bounds as the records' years).
 YEAR_RANGE = (1000, 2100)
 
 
-def quoted(text: str, most: int = 80) -> str:
+def _shown(value: object) -> str:
+    """A value a user gave, as a message shows it: a string quoted and cut (``quoted``), else its repr."""
+    return quoted(value) if isinstance(value, str) else repr(value)[:60]
+
+
+def quoted(text: str, most: int = 60) -> str:
     """``text`` quoted for a message, cut to ``most`` characters: an id or a word a user gave may be of any length,
     and a message that echoes it whole is as long."""
     if len(text) <= most:
@@ -81,13 +86,13 @@ def parse_years(text: str | None) -> tuple[int | None, int | None] | None:
         return None
     found = _YEARS.match(str(text))
     if not found or not (found.group(1) or found.group(3)):
-        raise ConfigError(f"--year {text!r} is not a year range: give 1998, 1998-2001, 1998- or -2001")
+        raise ConfigError(f"--year {quoted(str(text))} is not a year range: give 1998, 1998-2001, 1998- or -2001")
     first, dash, last = found.groups()
     lo = int(first) if first else None
     hi = int(last) if last else (lo if not dash else None)
     for year in (lo, hi):
         if year is not None and not YEAR_RANGE[0] <= year <= YEAR_RANGE[1]:
-            raise ConfigError(f"--year {text!r}: years run from {YEAR_RANGE[0]} to {YEAR_RANGE[1]}")
+            raise ConfigError(f"--year {quoted(str(text))}: years run from {YEAR_RANGE[0]} to {YEAR_RANGE[1]}")
     if lo is not None and hi is not None and lo > hi:
-        raise ConfigError(f"--year {text!r} ends before it starts: give the earlier year first")
+        raise ConfigError(f"--year {quoted(str(text))} ends before it starts: give the earlier year first")
     return lo, hi

@@ -131,6 +131,24 @@ def pg_server(_own_servers) -> str:
 
 
 @pytest.fixture(scope="session")
+def restartable_pg(_own_servers):
+    """A PostgreSQL server of this session's own, which a test may restart: ``(url, restart)``, where
+    ``restart()`` restarts it on the same port (every session ends, as in a real restart)."""
+    import subprocess
+
+    reason = _own_servers.why_not()
+    if reason:
+        _unavailable(reason)
+    url = _own_servers.start()
+    folder = _own_servers.started[-1]
+
+    def restart() -> None:
+        subprocess.run([str(POSTGRES_SCRIPT), "restart", str(folder)], check=True, capture_output=True, timeout=120)
+
+    return url, restart
+
+
+@pytest.fixture(scope="session")
 def pg_database(pg_server):
     """A factory of fresh, empty databases on the test server (``pg_database("name")`` -> URL), dropped at the
     end of the session."""

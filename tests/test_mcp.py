@@ -328,3 +328,36 @@ def test_without_the_sdk_it_says_to_install_the_serve_extra(demo_db, monkeypatch
     out, err = capsys.readouterr()
     assert out == ""
     assert "install retrieval[serve]" in err and err.startswith("retrieval: error: ")
+
+
+def test_the_tools_answer_again_once_the_postgresql_server_has_restarted(restartable_pg, tmp_path):
+    """``retrieval mcp`` keeps its worker threads (and their connections) for life: after the server's restart
+    each opens a new connection at its next call instead of failing for good."""
+    import psycopg
+
+    from retrieval import build
+
+    server, restart = restartable_pg
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS mcp_restarts")
+        conn.execute("CREATE DATABASE mcp_restarts")
+    url = server.rsplit("/", 1)[0] + "/mcp_restarts"
+    build(db=url)
+    arguments = {"query": "attention sparsity", "limit": 5}
+
+    async def body(client):
+        before = [data(await client.call_tool("search", arguments)) for _ in range(4)]
+        await anyio.to_thread.run_sync(restart)
+        after = [data(await client.call_tool("search", arguments)) for _ in range(4)]
+        return before, after
+
+    before, after = session(url, body, tmp_path / "server.err")
+    assert [untimed(a["results"]) for a in after] == [untimed(b["results"]) for b in before]
+    assert "Traceback" not in (tmp_path / "server.err").read_text(encoding="utf-8")
+
+
+def test_an_unknown_id_of_any_length_is_quoted_at_most_60_characters(demo_db, tmp_path):
+    (shown,) = calls(demo_db, tmp_path, ("show", {"paper_id": "q" * 500}))
+    assert shown.is_error
+    text = shown.content[0].text
+    assert "q" * 60 in text and "q" * 61 not in text and len(text) < 300

@@ -21,7 +21,8 @@ from retrieval.commands import stats as library_stats  # noqa: E402
 from retrieval.errors import ConfigError, PaperNotFoundError, TooLargeError  # noqa: E402
 from retrieval.evidence.config import EvidenceConfig  # noqa: E402
 from retrieval.evidence.pipeline import explain as library_explain  # noqa: E402
-from retrieval.interfaces.http.app import MAX_BODY, THREADS, create_app  # noqa: E402
+from retrieval.interfaces.http.app import MAX_BODY, create_app  # noqa: E402
+from retrieval.interfaces.http.limits import SEARCH_THREADS  # noqa: E402
 from retrieval.interfaces.service import BOUNDS, Service  # noqa: E402
 from tests.helpers import paper, write_jsonl  # noqa: E402
 
@@ -333,7 +334,7 @@ def test_the_thread_pool_is_bounded(api):
     async def tokens() -> float:
         return to_thread.current_default_thread_limiter().total_tokens
 
-    assert api.portal.call(tokens) == THREADS  # so at most THREADS connections to the index
+    assert api.portal.call(tokens) == SEARCH_THREADS  # with the slow pool, at most THREADS connections
 
 
 def test_clients_of_ended_threads_are_closed(db):
@@ -350,11 +351,14 @@ def test_clients_of_ended_threads_are_closed(db):
 
 
 def test_an_unknown_id_is_never_echoed_whole(api, service):
-    """An id of any length gets a short answer: the library's message quotes at most 80 characters of it, and the
+    """An id of any length gets a short answer: the library's message quotes at most 60 characters of it, and the
     server refuses one longer than ``BOUNDS["id_chars"]`` (413) before reading anything."""
     for length in (500, BOUNDS["id_chars"]):
         got = answer(api.get("/papers/" + "x" * length), 404)
         assert len(got["error"]) < 250 and f"({length:,} characters)" in got["error"]
+        assert "x" * 60 in got["error"] and "x" * 61 not in got["error"]
+    got = answer(api.get("/search", params={"q": "attention", "year": "1" * 5_000}), 400)
+    assert "1" * 61 not in got["error"] and "(5,000 characters)" in got["error"]
     got = answer(api.get("/papers/" + "x" * 10_000), 413)
     assert len(got["error"]) < 250 and got["kind"] == "TooLargeError"
     with pytest.raises(TooLargeError):
@@ -373,3 +377,46 @@ def test_a_request_is_one_log_line_whatever_its_path_holds(api, caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "retrieval.serve"]
     assert len(lines) == 2 and all("\n" not in line and "\r" not in line for line in lines)
     assert "\\x0d\\x0a" in lines[0]
+
+
+def test_slow_endpoints_queue_on_their_own_pool_and_are_refused_beyond_their_share():
+    """``Limits.slow``: at most ``slow_requests`` admitted (the next is an ``OverloadedError``, a JSON 503), run on
+    a pool of ``SLOW_THREADS`` threads, while the searches' pool stays free."""
+    import anyio
+
+    from retrieval.errors import OverloadedError
+    from retrieval.interfaces.http.limits import SLOW_THREADS, Limits
+
+    limits = Limits(slow_requests=SLOW_THREADS + 1)
+    gate = threading.Event()
+    running: list[int] = []
+
+    def work(i: int) -> int:
+        running.append(i)
+        gate.wait(10)
+        return i
+
+    slow_work = limits.slow(work)
+    answers: list[object] = []
+
+    async def call(i: int) -> None:
+        try:
+            answers.append(await slow_work(i))
+        except OverloadedError as exc:
+            answers.append(type(exc).__name__)
+
+    async def main() -> tuple:
+        async with anyio.create_task_group() as group:
+            for i in range(SLOW_THREADS + 2):
+                group.start_soon(call, i)
+                await anyio.sleep(0.05)
+            await anyio.sleep(0.2)
+            seen = (len(running), limits.slow_in_flight, list(answers))
+            free = await anyio.to_thread.run_sync(lambda: "searched")  # the default pool is not the slow one
+            gate.set()
+        return seen, free
+
+    (started, admitted, early), free = anyio.run(main)
+    assert (started, admitted, early, free) == (SLOW_THREADS, SLOW_THREADS + 1, ["OverloadedError"], "searched")
+    assert sorted(a for a in answers if isinstance(a, int)) == list(range(SLOW_THREADS + 1))
+    assert limits.slow_in_flight == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import queue
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -14,6 +15,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -50,8 +52,8 @@ class Server:
         for line in stream:
             put(line.rstrip("\n"))
 
-    def wait_ready(self) -> str:
-        """The URL the server printed, once ``/health`` answers there (at most ``START_WAIT`` seconds)."""
+    def wait_url(self) -> str:
+        """The URL the server printed (its socket listens from then on; no request has been made)."""
         deadline = time.monotonic() + START_WAIT
         while not self.url:
             try:
@@ -60,6 +62,12 @@ class Server:
                 raise AssertionError(f"no URL printed in {START_WAIT} s; stderr: {self.stderr}") from None
             found = re.search(r"http://\S+?/(?= |$)", line)
             self.url = found.group(0) if found else ""
+        return self.url
+
+    def wait_ready(self) -> str:
+        """The URL the server printed, once ``/health`` answers there (at most ``START_WAIT`` seconds)."""
+        self.wait_url()
+        deadline = time.monotonic() + START_WAIT
         while time.monotonic() < deadline:
             try:
                 with urllib.request.urlopen(self.url + "health", timeout=2) as response:
@@ -192,3 +200,145 @@ def test_serve_without_the_serve_extra_says_what_to_install(demo_db):
 def test_only_loopback_addresses_count_as_this_machine():
     assert is_loopback("127.0.0.1") and is_loopback("127.0.0.2") and is_loopback("::1")
     assert not is_loopback("0.0.0.0") and not is_loopback("::") and not is_loopback("192.168.1.10")
+
+
+# -- What one client, or many, can take from the others (retrieval.interfaces.http.limits) -------------------------
+def _port_of(url: str) -> int:
+    return int(urllib.parse.urlsplit(url).port)
+
+
+def test_idle_connections_neither_block_requests_nor_stay_open(serve, demo_index):
+    """More sockets than the request limit, held open without a word, neither refuse a search nor stay open past
+    the header timeout (uvicorn's own limit counted them: a plain-text 503 for everyone while they were held)."""
+    server = serve("--db", str(demo_index), "--port", "0", "--header-timeout", "1")
+    port = _port_of(server.wait_ready())
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(70)]
+    try:
+        status, got = server.get("search", q="attention sparsity", limit=3)
+        assert status == 200 and got["results"]
+        time.sleep(1.5)
+        assert [sock.recv(1) for sock in idle] == [b""] * len(idle)  # each closed by the server
+        status, _ = server.get("health")
+        assert status == 200
+    finally:
+        for sock in idle:
+            sock.close()
+    assert server.stop() == 0 and "Traceback" not in server.stderr
+
+
+def test_requests_beyond_the_limit_get_the_documented_json_503_with_retry_after(serve, demo_db):
+    server = serve("--db", str(demo_db), "--port", "0", "--max-requests", "1")
+    port = _port_of(server.wait_ready())
+    body = json.dumps({"query": "attention sparsity"}).encode()
+    held = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:  # one request in flight: its body still arriving
+        held.sendall(
+            b"POST /explain HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body[:5]
+        )
+        time.sleep(0.3)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(server.url + "search?q=attention", timeout=10)
+        assert refused.value.code == 503 and refused.value.headers["Retry-After"] == "1"
+        assert refused.value.headers["Content-Type"] == "application/json"
+        answer = json.load(refused.value)
+        assert answer["kind"] == "OverloadedError" and "retry" in answer["error"]
+        held.sendall(body[5:])
+        assert held.recv(64).startswith(b"HTTP/1.1 200")
+    finally:
+        held.close()
+    time.sleep(0.1)
+    status, _ = server.get("search", q="attention")  # the slot is free again
+    assert status == 200
+    assert server.stop() == 0 and "Traceback" not in server.stderr
+
+
+def _hold_every_read(db) -> Callable[[], None]:
+    """Make every read of the index at ``db`` wait (an exclusive lock); returns the function that lets go."""
+    if str(db).startswith("postgresql"):
+        import psycopg
+
+        conn = psycopg.connect(str(db))
+        tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'retrieval'")]
+        conn.execute("LOCK TABLE " + ", ".join(f"retrieval.{t}" for t in tables) + " IN ACCESS EXCLUSIVE MODE")
+        return conn.close
+    import sqlite3
+
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+    conn.execute("BEGIN EXCLUSIVE")
+    return conn.close
+
+
+def test_a_stop_answers_the_requests_it_cannot_finish_with_a_json_503(serve, demo_index, tmp_path):
+    """SIGTERM with a request still waiting when the grace period ends: the client gets the documented JSON 503
+    (kind ServerStopping, Retry-After), the server exits 0, and no traceback is logged (it was a 500 and a
+    CancelledError traceback)."""
+    db = demo_index
+    if not str(db).startswith("postgresql"):
+        db = tmp_path / "demo.db"
+        shutil.copy(demo_index, db)
+    server = serve("--db", str(db), "--port", "0", "--grace", "0.5")
+    server.wait_url()  # no request yet: on SQLite, no connection of the server's holds the file (WAL shares it)
+    release = _hold_every_read(db)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(server.get, "search", q="attention sparsity")
+            time.sleep(0.5)
+            assert not answer.done()
+            assert server.stop() == 0
+            status, got = answer.result(timeout=10)
+    finally:
+        release()
+    assert (status, got["kind"]) == (503, "ServerStopping"), got
+    assert "Traceback" not in server.stderr and "cut short by the server's stop" in server.stderr
+
+
+# -- A PostgreSQL server that restarts under a running server ------------------------------------------------------
+@pytest.fixture(scope="module")
+def restarted_index(restartable_pg):
+    """The demo corpus indexed on a server the test may restart: ``(url, restart)``."""
+    import psycopg
+
+    from retrieval import build
+
+    server, restart = restartable_pg
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS restarts")
+        conn.execute("CREATE DATABASE restarts")
+    url = server.rsplit("/", 1)[0] + "/restarts"
+    build(db=url)
+    return url, restart
+
+
+def test_serve_answers_again_once_its_postgresql_server_has_restarted(serve, restarted_index):
+    """Every connection of every thread ends with the restart: /health checks the index for real and each
+    request opens a new connection (they were 503 "the connection is closed" for good)."""
+    url, restart = restarted_index
+    server = serve("--db", url, "--port", "0")
+    server.wait_ready()
+    with ThreadPoolExecutor(4) as pool:  # several threads, each with its own connection
+        before = list(pool.map(lambda _: server.get("search", q="attention sparsity", limit=5), range(8)))
+    assert {status for status, _ in before} == {200}
+    restart()
+    status, health = server.get("health")
+    assert status == 200 and health["status"] == "ok"
+    with ThreadPoolExecutor(4) as pool:
+        after = list(pool.map(lambda _: server.get("search", q="attention sparsity", limit=5), range(8)))
+    assert [a["results"] for _, a in after] == [b["results"] for _, b in before]
+    assert server.stop() == 0 and "Traceback" not in server.stderr
+
+
+def test_a_read_past_the_query_timeout_is_a_json_503_and_the_server_goes_on(serve, demo_pg):
+    server = serve("--db", demo_pg, "--port", "0", "--query-timeout", "0.5")
+    server.wait_ready()
+    release = _hold_every_read(demo_pg)
+    try:
+        status, got = server.get("search", q="attention sparsity")
+    finally:
+        release()
+    assert (status, got["kind"]) == (503, "QueryTimeoutError") and "0.5 s budget" in got["error"]
+    status, got = server.get("search", q="attention sparsity")
+    assert status == 200 and got["results"]
+    assert server.stop() == 0 and "Traceback" not in server.stderr

@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 
 from ..errors import ConfigError, RetrievalError
 from ..evidence.config import EvidenceConfig
-from .cli.options import DB_HELP
+from .cli.options import DB_HELP, add_query_timeout
 from .params import EXCLUDE, LIMIT, OFFSET, PAPER_ID, Param, with_filters
 from .service import BOUNDS, Service, _paper_ids, check_query
 
@@ -290,6 +290,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``retrieval mcp`` on its parser ``p``."""
     p.description = DESCRIPTION
     p.add_argument("--db", help=DB_HELP)
+    add_query_timeout(p)
     p.set_defaults(func=_cmd_mcp)
 
 
@@ -298,7 +299,8 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         import mcp.server.mcpserver  # noqa: F401  (the SDK first: without it there is nothing to serve)
     except ImportError:
         raise ConfigError(MISSING_SDK) from None
-    service = Service(args.db)  # the index checked before serving: a missing one is the usual message, exit 1
+    # The index checked before serving: a missing one is the usual message, exit 1.
+    service = Service(args.db, args.query_timeout)
     workers = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="retrieval-mcp")
     try:
         server = make_server(service, workers)

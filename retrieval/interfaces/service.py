@@ -14,12 +14,13 @@ import os
 import threading
 import time
 
-from ..config import RetrievalConfig, resolve_db
+from ..config import QUERY_TIMEOUT, RetrievalConfig, resolve_db
 from ..errors import (
     ConfigError,
     IndexNotFoundError,
     InputError,
     NotAnIndexError,
+    OverloadedError,
     PaperNotFoundError,
     RetrievalError,
     SchemaVersionError,
@@ -74,8 +75,9 @@ class Service:
     """Answers requests on the index at ``db`` (resolved as everywhere); checked on construction, so a server
     that starts is a server whose index opens."""
 
-    def __init__(self, db: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, db: str | os.PathLike[str] | None = None, timeout: float | None = QUERY_TIMEOUT) -> None:
         self.path = resolve_db(db)  # a file or a PostgreSQL server
+        self.timeout = timeout  # seconds a read may take (``RetrievalClient``'s)
         check_index(self.path)
         self._local = threading.local()
         self._clients: list[tuple[threading.Thread, RetrievalClient]] = []
@@ -87,7 +89,7 @@ class Service:
         retires idle threads: anyio's after 10 s) are closed then, so connections do not pile up."""
         client = getattr(self._local, "client", None)
         if client is None:
-            client = RetrievalClient(self.path)
+            client = RetrievalClient(self.path, timeout=self.timeout)
             self._local.client = client
             with self._lock:
                 ended = [c for t, c in self._clients if not t.is_alive()]
@@ -96,6 +98,15 @@ class Service:
             for old in ended:  # connections are opened with check_same_thread=False, and their thread is gone
                 old.close()
         return client
+
+    def interrupt(self) -> None:
+        """Stop what every client is reading now (a server's stop, once its grace period is over): each such
+        read raises in its own thread; the clients stay usable."""
+        with self._lock:
+            clients = [c for _, c in self._clients]
+        for client in clients:
+            with contextlib.suppress(Exception):  # a connection already closed has nothing to stop
+                client.interrupt()
 
     def close(self) -> None:
         with self._lock:
@@ -192,6 +203,7 @@ STATUS = {
     NotAnIndexError: 503,
     SchemaVersionError: 503,
     StoreError: 503,
+    OverloadedError: 503,
     RetrievalError: 500,
 }
 #: What a client is told of an unexpected error (500); the traceback goes to the server's log only.

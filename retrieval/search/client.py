@@ -12,7 +12,7 @@ import os
 import time
 from collections import Counter
 
-from ..config import GRAPH_SCORES, RetrievalConfig
+from ..config import GRAPH_SCORES, QUERY_TIMEOUT, RetrievalConfig
 from ..corpus.paper import Paper
 from ..errors import ConfigError, PaperNotFoundError
 from ..store.backend import backend_of
@@ -48,7 +48,9 @@ class RetrievalClient:
 
     ``db`` is resolved as everywhere (``--db``, ``$RETRIEVAL_DB``, ``./retrieval.db``; a ``postgresql://`` URL is an
     index on PostgreSQL, read by the same statements in its dialect's text); ``tracer`` is called with
-    every statement the client runs (``retrieval.store.sql.executor.Trace`` keeps them).
+    every statement the client runs (``retrieval.store.sql.executor.Trace`` keeps them). ``timeout``: seconds one
+    read may take before it is stopped with a ``QueryTimeoutError`` (a search's whole snapshot on SQLite, each
+    statement on PostgreSQL); None for no budget.
     """
 
     def __init__(
@@ -57,12 +59,13 @@ class RetrievalClient:
         config: RetrievalConfig | None = None,
         *,
         tracer: Tracer | None = None,
+        timeout: float | None = QUERY_TIMEOUT,
     ) -> None:
         self.backend = backend_of(db)  # a file, or a schema on PostgreSQL: decided once
         self.path = self.backend.location
         self.config = config or RetrievalConfig()
-        conn = self.backend.connect()  # a missing index says how to build one
-        self._executor = Executor(conn, tracer, self.path)
+        conn = self.backend.connect(timeout)  # a missing index says how to build one
+        self._executor = Executor(conn, tracer, self.path, timeout)
         try:
             check_index(self.path, self._executor.rows)
         except BaseException:
@@ -86,6 +89,10 @@ class RetrievalClient:
     def last_stats(self) -> IndexStats | None:
         """The statistics the client's latest snapshot read (None before the first), ``index_info`` included."""
         return self._executor.last_stats
+
+    def interrupt(self) -> None:
+        """Stop the read this client runs now, from another thread: it raises there; the client stays usable."""
+        self._executor.interrupt()
 
     def close(self) -> None:
         self._executor.close_shards()  # a sharded index's shard connections (none otherwise)

@@ -23,7 +23,7 @@ from ..corpus.names import matches, name_words
 from ..errors import ConfigError
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
-from ..validate import YEAR_RANGE, parse_years
+from ..validate import YEAR_RANGE, parse_years, quoted
 
 YEAR_DOCS_SQL = statement(
     lambda d: (
@@ -109,7 +109,7 @@ class Filters(namedtuple("Filters", "years authors exclude phrases", defaults=(N
             authors = (authors,)
         for name in authors:
             if not name_words(name):
-                raise ConfigError(f"--author {name!r} has no letters: give a surname, such as --author Maldacena")
+                raise ConfigError(f"--author {quoted(name)} has no letters: give a surname, such as --author Maldacena")
         return cls(years, tuple(authors), tuple(exclude), tuple(tuple(p) for p in phrases))
 
     def __bool__(self) -> bool:

@@ -53,9 +53,10 @@ class Backend:
         return check_index(self.location, rows)
 
     # -- what differs ------------------------------------------------------------------------------------------
-    def connect(self):
+    def connect(self, timeout: float | None = None):
         """A read-only connection (``execute``, ``close``, ``in_transaction``); a missing index is an
-        ``IndexNotFoundError`` that says how to build one."""
+        ``IndexNotFoundError`` that says how to build one. ``timeout``: seconds a statement may take, where the
+        server enforces it (PostgreSQL); a SQLite read's budget is the executor's."""
         raise NotImplementedError
 
     def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False):
@@ -104,7 +105,7 @@ class IndexFile(Backend):
     def name(self) -> str:
         return self.location.name
 
-    def connect(self):
+    def connect(self, timeout: float | None = None):
         if not self.location.exists():
             check_index(self.location)  # the message that says how to build one
         return connect(self.location, readonly=True)
@@ -159,10 +160,11 @@ class IndexServer(Backend):
     def shown(self) -> str:
         return self.location.shown
 
-    def connect(self):
+    def connect(self, timeout: float | None = None):
         from .postgres.connection import connect as server_connect  # psycopg: imported for a server only
 
-        return server_connect(self.location, readonly=True)  # a missing database says how to create one
+        # A missing database says how to create one.
+        return server_connect(self.location, readonly=True, timeout=timeout)
 
     def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False):
         from .postgres.write import write_transaction

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ...config import DB_ENV_VAR, DEFAULT_DB, RELATIONS
+from ...config import DB_ENV_VAR, DEFAULT_DB, QUERY_TIMEOUT, RELATIONS
 from ...validate import LIMITS, YEAR_RANGE
 
 #: ``--db``'s help, on every command that opens an index.
@@ -26,6 +26,26 @@ def _whole_number(text: str, least: int, expected: str, most: int | None = None)
     if most is not None and value > most:
         raise argparse.ArgumentTypeError(f"expected at most {most:,}, got {value:,}")
     return value
+
+
+def seconds(text: str) -> float:
+    """A duration from 0.1 s to an hour."""
+    value = _number(text, float, "a number of seconds")
+    if not 0.1 <= value <= 3600:  # also false for NaN
+        raise argparse.ArgumentTypeError(f"expected seconds from 0.1 to 3600, got {text}")
+    return value
+
+
+def add_query_timeout(p: argparse.ArgumentParser) -> None:
+    """``--query-timeout``, for the commands that serve requests."""
+    p.add_argument(
+        "--query-timeout",
+        type=seconds,
+        default=QUERY_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop a read that takes longer, answering that it did (default {QUERY_TIMEOUT:g}; on PostgreSQL each "
+        "statement's statement_timeout)",
+    )
 
 
 def positive_int(text: str) -> int:

@@ -9,8 +9,11 @@ it serves is a server whose index opens.
 The socket is bound here rather than by uvicorn, so the URL printed is the one really served (``--port 0``: a free
 port the system picks) and a port in use is a one-line error. Loopback by default; any other address gets a
 warning, since the index is then open to the network. Each request is one log line on stderr (uvicorn's own
-access log is off; its warnings and errors stay). Ctrl-C or SIGTERM stop it: uvicorn stops accepting, lets the
-requests in flight finish (at most ``GRACE`` seconds), and the command exits 0 with ``retrieval: stopped``.
+access log is off; its warnings and errors stay). How many requests it admits, and how long a client may take to
+ask, are ``retrieval.interfaces.http.limits`` (``--max-requests``, ``--header-timeout``). Ctrl-C or SIGTERM stop
+it: uvicorn stops accepting, lets the requests in flight finish (at most ``--grace`` seconds), the reads still
+running then are interrupted and answered 503 (``ServerStopping``), and the command exits 0 with
+``retrieval: stopped``.
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ import socket
 import sys
 
 from ...errors import RetrievalError
-from .options import DB_HELP
+from .options import DB_HELP, add_query_timeout, seconds
+
+# The limits' defaults, as plain numbers: ``retrieval.interfaces.http.limits`` needs uvicorn, and
+# ``retrieval serve --help`` works without the serve extra.
+MAX_REQUESTS = 64
+HEADER_TIMEOUT = 10.0
 
 #: Seconds that requests in flight get to finish once a stop is asked for.
-GRACE = 5
+GRACE = 5.0
 
 
 def _port(text: str) -> int:
@@ -36,6 +44,16 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535 (0: any free port), got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"expected a number from 1 to 100000, got {value}")
     return value
 
 
@@ -52,6 +70,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 opens it to the network)",
     )
     p.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0: any free port, printed)")
+    p.add_argument(
+        "--max-requests",
+        type=_count,
+        default=MAX_REQUESTS,
+        help=f"requests in flight before the next is answered 503 with Retry-After (default {MAX_REQUESTS}; idle "
+        "connections do not count)",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=seconds,
+        default=HEADER_TIMEOUT,
+        metavar="SECONDS",
+        help=f"close a connection that sends no request within this time (default {HEADER_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--grace",
+        type=seconds,
+        default=GRACE,
+        metavar="SECONDS",
+        help=f"on Ctrl-C or SIGTERM, time the requests in flight get to finish (default {GRACE:g}); those still "
+        "running then are answered 503",
+    )
+    add_query_timeout(p)
     p.set_defaults(func=_cmd_serve)
 
 
@@ -108,7 +149,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from ..http.app import CONCURRENCY, create_app
+        from ..http import limits
+        from ..http.app import create_app
     except ImportError as exc:
         raise RetrievalError(
             f"retrieval serve needs FastAPI and uvicorn ({exc.name or exc} is not installed): "
@@ -116,7 +158,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         ) from None
     from ..service import Service
 
-    service = Service(args.db)  # a missing or unreadable index stops here, before the port is taken
+    service = Service(args.db, args.query_timeout)  # a missing or unreadable index stops here, not once serving
     try:
         sock = _listen(args.host, args.port)
         url = url_of(sock)
@@ -129,11 +171,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             )
         _log_to_stderr()
         config = uvicorn.Config(
-            create_app(service),
+            create_app(service, limits.Limits(max_requests=args.max_requests)),
+            http=limits.connection_class(header_timeout=args.header_timeout),
             log_config=None,
             access_log=False,
-            limit_concurrency=CONCURRENCY,
-            timeout_graceful_shutdown=GRACE,
+            limit_concurrency=None,  # it would count idle sockets: the limits are the app's and the protocol's
+            timeout_keep_alive=limits.KEEP_ALIVE,
+            timeout_graceful_shutdown=args.grace,
             lifespan="on",
             server_header=False,
         )
@@ -151,4 +195,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     finally:
         service.close()
     print("retrieval: stopped", file=sys.stderr, flush=True)
+    _leave_unfinished_reads()
     return 0
+
+
+def _leave_unfinished_reads(wait: float = 1.0) -> None:
+    """Exit now if a thread still runs a read its request no longer waits for (one that cannot be interrupted,
+    such as a connection still opening behind a lock): every request has had its answer, and the interpreter
+    would otherwise wait for that read to end, however long it takes."""
+    import os
+    import threading
+    import time
+
+    deadline = time.monotonic() + wait
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

@@ -20,14 +20,16 @@ only). A parameter of the wrong type or a missing one (FastAPI's own check) is 4
 a wrong method 405, kind ``HTTPException``.
 
 Routes are plain functions, which Starlette runs in its thread pool; each thread reads through its own client
-(``Service.client()``). The pool is bounded to ``THREADS`` threads (SQLite connections) for the application's
-lifetime, and requests beyond those wait for a thread; ``retrieval serve`` also caps the requests and connections
-in flight at ``CONCURRENCY`` (uvicorn's ``limit_concurrency``), beyond which it answers 503 at once. Every request
-is logged as one line on the ``retrieval.serve`` logger: method, path and query, status, milliseconds.
+(``Service.client()``). How the server bounds its work (requests in flight, a pool of its own for the slow
+endpoints, deadlines for a request's head and body, open connections) is ``retrieval.interfaces.http.limits``;
+beyond a limit the answer is a JSON 503 of kind ``OverloadedError`` with ``Retry-After``. A request still running
+when a stop's grace period ends is answered the same way (kind ``ServerStopping``), without a traceback. Every
+request is logged as one line on the ``retrieval.serve`` logger: method, path and query, status, milliseconds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -41,9 +43,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ... import __version__
-from ...errors import RetrievalError
+from ...errors import OverloadedError, RetrievalError
 from ..params import EXCLUDE, LIMIT, OFFSET, PAPER_ID, Param, library_names, with_filters
 from ..service import BOUNDS, EXPLAIN_SETTINGS, INTERNAL, STATUS, Service, status_of
+from . import limits as bounds
 
 __all__ = ["INTERNAL", "MAX_BODY", "STATUS", "create_app", "status_of"]  # the status table lives in .service
 
@@ -52,10 +55,8 @@ log = logging.getLogger("retrieval.serve")
 #: The largest request body accepted (``POST /explain``), in bytes: a query and ten sub-queries of the longest
 #: allowed fit (in ASCII); a larger body is refused with 413 before it is read whole or parsed.
 MAX_BODY = 256 * 1024
-#: Threads that answer requests (each with its own read-only SQLite connection).
-THREADS = 8
-#: Requests and connections in flight before uvicorn answers 503 (``retrieval serve``'s ``limit_concurrency``).
-CONCURRENCY = 64
+#: Threads that answer requests (each with its own read-only connection): searches', and the slow endpoints'.
+THREADS = bounds.SEARCH_THREADS + bounds.SLOW_THREADS
 #: Characters of a request's path and query kept in its log line.
 LOG_TARGET_CHARS = 200
 #: Control characters as the log shows them (a request's path may hold a decoded CR or LF: one line per request).
@@ -83,7 +84,8 @@ def _errors(*codes: int) -> dict:
         400: "a parameter is missing, of the wrong type or out of range",
         404: "no paper with this id in the index",
         413: "the request asks for more work than the bounds allow, or its body is too large",
-        503: "the index cannot be read (missing, not an index, another schema revision, locked)",
+        503: "the index cannot be read (missing, not an index, another schema revision, locked), or the server is "
+        "busy (kind OverloadedError) or stopping (ServerStopping): both with Retry-After",
     }
     return {code: {"model": ErrorBody, "description": reasons[code]} for code in (*codes, 503)}
 
@@ -118,11 +120,14 @@ PaperId = Annotated[str, Path(description=f"{PAPER_ID.help} (may contain /: hep-
 
 
 class _Guard:
-    """ASGI middleware around the application: one log line per request, a request body of at most ``MAX_BODY``
-    bytes (413 before the route sees it), and a generic 500 for an unexpected error, whose traceback is logged."""
+    """ASGI middleware around the application: one log line per request; requests in flight counted against
+    ``limits.max_requests`` (a JSON 503 beyond); a request body of at most ``MAX_BODY`` bytes, read within
+    ``BODY_TIMEOUT`` seconds (413, 408 before the route sees it); a generic 500 for an unexpected error, whose
+    traceback is logged; and a JSON 503 for a request the server's stop cut short."""
 
-    def __init__(self, app, max_body: int = MAX_BODY) -> None:
+    def __init__(self, app, limits: bounds.Limits, max_body: int = MAX_BODY) -> None:
         self.app = app
+        self.limits = limits
         self.max_body = max_body
 
     async def __call__(self, scope, receive, send) -> None:
@@ -145,24 +150,48 @@ class _Guard:
                 status, started = message["status"], True
             await send(message)
 
+        limits = self.limits
+        if limits.in_flight >= limits.max_requests:
+            await _send_raw(sending, 503, bounds.overloaded_body(f"{limits.max_requests} requests in flight"),
+                            retry=True)  # fmt: skip
+            log.info("%s %s %d %.1f ms", scope["method"], target, status, (time.perf_counter() - start) * 1000.0)
+            return
+        limits.in_flight += 1
         try:
             replay = await self._body(scope, receive)
             if replay is None:
                 await _send_json(sending, 413, error_body(
                     f"the request body is larger than {self.max_body:,} bytes: send a shorter query", "TooLargeError"
                 ))  # fmt: skip
+            elif replay is _SLOW_BODY:
+                await _send_json(sending, 408, error_body(
+                    f"the request body did not arrive within {bounds.BODY_TIMEOUT:g} s: send it again", "TimeoutError"
+                ))  # fmt: skip
             else:
                 await self.app(scope, replay, sending)
-        except Exception:
-            log.exception("%s %s failed", scope["method"], target)
+        except asyncio.CancelledError:
+            # The server's stop ended its grace period with this request still running: a clean refusal, which
+            # a client may retry elsewhere or later, rather than uvicorn's 500 and a traceback.
+            log.warning("%s %s: cut short by the server's stop", scope["method"], target)
             if not started:
-                await _send_json(sending, 500, error_body(INTERNAL, "InternalError"))
+                await _send_json(sending, 503, error_body(STOPPING, "ServerStopping"), retry=True)
+        except Exception:
+            if limits.stopping:  # a read the stop interrupted
+                log.warning("%s %s: cut short by the server's stop", scope["method"], target)
+                if not started:
+                    await _send_json(sending, 503, error_body(STOPPING, "ServerStopping"), retry=True)
+            else:
+                log.exception("%s %s failed", scope["method"], target)
+                if not started:
+                    await _send_json(sending, 500, error_body(INTERNAL, "InternalError"))
         finally:
+            limits.in_flight -= 1
             ms = (time.perf_counter() - start) * 1000.0
             log.info("%s %s %d %.1f ms", scope["method"], target, status, ms)
 
     async def _body(self, scope, receive):
-        """``receive`` replaying the whole body once read, or None when it is larger than ``max_body``."""
+        """``receive`` replaying the whole body once read; None when it is larger than ``max_body``,
+        ``_SLOW_BODY`` when it took longer than ``BODY_TIMEOUT`` seconds."""
         if scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
             return receive
         headers = dict(scope.get("headers") or ())
@@ -170,8 +199,12 @@ class _Guard:
         if length is not None and length.isdigit() and int(length) > self.max_body:
             return None
         chunks, size = [], 0
+        deadline = time.monotonic() + bounds.BODY_TIMEOUT
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                return _SLOW_BODY
             if message["type"] != "http.request":  # the client went away
                 first = message
                 break
@@ -190,9 +223,22 @@ class _Guard:
         return replay
 
 
-async def _send_json(send, status: int, body: dict) -> None:
-    payload = json.dumps(body, separators=(",", ":")).encode()
+#: The header of a 503 a client may retry.
+_RETRY = {"retry-after": str(bounds.RETRY_AFTER)}
+#: What ``_Guard._body`` returns for a body that did not arrive in time.
+_SLOW_BODY = object()
+#: What a request cut short by the server's stop is told.
+STOPPING = "the server stopped before this request finished: send it again (to this server once it is back)"
+
+
+async def _send_json(send, status: int, body: dict, retry: bool = False) -> None:
+    await _send_raw(send, status, json.dumps(body, separators=(",", ":")).encode(), retry=retry)
+
+
+async def _send_raw(send, status: int, payload: bytes, retry: bool = False) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    if retry:
+        headers.append((b"retry-after", str(bounds.RETRY_AFTER).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 
@@ -208,15 +254,26 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "the request is not valid"
 
 
-def create_app(service: Service) -> FastAPI:
-    """The API over ``service``, and the web pages."""
+def create_app(service: Service, limits: bounds.Limits | None = None) -> FastAPI:
+    """The API over ``service``, and the web pages, bounded by ``limits`` (``retrieval.interfaces.http.limits``'s
+    defaults when None)."""
+    limits = limits or bounds.Limits()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         from anyio import to_thread
 
-        to_thread.current_default_thread_limiter().total_tokens = THREADS  # this event loop's thread pool
+        # This event loop's default pool: the searches' (the slow endpoints have their own, limits.slow).
+        to_thread.current_default_thread_limiter().total_tokens = bounds.SEARCH_THREADS
         yield
+        # The stop's grace period is over (uvicorn runs the lifespan's end after it): the reads still running
+        # are interrupted, those of requests already answered 503 too (their threads would hold the process),
+        # and each request still open is answered 503 by the guard before the loop closes.
+        limits.stopping = True
+        service.interrupt()
+        deadline = time.monotonic() + bounds.STOP_WAIT
+        while limits.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
 
     app = FastAPI(
         title="retrieval",
@@ -228,16 +285,19 @@ def create_app(service: Service) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.service = service
-    app.add_middleware(_Guard)
+    app.add_middleware(_Guard, limits=limits)
 
     @app.exception_handler(RetrievalError)
     async def retrieval_error(request: Request, exc: RetrievalError) -> JSONResponse:
+        if limits.stopping:  # an interrupted read: the stop's doing, not the index's
+            return JSONResponse(error_body(STOPPING, "ServerStopping"), status_code=503, headers=_RETRY)
         status = status_of(exc)
         if status == 500:
             log.error("%s %s: %s: %s", request.method, _printable(request.url.path[:LOG_TARGET_CHARS]),
                       type(exc).__name__, _printable(str(exc)))  # fmt: skip
             return JSONResponse(error_body(INTERNAL, "InternalError"), status_code=500)
-        return JSONResponse(error_body(str(exc), type(exc).__name__), status_code=status)
+        headers = _RETRY if isinstance(exc, OverloadedError) else None
+        return JSONResponse(error_body(str(exc), type(exc).__name__), status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -274,21 +334,24 @@ def create_app(service: Service) -> FastAPI:
 
     app.get("/search", tags=["api"], responses=_errors(400, 413))(with_filters(search, _query, rename=True))
     app.get("/similar/{paper_id:path}", tags=["api"], responses=_errors(400, 404, 413))(
-        with_filters(similar, _query, rename=True)
+        limits.slow(with_filters(similar, _query, rename=True))
     )
 
     @app.get("/papers/{paper_id:path}", tags=["api"], responses=_errors(400, 404))
+    @limits.slow
     def paper(paper_id: PaperId) -> JSONResponse:
         """One paper (`retrieval show --json`): authors, year, abstract, its references and citing papers."""
         return JSONResponse(service.paper(paper_id))
 
     @app.post("/explain", tags=["api"], responses=_errors(400, 413))
+    @limits.slow
     def explain(body: ExplainRequest) -> JSONResponse:
         """Rank papers by the evidence graph of the query's seeds (`retrieval explain --json`, never saved), with
         the whole graph (`graph`: every node, and every edge with its Delta, weight, kept or pruned and why)."""
         return JSONResponse(service.explain(body.query, subqueries=body.subqueries, settings=body.settings))
 
     @app.get("/stats", tags=["api"], responses=_errors())
+    @limits.slow
     def stats() -> JSONResponse:
         """What the index holds (`retrieval stats --json`)."""
         return JSONResponse(service.stats())
@@ -300,5 +363,5 @@ def create_app(service: Service) -> FastAPI:
 
     from .web import pages  # here, not above: the pages import this module's neighbours
 
-    app.include_router(pages(service))
+    app.include_router(pages(service, limits))
     return app

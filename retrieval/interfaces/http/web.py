@@ -29,6 +29,7 @@ from .. import params as parameters
 from ..output.export import paper_url
 from ..service import BOUNDS, INTERNAL, Service, status_of
 from . import svg
+from .limits import Limits
 
 PAGE_SIZE = 10
 #: References or citing papers listed before "show all".
@@ -512,8 +513,10 @@ def _explain_body(service: Service, request: Request) -> tuple[str, str]:
     return f"{q[:60]} · evidence", "\n".join(out)
 
 
-def pages(service: Service) -> APIRouter:
-    """The HTML pages over ``service``: ``/``, ``/paper/{id}``, ``/explain-view``."""
+def pages(service: Service, limits: Limits | None = None) -> APIRouter:
+    """The HTML pages over ``service``: ``/``, ``/paper/{id}``, ``/explain-view`` (the last two on the slow
+    endpoints' pool of ``limits``)."""
+    slow = (limits or Limits()).slow
     router = APIRouter(include_in_schema=False)  # pages, not API: left out of the OpenAPI description
 
     @router.get("/", response_class=HTMLResponse)
@@ -527,6 +530,7 @@ def pages(service: Service) -> APIRouter:
         return _guarded(render, q)
 
     @router.get("/paper/{paper_id:path}", response_class=HTMLResponse)
+    @slow
     def paper_page(paper_id: str, request: Request) -> HTMLResponse:
         def render() -> HTMLResponse:
             title, body = _paper_body(service, paper_id, bool(request.query_params.get("all")))
@@ -535,6 +539,7 @@ def pages(service: Service) -> APIRouter:
         return _guarded(render)
 
     @router.get("/explain-view", response_class=HTMLResponse)
+    @slow
     def explain_page(request: Request) -> HTMLResponse:
         q = request.query_params.get("q", "")
 

@@ -72,10 +72,12 @@ class PgConnection:
 
     dialect = DIALECT
 
-    def __init__(self, raw, url: DatabaseURL, readonly: bool = True, schema: str = SCHEMA) -> None:
+    def __init__(
+        self, raw, url: DatabaseURL, readonly: bool = True, schema: str = SCHEMA, timeout: float | None = None
+    ) -> None:
         self.raw = raw
         self.url = url
-        self.readonly, self.schema = readonly, schema  # to open it again the same way
+        self.readonly, self.schema, self.timeout = readonly, schema, timeout  # to open it again the same way
 
     @property
     def lost(self) -> bool:
@@ -88,7 +90,7 @@ class PgConnection:
 
         with contextlib.suppress(Exception):  # closing what is already broken: nothing to report
             self.raw.close()
-        self.raw = connect(self.url, self.readonly, self.schema).raw
+        self.raw = connect(self.url, self.readonly, self.schema, self.timeout).raw
 
     def execute(self, sql: str, params=None):
         cursor = self.raw.cursor()
@@ -102,13 +104,21 @@ class PgConnection:
         psycopg = _psycopg()
         return not self.lost and self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
+    def interrupt(self) -> None:
+        """Cancel the statement running on this connection (sqlite3's ``interrupt``), from any thread."""
+        if not self.lost:
+            self.raw.cancel_safe(timeout=2.0)
+
     def close(self) -> None:
         self.raw.close()
 
 
-def connect(url: DatabaseURL, readonly: bool = True, schema: str = SCHEMA) -> PgConnection:
+def connect(
+    url: DatabaseURL, readonly: bool = True, schema: str = SCHEMA, timeout: float | None = None
+) -> PgConnection:
     """A connection to the index at ``url`` (autocommit; read-only sessions when ``readonly``), its tables those
-    of ``schema`` (a shard's schema is named by its coordinator: ``retrieval.store.postgres.shards``)."""
+    of ``schema`` (a shard's schema is named by its coordinator: ``retrieval.store.postgres.shards``). ``timeout``:
+    seconds a read statement may take (``statement_timeout``; a writer's have none)."""
     from psycopg import sql
 
     psycopg = _psycopg()
@@ -128,9 +138,11 @@ def connect(url: DatabaseURL, readonly: bool = True, schema: str = SCHEMA) -> Pg
             # query: 20 ms where the lookups take 2 on the 100K corpus. Joins by lookup only, for these sessions.
             raw.execute("SET enable_hashjoin = off")
             raw.execute("SET enable_mergejoin = off")
+            if timeout is not None:
+                raw.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(f"{int(timeout * 1000)}ms")))
     except psycopg.Error as exc:
         raise server_error(exc, url, "open") from None
-    return PgConnection(raw, url, readonly, schema)
+    return PgConnection(raw, url, readonly, schema, timeout)
 
 
 def is_error(exc: BaseException) -> bool:

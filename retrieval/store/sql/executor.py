@@ -12,6 +12,7 @@ import time
 from collections import namedtuple
 from collections.abc import Callable, Mapping
 
+from ...errors import QueryTimeoutError
 from ..database import INDEX_INFO_SQL, IndexStats, store_error
 from ..postgres.connection import is_error as is_server_error
 from ..postgres.connection import server_error
@@ -33,6 +34,9 @@ from .dialect import (
 #: tables: with every lock taken up front, a search in flight never asks for a lock the swap holds (no deadlock),
 #: and one that begins during the swap waits for it, then reads the new tables from one snapshot, never a mix.
 #: A swap that locks the same tables in the same order first cannot deadlock with any reader.
+#: SQLite virtual-machine steps between two looks at a read's deadline (a look costs a Python call).
+BUDGET_STEPS = 20_000
+
 READ_LOCKS_SQL = statement(f"LOCK TABLE {', '.join(LOCKED)} IN ACCESS SHARE MODE", only=POSTGRESQL)
 #: PostgreSQL: a snapshot's beginning, its locks and the statistics in one round trip (three statements in one
 #: message, run in order; the rows are the last one's).
@@ -91,8 +95,16 @@ class Executor:
     """Runs named, parameterised statements on one connection, telling the tracer of each. With ``cache`` set,
     ``rows`` answers a statement it has run before from the cache (and the tracer is not told: it did not run)."""
 
-    def __init__(self, conn: sqlite3.Connection, tracer: Tracer | None = None, path: object = "the index") -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, tracer: Tracer | None = None, path: object = "the index",
+        timeout: float | None = None,
+    ) -> None:  # fmt: skip
         self.conn = conn
+        # Seconds a read snapshot may take on SQLite (a progress handler stops it; PostgreSQL's connection has its
+        # own statement_timeout, set by retrieval.store.postgres.connection.connect); None: no budget.
+        self.timeout = timeout
+        self._deadline = 0.0
+        self._timed_out = False
         # A PostgreSQL connection says so (retrieval.store.postgres.connection).
         self.dialect = getattr(conn, "dialect", SQLITE)
         self.tracer = tracer
@@ -136,10 +148,28 @@ class Executor:
         """What a read's failure becomes: an environment failure (locked, damaged, unreadable, a server gone) a
         ``RetrievalError`` that names the index and what to do; anything else itself, unchanged."""
         if isinstance(exc, sqlite3.DatabaseError):
+            if self._timed_out and str(exc) == "interrupted":
+                return self._timeout_error()
             return store_error(exc, self.path, "read")
         if self.dialect != SQLITE and is_server_error(exc):
+            if "statement timeout" in str(exc):
+                return self._timeout_error()
             return server_error(exc, self.path, "read")
         return exc
+
+    def _timeout_error(self) -> QueryTimeoutError:
+        where = getattr(self.path, "shown", self.path)
+        return QueryTimeoutError(
+            f"reading {where} took longer than its {self.timeout:g} s budget and was stopped: narrow the query (fewer "
+            "words, a filter), or give it more time (retrieval serve --query-timeout SECONDS)"
+        )
+
+    def _over_budget(self) -> int:
+        """SQLite's progress handler during a snapshot: nonzero (stop the statement) past the deadline."""
+        if time.monotonic() > self._deadline:
+            self._timed_out = True
+            return 1
+        return 0
 
     def rows(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
         if self.shards and sql in SCATTERED:
@@ -215,6 +245,12 @@ class Executor:
                 self.tracer(Statement(f"begin the read snapshot (shard {i})", text_for("BEGIN", shard.dialect), {}))
             shard.run("", "BEGIN")
 
+    def interrupt(self) -> None:
+        """Stop the statement running on this executor's connections now, from another thread (SQLite's
+        ``interrupt``, PostgreSQL's cancel request): it raises in the thread that runs it."""
+        for executor in (self, *(self.shards or ())):
+            executor.conn.interrupt()
+
     def close_shards(self) -> None:
         """Close the shard executors' connections (if any), and the threads that ran statements on them."""
         if not self.shards and self._pool is None:
@@ -268,6 +304,10 @@ class _SnapshotScope:
             self.outer = True
             return executor._snapshot
         if executor.dialect == SQLITE:
+            if executor.timeout is not None:
+                executor._deadline = time.monotonic() + executor.timeout
+                executor._timed_out = False
+                executor.conn.set_progress_handler(executor._over_budget, BUDGET_STEPS)
             executor.run("begin the read snapshot", "BEGIN")
         try:
             if executor.dialect == SQLITE:
@@ -311,6 +351,8 @@ class _SnapshotScope:
                 shard.run("", "COMMIT")
         if executor.conn.in_transaction:  # an error inside may already have ended it
             executor.run("end the read snapshot", "COMMIT")
+        if executor.dialect == SQLITE and executor.timeout is not None:
+            executor.conn.set_progress_handler(None, 0)
 
 
 class Snapshot:
