@@ -80,19 +80,20 @@ def quoted(text: str, most: int = 60) -> str:
 _YEARS = re.compile(r"^\s*(\d{4})?\s*(-)?\s*(\d{4})?\s*$")
 
 
-def parse_years(text: str | None) -> tuple[int | None, int | None] | None:
-    """``"1998-2001"``, ``"1998-"``, ``"-2001"`` or ``"1998"`` as ``(first, last)`` (None for an open end)."""
+def parse_years(text: str | None, name: str = "--year") -> tuple[int | None, int | None] | None:
+    """``"1998-2001"``, ``"1998-"``, ``"-2001"`` or ``"1998"`` as ``(first, last)`` (None for an open end);
+    ``name``, where the text came from, as messages name it (``year:`` in a query's text)."""
     if text is None or not str(text).strip():
         return None
     found = _YEARS.match(str(text))
     if not found or not (found.group(1) or found.group(3)):
-        raise ConfigError(f"--year {quoted(str(text))} is not a year range: give 1998, 1998-2001, 1998- or -2001")
+        raise ConfigError(f"{name} {quoted(str(text))} is not a year range: give 1998, 1998-2001, 1998- or -2001")
     first, dash, last = found.groups()
     lo = int(first) if first else None
     hi = int(last) if last else (lo if not dash else None)
     for year in (lo, hi):
         if year is not None and not YEAR_RANGE[0] <= year <= YEAR_RANGE[1]:
-            raise ConfigError(f"--year {quoted(str(text))}: years run from {YEAR_RANGE[0]} to {YEAR_RANGE[1]}")
+            raise ConfigError(f"{name} {quoted(str(text))}: years run from {YEAR_RANGE[0]} to {YEAR_RANGE[1]}")
     if lo is not None and hi is not None and lo > hi:
-        raise ConfigError(f"--year {quoted(str(text))} ends before it starts: give the earlier year first")
+        raise ConfigError(f"{name} {quoted(str(text))} ends before it starts: give the earlier year first")
     return lo, hi

@@ -152,3 +152,11 @@ def test_the_cli_search_reads_no_citing_papers_it_does_not_show(db):
         linked = {r.paper.id: r.paper for r in client.search("entropy", links=True).ranked}
     assert not plain["a1"].citations and plain["a1"].authors == linked["a1"].authors
     assert linked["a1"].citations  # a1 is cited by a2, a3, a4
+
+
+@pytest.mark.parametrize("query", ["entropy year:abc", "entropy year:2001-1999", 'entropy year:"19"'])
+def test_a_year_in_the_query_it_cannot_read_is_a_usage_error_as_the_option_s_is(db, capsys, query):
+    with pytest.raises(SystemExit) as usage:
+        main(["search", query, "--db", db])
+    err = capsys.readouterr().err
+    assert usage.value.code == 2 and "year: " in err and "--year" not in err.splitlines()[-1]

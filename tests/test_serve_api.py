@@ -420,3 +420,15 @@ def test_slow_endpoints_queue_on_their_own_pool_and_are_refused_beyond_their_sha
     assert (started, admitted, early, free) == (SLOW_THREADS, SLOW_THREADS + 1, ["OverloadedError"], "searched")
     assert sorted(a for a in answers if isinstance(a, int)) == list(range(SLOW_THREADS + 1))
     assert limits.slow_in_flight == 0
+
+
+@pytest.mark.parametrize("headers", [{}, {"content-type": "text/plain"}])
+def test_a_json_body_sent_without_the_json_content_type_says_so(api, headers):
+    got = answer(api.post("/explain", content=b'{"query": "attention"}', headers=headers), 400)
+    assert "application/json" in got["error"] and "valid dictionary" not in got["error"]
+
+
+@pytest.mark.parametrize("path", ["/papers/%20", "/similar/%20"])
+def test_an_empty_id_is_called_empty(api, path):
+    got = answer(api.get(path), 400)
+    assert "empty" in got["error"] and got["kind"] == "ConfigError"

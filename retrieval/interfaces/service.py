@@ -58,8 +58,10 @@ def check_query(text: object, name: str = "q") -> str:
 def _paper_ids(ids: object, name: str) -> list[str]:
     if isinstance(ids, str):
         ids = [ids]
-    if not isinstance(ids, (list, tuple)) or not all(isinstance(i, str) and i.strip() for i in ids):
+    if not isinstance(ids, (list, tuple)) or not all(isinstance(i, str) for i in ids):
         raise ConfigError(f"{name} must be a list of paper ids")
+    if not all(i.strip() for i in ids):
+        raise ConfigError(f"{name}: a paper id is empty: give ids as search results show them (such as hep-th/9711200)")
     if len(ids) > BOUNDS["ids"]:
         raise TooLargeError(f"{name} has {len(ids):,} ids, more than {BOUNDS['ids']:,}")
     longest = max(ids, key=len, default="")

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from collections import namedtuple
 
+from ..validate import parse_years
+
 #: Queries of more words than this are read as plain words (a pasted abstract's quotes are not phrases).
 SYNTAX_MAX_WORDS = 32
 
@@ -78,6 +80,8 @@ def parse(text: str, syntax: bool = True) -> Parsed:
         warnings.append('an unmatched " is ignored: close the quote to search for a phrase')
     if len(years) > 1:
         warnings.append(f"year: is given {len(years)} times: the last, {years[-1]!r}, is used")
+    if years:
+        parse_years(years[-1], "year:")  # a range it cannot read is the query's mistake, said as such
     return Parsed(
         rest.replace('"', " "),
         tuple(exclude),

@@ -82,9 +82,11 @@ def query(text: str) -> str:
     """The query's text, checked: a too long or too wide one is a usage error (an empty one is a query that
     matches nothing). It stays text: the search reads its syntax and analyses it as its index does."""
     from ...errors import ConfigError
+    from ...search import syntax
     from ...search.query import Query
 
     try:
+        syntax.parse(text)  # a year: it cannot read is a usage error, as --year's is
         return Query.parse(text).text
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None

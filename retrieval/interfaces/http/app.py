@@ -44,6 +44,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ... import __version__
 from ...errors import OverloadedError, RetrievalError
+from ...validate import quoted
 from ..params import EXCLUDE, LIMIT, OFFSET, PAPER_ID, Param, library_names, with_filters
 from ..service import BOUNDS, EXPLAIN_SETTINGS, INTERNAL, STATUS, Service, status_of
 from . import limits as bounds
@@ -243,9 +244,14 @@ async def _send_raw(send, status: int, payload: bytes, retry: bool = False) -> N
     await send({"type": "http.response.body", "body": payload})
 
 
-def _validation_message(exc: RequestValidationError) -> str:
+def _validation_message(exc: RequestValidationError, request: Request | None = None) -> str:
     parts = []
     for error in exc.errors():
+        if error.get("type") == "model_attributes_type" and tuple(error.get("loc", ())) == ("body",):
+            kind = request.headers.get("content-type") if request is not None else None
+            sent = f"it was sent as {quoted(kind)}" if kind else "it was sent without a Content-Type"
+            parts.append(f"the body must be a JSON object sent as application/json ({sent})")
+            continue
         if error.get("type") == "json_invalid":
             parts.append(f"the body is not valid JSON ({error.get('ctx', {}).get('error', 'JSON decode error')})")
             continue
@@ -301,7 +307,7 @@ def create_app(service: Service, limits: bounds.Limits | None = None) -> FastAPI
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(error_body(_validation_message(exc), "RequestValidationError"), status_code=400)
+        return JSONResponse(error_body(_validation_message(exc, request), "RequestValidationError"), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
