@@ -163,7 +163,7 @@ def test_a_build_removes_what_a_build_killed_at_any_point_left(tmp_path, pg_data
 
 def test_a_build_leaves_a_running_builds_schema_and_folder(tmp_path, pg_database, monkeypatch):
     """Only what has no owner is removed: a running build's schema and folder (their locks held here, as a build
-    holds them), unmarked schemas (a sharded build's) and anything else named alike stay."""
+    holds them), unmarked schemas (an older version's) and anything else named alike stay."""
     url = pg_database("live")
     build(db=url, source=write_jsonl(tmp_path / "a.jsonl", [paper("a", "black hole entropy")]))
     tmpdir = tmp_path / "tmp"
@@ -176,7 +176,7 @@ def test_a_build_leaves_a_running_builds_schema_and_folder(tmp_path, pg_database
     pgbuild.claim_schema(gone, "retrieval_build_2_2")
     gone.close()
     with _pg(url) as conn:
-        conn.execute('CREATE SCHEMA "retrieval_build_3_3"')  # a sharded build's: no mark, never taken for dead
+        conn.execute('CREATE SCHEMA "retrieval_build_3_3"')  # an older version's: no mark, never taken for dead
         conn.execute('CREATE SCHEMA "retrieval_build_x"')  # marked, but not a name a build gives
         conn.execute('COMMENT ON SCHEMA "retrieval_build_x" IS \'' + pgbuild.BUILD_MARK.replace("'", "''") + "'")
 

@@ -22,7 +22,9 @@ file) and, once it got that far, its schema on the server. Each has an owner tha
   lock keyed on its name, and the server releases that lock when the session ends, which it does when its client
   dies: a later build, on any machine, drops the marked schemas whose lock it can take. The pid in the name is
   not asked after (other machines build into the same server, and pids are reused); schemas without the mark
-  (a sharded build's, ``retrieval.store.postgres.shards``, or a build's from before the mark) are never touched.
+  (a build's from before the mark) are never touched. A sharded build's coordinator schema is marked and locked
+  the same way, so either kind of build drops it; its foreign servers and its shards' schemas are for a later
+  sharded build to remove (``retrieval.store.postgres.shards``, "After a killed build").
 
 A build killed during the swap leaves no ``retrieval_old_*`` schema: the renames and the drop are one
 transaction, which the server rolls back when the session ends (the build's schema is left, and dropped as above).
@@ -53,7 +55,8 @@ INTEGER_TABLES = ("term_freq",)
 
 #: The local folders of builds' SQLite phase, in the system's temporary folder (``tempfile``'s names after it).
 FOLDER_PREFIX = "retrieval-pgbuild-"
-_FOLDER_NAME = re.compile(re.escape(FOLDER_PREFIX) + r"[a-z0-9_]+")
+#: What ``tempfile`` puts after the prefix: the only names taken for a killed build's folder.
+_FOLDER_SUFFIX = r"[a-z0-9_]+"
 #: A build's schema, as ``build_postgres`` names it: nothing else is ever dropped as a killed build's.
 _BUILD_SCHEMA = re.compile(re.escape(SCHEMA) + r"_build_[0-9]+_[0-9]+")
 #: The comment that marks a schema as a build's whose owner holds its advisory lock (``claim_schema``).
@@ -241,16 +244,32 @@ def build_postgres(
     return summary
 
 
-def claim_schema(raw, schema: str) -> None:
-    """Create the build's schema ``schema``, marked as a build's (``BUILD_MARK``), with this session holding its
+def claim_schema(raw, schema: str, mark: str | None = BUILD_MARK) -> None:
+    """Create the build's schema ``schema``, marked as a build's (``mark``), with this session holding its
     advisory lock until the session ends: while it does, no later build takes the schema for a killed one's. The
-    lock comes first and the schema and its mark are one transaction, so no one ever sees the schema unowned."""
+    lock comes first and the schema and its mark are one transaction, so no one ever sees the schema unowned.
+    ``mark=None``: the lock only (a shard's schema, whose mark is its foreign server's on the coordinator)."""
     from psycopg import sql
 
     raw.execute("SELECT pg_advisory_lock(%s::integer, hashtext(%s))", (BUILD_LOCK_CLASS, schema))
     with raw.transaction():
         raw.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        raw.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(sql.Identifier(schema), sql.Literal(BUILD_MARK)))
+        if mark is not None:
+            raw.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(sql.Identifier(schema), sql.Literal(mark)))
+
+
+@contextlib.contextmanager
+def build_lock(raw, name: str) -> Iterator[bool]:
+    """Whether this session took the advisory lock that the build of the schema ``name`` holds for its life
+    (``claim_schema``) — False: that build is running, or another cleanup has it — released when the block ends.
+    A session's own locks are taken again (they nest): a build asks before it claims its own schema."""
+    row = raw.execute("SELECT pg_try_advisory_lock(%s::integer, hashtext(%s))", (BUILD_LOCK_CLASS, name)).fetchone()
+    taken = row[0]
+    try:
+        yield taken
+    finally:
+        if taken:
+            raw.execute("SELECT pg_advisory_unlock(%s::integer, hashtext(%s))", (BUILD_LOCK_CLASS, name))
 
 
 def remove_stale_schemas(raw) -> tuple[list[str], list[str]]:
@@ -267,21 +286,23 @@ def remove_stale_schemas(raw) -> tuple[list[str], list[str]]:
     for (name,) in rows:
         if not _BUILD_SCHEMA.fullmatch(name):
             continue
-        if not raw.execute(
-            "SELECT pg_try_advisory_lock(%s::integer, hashtext(%s))", (BUILD_LOCK_CLASS, name)
-        ).fetchone()[0]:
-            continue  # its build is running
-        try:
-            if _drop_marked(raw, name):
-                dropped.append(name)
-        except psycopg.Error as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            failed.append(
-                f"a killed build's schema {name} could not be dropped ({first}): drop it by hand (nothing reads it)"
-            )
-        finally:
-            raw.execute("SELECT pg_advisory_unlock(%s::integer, hashtext(%s))", (BUILD_LOCK_CLASS, name))
+        with build_lock(raw, name) as taken:
+            if not taken:
+                continue  # its build is running
+            try:
+                if _drop_marked(raw, name):
+                    dropped.append(name)
+            except psycopg.Error as exc:
+                failed.append(
+                    f"a killed build's schema {name} could not be dropped ({first_line(exc)}): drop it by hand "
+                    "(nothing reads it)"
+                )
     return dropped, failed
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a server's message (the rest is context and hints), for a warning."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _drop_marked(raw, name: str) -> bool:
@@ -301,13 +322,13 @@ def _drop_marked(raw, name: str) -> bool:
 
 
 @contextlib.contextmanager
-def build_folder() -> Iterator[Path]:
-    """A new folder ``retrieval-pgbuild-XXXXXXXX`` in the system's temporary folder for the SQLite phase, removed
-    when the block ends, and ``flock``'ed for as long as the build lives: the kernel drops the lock when the
-    process dies, however it dies, so a later build tells a killed build's folder from a running one's
-    (``remove_stale_folders``)."""
+def build_folder(prefix: str = FOLDER_PREFIX) -> Iterator[Path]:
+    """A new folder ``retrieval-pgbuild-XXXXXXXX`` (``prefix``, then ``tempfile``'s letters) in the system's
+    temporary folder for the SQLite phase, removed when the block ends, and ``flock``'ed for as long as the build
+    lives: the kernel drops the lock when the process dies, however it dies, so a later build tells a killed
+    build's folder from a running one's (``remove_stale_folders``)."""
     while True:
-        path = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+        path = Path(tempfile.mkdtemp(prefix=prefix))
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         with contextlib.suppress(OSError):  # a filesystem without flock: no later build can take it either
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -321,17 +342,18 @@ def build_folder() -> Iterator[Path]:
         os.close(fd)
 
 
-def remove_stale_folders(parent: str | os.PathLike[str] | None = None) -> list[Path]:
+def remove_stale_folders(parent: str | os.PathLike[str] | None = None, prefix: str = FOLDER_PREFIX) -> list[Path]:
     """Remove the folders of builds that are gone from ``parent`` (default: the system's temporary folder):
-    this user's folders named as ``build_folder`` names them whose lock can be taken. Returns them."""
+    this user's folders named as ``build_folder(prefix)`` names them whose lock can be taken. Returns them."""
     parent = Path(tempfile.gettempdir() if parent is None else parent)
+    pattern = re.compile(re.escape(prefix) + _FOLDER_SUFFIX)
     try:
         entries = sorted(os.scandir(parent), key=lambda e: e.name)
     except OSError:
         return []
     removed = []
     for entry in entries:
-        if not _FOLDER_NAME.fullmatch(entry.name):
+        if not pattern.fullmatch(entry.name):
             continue
         try:
             info = entry.stat(follow_symlinks=False)
@@ -368,9 +390,11 @@ def _try_flock(fd: int) -> bool:
     return True
 
 
-def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None) -> None:
+def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None, also=None) -> None:
     """Make the built schema ``schema`` the index: in one transaction under the writers' lock, refused when a
-    writer changed the index since the build read its fingerprint ``before``; the old schema is dropped."""
+    writer changed the index since the build read its fingerprint ``before``; the old schema is dropped.
+    ``also(raw)`` runs in the same transaction once the check has passed, the old index still in place: what must
+    change hands with the index exactly when it does (a sharded build's foreign servers)."""
     from .write import WRITER_LOCK_KEY
 
     with raw.transaction():
@@ -381,6 +405,8 @@ def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None) -> Non
                 f"another writer changed the index at {url.shown} while this build ran: nothing was "
                 "replaced; run the build again (or add those papers to its corpus)"
             )
+        if also is not None:
+            also(raw)
         old = f"{SCHEMA}_old_{os.getpid()}_{int(time.time() * 1000)}"
         exists = raw.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (SCHEMA,)).fetchone()
         if exists and before is not None:
@@ -402,6 +428,7 @@ __all__ = [
     "SCHEMA",
     "StoreError",
     "build_folder",
+    "build_lock",
     "build_postgres",
     "claim_schema",
     "copy_table",

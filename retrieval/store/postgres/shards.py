@@ -46,6 +46,30 @@ has committed.
 Adds and removes through the coordinator are PostgreSQL's partition routing: each row goes to the shard its key
 hashes to, in the writer's transaction (``postgres_fdw`` opens one on each shard it touches and commits them
 after the coordinator's statements succeed; it is not a two-phase commit: see docs/scale-out.md).
+
+**After a killed build.** A build killed outright (SIGKILL, its machine gone down) leaves, as a single server's
+does (``retrieval.store.postgres.build``), its local folder (``retrieval-shardbuild-XXXXXXXX``) and its
+coordinator schema, and also its foreign servers ``retrieval_<tag>_s<i>`` (with their user mappings) and its
+schema ``retrieval_shard_<tag>`` on each shard it reached. The next sharded build on the coordinator removes them,
+with the owners asked after as there:
+
+- the folder is ``flock``'ed for the build's life (``build.build_folder``), and removed once its lock can be taken;
+- the coordinator schema is marked and held by the build's session lock (``build.claim_schema``), and dropped
+  by any later build, of one server or sharded, once the lock can be taken;
+- each foreign server is marked (``SERVER_MARK``) in the transaction that creates it, and covered by the same
+  lock (keyed on the coordinator schema's name, which the server's name carries); each shard schema is created
+  by the build's session on that shard holding a lock of its own there. A later sharded build drops a marked
+  server whose build's lock it can take on the coordinator, after the shard schema it leads to (reached as the
+  server reaches it, with its options and user mapping), whose lock it takes on the shard: a killed build's
+  sessions end on every server, while a running build holds both. The shards are the killed build's own, the
+  ones this build names or others: each server knows its shard.
+
+The index's own servers carry no mark: the swap's transaction clears the new index's servers' marks, and marks
+the replaced index's servers, which from that commit on lead only to what nothing reads. The build drops those
+itself just after the swap; killed before it did, it leaves them to the next build like its own. A server the
+index's layout names is never dropped however it is marked, nor a schema on a shard but through a server
+(a shard database may serve another coordinator's index too), nor a server without the mark (a build's from
+before the mark, or one made by hand).
 """
 
 from __future__ import annotations
@@ -53,11 +77,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 from ...config import DatabaseURL, resolve_db
 from ...corpus.paper import Paper
@@ -72,6 +95,16 @@ SHARD_FOREIGN_KEYS = {("paper_authors", "papers"), ("field_sources", "papers"), 
 #: Rows fetched from a shard per round trip (postgres_fdw's default is 100).
 FETCH_SIZE = 10_000
 MAX_SHARDS = 64
+#: The local folders of sharded builds' SQLite phase (``build.build_folder``; a single server's have their own).
+FOLDER_PREFIX = "retrieval-shardbuild-"
+#: The comment on a foreign server that leads to a build's shard schema, or to a replaced index's: what a later
+#: build drops once no session holds its build's lock (``remove_stale_builds``). The index's servers have none.
+SERVER_MARK = (
+    "retrieval: a sharded build's or a replaced index's foreign server, dropped with its shard's schema by a later "
+    "build once the session holding its build's lock is gone"
+)
+#: A foreign server as ``_create_servers`` names it (the group: the build's tag): nothing else is ever dropped.
+_SERVER_NAME = re.compile(re.escape(SCHEMA) + r"_([0-9]+_[0-9]+)_s[0-9]+")
 
 
 def parse_shards(value: str | Sequence[str]) -> list[DatabaseURL]:
@@ -129,8 +162,14 @@ def _options(options: dict[str, str]):
     return sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(k), sql.Literal(v)) for k, v in options.items())
 
 
+def _schemas_of(tag: str) -> tuple[str, str]:
+    """The build ``tag``'s schemas: on the coordinator (whose name keys the build's lock there) and on each shard."""
+    return f"{SCHEMA}_build_{tag}", f"{SCHEMA}_shard_{tag}"
+
+
 def _create_servers(raw, tag: str, shards: list[DatabaseURL]) -> list[str]:
-    """One foreign server (and a user mapping for every role of the coordinator) per shard."""
+    """One foreign server (and a user mapping for every role of the coordinator) per shard, marked as a build's
+    (``SERVER_MARK``) until the swap makes them the index's: the caller's transaction holds both."""
     from psycopg import sql
 
     # In public, never in the index's schema (the database's search_path once an index lives there): a rebuild
@@ -158,6 +197,7 @@ def _create_servers(raw, tag: str, shards: list[DatabaseURL]) -> list[str]:
             if mapping
             else sql.SQL("CREATE USER MAPPING FOR PUBLIC SERVER {}").format(sql.Identifier(name))
         )
+        raw.execute(sql.SQL("COMMENT ON SERVER {} IS {}").format(sql.Identifier(name), sql.Literal(SERVER_MARK)))
         names.append(name)
     return names
 
@@ -218,11 +258,12 @@ def _assign(raw, schema: str, table: str, keys: list, n: int) -> list[set]:
 
 
 def _load_shard(lite: sqlite3.Connection, raw, url: DatabaseURL, schema: str, papers: set, docs: set) -> dict[str, int]:
-    """Create ``schema`` on one shard (the migrations' distributed tables) and copy its rows into it."""
-    from .build import _constraints, _secondary_indexes, copy_table, migrate_schema
+    """Create ``schema`` on one shard (the migrations' distributed tables) and copy its rows into it. The session
+    ``raw`` holds the schema's lock from then on (``build.claim_schema``), until the build closes it."""
+    from .build import _constraints, _secondary_indexes, claim_schema, copy_table, migrate_schema
     from .connection import PgConnection
 
-    raw.execute(f'CREATE SCHEMA "{schema}"')
+    claim_schema(raw, schema, mark=None)  # its mark is its foreign server's, on the coordinator
     migrate_schema(PgConnection(raw, url), schema)
     tables = [name for (name,) in raw.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))]
     for table in tables:
@@ -290,7 +331,7 @@ def build_sharded(
     """Build the index of ``papers`` at the coordinator ``url``, its distributed tables partitioned over
     ``shards`` (see the module docstring); returns the build's summary (``summary.shards``: rows per shard)."""
     from ..sqlite.build import build_index
-    from .build import _fingerprint, migrate_schema, swap_schema
+    from .build import _fingerprint, build_folder, claim_schema, migrate_schema, remove_stale_folders, swap_schema
     from .connection import PgConnection
 
     psycopg = _psycopg()
@@ -311,25 +352,28 @@ def build_sharded(
             except StoreError as exc:
                 raise StoreError(f"shard {i} of --shards: {exc}") from None
         before = _fingerprint(coordinator)
-        old_layout = _old_layout(coordinator)
-    except BaseException:
+        _, leftovers = remove_stale_builds(coordinator)  # before this build claims anything: its own would pass
+    except BaseException as exc:
         for c in [coordinator, *opened]:
             c.close()
+        if isinstance(exc, psycopg.Error):
+            raise server_error(exc, url, "open") from None
         raise
+    remove_stale_folders(prefix=FOLDER_PREFIX)
     tag = f"{os.getpid()}_{int(time.time() * 1000)}"
-    schema = f"{SCHEMA}_build_{tag}"
-    shard_schema = f"{SCHEMA}_shard_{tag}"
+    schema, shard_schema = _schemas_of(tag)
     servers: list[str] = []
     created_on: list[int] = []
+    replaced: list[dict] = []  # the replaced index's layout, as the swap found it
     where = url  # the server a failure names
     try:
-        with tempfile.TemporaryDirectory(prefix="retrieval-shardbuild-") as tmp:
-            file = Path(tmp) / "index.db"
+        with build_folder(FOLDER_PREFIX) as tmp:
+            file = tmp / "index.db"
             summary = build_index(papers, file, source=source, progress=progress, workers=workers, stem=stem,
                                   stopwords=stopwords)  # fmt: skip
             lite = sqlite3.connect(f"file:{file}?mode=ro", uri=True)
             try:
-                coordinator.execute(f'CREATE SCHEMA "{schema}"')
+                claim_schema(coordinator, schema)  # the lock covers the servers too (remove_stale_builds)
                 migrate_schema(PgConnection(coordinator, url), schema)
                 with coordinator.transaction():
                     servers = _create_servers(coordinator, tag, shards)
@@ -352,7 +396,7 @@ def build_sharded(
                     _copy_coordinator(lite, coordinator, schema, layout)
             finally:
                 lite.close()
-            swap_schema(coordinator, url, schema, before)
+            swap_schema(coordinator, url, schema, before, also=lambda raw: replaced.extend(_hand_over(raw, servers)))
     except BaseException as exc:
         _drop_new(coordinator, opened, schema, shard_schema, servers, created_on)
         for c in [coordinator, *opened]:
@@ -361,8 +405,8 @@ def build_sharded(
             raise server_error(exc, where, "write to") from None
         raise
     # The previous index's shard schemas and servers: no longer read by anything (best effort; a failure here
-    # leaves unused tables behind, named in the warning, and loses nothing).
-    leftovers = _drop_old(coordinator, old_layout)
+    # leaves unused tables behind, named in the warning, and loses nothing: a later build drops them).
+    leftovers += _drop_old(coordinator, replaced)
     for c in [coordinator, *opened]:
         c.close()
     summary.path = url.shown
@@ -370,44 +414,163 @@ def build_sharded(
     summary.shards = [
         {"shard": i, "url": s.shown, "rows": rows} for i, (s, rows) in enumerate(zip(shards, per_shard, strict=True))
     ]
-    summary.warnings.extend(
-        f"the replaced index's {left} could not be dropped: drop it by hand (nothing reads it)" for left in leftovers
-    )
+    summary.warnings.extend(leftovers)
     return summary
 
 
+def _hand_over(raw, servers: list[str]) -> list[dict]:
+    """In the swap's transaction, the old index still in place: the new servers become the index's (their marks
+    cleared) and the replaced index's become a build's leftovers (marked), so that a build killed before it drops
+    them leaves them to the next. Returns the replaced index's layout."""
+    from psycopg import sql
+
+    for name in servers:
+        raw.execute(sql.SQL("COMMENT ON SERVER {} IS NULL").format(sql.Identifier(name)))
+    old = _old_layout(raw) or []
+    names = [entry["server"] for entry in old if _SERVER_NAME.fullmatch(entry["server"])]
+    there = raw.execute("SELECT srvname FROM pg_foreign_server WHERE srvname = ANY(%s)", (names,)).fetchall()
+    for (name,) in there:
+        raw.execute(sql.SQL("COMMENT ON SERVER {} IS {}").format(sql.Identifier(name), sql.Literal(SERVER_MARK)))
+    return old
+
+
 def _drop_new(coordinator, opened, schema, shard_schema, servers, created_on) -> None:
+    """What a failed build made (it is still running, and holds the locks): the shards' schemas first, and a
+    server only once its shard's schema is gone, so that what a shard kept is left reachable (and marked) for a
+    later build to drop."""
     psycopg = _psycopg()
+    kept = set()
+    for i in created_on:
+        try:
+            opened[i].execute(f'DROP SCHEMA IF EXISTS "{shard_schema}" CASCADE')
+        except psycopg.Error:
+            kept.add(i)
     with contextlib.suppress(psycopg.Error):
         coordinator.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    for name in servers:
-        with contextlib.suppress(psycopg.Error):
-            coordinator.execute(f'DROP SERVER IF EXISTS "{name}" CASCADE')
-    for i in created_on:
-        with contextlib.suppress(psycopg.Error):
-            opened[i].execute(f'DROP SCHEMA IF EXISTS "{shard_schema}" CASCADE')
+    for i, name in enumerate(servers):
+        if i not in kept:
+            with contextlib.suppress(psycopg.Error):
+                coordinator.execute(f'DROP SERVER IF EXISTS "{name}" CASCADE')
 
 
-def _drop_old(coordinator, layout: list[dict] | None) -> list[str]:
-    """Drop the replaced index's shard schemas (reached through its foreign servers) and the servers."""
-    psycopg = _psycopg()
-    left = []
-    for entry in layout or []:
-        server, schema = entry["server"], entry["schema"]
-        try:
-            if coordinator.execute("SELECT 1 FROM pg_foreign_server WHERE srvname = %s", (server,)).fetchone():
-                _drop_remote_schema(coordinator, server, schema)
-            coordinator.execute(f'DROP SERVER IF EXISTS "{server}" CASCADE')
-        except (psycopg.Error, StoreError):
-            left.append(f"schema {schema} on {entry['url']}")
+def _drop_old(coordinator, layout: list[dict]) -> list[str]:
+    """Drop the replaced index's servers (marked by the swap) and the shard schemas they lead to; warnings."""
+    left, by_tag = [], {}
+    for entry in layout:
+        found = _SERVER_NAME.fullmatch(entry["server"])
+        if found:
+            by_tag.setdefault(found.group(1), []).append(entry["server"])
+        else:  # not a name this module gives: never dropped by it
+            left.append(
+                f"the replaced index's schema {entry['schema']} on {entry['url']} was left (its foreign server "
+                f"{entry['server']!r} is not named as a build names it): drop both by hand (nothing reads them)"
+            )
+    for tag, names in by_tag.items():
+        left += _drop_servers(coordinator, tag, names, "the replaced index's")[1]
     return left
 
 
-def _drop_remote_schema(coordinator, server: str, schema: str) -> None:
-    """Drop ``schema`` on the shard behind the foreign server ``server``, with the server's own options."""
+def remove_stale_builds(coordinator) -> tuple[list[str], list[str]]:
+    """Remove what sharded builds that are gone left (see the module docstring), on the coordinator's session
+    ``coordinator`` and on the shards its marked servers lead to: the marked schemas (``build.remove_stale_schemas``),
+    then each marked server whose build's lock can be taken, after the shard schema it leads to. A running build
+    holds its lock: what it made is left. Returns (the schemas and servers dropped, a warning for each that could
+    not be)."""
+    from .build import remove_stale_schemas
+
+    dropped, failed = remove_stale_schemas(coordinator)
+    rows = coordinator.execute(
+        "SELECT srvname FROM pg_foreign_server WHERE srvname LIKE %s "
+        "AND obj_description(oid, 'pg_foreign_server') = %s ORDER BY srvname",
+        (SCHEMA + r"\_%", SERVER_MARK),
+    ).fetchall()
+    by_tag: dict[str, list[str]] = {}
+    for (name,) in rows:
+        if found := _SERVER_NAME.fullmatch(name):
+            by_tag.setdefault(found.group(1), []).append(name)
+    for tag, names in by_tag.items():
+        gone, left = _drop_servers(coordinator, tag, names, "a killed build's")
+        dropped += gone
+        failed += left
+    return dropped, failed
+
+
+def _drop_servers(coordinator, tag: str, names: list[str], whose: str) -> tuple[list[str], list[str]]:
+    """Drop the build ``tag``'s marked servers ``names``, each after the shard schema it leads to, under that
+    build's lock on the coordinator (nothing if another session holds it: the build is running, or another build
+    is at this). Returns (the servers dropped, warnings)."""
+    from .build import build_lock, first_line
+
     psycopg = _psycopg()
-    with psycopg.connect(autocommit=True, **server_params(coordinator, server)) as raw:
-        raw.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    schema, shard_schema = _schemas_of(tag)
+    dropped, failed = [], []
+    with build_lock(coordinator, schema) as taken:
+        if not taken:
+            return dropped, failed
+        if coordinator.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone():
+            return dropped, failed  # its coordinator schema could not be dropped (a warning says so): later
+        read = {entry["server"] for entry in _old_layout(coordinator) or []}  # the index's: never, marked or not
+        for name in names:
+            if name in read or not _marked(coordinator, name):
+                continue
+            shown = "its shard"
+            try:
+                params = server_params(coordinator, name)
+                shown = DatabaseURL(url_of(params)).shown
+                if not _drop_shard_schema(params, shard_schema):
+                    continue  # the build's session on that shard is still there: a later build's to drop
+                if _drop_marked_server(coordinator, name):
+                    dropped.append(name)
+            except psycopg.Error as exc:
+                failed.append(
+                    f"{whose} foreign server {name} and its schema {shard_schema} on {shown} could not be dropped "
+                    f"({first_line(exc)}): drop them by hand (nothing reads them)"
+                )
+    return dropped, failed
+
+
+def _marked(raw, server: str) -> bool:
+    """Whether the foreign server ``server`` is there and marked as a build's (``SERVER_MARK``)."""
+    return (
+        raw.execute(
+            "SELECT 1 FROM pg_foreign_server WHERE srvname = %s AND obj_description(oid, 'pg_foreign_server') = %s",
+            (server, SERVER_MARK),
+        ).fetchone()
+        is not None
+    )
+
+
+def _drop_shard_schema(params: dict[str, str], schema: str) -> bool:
+    """Drop ``schema`` on the shard that ``params`` (a foreign server's) reach, under its build's lock there;
+    whether it is gone (False: the build's session on the shard holds the lock)."""
+    from psycopg import sql
+
+    from .build import DROP_LOCK_TIMEOUT, build_lock
+
+    with open_raw(url_of(params)) as shard, build_lock(shard, schema) as taken:
+        if not taken:
+            return False
+        with shard.transaction():
+            shard.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{DROP_LOCK_TIMEOUT}s")))
+            shard.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    return True
+
+
+def _drop_marked_server(raw, name: str) -> bool:
+    """Drop the foreign server ``name`` and its public user mapping if it is still marked; whether it was. Not
+    ``CASCADE``: a foreign table on it that is still there (a schema not dropped yet, one made by hand) keeps it,
+    and the failure is a warning."""
+    from psycopg import sql
+
+    from .build import DROP_LOCK_TIMEOUT
+
+    with raw.transaction():
+        raw.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{DROP_LOCK_TIMEOUT}s")))
+        if not _marked(raw, name):
+            return False
+        raw.execute(sql.SQL("DROP USER MAPPING IF EXISTS FOR PUBLIC SERVER {}").format(sql.Identifier(name)))
+        raw.execute(sql.SQL("DROP SERVER {}").format(sql.Identifier(name)))
+    return True
 
 
 def recorded_shards(url: DatabaseURL) -> list[DatabaseURL] | None:
