@@ -91,6 +91,22 @@ def resolve_db_path(db: str | os.PathLike[str] | None = None) -> Path:
     return where
 
 
+#: The environment variables ``retrieval fetch`` reads when no option gives the value, first set wins: the
+#: sources' API keys and OpenAlex's contact address (``mailto``).
+FETCH_ENV = {
+    "openalex_api_key": ("OPENALEX_API_KEY",),
+    "openalex_mailto": ("OPENALEX_MAILTO",),
+    "s2_api_key": ("S2_API_KEY", "SEMANTIC_SCHOLAR_API_KEY"),
+}
+
+
+def fetch_setting(name: str, given: str | None = None) -> str | None:
+    """``given`` if set, else the first of ``FETCH_ENV[name]``'s variables that is set and not empty, else None."""
+    if given:
+        return given
+    return next((os.environ[v] for v in FETCH_ENV[name] if os.environ.get(v)), None)
+
+
 #: How graph_score is computed: the expansion's evidence sum (the default) or the lesson's score by hop distance.
 RANKINGS = ("auto", "expansion", "hops", "learned")
 EXPAND_MODES = ("never", "always", "auto")

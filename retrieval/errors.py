@@ -58,3 +58,8 @@ class OverloadedError(RetrievalError):
 
 class QueryTimeoutError(StoreError):
     """A read took longer than its time budget and was stopped (a server's ``--query-timeout``)."""
+
+
+class FetchError(RetrievalError):
+    """A fetch from a bibliographic API failed (unreachable, refused, rate limited past its wait, or answered
+    something unusable); what was fetched before stays resumable."""

@@ -574,6 +574,10 @@ COMMANDS = {
     "stats": ("what the index holds", _stats_args),
     "upgrade": ("bring an index of an older schema revision to this version's, atomically", _upgrade_args),
     "log": ("the query log: turn it on or off, list it, or plot it over time", _log_args),
+    "fetch": (
+        "fetch a corpus from OpenAlex, Semantic Scholar or arXiv into a JSONL file (resumable)",
+        "retrieval.interfaces.cli.fetch",
+    ),
     "eval": (
         "measure recall, MAP, nDCG and MRR of every retrieval mode on a corpus and a query file",
         "retrieval.interfaces.cli.eval",
