@@ -1,5 +1,5 @@
-"""The commands as library functions: ``build``, ``add``, ``remove``, ``upgrade``, ``search``, ``stats``, and the
-query log (``log_enable``, ``log_status``, ``log_entries``, ``log_plot``). The CLI only parses and prints. Building
+"""The commands as library functions: ``build``, ``add``, ``remove``, ``upgrade``, ``search``, ``stats``, ``check``, and
+the query log (``log_enable``, ``log_status``, ``log_entries``, ``log_plot``). The CLI only parses and prints. Building
 an index from the lesson's two mock clients lives here too, so that ``RetrievalClient`` only ever reads."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .search.blend import RetrievalResult
     from .search.papers import PaperPage
     from .search.similar import SimilarResult
+    from .store.integrity import CheckReport
     from .store.progress import BuildProgress
     from .store.rows import WriteSummary
     from .store.sql.executor import Tracer
@@ -238,6 +239,23 @@ def stats(db: str | os.PathLike[str] | None = None) -> dict:
         "file_bytes": size,
         **({"shards": ", ".join(s["url"] for s in json.loads(info.info["shards"]))} if "shards" in info.info else {}),
     }
+
+
+def check(db: str | os.PathLike[str] | None = None, limit: int = 5) -> CheckReport:
+    """Check the index at ``db`` (a file or a PostgreSQL URL) against every invariant a search relies on
+    (``retrieval.store.integrity``: the statistics against the tables, df and the postings BLOBs against
+    ``term_freq``, lengths, counts, years, citation counts, and SQLite's ``PRAGMA integrity_check``), reading the
+    whole index once and writing nothing. ``limit``: examples per problem. ``report.ok`` when none is found."""
+    from .store.integrity import check as check_invariants
+
+    backend = backend_of(db)
+    conn = backend.connect()  # a missing index says how to build one
+    executor = Executor(conn, None, backend.location)
+    try:
+        return check_invariants(executor, backend.location, limit)
+    finally:
+        executor.close_shards()
+        conn.close()
 
 
 def log_enable(on: bool, db: str | os.PathLike[str] | None = None) -> bool:

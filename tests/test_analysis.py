@@ -177,7 +177,7 @@ def _v1_index(tmp_path, monkeypatch, records):
         build(db=db, source=corpus, workers=0)
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE index_info SET value = '1' WHERE key = 'tokeniser_version'")
-        conn.execute("DELETE FROM index_info WHERE key IN ('stemmer', 'stopwords')")
+        conn.execute("DELETE FROM index_info WHERE key IN ('stemmer', 'stopwords', 'seal')")  # none in version 1
         assert conn.execute("SELECT count(*) FROM doc_freq WHERE term IN ('schr', 'odinger')").fetchone() == (2,)
     return corpus, db
 

@@ -33,8 +33,9 @@ from collections import OrderedDict
 import numpy as np
 
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
-from ..errors import ConfigError
-from ..store.postings import decode, unpack
+from ..errors import ConfigError, NotAnIndexError
+from ..store.database import located, shown
+from ..store.postings import CHUNK, decode, unpack
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
 from .costs import SPARSE_ACCUMULATION
@@ -82,6 +83,25 @@ WHERE dl.paper_id {d.any_of("paper_ids")}"""
     scatter="concat",
 )
 
+
+class ChunkError(NotAnIndexError):
+    """A row of ``postings`` that disagrees with itself: its widths, range or bounds are not its postings'."""
+
+    def __init__(self, chunk: _Chunk, what: str) -> None:
+        super().__init__(
+            f"the index is damaged: the postings row of term {chunk.term_id} at document {chunk.first} {what}; "
+            "`retrieval check` reports every problem, `retrieval build` rebuilds it"
+        )
+
+
+def _damaged(snap: Snapshot, what: str) -> NotAnIndexError:
+    where = shown(snap.executor.path)
+    return NotAnIndexError(
+        f"{where} is damaged: {what}; `retrieval check --db {where}` reports every problem, "
+        f"`retrieval build --db {where}` rebuilds it"
+    )
+
+
 #: The threshold is first taken once the terms added whole hold this share of the dense array's size in postings
 #: (taking it reads the whole array), then each time they have grown ``THRESHOLD_GROWTH``-fold; each time, the
 #: terms left may turn out non-essential, and the candidates few enough to search for.
@@ -97,14 +117,30 @@ SHORT_CHUNK = 4096
 class _Chunk:
     """One row of ``postings``: its range, bounds and packed columns, and once a scoring has read it whole, its
     doc ids, counts (as doubles) and tf_norm denominators, ``count + k1 * (1 - b + b * length / avgdl)``, which
-    hold for every query of the index's state it was read at (kept, they make a repeated term cheap)."""
+    hold for every query of the index's state it was read at (kept, they make a repeated term cheap).
 
-    __slots__ = ("first", "last", "df", "max_count", "min_length", "packed", "whole")
+    A row is checked as it is read (its columns' widths against its df) and as it is decoded (its range and bounds
+    against its postings): ``NotAnIndexError``, not a wrong score, for a row edited by hand; the bounds
+    ``lexical.TERMS_SQL`` took from it are then those of its postings."""
+
+    __slots__ = ("term_id", "first", "last", "df", "max_count", "min_length", "packed", "whole")
 
     def __init__(self, row: tuple) -> None:
+        self.term_id = row[0]
         self.first, self.last, self.df, self.max_count, self.min_length = row[1:6]
         self.packed = (bytes(row[6]), bytes(row[7]), bytes(row[8]))  # a server's driver may give memoryviews
         self.whole: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        df = self.df
+        widths = [len(blob) // df if isinstance(df, int) and df > 0 else 0 for blob in self.packed]
+        if not (
+            isinstance(df, int)
+            and 1 <= df <= CHUNK
+            and all(len(blob) == w * df for blob, w in zip(self.packed, widths, strict=True))
+            and widths[0] in (2, 4)
+            and widths[1] in (1, 2, 4)
+            and widths[2] in (2, 4)
+        ):
+            raise ChunkError(self, f"holds columns of {[len(b) for b in self.packed]} bytes for a df of {df!r}")
 
     def decoded(self, scoring: _Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Doc ids (int64), counts (float64) and denominators, computed once (one tuple, set at once: two threads
@@ -112,9 +148,32 @@ class _Chunk:
         whole = self.whole
         if whole is None:
             docs, counts, lengths = decode(self.first, self.df, *self.packed)
+            self._check(docs, counts, lengths)
             c = counts.astype(np.float64)
             whole = self.whole = (docs, c, c + scoring.norms_for(lengths))
         return whole
+
+    def _check(self, docs: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> None:
+        """The row's range and bounds (what the pruning trusted) are those of its postings: two reductions over
+        the packed columns, a few percent of a decode. (The BLOBs themselves, binary, are checked against
+        ``term_freq`` by ``retrieval check``.)"""
+        if int(docs[0]) != self.first or int(docs[-1]) != self.last:
+            raise ChunkError(self, f"says it ends at document {self.last!r}, its doc ids at {int(docs[-1])}")
+        if int(counts.max()) != self.max_count or int(lengths.min()) != self.min_length:
+            raise ChunkError(
+                self,
+                f"gives max_count {self.max_count!r} and min_length {self.min_length!r}, its postings "
+                f"{int(counts.max())} and {int(lengths.min())}",
+            )
+
+    def check_found(self, counts: np.ndarray, lengths: np.ndarray) -> None:
+        """Postings found in the row as stored (not decoded whole) are within its bounds."""
+        if len(counts) and (int(counts.max()) > self.max_count or int(lengths.min()) < self.min_length):
+            raise ChunkError(
+                self,
+                f"gives max_count {self.max_count!r} and min_length {self.min_length!r}, below a posting's count or "
+                "above its paper's length",
+            )
 
     @property
     def nbytes(self) -> int:
@@ -289,6 +348,13 @@ def _kth(values: np.ndarray, k: int, floor: float = 0.0) -> float:
 def top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None = None) -> list[tuple[str, float]]:
     """The top ``k`` ``(paper id, score)`` pairs of ``wq``, best first (scores rounded to ``SCORE_DECIMALS``
     places, ties by paper id), among the papers ``passing`` lets through (all when None)."""
+    try:
+        return _top_k(snap, wq, k, passing)
+    except ChunkError as exc:
+        raise located(exc, shown(snap.executor.path)) from None
+
+
+def _top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None) -> list[tuple[str, float]]:
     scoring = _Scoring(wq.stats.k1, wq.stats.b, wq.stats.avgdl)
     terms, size = read(snap, wq, scoring)
     if not terms or k <= 0:
@@ -420,13 +486,22 @@ def _add_found(term: _Term, docs: np.ndarray, acc: np.ndarray, scoring: _Scoring
         hit = offsets[at] == wanted
         if hit.any():
             at = at[hit]
+            found_counts, found_lengths = unpack(counts, df)[at], unpack(lengths, df)[at]
+            chunk.check_found(found_counts, found_lengths)
             part = acc[lo:hi]
-            part[hit] += scoring.raw_parts(term.weight, unpack(counts, df)[at], unpack(lengths, df)[at])
+            part[hit] += scoring.raw_parts(term.weight, found_counts, found_lengths)
 
 
 def scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str, float]:
     """The BM25 score of each paper in ``paper_ids`` (0.0 for one that shares no term with the query, or is not
     in the index), each term's chunks searched for the papers' doc ids."""
+    try:
+        return _scores(snap, wq, paper_ids)
+    except ChunkError as exc:
+        raise located(exc, shown(snap.executor.path)) from None
+
+
+def _scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str, float]:
     result = dict.fromkeys(paper_ids, 0.0)
     if not result or not wq.terms:
         return result
@@ -455,5 +530,8 @@ def _best(snap: Snapshot, docs: np.ndarray, scores: np.ndarray, k: int) -> list[
         return []
     score_of = dict(zip(docs.tolist(), scores.tolist(), strict=True))
     rows = snap.rows("lexical: the best papers' ids", PAPER_IDS_SQL, {"doc_ids": json.dumps(sorted(score_of))})
+    if len(rows) != len(score_of):  # a doc_len row deleted by hand: its paper would silently drop out
+        lacking = sorted(set(score_of) - {doc for doc, _ in rows})
+        raise _damaged(snap, f"the postings name the document {lacking[0]}, which doc_len lacks")
     ranked = sorted(((pid, score_of[doc]) for doc, pid in rows), key=lambda h: (-round(h[1], SCORE_DECIMALS), h[0]))
     return ranked[:k]

@@ -63,6 +63,7 @@ from ..text import tokenise
 from . import vote
 from .blend import RankedPaper, recency
 from .expansion import Reach, excluded, live
+from .papers import checked_counts
 from .split import MIN_TOKENS
 
 RELATIONS = ("references", "citing", "cocitation", "coupling")
@@ -147,7 +148,7 @@ def in_degrees(snap, paper_ids: Sequence[str], excluded: frozenset[str] = frozen
     if excluded:
         params["excluded"] = json.dumps(sorted(excluded))
         return dict(snap.rows("learned: the candidates' in-degrees", IN_DEGREE_SQL_EXCLUDING, params))
-    return dict(snap.rows("learned: the candidates' in-degrees", IN_DEGREE_SQL, params))
+    return checked_counts(snap, dict(snap.rows("learned: the candidates' in-degrees", IN_DEGREE_SQL, params)))
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

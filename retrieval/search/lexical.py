@@ -40,6 +40,14 @@ out provably scores below the threshold (bounds carry a relative slack of 1e-9, 
 1e-9, far wider than that rounding), so the result equals ``EXHAUSTIVE_SQL``, the plain aggregation over every
 posting of every query term, which ``exhaustive=True`` runs and the tests compare against. Every statement runs
 through the snapshot's executor, so ``retrieval search --sql`` prints what ran.
+
+The rows a query reads anyway are checked, so that a hand-edited index is refused (``NotAnIndexError``, naming the
+table and row, ``retrieval check`` and ``retrieval build``) rather than ranked wrongly: each term's df against the
+postings its chunks hold (``TERMS_SQL``, from the same rows); each posting a statement scores, its count a whole
+number from 1 to its paper's length and the paper in ``doc_len`` (else its part is ``DAMAGED_PART``, which puts
+the paper first); and every score against the sum of the query terms' bounds (``checked``), which a posting the
+chunks' bounds understate exceeds. What no query reads (a plausible count or length changed by hand, a posting
+deleted) is ``retrieval check``'s (``retrieval.store.integrity``).
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ from ..errors import NotAnIndexError
 from ..store.database import shown
 from ..store.sql.dialect import Dialect, statement
 from ..store.sql.executor import Executor, Snapshot
+from ..validate import quoted
 from . import costs
 from .filters import Filters, Passing, every_doc, failing, passing
 from .query import Query, QueryTerm, WeightedQuery
@@ -62,16 +71,39 @@ def _tf_norm(d: Dialect, count: str = "tf.count", length: str = "dl.length") -> 
     return tf_norm_sql(count, length, d.double)
 
 
+#: What a posting whose count or length cannot be gives a paper in place of its part: a count that is not from 1
+#: to its paper's length (zero, negative, text: SQLite orders text above every number), a length that is not a
+#: number up to the lengths BLOB's widest, or, where a scoring statement joins it so, a paper doc_len lacks. Far
+#: above any score a query can reach (a part is at most ``weight * (k1 + 1)``), the paper comes first and
+#: ``checked`` refuses the index with its id, rather than ranking it with a part computed from a hand-edited row.
+DAMAGED_PART = 1e200
+#: Scores at or above this come from a ``DAMAGED_PART``.
+_DAMAGED_ABOVE = 1e100
+
+
+def _checked_part(d: Dialect, part: str, count: str = "tf.count", length: str = "dl.length") -> str:
+    """``part`` (a posting's part of a score, or its tf_norm) where the posting's count and length can be, else
+    ``DAMAGED_PART``: three comparisons a posting (about 5% of the plain aggregation's time on hepth). SQLite
+    orders a text above every number: a text count fails ``length BETWEEN count AND ...``, a text length the upper
+    end; a length ``doc_len`` lacks (its join is a LEFT JOIN) is NULL and fails both."""
+    return (
+        f"CASE WHEN {count} >= 1 AND {length} BETWEEN {count} AND 4294967295 THEN {part} "
+        f"ELSE {d.double(repr(DAMAGED_PART))} END"
+    )
+
+
 # A term's bound is the largest tf_norm its postings chunks allow (``tf_norm`` at a chunk's largest count and
-# smallest length: exact at any average length); a term with no chunk is a damaged index (``weigh`` says so).
-# The terms are looked up by key (``Dialect.any_of``).
+# smallest length: exact at any average length); a term with no chunk is a damaged index (``weigh`` says so), as
+# is one whose chunks hold another number of postings than its df (read from the same rows: free). The terms
+# are looked up by key (``Dialect.any_of``).
 TERMS_SQL = statement(
     lambda d: (
         f"""\
 SELECT d.term,
        d.term_id,
        d.df,
-       max({_tf_norm(d, "p.max_count", "p.min_length")}) AS max_tf
+       max({_tf_norm(d, "p.max_count", "p.min_length")}) AS max_tf,
+       sum(p.df) AS chunked
 FROM doc_freq AS d
 LEFT JOIN postings AS p ON p.term_id = d.term_id
 WHERE d.term {d.any_of("terms")}
@@ -101,9 +133,9 @@ def _sample_slot(d: Dialect, slot: int) -> str:
     return f"""\
     SELECT doc_id, {d.double(f":weight_{slot}")} * part AS part FROM (
         SELECT tf.doc_id,
-               {_tf_norm(d)} AS part
+               {_checked_part(d, _tf_norm(d))} AS part
         FROM term_freq AS tf
-        {d.cross_join} doc_len AS dl ON dl.doc_id = tf.doc_id
+        LEFT JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
         WHERE tf.term_id = :scan_{slot}
         ORDER BY part DESC, tf.doc_id
         LIMIT :sample_size
@@ -125,18 +157,18 @@ sample AS MATERIALIZED (
     LIMIT :scored
 ),
 sample_scores AS (
-    SELECT dl.doc_id,
+    SELECT s.doc_id,
            (
                SELECT sum(w.weight * (
-                   SELECT {_tf_norm(d)}
+                   SELECT {_checked_part(d, _tf_norm(d))}
                    FROM term_freq AS tf
                    WHERE tf.term_id = w.term_id
-                     AND tf.doc_id = dl.doc_id
+                     AND tf.doc_id = s.doc_id
                ))
                FROM weighted_terms AS w
            ) AS score
     FROM sample AS s
-    {d.cross_join} doc_len AS dl ON dl.doc_id = s.doc_id
+    LEFT JOIN doc_len AS dl ON dl.doc_id = s.doc_id
 )
 SELECT score
 FROM sample_scores
@@ -166,7 +198,7 @@ stage_{stage} AS MATERIALIZED (
            dl.length,
            dl.partial + coalesce((
                SELECT sum(p.weight * (
-                   SELECT {_tf_norm(d)}
+                   SELECT {_checked_part(d, _tf_norm(d))}
                    FROM term_freq AS tf
                    WHERE tf.term_id = p.term_id
                      AND tf.doc_id = dl.doc_id
@@ -198,10 +230,10 @@ WITH {_plan_terms(d, "plan", "plan")},
 seen AS (
     SELECT tf.doc_id,
            dl.length,
-           p.weight * {_tf_norm(d)} AS part
+           {_checked_part(d, f"p.weight * {_tf_norm(d)}")} AS part
     FROM plan AS p
     {d.cross_join} term_freq AS tf ON tf.term_id = p.term_id
-    {d.cross_join} doc_len AS dl ON dl.doc_id = tf.doc_id
+    LEFT JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
     WHERE {d.flag("p.read")}
 ),
 candidates AS MATERIALIZED (
@@ -230,10 +262,10 @@ EXHAUSTIVE_SQL = statement(
 {_weighted_terms(d)},
 scores AS (
     SELECT tf.doc_id,
-           sum(w.weight * {_tf_norm(d)}) AS score
+           sum({_checked_part(d, f"w.weight * {_tf_norm(d)}")}) AS score
     FROM weighted_terms AS w
     {d.cross_join} term_freq AS tf ON tf.term_id = w.term_id
-    {d.cross_join} doc_len AS dl ON dl.doc_id = tf.doc_id
+    LEFT JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
     GROUP BY tf.doc_id
 )
 SELECT dl.paper_id,
@@ -264,15 +296,15 @@ given AS MATERIALIZED (
 ),
 parts AS (
     SELECT tf.doc_id,
-           w.weight * {_tf_norm(d)} AS part
+           {_checked_part(d, f"w.weight * {_tf_norm(d)}")} AS part
     FROM weighted_terms AS w
     {d.cross_join} term_freq AS tf ON tf.term_id = w.term_id
-    {d.cross_join} doc_len AS dl ON dl.doc_id = tf.doc_id
+    LEFT JOIN doc_len AS dl ON dl.doc_id = tf.doc_id
     WHERE w.read_whole
       AND tf.doc_id IN (SELECT doc_id FROM given)
     UNION ALL
     SELECT g.doc_id,
-           w.weight * {_tf_norm(d)} AS part
+           {_checked_part(d, f"w.weight * {_tf_norm(d)}")} AS part
     FROM given AS g
     {d.cross_join} doc_len AS dl ON dl.doc_id = g.doc_id
     CROSS JOIN weighted_terms AS w
@@ -446,14 +478,60 @@ def terms_of(snap: Snapshot, terms_json: str, name: str = "lexical: the query's 
     index has, checked (a damaged index is said to be one, not ranked wrongly)."""
     stats = snap.stats
     rows = snap.rows(name, TERMS_SQL, {"terms": terms_json, **_scoring_of(stats)})
-    for term, _, df, max_tf in rows:
+    for term, _, df, max_tf, chunked in rows:
         if not (isinstance(df, int) and 1 <= df <= stats.n_papers) or not isinstance(max_tf, float) or max_tf <= 0:
-            raise NotAnIndexError(
-                f"{shown(snap.executor.path)} is damaged: doc_freq gives the term {term!r} df {df!r} in an index of "
-                f"{stats.n_papers:,} papers and its postings chunks bound {max_tf!r}; rebuild it with "
-                "`retrieval build`"
+            raise _damaged(
+                snap,
+                f"doc_freq gives the term {term!r} df {df!r} in an index of {stats.n_papers:,} papers and its "
+                f"postings chunks bound {max_tf!r}",
             )
+        if chunked != df:
+            raise _damaged(
+                snap, f"doc_freq gives the term {term!r} df {df:,}, but its postings chunks hold {chunked:,} postings"
+            )
+    return [row[:4] for row in rows]
+
+
+def _damaged(snap: Snapshot, what: str) -> NotAnIndexError:
+    where = shown(snap.executor.path)
+    return NotAnIndexError(
+        f"{where} is damaged: {what}; `retrieval check --db {where}` reports every problem, "
+        f"`retrieval build --db {where}` rebuilds it"
+    )
+
+
+def checked(snap: Snapshot, wq: WeightedQuery, rows: list) -> list:
+    """``rows`` (``(paper id, score, ...)``, a scoring's) once no score exceeds what the query's terms allow
+    together (the sum of their bounds): a score above it comes from a posting whose count or length cannot be
+    (``DAMAGED_PART``), or one its chunk's bounds understate (a postings row edited), and a ranking over it would
+    be wrong. A paper id of None is a document ``doc_len`` lacks."""
+    most = _most(wq)
+    for row in rows:
+        pid, score = row[0], row[1]
+        if pid is None:
+            raise _damaged(snap, "the postings of a query term name a document that doc_len lacks")
+        if score is None or not score <= most:  # NaN too
+            raise _too_high(snap, f"the paper {quoted(pid)}", score, most)
     return rows
+
+
+def _most(wq: WeightedQuery) -> float:
+    """The most a paper can score for ``wq``: the sum of its terms' bounds, with the slack."""
+    return sum(t.bound for t in wq.terms) * (1.0 + BOUND_SLACK) + TIE_SLACK
+
+
+def _too_high(snap: Snapshot, who: str, score: float | None, most: float) -> NotAnIndexError:
+    if score is not None and score >= _DAMAGED_ABOVE:
+        return _damaged(
+            snap,
+            f"a posting of {who} for a term of this query has a count or a length that cannot be (term_freq.count "
+            "not a whole number from 1 to the paper's doc_len.length, or doc_len.length not a number)",
+        )
+    return _damaged(
+        snap,
+        f"{who} scores {score!r} for this query, above the {most!r} its terms' postings chunks allow: the chunks' "
+        "bounds (postings.max_count, min_length) and the term_freq counts or doc_len lengths disagree",
+    )
 
 
 def query_term(stats, term: str, term_id: int, df: int, qtf: float, max_tf: float) -> QueryTerm:
@@ -487,7 +565,11 @@ def _threshold(snap: Snapshot, wq: WeightedQuery, sample: dict, k: int, name: st
     """The k-th best exact score in the sample (0 when it has fewer than k papers), less the slack."""
     params = {"weights": wq.weights_json, **_scoring(wq), **sample, "k": k}
     row = snap.one(name, THRESHOLD_SQL, params)
-    return max(0.0, row[0] * (1.0 - BOUND_SLACK) - TIE_SLACK) if row and row[0] is not None else 0.0
+    if not row or row[0] is None:
+        return 0.0
+    if not row[0] <= _most(wq):  # a threshold above every score would prune every paper
+        raise _too_high(snap, "a paper of the threshold's sample", row[0], _most(wq))
+    return max(0.0, row[0] * (1.0 - BOUND_SLACK) - TIE_SLACK)
 
 
 def bound_order(terms: tuple[QueryTerm, ...] | list[QueryTerm]) -> list[QueryTerm]:
@@ -597,13 +679,13 @@ def top_papers(
     if choice:
         from .blobs import top_k
 
-        return top_k(snap, wq, k), None
+        return checked(snap, wq, top_k(snap, wq, k)), None
     if chosen is None or not chosen.pruned:
         params = {"weights": wq.weights_json, **_scoring(wq), "k": k}
         rows = snap.rows("lexical: top-k (plain aggregation)", EXHAUSTIVE_SQL, params)
     else:
         rows = snap.rows("lexical: top-k", TOP_K_SQL, top_k_params(wq, chosen, k))
-    return [(pid, score) for pid, score in rows], chosen
+    return [(pid, score) for pid, score in checked(snap, wq, rows)], chosen
 
 
 def _path_before_plan(wq: WeightedQuery, path: str | None, exhaustive: bool) -> bool | None:
@@ -689,7 +771,7 @@ def filtered_top_papers(
     if choice:
         from .blobs import top_k
 
-        return top_k(snap, wq, k, allowed), _matched_passing(snap, wq, allowed)
+        return checked(snap, wq, top_k(snap, wq, k, allowed)), _matched_passing(snap, wq, allowed)
     while not exhaustive and m <= OVERFETCH_MAX:
         hits, _ = top_papers(snap, wq, m, path="sql")
         dropped = set(failing(snap, [pid for pid, _ in hits], allowed))
@@ -702,7 +784,7 @@ def filtered_top_papers(
         rejected = set(allowed.rejected)
         docs = [doc for doc in every_doc(snap) if doc not in rejected]
     params = {"weights": _read_whole(wq, len(docs)), **_scoring(wq), "doc_ids": json.dumps(docs), "k": k}
-    rows = snap.rows("lexical: top-k of the papers that pass the filter", FILTERED_TOP_K_SQL, params)
+    rows = checked(snap, wq, snap.rows("lexical: top-k of the papers that pass the filter", FILTERED_TOP_K_SQL, params))
     return [(pid, score) for pid, score, _ in rows], Matched(rows[0][2] if rows else 0, True)
 
 
@@ -730,11 +812,13 @@ def scores_for(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str], path: st
     if wq.terms and paper_ids and (path == "blobs" or (path is None and (snap.kept or blob_path(wq)))):
         from .blobs import scores  # the lists a long query's top k read are kept by the snapshot: read for free
 
-        return scores(snap, wq, paper_ids)
+        found = scores(snap, wq, paper_ids)
+        checked(snap, wq, list(found.items()))
+        return found
     result = dict.fromkeys(paper_ids, 0.0)
     if paper_ids and wq.terms:
         params = {"weights": _read_whole(wq, len(result)), **_scoring(wq), "paper_ids": json.dumps(list(result))}
-        result.update(snap.rows("lexical: bm25 of given papers", SCORES_FOR_SQL, params))
+        result.update(checked(snap, wq, snap.rows("lexical: bm25 of given papers", SCORES_FOR_SQL, params)))
     return result
 
 

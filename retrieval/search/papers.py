@@ -56,11 +56,20 @@ def candidate_papers(snap: Snapshot, paper_ids: list[str], name: str) -> dict[st
     papers = {pid: Paper(pid, title, year=year, source="merged") for pid, title, year in rows}
     missing = [pid for pid in paper_ids if pid not in papers]
     where = shown(snap.executor.path)
+    stats = snap.stats
     for paper in papers.values():  # the ranking computes with years (recency, the seeds' era)
-        if paper.year is not None and (not isinstance(paper.year, int) or isinstance(paper.year, bool)):
+        year = paper.year
+        if year is not None and (not isinstance(year, int) or isinstance(year, bool)):
             raise NotAnIndexError(
-                f"{where} is damaged: papers.year of {quoted(paper.id)} is {quoted(str(paper.year))}, not a year; "
-                f"rebuild it with `retrieval build --db {where}`"
+                f"{where} is damaged: papers.year of {quoted(paper.id)} is {quoted(str(year))}, not a year; "
+                f"`retrieval check --db {where}` reports every problem, `retrieval build --db {where}` rebuilds it"
+            )
+        # Recency is scaled by the index's year range: a year outside it was written by hand, not by a writer.
+        if year is not None and not (stats.min_year is not None and stats.min_year <= year <= stats.max_year):
+            raise NotAnIndexError(
+                f"{where} is damaged: papers.year of {quoted(paper.id)} is {year}, outside the years "
+                f"{stats.min_year}-{stats.max_year} index_info gives; `retrieval check --db {where}` reports every "
+                f"problem, `retrieval build --db {where}` rebuilds it"
             )
     if missing:
         more = f" and {len(missing) - 1:,} more" if len(missing) > 1 else ""
@@ -69,6 +78,20 @@ def candidate_papers(snap: Snapshot, paper_ids: list[str], name: str) -> dict[st
             f"lacks; rebuild it with `retrieval build --db {where}`"
         )
     return papers
+
+
+def checked_counts(snap: Snapshot, counts: dict[str, int], what: str = "cited_counts.cited_by") -> dict[str, int]:
+    """``counts`` (paper id -> how many papers cite it, from ``cited_counts``), each a whole number of at least 0:
+    a negative or a text count (edited by hand) is a damaged index, said so with the paper's id, never a
+    logarithm of a negative number or a ranking over it."""
+    for pid, count in counts.items():
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            where = shown(snap.executor.path)
+            raise NotAnIndexError(
+                f"{where} is damaged: {what} of {quoted(pid)} is {quoted(str(count))}, not a count of citing papers; "
+                f"`retrieval check --db {where}` reports every problem, `retrieval build --db {where}` rebuilds it"
+            )
+    return counts
 
 
 PAPERS_SQL = statement(

@@ -30,7 +30,7 @@ from ..store.sql.executor import Snapshot
 from ..validate import quoted
 from . import lexical
 from .filters import Filters, failing, passing
-from .papers import CANDIDATES_SQL, PAPERS_SQL
+from .papers import CANDIDATES_SQL, PAPERS_SQL, checked_counts
 from .query import MAX_QUERY_CHARS, Query
 
 #: Weights of the three signals.
@@ -197,6 +197,7 @@ def similar(
     degrees = {
         pid: (ins, outs) for pid, ins, outs in snap.rows("similar: degrees", DEGREES_SQL, {"paper_ids": degree_ids})
     }
+    checked_counts(snap, {pid: ins for pid, (ins, _) in degrees.items()})
     ranked = []
     for pid in pool:
         ins, outs = degrees.get(pid, (0, 0))

@@ -4,6 +4,11 @@ Opening never writes: an index of an older schema revision is refused with the c
 (``retrieval upgrade``, ``retrieval.store.schema.migrate.upgrade_index``). The read path uses the standard library's
 ``sqlite3`` only; Alembic and SQLAlchemy are imported by the writers, which keeps a fresh process's first
 query fast.
+
+Opening checks only what costs nothing beside the rows it reads anyway (a cold open of a 500K-paper index reads no
+table whole): the tables and indexes, the type and range of each statistic, avgdl against N and the token total,
+N against the last document id, and the seal every writer leaves over the statistics (``check_seal``). The rest
+is each query's (``retrieval.search.lexical``) and ``retrieval check``'s (``retrieval.store.integrity``).
 """
 
 from __future__ import annotations
@@ -187,6 +192,13 @@ class IndexStats(namedtuple("IndexStats", _STATS_FIELDS)):
         max_year = _number(info, "max_year", int, 0, 9999, optional=True)
         if (min_year is None) != (max_year is None) or (min_year is not None and min_year > max_year):
             raise _damaged(f"index_info gives the years {min_year!r} to {max_year!r}")
+        if "avgdl" in info:  # derived (total_tokens / n_papers): no search reads it, but it must say the same
+            avgdl = _number(info, "avgdl", float, 0.0, 10.0**15)
+            if not math.isclose(avgdl, total_tokens / n_papers, rel_tol=1e-9, abs_tol=1e-9):
+                raise _damaged(
+                    f"index_info.avgdl is {info['avgdl']!r}, but total_tokens / n_papers is {total_tokens / n_papers!r}"
+                )
+        check_seal(info)
         return cls(
             n_papers=n_papers,
             total_tokens=total_tokens,
@@ -200,8 +212,64 @@ class IndexStats(namedtuple("IndexStats", _STATS_FIELDS)):
         )
 
 
+def located(exc: NotAnIndexError, path: Path | str) -> NotAnIndexError:
+    """``exc`` (a message of ``IndexStats.from_info``, which knows no path) naming the index at ``path``, and the
+    commands it names told that path."""
+    text = str(exc)
+    for command in ("`retrieval check`", "`retrieval build`"):
+        text = text.replace(command, f"{command[:-1]} --db {path}`")
+    return NotAnIndexError(f"{path}: {text}")
+
+
 def _damaged(what: str) -> NotAnIndexError:
-    return NotAnIndexError(f"the index is damaged: {what}; rebuild it with `retrieval build`")
+    return NotAnIndexError(
+        f"the index is damaged: {what}; `retrieval check` reports every problem, `retrieval build` rebuilds it"
+    )
+
+
+#: The ``index_info`` values a search computes with (N, the token total and avgdl, the years recency reads, k1,
+#: b, and how text is analysed), sealed by every writer: ``SEAL_KEY`` holds a digest of them
+#: (``seal``), written in the transaction that writes them (``retrieval.store.rows.write_statistics``: the build,
+#: an add, a remove, a re-index). A value edited by hand no longer matches it, and an open refuses the index
+#: (``check_seal``) where it could not otherwise tell without reading whole tables: N one too small changes every
+#: idf and no bound catches it. An index without a seal (written before seals) is read as it is.
+SEALED_KEYS = (
+    "n_papers", "total_tokens", "avgdl", "min_year", "max_year", "k1", "b",
+    "tokeniser", "tokeniser_version", "stemmer", "stopwords",
+)  # fmt: skip
+SEAL_KEY = "seal"
+_SEAL_VERSION = "v1"
+_seals: dict[tuple, str] = {}  # the last few digests computed (every snapshot checks the seal: a lookup then)
+
+
+def seal(info: dict[str, str]) -> str:
+    """The seal of ``info``'s ``SEALED_KEYS`` (their values as stored; an absent key differs from an empty one)."""
+    values = tuple(info.get(key) for key in SEALED_KEYS)
+    digest = _seals.get(values)
+    if digest is None:
+        import hashlib  # on first use (a search has imported it already)
+
+        fields = zip(SEALED_KEYS, values, strict=True)
+        text = "\x1e".join(f"{key}\x1f{'' if v is None else v}\x1f{v is None:d}" for key, v in fields)
+        digest = f"{_SEAL_VERSION}:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if len(_seals) > 64:
+            _seals.clear()
+        _seals[values] = digest
+    return digest
+
+
+def check_seal(info: dict[str, str]) -> None:
+    """Refuse ``info`` whose seal does not match its statistics (one edited by hand, or by a program other than
+    this package's writers); an index without a seal passes, as does one sealed otherwise than ``_SEAL_VERSION``."""
+    stored = info.get(SEAL_KEY)
+    if stored is None or not str(stored).startswith(f"{_SEAL_VERSION}:") or stored == seal(info):
+        return  # none, or a later version's kind of seal (that version says what it needs), or it holds
+    shown = ", ".join(f"{key}={info[key]!r}" for key in SEALED_KEYS[:5] if key in info)
+    raise NotAnIndexError(
+        f"the index is damaged: index_info was changed after the index was written (its statistics, {shown}, ..., "
+        "no longer match the seal its writer left): `retrieval check` says which disagrees with the tables; "
+        "rebuild it with `retrieval build`"
+    )
 
 
 def _number(info: dict[str, str], key: str, kind: type, low: float, high: float, optional: bool = False):
@@ -322,10 +390,13 @@ def _check_contents(path: Path | str, names: set[str], info: dict[str, str], row
         )
     if "n_papers" not in info:
         return  # an unfinished index: check_index says so
+    if tokeniser_outdated(info):
+        return  # an older tokeniser's index: check_index names `retrieval upgrade`, which re-indexes and seals it
+    check_analyser(path, info)  # another version's tokeniser says so (and what to do) before the seal is read
     try:
         stats = IndexStats.from_info(info)
     except NotAnIndexError as exc:
-        raise NotAnIndexError(f"{path}: {exc}") from None
+        raise located(exc, path) from None
     # Document ids only grow, so N can never exceed the last one; a too small N shows in each query's df (lexical).
     (last,) = rows("open: the last document id", LAST_DOC_SQL)[0]
     if stats.n_papers > last:
@@ -382,7 +453,7 @@ def check_index(path: Path | DatabaseURL, rows: Rows | None = None) -> IndexStat
     try:
         return IndexStats.from_info(info)
     except NotAnIndexError as exc:
-        raise NotAnIndexError(f"{path}: {exc}") from None
+        raise located(exc, path) from None
 
 
 #: Tokeniser versions older than ``TOKENISER_VERSION`` that ``retrieval upgrade`` re-indexes (the papers' text

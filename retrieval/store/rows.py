@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from ..corpus.names import name_key
 from ..corpus.paper import Paper
 from ..errors import InputError
-from .database import edge_counts
+from .database import SEAL_KEY, edge_counts, seal
 from .sql.dialect import statement
 
 # The same text on both backends (the plain inserts are sent as COPY on PostgreSQL: retrieval.store.postgres.write).
@@ -26,6 +26,14 @@ UPSERT_INFO = statement(
     "INSERT INTO index_info (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
 YEARS_SQL = statement("SELECT min(year), max(year) FROM papers")
+INFO_SQL = statement("SELECT key, value FROM index_info")
+# What the statistics count, from the tables (whole-table reads: an upgrade's and ``retrieval check``'s, not an
+# add's, whose cost follows its size).
+TABLE_TOTALS_SQL = statement("""\
+SELECT (SELECT count(*) FROM doc_len) AS n_papers,
+       (SELECT sum(length) FROM doc_len) AS total_tokens,
+       (SELECT min(year) FROM papers) AS min_year,
+       (SELECT max(year) FROM papers) AS max_year""")
 TERM_TOTALS_SQL = statement("SELECT count(*), sum(df) FROM doc_freq")
 
 
@@ -111,6 +119,36 @@ def renew_generation(conn: sqlite3.Connection) -> None:
     conn.execute(UPSERT_INFO, ("generation", uuid.uuid4().hex))
 
 
+def write_seal(conn: sqlite3.Connection) -> None:
+    """Seal the statistics ``index_info`` holds now (``retrieval.store.database.seal``), in the caller's
+    transaction: a writer calls it after its last change to them."""
+    info = {key: value for key, value in conn.execute(INFO_SQL).fetchall()}
+    conn.execute(UPSERT_INFO, (SEAL_KEY, seal(info)))
+
+
+def statistics_disagreeing(info: dict[str, str], totals: tuple) -> dict[str, tuple]:
+    """The statistics of ``info`` that the tables give otherwise (``totals``: ``TABLE_TOTALS_SQL``'s row): key ->
+    (stored, counted)."""
+    n, tokens, low, high = totals
+    counted = {
+        "n_papers": n,
+        "total_tokens": 0 if tokens is None else tokens,
+        "min_year": "" if low is None else low,
+        "max_year": "" if high is None else high,
+    }
+    return {key: (info.get(key), value) for key, value in counted.items() if str(info.get(key)) != str(value)}
+
+
+def seal_if_true(conn: sqlite3.Connection) -> bool:
+    """Seal the statistics of ``index_info`` (an index an older version wrote, being upgraded) if the tables give
+    the same; else leave them unsealed (``retrieval check`` reports them). Whole-table reads: an upgrade's."""
+    info = {key: value for key, value in conn.execute(INFO_SQL).fetchall()}
+    if statistics_disagreeing(info, conn.execute(TABLE_TOTALS_SQL).fetchone()):
+        return False
+    write_seal(conn)
+    return True
+
+
 def write_statistics(
     conn: sqlite3.Connection,
     counts: CorpusCounts,
@@ -118,7 +156,8 @@ def write_statistics(
     extra: dict | None = None,
     count_edges: bool = False,
 ) -> None:
-    """Write N, total tokens, avgdl and the year range to ``index_info``, and fill in ``summary``.
+    """Write N, total tokens, avgdl and the year range to ``index_info``, seal them (``write_seal``), and fill in
+    ``summary``.
 
     ``count_edges`` also counts live and dangling edges, a scan of ``citations`` that a build can afford and
     an add, whose cost should follow its size, leaves to ``retrieval stats``."""
@@ -139,6 +178,7 @@ def write_statistics(
     conn.executemany(
         UPSERT_INFO, ((key, repr(value) if isinstance(value, float) else str(value)) for key, value in info.items())
     )
+    write_seal(conn)
     summary.papers = counts.n_papers
     if count_edges:
         summary.edges, summary.dangling_references = edge_counts(conn)

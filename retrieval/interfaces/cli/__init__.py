@@ -280,6 +280,46 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    from ... import commands  # loaded when a command runs, not for --help
+
+    report = commands.check(db=args.db, limit=args.examples)
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+        return 0 if report.ok else 1
+    for note in report.notes:
+        print(f"note: {note}")
+    for problem in report.problems:
+        print(f"{problem.invariant}: {problem.count:,} problem{'s' if problem.count != 1 else ''}")
+        for example in problem.examples:
+            print(f"  {example}")
+        if problem.count > len(problem.examples):
+            print(f"  ... and {problem.count - len(problem.examples):,} more")
+    checked = f"{len(report.checked)} invariants checked in {report.seconds:.1f} s"
+    if report.ok:
+        print(f"{report.path} is consistent: {checked}")
+        return 0
+    where = getattr(resolve_db(args.db), "shown", resolve_db(args.db))
+    print(
+        f"{report.path} is damaged: {len(report.problems)} invariant{'s' if len(report.problems) != 1 else ''} "
+        f"broken ({checked}); rebuild it with `retrieval build --db {where}` (from its corpus)"
+    )
+    return 1
+
+
+def _check_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help=DB_HELP)
+    p.add_argument(
+        "--examples",
+        type=bounded("limit"),
+        default=5,
+        metavar="N",
+        help=f"rows shown per broken invariant (default 5, at most {LIMITS['limit']:,})",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_check)
+
+
 FORMAT_HELP = "input format: jsonl, openalex or s2 (default: detected from the first record)"
 SUMMARY_JSON_HELP = "print the summary as one JSON object"
 
@@ -573,6 +613,10 @@ COMMANDS = {
     "show": ("one paper: authors, year, abstract, its references and citing papers", _show_args),
     "stats": ("what the index holds", _stats_args),
     "upgrade": ("bring an index of an older schema revision to this version's, atomically", _upgrade_args),
+    "check": (
+        "check every invariant a search relies on, reading the whole index (exit 1 if one is broken)",
+        _check_args,
+    ),
     "log": ("the query log: turn it on or off, list it, or plot it over time", _log_args),
     "fetch": (
         "fetch a corpus from OpenAlex, Semantic Scholar or arXiv into a JSONL file (resumable)",

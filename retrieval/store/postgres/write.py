@@ -95,7 +95,7 @@ class WriteConnection:
 def _check(conn: WriteConnection, url: DatabaseURL) -> dict[str, str]:
     """The index at ``url`` is one this version writes to: its revision is the head and it is finished; returns
     its ``index_info``. (An older revision on a server is rebuilt: ``retrieval upgrade`` works on files.)"""
-    from ..database import HEAD_REVISION, KNOWN_REVISIONS, check_analyser
+    from ..database import HEAD_REVISION, KNOWN_REVISIONS, IndexStats, check_analyser, located
 
     psycopg = _psycopg()
     try:
@@ -118,6 +118,10 @@ def _check(conn: WriteConnection, url: DatabaseURL) -> dict[str, str]:
     if "n_papers" not in info:
         raise NotAnIndexError(f"{url.shown} is an unfinished index (no statistics): rebuild it with `retrieval build`")
     check_analyser(url.shown, info)
+    try:
+        IndexStats.from_info(info)  # types, ranges and the seal: a writer carries N and the totals forward
+    except NotAnIndexError as exc:
+        raise located(exc, url.shown) from None
     return info
 
 

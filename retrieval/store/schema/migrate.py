@@ -23,7 +23,7 @@ from ..database import (
     store_error,
     tokeniser_outdated,
 )
-from ..rows import renew_generation
+from ..rows import renew_generation, seal_if_true
 from ..sqlite.files import TempIndex, read_fingerprint, remove_stale_temporaries, swap_in
 
 
@@ -180,6 +180,7 @@ def _upgrade(path: Path) -> Upgrade:
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             renew_generation(conn)  # the migrations may have rewritten what readers keep (the postings)
+            seal_if_true(conn)  # statistics an older version wrote, sealed once the tables agree with them
             conn.commit()
         finally:
             conn.close()

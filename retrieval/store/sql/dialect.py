@@ -131,14 +131,21 @@ class Dialect:
         return alias
 
     def paper_of(self, doc: str) -> str:
-        """The join that gives the row whose doc id is ``doc`` its paper id as ``dl.paper_id``. On PostgreSQL a
-        lookup per row (``LATERAL ... LIMIT 1``): it cannot see how few rows a JSON list gives, and would hash
-        the whole of ``doc_len`` per query."""
-        return f"CROSS JOIN doc_len AS dl ON dl.doc_id = {doc}"
+        """The join that gives the row whose doc id is ``doc`` its paper id as ``dl.paper_id``, NULL where
+        ``doc_len`` lacks the row (a damaged index, which the caller refuses rather than rank without the paper).
+        On PostgreSQL a lookup per row (``LATERAL ... LIMIT 1``): it cannot see how few rows a JSON list gives, and
+        would hash the whole of ``doc_len`` per query."""
+        return f"LEFT JOIN doc_len AS dl ON dl.doc_id = {doc}"
 
     def rounded(self, expr: str, places: int) -> str:
         """``round(expr, places)`` of a double (PostgreSQL rounds numerics only)."""
         return f"round({expr}, {places})"
+
+    def whole(self, expr: str) -> str:
+        """A condition: the column ``expr`` holds a whole number. SQLite keeps any value in any column (a text
+        typed into an INTEGER column by hand stays text); PostgreSQL's columns hold their type, so only NULL
+        fails."""
+        return f"typeof({expr}) = 'integer'"
 
 
 class _PostgreSQL(Dialect):
@@ -192,10 +199,15 @@ class _PostgreSQL(Dialect):
         return expr
 
     def paper_of(self, doc: str) -> str:
-        return f"CROSS JOIN LATERAL (SELECT dl.paper_id FROM doc_len AS dl WHERE dl.doc_id = {doc} LIMIT 1) AS dl"
+        return (
+            f"LEFT JOIN LATERAL (SELECT dl.paper_id FROM doc_len AS dl WHERE dl.doc_id = {doc} LIMIT 1) AS dl ON true"
+        )
 
     def rounded(self, expr: str, places: int) -> str:
         return f"round(CAST({expr} AS numeric), {places})"
+
+    def whole(self, expr: str) -> str:
+        return f"{expr} IS NOT NULL"
 
 
 #: Each dialect's fragments.
