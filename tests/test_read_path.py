@@ -168,3 +168,17 @@ def test_a_year_edited_into_text_is_a_damaged_index_not_a_crash(demo_db, tmp_pat
         for config in (RetrievalConfig(), RetrievalConfig(ranking="expansion")):
             with pytest.raises(NotAnIndexError, match=r"papers.year of 'p002' is 'abc', not a year"):
                 client.search("attention sparsity", config)
+
+
+def test_reads_sort_in_memory_not_in_temporary_files(demo_db):
+    """A read connection keeps its temporary b-trees in memory (``temp_store`` 2): ``similar`` and paper pages
+    on hub papers wrote about 10 MB of temporary files per request to the system's temp folder."""
+    from retrieval.store.database import connect
+
+    conn = connect(demo_db, readonly=True)
+    try:
+        assert conn.execute("PRAGMA temp_store").fetchone() == (2,)
+    finally:
+        conn.close()
+    with RetrievalClient(demo_db) as client:
+        assert client._executor.conn.execute("PRAGMA temp_store").fetchone() == (2,)

@@ -77,6 +77,10 @@ def connect(path: Path, readonly: bool = True) -> sqlite3.Connection:
         except sqlite3.Error:
             raise store_error(exc, path, "open") from None
     _register_functions(conn)
+    if readonly:
+        # A read's sorts and groupings (a hub paper's co-citations) in memory, not in temporary files of the
+        # system's temp folder (about 10 MB a request for `similar` on a hub, written and deleted each time).
+        conn.execute("PRAGMA temp_store = MEMORY")
     return conn
 
 
