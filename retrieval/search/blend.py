@@ -108,6 +108,28 @@ class RankedPaper:
         )
 
 
+class BeyondPaper(RankedPaper):
+    """An entry past the ranked candidates: a page deeper than the ranking (``offset + limit`` beyond it) continues
+    with the rest of the BM25 list, in BM25 order (ties by id), so every page is a slice of one longer ranking."""
+
+    __slots__ = ("ranked",)
+
+    def __init__(self, paper: Paper, bm25_score: float, ranked: int) -> None:
+        super().__init__(paper, bm25_score, None, 0.0, 0.0)
+        self.ranked = ranked  # how many candidates the ranking scored before it
+
+    def why(self, config: RetrievalConfig | None = None) -> str:
+        return f"past the {self.ranked:,} ranked papers: in BM25 order, bm25 {self.bm25_score:.3f}"
+
+    def how(self) -> str:
+        return "lexical, past the ranking"
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out["past_ranking"] = True
+        return out
+
+
 class RetrievalResult:
     """A ranked list and the query's metrics (hit count, average and top final score, wall time), with the
     configuration it was ranked under and the expansion's report."""

@@ -20,7 +20,7 @@ from ..store.database import IndexStats, check_index
 from ..store.sql.executor import Executor, Snapshot, StatementCache, Tracer
 from ..validate import LIMITS, check_int, quoted
 from . import expansion, learned, lexical, prf, vote
-from .blend import RetrievalResult, blend
+from .blend import BeyondPaper, RetrievalResult, blend
 from .filters import Filters, author_papers, failing, passing
 from .graph import CitationGraph, walk
 from .lexical import BM25Index
@@ -358,7 +358,16 @@ class RetrievalClient:
             ranked = blend(cfg, papers, distances, bm25, best, graph_scores, reaches, years)
         scores = [r.final_score for r in ranked]
         hit_count, average, top = len(ranked), (sum(scores) / len(scores) if scores else 0.0), max(scores, default=0.0)
+        # Past the ranked candidates, the rest of the BM25 list (as deep as offset + limit asked) in BM25 order:
+        # every page is then a slice of one longer ranking, however deep it goes. (Without a limit, the ranking
+        # alone: what the evaluation and the modes rank.)
+        past = [] if limit is None else [(pid, s) for pid, s in hits if pid not in distances and pid not in excluded]
+        shown_past = past[max(0, offset - hit_count) : max(0, offset + (limit or 0) - hit_count)]
         ranked = ranked[offset:] if limit is None else ranked[offset : offset + limit]
+        if shown_past:
+            tail = candidate_papers(snap, [pid for pid, _ in shown_past], "past the ranking: titles and years")
+            ranked += [BeyondPaper(tail[pid], score, hit_count) for pid, score in shown_past]
+        hit_count += len(past)
         if full and ranked:
             shown = {r.paper.id: r.paper for r in ranked}
             for pid, abstract in snap.rows(
