@@ -32,7 +32,7 @@ pytest.importorskip("httpx")
 import httpx  # noqa: E402
 
 from retrieval import RetrievalClient  # noqa: E402
-from tests.test_web import by_id, elements, listed_links  # noqa: E402
+from tests.test_web import by_id, elements, listed_links, zotero_embedded_metadata  # noqa: E402
 
 
 def _chromium() -> str | None:
@@ -193,9 +193,9 @@ def test_the_paper_page_lists_the_references(server, demo_db):
 
 
 def _check_evidence_view(running: Server, query: str) -> dict:
-    """The evidence view draws as many nodes and edges as it says, and as ``POST /explain`` has (all of them
-    when the graph is under the cap), with the seeds marked; returns the page's counts."""
-    dom = dump_dom(running.page("/explain-view", q=query))
+    """The whole evidence graph (``view=all``) draws as many nodes and edges as it says, and as ``POST /explain``
+    has (all of them when the graph is under the cap), with the seeds marked; returns the page's counts."""
+    dom = dump_dom(running.page("/explain-view", q=query, view="all"))
     graph = httpx.post(f"{running.url}/explain", json={"query": query}, timeout=60).raise_for_status().json()["graph"]
     drawn = by_id(dom, "drawn")
     nodes = elements(dom, "node", tag="circle")
@@ -222,6 +222,43 @@ def test_the_evidence_view_draws_what_the_json_has(server):
 def test_the_evidence_view_draws_pruned_edges_and_dropped_papers(cacm_server):
     counts = _check_evidence_view(cacm_server, EVIDENCE_QUERY)
     assert counts["pruned"] > 0 and counts["dropped"] > 0
+
+
+def test_the_evidence_views_papers_link_to_their_pages(cacm_server):
+    """The default view: the seeds and the top papers, each a link to its page, the whole graph a link away."""
+    dom = dump_dom(cacm_server.page("/explain-view", q=EVIDENCE_QUERY))
+    answer = httpx.post(f"{cacm_server.url}/explain", json={"query": EVIDENCE_QUERY}, timeout=60).raise_for_status()
+    data = answer.json()
+    drawn = {n["data-id"] for n in elements(dom, "node", tag="circle")}
+    seeds = {n["paper_id"] for n in data["graph"]["nodes"] if n["role"] == "seed"}
+    assert drawn == seeds | {r["paper_id"] for r in data["results"]} and by_id(dom, "drawn")["data-view"] == "top"
+    links = {a["href"] for a in elements(dom, "paper-link", tag="a")}
+    assert links == {f"/paper/{pid}" for pid in drawn}
+    assert not elements(dom, "edge", "pruned", tag="path") and "view=all" in by_id(dom, "view-toggle")["href"]
+    first = data["results"][0]["paper_id"]
+    page = dump_dom(cacm_server.page(f"/paper/{first}"))  # where a click on the first paper goes
+    assert by_id(page, "references") and first in page
+
+
+def test_zotero_reads_a_preprint_from_the_paper_pages_dom(tmp_path_factory):
+    """The Zotero connector reads the page the browser built: its meta tags there make an arXiv e-print a preprint
+    with its title, authors, date, abstract and PDF."""
+    from retrieval.store.sqlite.build import build_index
+    from tests.test_display import output_papers
+
+    db = tmp_path_factory.mktemp("zotero") / "output.db"
+    build_index(output_papers(), db)
+    running = Server(db, db.with_suffix(".log"))
+    try:
+        dom = dump_dom(running.page("/paper/hep-th/9711200"))
+    finally:
+        running.stop()
+    item = zotero_embedded_metadata(dom)
+    assert item["itemType"] == "preprint"
+    assert item["title"] == "The Large N Limit of Superconformal Field Theories and Supergravity"
+    assert item["creators"] == [{"lastName": "Maldacena", "firstName": "Juan M.", "creatorType": "author"}]
+    assert item["date"] == "1997" and item["abstractNote"].startswith("We show that black hole entropy")
+    assert item["attachments"][0]["url"] == "https://arxiv.org/pdf/hep-th/9711200"
 
 
 def test_an_unknown_paper_is_a_404_page_in_the_browser(server):

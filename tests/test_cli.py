@@ -26,21 +26,53 @@ def test_build_search_stats(tmp_path, capsys):
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["#", "id", "year"] and len(lines[1:4]) == 3
     assert "Attention Sparsity" in lines[1]
-    assert "3 of 42 hits shown" in out
-    code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3")
+    assert "results 1-3; 20 papers match the query" in out and "final =" not in out  # internals with -v only
+    code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3", "-v")
     # the default: auto, which picks the learned model on the demo corpus's well-cited papers, and says so
     assert code == 0 and "ranking auto: the learned model (the matching papers are cited" in out
-    assert "final = learned model ranker-v3" in out
-    code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3", "--ranking", "expansion")
+    assert "final = learned model ranker-v3" in out and " ranked candidates" in out
+    code, out, _ = run(
+        capsys, "search", "attention sparsity", "--db", db, "--limit", "3", "-v", "--ranking", "expansion"
+    )
     assert code == 0 and "graph: expanded (expansion is always on)" in out and "ranking auto" not in out
     # the gate, when asked for: by --expand auto, or by one of its settings
     for gate in (["--expand", "auto"], ["--gate-threshold", "0.3"]):
-        code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3", *gate)
+        code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3", "-v", *gate)
         assert code == 0 and "graph: not expanded (20 seeds match" in out and "ranking auto" not in out
-    code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3", "--expand", "always")
+    code, out, _ = run(capsys, "search", "attention sparsity", "--db", db, "--limit", "3", "-v", "--expand", "always")
     assert code == 0 and "graph: expanded (expansion is always on)" in out and "ranking auto" not in out
     code, out, _ = run(capsys, "stats", "--db", db)
     assert code == 0 and "papers" in out and "schema_revision" in out
+
+
+def test_search_help_is_grouped_with_the_query_and_filters_first(capsys):
+    """``search --help`` listed twelve ranking options before ``--year`` and ``--author``: it now lists the query
+    and its filters, then the output, then the ranking's settings as advanced."""
+    with pytest.raises(SystemExit):
+        main(["search", "--help"])
+    out = capsys.readouterr().out
+    groups = [out.index(name) for name in ("query and filters:", "output:", "ranking (advanced):")]
+    assert groups == sorted(groups)
+    filters, output, ranking = (out[a:b] for a, b in zip(groups, groups[1:] + [len(out)], strict=True))
+    assert all(option in filters for option in ("--year", "--author", "--offset", "--limit", "--plain", "--db"))
+    assert all(option in output for option in ("--format", "--json", "--why", "-v, --verbose", "--sql"))
+    for option in (
+        "--ranking",
+        "--lesson",
+        "--top-k-lexical",
+        "--hops",
+        "--expand",
+        "--relations",
+        "--prf",
+        "--gate-threshold",
+        "--gate-survivors",
+        "--max-neighbours",
+        "--max-candidates",
+        "--model",
+    ):
+        assert option in ranking and option not in filters + output, option
+    usage = out.split("\n\n")[0]
+    assert "--top-k-lexical" not in usage and "--year" in usage
 
 
 def test_search_json_shape(demo_db, capsys):

@@ -1,6 +1,6 @@
 """Human output that fits the terminal (``retrieval.interfaces.output.display``): the pure functions, and the CLI's
-search, explain and writer summaries through ``main``, on a real index of papers with awkward ids, titles and
-authors."""
+search, explain, show and writer summaries through ``main``, on a real index of papers with awkward ids, titles
+(TeX among them) and authors."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def _result(papers: list[Paper], query: str = "black hole entropy", hit_count: i
 @pytest.mark.parametrize("width", [80, 100, 132, 250])
 def test_the_table_fits_the_width_and_keeps_ids_whole(width):
     papers = [p for p in output_papers() if p.id != S2_ID]
-    lines = display.result_lines(_result(papers), width)
+    lines = display.result_lines(_result(papers), width, scores=True)
     assert all(display.columns(line) <= width for line in lines)
     assert lines[0].split() == ["#", "id", "year", "author", "title", "score"]
     assert len(lines) == 1 + len(papers)
@@ -87,16 +87,33 @@ def test_the_table_fits_the_width_and_keeps_ids_whole(width):
         cells = line.split()
         assert cells[0] == str(rank) and cells[1] == p.id and cells[-1] == f"{1.0 - (rank - 1) / 100:.4f}"
         assert (str(p.year) in cells) == (p.year is not None)
-    assert "Maldacena" in lines[1] and "Gubser et al." in lines[3] and "Brézin et al." in lines[4]
+    others = "+" if width < 100 else " et al."  # at 80 columns the author column is narrow: "Gubser+"
+    assert "Maldacena" in lines[1] and f"Gubser{others}" in lines[3] and f"Brézin{others}" in lines[4]
     assert "Black hole entropy from" in lines[5] and ("…" in lines[5]) == (width < 250)
     ends = {display.columns(line) for line in lines}
     assert len(ends) == 1  # the scores are one column, at the right (a wide character counts two)
-    assert display.result_lines(_result(papers), width) == lines  # deterministic
+    assert display.result_lines(_result(papers), width, scores=True) == lines  # deterministic
+    plain = display.result_lines(_result(papers), width)  # the default: no score column
+    assert plain[0].split() == ["#", "id", "year", "author", "title"]
+    assert [line.split()[:2] for line in plain[1:]] == [line.split()[:2] for line in lines[1:]]
+
+
+def test_the_title_gets_most_of_80_columns():
+    """At 80 columns the title is the widest column: more than half the line, where it had 25 to 35 columns."""
+    papers = [Paper(f"hep-th/97112{i:02d}", LONG_TITLE, "", 1997, ["Andrew Strominger", "Cumrun Vafa"])
+              for i in range(10)]  # fmt: skip
+    lines = display.result_lines(_result(papers), 80)
+    header = lines[0]
+    title_width = 80 - header.index("title")
+    assert title_width >= 40 and all(len(line) <= 80 for line in lines)
+    assert lines[1].split()[3] == "Strominger+" and lines[1].rstrip().endswith("…")
+    assert header.index("title") - header.index("author") <= display.AUTHOR_NARROW + 2
 
 
 def test_a_long_id_takes_the_author_column_before_any_of_the_title():
     papers = output_papers()
-    narrow, wide = display.result_lines(_result(papers), 80), display.result_lines(_result(papers), 120)
+    narrow = display.result_lines(_result(papers), 80, scores=True)
+    wide = display.result_lines(_result(papers), 120, scores=True)
     assert narrow[0].split() == ["#", "id", "year", "title", "score"] and all(len(line) <= 80 for line in narrow)
     assert wide[0].split() == ["#", "id", "year", "author", "title", "score"]
     row = narrow[1 + [p.id for p in papers].index(S2_ID)]
@@ -132,15 +149,24 @@ def test_no_results_does_not_echo_a_long_query():
     assert display.shorten(query) == query[:60].rstrip() + "…" and display.shorten("short") == "short"
 
 
-def test_summary_lines_say_what_was_shown_and_wrap():
+def test_summary_lines_say_which_results_and_one_count():
+    """One count, worded so that it cannot be taken for another: which results these are, and how many papers
+    match the query; the ranking's internals (the candidates ranked, the formula, the gate) only when verbose."""
     result = _result(output_papers()[:3])
     result.expansion = {"gate": {"fired": False, "reason": "20 seeds match >= 0.3 of the query: " + "x " * 60}}
     lines = display.summary_lines(result, 80, offset=10, matched=2248)
-    assert lines[0].startswith("11-13 of 42 hits shown; 2,248 papers match the query;")
-    assert all(len(line) <= 80 for line in lines)
-    assert any(line.startswith("final = 1*bm25/max + 0.5*graph(evidence)") for line in lines)
-    assert any(line.startswith("graph: not expanded (20 seeds match") for line in lines)
-    assert display.summary_lines(_result(output_papers()[:3]), 200)[0].startswith("3 of 42 hits shown; top 1.0000")
+    assert lines == ["results 11-13; 2,248 papers match the query (3.2 ms)"]
+    assert "42" not in " ".join(lines) and "hits" not in " ".join(lines)
+    verbose = display.summary_lines(result, 80, offset=10, matched=2248, verbose=True)
+    assert verbose[0] == lines[0] and all(len(line) <= 80 for line in verbose)
+    assert verbose[1] == "top 1.0000, average 0.8000 over 42 ranked candidates"
+    assert any(line.startswith("final = 1*bm25/max + 0.5*graph(evidence)") for line in verbose)
+    assert any(line.startswith("graph: not expanded (20 seeds match") for line in verbose)
+    one = _result(output_papers()[:1])
+    assert display.summary_lines(one, 200, matched=1) == ["result 1; 1 paper matches the query (3.2 ms)"]
+    assert display.summary_lines(one, 200) == ["result 1 (3.2 ms)"]  # a result that counted nothing
+    about = display.summary_lines(_result(output_papers()[:3]), 80, matched=5000)
+    assert about[0].startswith("results 1-3; 5,000 papers match")
 
 
 def test_first_author_and_surname():
@@ -151,6 +177,31 @@ def test_first_author_and_surname():
     assert display.surname("") == ""
     assert display.first_author([]) == "" and display.first_author(["E. Witten"]) == "Witten"
     assert display.first_author(["E. Witten", "N. Seiberg"]) == "Witten et al."
+    # Names the table used to get wrong: TeX, initials run into the surname, particles, no surname at all.
+    assert display.surname(r"M\'aximo Ba\~nados") == "Bañados"
+    assert display.surname("S.N.Solodukhin") == "Solodukhin"
+    assert display.surname("Peter van Nieuwenhuizen") == "van Nieuwenhuizen"
+    assert display.surname("Author 1-8") == "Author 1-8"  # the demo corpus's names: not "1-8"
+    assert display.first_author(["Curtis G. Callan", "Jr.", "Juan M. Maldacena"]) == "Callan et al."
+    assert display.author_cell(["Andrew Strominger", "Cumrun Vafa"], 12) == "Strominger+"
+    assert display.author_cell(["Andrew Strominger", "Cumrun Vafa"], 20) == "Strominger et al."
+    assert display.author_cell(["Andrew Strominger"], 6) == "Strom…"
+
+
+def test_the_demo_corpus_shows_its_authors_names(demo_db, capsys):
+    """The demo corpus's authors are "Author 1-8", "Coauthor 1-8": the table showed "1-8 et al."."""
+    code, out, _ = run(capsys, "search", "attention sparsity", "--db", str(demo_db), "--limit", "3")
+    assert code == 0
+    rows = out.splitlines()[1:4]
+    assert all(" Author " in row for row in rows) and not any(" 1-" in row.split("Author")[0] for row in rows)
+
+
+def test_plurals_are_right_for_one():
+    assert display.count(1, "paper") == "1 paper" and display.count(2524, "paper") == "2,524 papers"
+    assert display.count(1, "sub-query", "sub-queries") == "1 sub-query"
+    assert display.count(3, "sub-query", "sub-queries") == "3 sub-queries"
+    page = Paper("x", "A title", citations=["y"])
+    assert "cited by 1 paper of the corpus" in display.paper_lines(page, 80, citing={"y": Paper("y", "Y")})
 
 
 def test_columns_fit_and_pad_count_wide_and_combining_characters():
@@ -183,7 +234,7 @@ def test_paper_page_lists_references_and_citing_papers():
     assert all(display.columns(line) <= 80 for line in lines)
     assert lines[:3] == [
         "hep-th/9711200 (1997)",
-        "The Large $N$ Limit of Superconformal Field Theories and Supergravity",
+        "The Large N Limit of Superconformal Field Theories and Supergravity",  # its TeX rendered
         "Juan M. Maldacena",
     ]
     text = "\n".join(lines)
@@ -191,6 +242,8 @@ def test_paper_page_lists_references_and_citing_papers():
     assert any(line.split()[:2] == ["hep-th/9802150", "1998"] and "Witten" in line for line in lines)
     assert any(line.split()[:1] == ["hep-th/0000001"] and "(not in the corpus)" in line for line in lines)
     assert "  and 1 more" in lines
+    tex = display.paper_lines(papers[S2_ID], 80)
+    assert tex[1].startswith("Hyperkähler black hole entropy:") and "\\" not in tex[1]
     bare = display.paper_lines(Paper("x", "A title"), 80)
     assert "references: none listed" in bare and "cited by no paper of the corpus" in bare
 
@@ -216,8 +269,22 @@ def test_search_prints_a_table_that_fits_the_terminal(output_db, capsys, monkeyp
     assert all(display.columns(line) <= int(columns) for line in lines), max(lines, key=display.columns)
     assert lines[0].split()[:3] == ["#", "id", "year"]
     assert any(line.split()[:2] == ["1", lines[1].split()[1]] for line in lines[1:2])
-    assert S2_ID in out and "W2741809807" in out and "hits shown" in out
+    assert S2_ID in out and "W2741809807" in out and "results 1-8; " in out and "hits" not in out
     assert sum(1 for line in lines if "*bm25" in line and "*graph" in line) >= 8  # a --why line per result
+    assert "Hyperkähler" in out and 'Hyperk\\"ahler' not in out  # TeX rendered in the table
+
+
+def test_search_shows_the_ranking_internals_only_when_asked(output_db, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    argv = ["search", "black hole entropy", "--db", str(output_db), "--limit", "3"]
+    _, plain, _ = run(capsys, *argv)
+    _, verbose, _ = run(capsys, *argv, "-v")
+    assert plain.splitlines()[0].split() == ["#", "id", "year", "author", "title"]
+    assert plain.splitlines()[-1].startswith("results 1-3; ") and "final =" not in plain and "graph:" not in plain
+    assert verbose.splitlines()[0].split()[-1] == "score"
+    assert "ranked candidates" in verbose and "final =" in verbose and "graph: " in verbose
+    same = run(capsys, *argv, "--verbose")[1]
+    assert same.splitlines()[:4] == verbose.splitlines()[:4] and len(same.splitlines()) == len(verbose.splitlines())
 
 
 def test_explain_fits_the_terminal(output_db, capsys, monkeypatch):
@@ -246,7 +313,7 @@ def test_writers_print_their_summary_as_json(tmp_path, capsys):
     upgraded = json.loads(out)
     assert code == 0 and upgraded["upgraded"] is False and upgraded["from_revision"] == upgraded["to_revision"]
     code, out, _ = run(capsys, "remove", "p001", "--db", db)
-    assert out.startswith("removed 1 papers from") and not out.startswith("{")
+    assert out.startswith("removed 1 paper from") and "; 99 papers now" in out and not out.startswith("{")
 
 
 def test_version(capsys):

@@ -1,6 +1,6 @@
 """Exports (``retrieval.interfaces.output.export``): every format parsed back with its own reader (bibtexparser, csv,
-json, the RIS tags line by line), the BibTeX escaping against awkward text, and ``--format`` on ``search`` and
-``explain``."""
+json, rispy and the RIS tags line by line, Zotero's RIS import rules), the BibTeX escaping against awkward text,
+TeX rendered where the format is not TeX, and ``--format`` on ``search`` and ``explain``."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ import re
 
 import bibtexparser
 import pytest
+import rispy
 from bibtexparser.middlewares import LatexDecodingMiddleware
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval.corpus.paper import Paper
 from retrieval.interfaces.cli import options as cli_types
-from retrieval.interfaces.output import export
+from retrieval.interfaces.output import export, reading
 from tests.test_display import S2_ID, _result, output_db, output_papers, run  # noqa: F401 (a fixture)
 
 RIS_LINE = re.compile(r"^([A-Z][A-Z0-9])  - (.*)$")
@@ -107,6 +108,19 @@ def test_bibtex_escapes_what_would_break_an_entry_and_keeps_tex_and_unicode():
     assert organisation["author"] == "{Smith and Sons} and A. B"
 
 
+def test_bibtex_writes_a_suffix_where_bibtex_reads_one():
+    """hep-th lists "Curtis G. Callan" and "Jr." as two authors; BibTeX gets one, in its "Last, Jr, First" form."""
+    from bibtexparser.middlewares import SeparateCoAuthors, SplitNameParts
+
+    text = export.to_bibtex([Paper("hep-th/9510134", "T", authors=["Curtis G. Callan", "Jr.", "Juan M. Maldacena"])])
+    (entry,) = parse_bibtex(text)
+    assert entry["author"] == "Callan, Jr., Curtis G. and Juan M. Maldacena"
+    library = bibtexparser.parse_string(text, append_middleware=[SeparateCoAuthors(), SplitNameParts()])
+    callan, maldacena = library.entries[0]["author"]
+    assert (callan.last, callan.jr, callan.first) == (["Callan"], ["Jr."], ["Curtis", "G."])
+    assert (maldacena.last, maldacena.first) == (["Maldacena"], ["Juan", "M."])
+
+
 def _braces_balance(value: str) -> bool:
     depth = 0
     for char in value:
@@ -153,12 +167,97 @@ def test_ris_parses_back_line_by_line():
     records = parse_ris(export.export(papers, "ris"))
     assert len(records) == len(papers)
     for record, p in zip(records, papers, strict=True):
-        assert record["TY"] == ["JOUR"] and record["ID"] == [p.id] and record["TI"] == [" ".join(p.title.split())]
-        assert record.get("AU", []) == p.authors
+        kind = "UNPB" if export.arxiv_id(p.id) else "GEN"  # an e-print is unpublished work; the rest unknown
+        assert record["TY"] == [kind] and record["ID"] == [p.id] and record["TI"] == [reading.text(p.title)]
+        assert record.get("AU", []) == [reading.last_first(a) for a in p.authors]
         assert record.get("PY") == ([str(p.year)] if p.year is not None else None)
-        assert record.get("AB") == ([p.abstract] if p.abstract else None)
+        assert record.get("AB") == ([reading.text(p.abstract)] if p.abstract else None)
     assert records[0]["UR"] == ["https://arxiv.org/abs/hep-th/9711200"]
+    assert records[0]["TI"] == ["The Large N Limit of Superconformal Field Theories and Supergravity"]  # no TeX
+    assert records[0]["AU"] == ["Maldacena, Juan M."]  # "Lastname, Firstname", as RIS wants
+    assert records[2]["AU"] == ["Gubser, S. S.", "Klebanov, I. R.", "Polyakov, A. M."]
+    assert records[3]["AU"] == ["Brézin, Édouard", "Ørsted, Zoë"]
+    assert records[5]["AU"] == ["Smith, John", "Jones, Jr."] and records[5]["TI"][0].startswith("Hyperkähler")
     assert export.to_ris([]) == ""
+
+
+def test_ris_round_trips_through_rispy():
+    """rispy (a maintained RIS reader and writer) reads every record back, and writes what it read so that it
+    reads the same again."""
+    papers = output_papers() + [
+        Paper("hep-th/9510134", "Extremal Black Holes As Fundamental Strings", r"$\alpha'$ and 50% of it", 1995,
+              ["Curtis G. Callan", "Jr.", "Juan M. Maldacena"]),
+        Paper("10.1103/PhysRevD.55.5112", "M theory as a matrix model", "", 1997, ["T. Banks", "W. Fischler"]),
+    ]  # fmt: skip
+    text = export.to_ris(papers)
+    entries = rispy.loads(text)
+    assert len(entries) == len(papers)
+    for entry, p in zip(entries, papers, strict=True):
+        assert entry["id"] == p.id and entry["title"] == reading.text(p.title)
+        assert entry["type_of_reference"] == ("UNPB" if export.arxiv_id(p.id) else "GEN")
+        assert entry.get("authors", []) == [reading.last_first(a) for a in reading.authors(p.authors)]
+        assert entry.get("year") == (str(p.year) if p.year is not None else None)
+    callan, banks = entries[-2], entries[-1]
+    assert callan["authors"] == ["Callan, Curtis G., Jr.", "Maldacena, Juan M."]  # "Jr." is not an author
+    assert callan["abstract"] == "α' and 50% of it"
+    assert banks["doi"] == "10.1103/PhysRevD.55.5112" and banks["urls"] == ["https://doi.org/10.1103/PhysRevD.55.5112"]
+    assert rispy.loads(rispy.dumps(entries)) == entries
+
+
+#: Zotero's RIS import (zotero/translators, RIS.js, "lastUpdated" 2026-01-05): ``importTypeMap``'s own entries
+#: (the types it reads but does not write) merged with ``exportTypeMap`` reversed, as the translator builds it; a
+#: TY in neither becomes ``DEFAULT_IMPORT_TYPE``. No TY there is Zotero's "preprint" item type: a preprint exported
+#: from Zotero is written as ``DEFAULT_EXPORT_TYPE``, GEN, and read back as a journal article.
+ZOTERO_RIS_TYPES = {
+    "ABST": "journalArticle", "ADVS": "film", "AGGR": "document", "ANCIENT": "document", "CHART": "artwork",
+    "CLSWK": "book", "CPAPER": "conferencePaper", "CTLG": "magazineArticle", "DBASE": "dataset", "EBOOK": "book",
+    "ECHAP": "bookSection", "EDBOOK": "book", "EJOUR": "journalArticle", "EQUA": "document", "FIGURE": "artwork",
+    "GEN": "journalArticle", "GOVDOC": "report", "GRNT": "document", "INPR": "manuscript",
+    "JFULL": "journalArticle", "LEGAL": "case", "MULTI": "videoRecording", "MUSIC": "audioRecording",
+    "PAMP": "manuscript", "SER": "book", "STAND": "report", "UNBILL": "manuscript", "UNPD": "manuscript",
+    "WEB": "webpage", "ART": "artwork", "SOUND": "audioRecording", "BILL": "bill", "BLOG": "blogPost",
+    "BOOK": "book", "CHAP": "bookSection", "CASE": "case", "COMP": "computerProgram", "CONF": "conferencePaper",
+    "DICT": "dictionaryEntry", "ENCYC": "encyclopediaArticle", "ICOMM": "email", "DATA": "dataset",
+    "MPCT": "film", "HEAR": "hearing", "JOUR": "journalArticle", "PCOMM": "letter", "MGZN": "magazineArticle",
+    "MANSCPT": "manuscript", "MAP": "map", "NEWS": "newspaperArticle", "PAT": "patent", "SLIDE": "presentation",
+    "RPRT": "report", "STAT": "statute", "THES": "thesis", "VIDEO": "videoRecording", "ELEC": "webpage",
+}  # fmt: skip
+ZOTERO_DEFAULT_IMPORT_TYPE = "journalArticle"
+
+
+def zotero_ris_item(record: dict[str, list[str]]) -> dict:
+    """A record read as Zotero's RIS translator reads these tags: the item type from TY, an author from each AU
+    (``lastName`` before the first comma, ``firstName`` the rest after it; no comma: one field), TI the title,
+    AB the abstract, PY the date, UR the url, DO the DOI."""
+    item = {"itemType": ZOTERO_RIS_TYPES.get(record["TY"][0].strip().upper(), ZOTERO_DEFAULT_IMPORT_TYPE)}
+    creators = []
+    for value in record.get("AU", []):
+        last = re.split(r"\s*,\s*", value)[0]
+        first = re.sub(r"^\s*,\s*", "", value[len(last) :])
+        creators.append({"lastName": last, "firstName": first} if first else {"lastName": last, "fieldMode": 1})
+    item["creators"] = creators
+    for tag, field in (("TI", "title"), ("AB", "abstractNote"), ("PY", "date"), ("UR", "url"), ("DO", "DOI")):
+        if tag in record:
+            item[field] = record[tag][0]
+    return item
+
+
+def test_zotero_reads_each_author_and_field_of_the_ris():
+    records = parse_ris(export.to_ris(output_papers()))
+    maldacena, gubser = zotero_ris_item(records[0]), zotero_ris_item(records[2])
+    assert maldacena["creators"] == [{"lastName": "Maldacena", "firstName": "Juan M."}]
+    assert [c["lastName"] for c in gubser["creators"]] == ["Gubser", "Klebanov", "Polyakov"]
+    assert maldacena["title"].startswith("The Large N Limit") and maldacena["date"] == "1997"
+    assert maldacena["url"] == "https://arxiv.org/abs/hep-th/9711200"
+    assert maldacena["abstractNote"].startswith("We show that black hole entropy")
+    particle = zotero_ris_item(parse_ris(export.to_ris([Paper("x", "T", authors=["Gerard 't Hooft"])]))[0])
+    assert particle["creators"] == [{"lastName": "'t Hooft", "firstName": "Gerard"}]
+    # The e-print's type: what RIS calls unpublished work. Zotero has no RIS type for its preprints and reads it
+    # as its default, a journal article, as it read the JOUR written before.
+    assert records[0]["TY"] == [export.RIS_PREPRINT] == ["UNPB"]
+    assert "preprint" not in ZOTERO_RIS_TYPES.values() and "UNPB" not in ZOTERO_RIS_TYPES
+    assert maldacena["itemType"] == "journalArticle"
+    assert rispy.TYPE_OF_REFERENCE_MAPPING["UNPB"] == "Unpublished work"
 
 
 def test_csv_parses_back_with_the_stdlib_reader():
@@ -168,9 +267,12 @@ def test_csv_parses_back_with_the_stdlib_reader():
     assert len(rows) == 1 + len(result.ranked)
     for row, entry in zip(rows[1:], result.ranked, strict=True):
         rank, pid, year, title, authors, score = row
-        assert pid == entry.paper.id and title == entry.paper.title and float(score) == entry.final_score
+        assert pid == entry.paper.id and title == reading.text(entry.paper.title)
+        assert float(score) == entry.final_score
         assert year == ("" if entry.paper.year is None else str(entry.paper.year))
         assert authors.split("; ") == entry.paper.authors or (authors == "" and not entry.paper.authors)
+    assert rows[1][3] == "The Large N Limit of Superconformal Field Theories and Supergravity"  # TeX rendered
+    assert rows[6][3].startswith("Hyperkähler black hole entropy:")
     assert [row[0] for row in rows[1:]] == [str(rank) for rank in range(11, 11 + len(result.ranked))]
     plain = list(csv.reader(io.StringIO(export.export(output_papers()[:1], "csv"))))
     assert plain[1][0] == "1" and plain[1][-1] == ""  # a plain paper has no score

@@ -1,7 +1,8 @@
 """The web pages (``retrieval.interfaces.http.web``) through FastAPI's test client, and the evidence drawing
-(``retrieval.interfaces.http.svg``) as a pure function: what each page shows, escaping, errors as HTML pages with
-the API's status codes, and the graph's caps, classes, tooltips and deterministic layout. The same pages in a real
-browser: ``tests/test_browser.py``."""
+(``retrieval.interfaces.http.svg``) as a pure function: what each page shows, TeX rendered, escaping, errors as HTML
+pages with the API's status codes, the downloads for reference managers, the paper pages' meta tags read as
+Zotero's Embedded Metadata translator reads them, and the graph's views, links, caps, classes, tooltips and
+deterministic layout. The same pages in a real browser: ``tests/test_browser.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import re
 import shutil
 from html.parser import HTMLParser
 
+import bibtexparser
 import pytest
+import rispy
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
@@ -21,7 +24,9 @@ from fastapi.testclient import TestClient  # noqa: E402
 from retrieval import RetrievalClient  # noqa: E402
 from retrieval.interfaces.http import svg  # noqa: E402
 from retrieval.interfaces.http.app import create_app  # noqa: E402
+from retrieval.interfaces.output import export  # noqa: E402
 from retrieval.interfaces.service import Service  # noqa: E402
+from tests.test_display import S2_ID, output_db  # noqa: E402, F401 (a fixture)
 
 QUERY = "attention sparsity"
 
@@ -185,6 +190,200 @@ def test_a_long_list_is_cut_with_a_link_to_all_of_it(web, service, demo_db, monk
     assert all(f'data-id="{r["id"]}"' in whole for r in citing)
 
 
+# -- TeX, downloads and meta tags for reference managers ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def output_web(output_db):  # noqa: F811
+    """The pages over papers whose titles and names are TeX and whose ids are arXiv, OpenAlex and S2 ids."""
+    service = Service(output_db)
+    with TestClient(create_app(service)) as client:
+        yield client
+    service.close()
+
+
+def test_pages_show_tex_rendered(output_web):
+    page = output_web.get("/", params={"q": "black hole entropy", "limit": 20}).text
+    assert "Hyperkähler black hole entropy" in page and "Hyperk\\&quot;ahler" not in page
+    assert "The Large N Limit of Superconformal" in page and "$N$" not in page
+    paper = output_web.get(f"/paper/{S2_ID}").text
+    assert re.search(r"<h1[^>]*>Hyperkähler black hole entropy:", paper)
+    assert "\\cal" not in paper.split("<main")[1]
+
+
+def test_search_page_offers_each_result_and_the_page_as_bibtex_and_ris(output_web, output_db):  # noqa: F811
+    params = {"q": "black hole entropy", "limit": 3, "offset": 1}
+    page = output_web.get("/", params=params).text
+    ids = [r["data-id"] for r in elements(page, "result", tag="li")]
+    downloads = [a["href"] for a in elements(page, "download", tag="a")]
+    assert downloads[:2] == [f"/export.bib?{_query(params)}", f"/export.ris?{_query(params)}"]
+    assert downloads[2:] == [f"/paper/{pid}.{ext}" for pid in ids for ext in ("bib", "ris")]
+    bib = output_web.get(downloads[0])
+    assert bib.status_code == 200 and bib.headers["content-type"] == "application/x-bibtex; charset=utf-8"
+    assert bib.headers["content-disposition"] == 'attachment; filename="black-hole-entropy-2-4.bib"'
+    with RetrievalClient(output_db) as client:
+        papers = [e.paper for e in client.search("black hole entropy", limit=3, offset=1).ranked]
+    assert [p.id for p in papers] == ids
+    assert bib.text == export.to_bibtex(papers) and len(bibtexparser.parse_string(bib.text).entries) == 3
+    ris = output_web.get(downloads[1])
+    assert ris.headers["content-type"] == "application/x-research-info-systems; charset=utf-8"
+    assert ris.headers["content-disposition"].endswith('filename="black-hole-entropy-2-4.ris"')
+    assert [r["id"] for r in rispy.loads(ris.text)] == ids
+
+
+def _query(params: dict) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode({k: str(v) for k, v in params.items()})
+
+
+def test_a_paper_downloads_as_bibtex_and_ris(output_web):
+    bib = output_web.get("/paper/hep-th/9711200.bib")
+    assert bib.status_code == 200 and bib.headers["content-type"].startswith("application/x-bibtex")
+    assert bib.headers["content-disposition"] == 'attachment; filename="hep-th-9711200.bib"'
+    (entry,) = bibtexparser.parse_string(bib.text).entries
+    assert entry.key == "maldacena1997large" and entry["eprint"] == "hep-th/9711200"
+    assert entry["title"] == "The Large $N$ Limit of Superconformal Field Theories and Supergravity"  # TeX kept
+    ris = output_web.get("/paper/hep-th/9711200.ris")
+    (record,) = rispy.loads(ris.text)
+    assert record["type_of_reference"] == "UNPB" and record["authors"] == ["Maldacena, Juan M."]
+    assert record["title"] == "The Large N Limit of Superconformal Field Theories and Supergravity"  # rendered
+    page = output_web.get("/paper/hep-th/9711200").text
+    assert {a["href"] for a in elements(page, "download", tag="a")} == {
+        "/paper/hep-th/9711200.bib", "/paper/hep-th/9711200.ris"
+    }  # fmt: skip
+
+
+def test_downloads_are_pages_not_api_and_fail_as_pages(output_web):
+    missing = output_web.get("/paper/no/such/paper.bib")
+    assert missing.status_code == 404 and elements(missing.text, "error")[0]["data-status"] == "404"
+    empty = output_web.get("/export.ris")
+    assert empty.status_code == 400 and "give a query" in empty.text
+    schema = output_web.get("/openapi.json").json()
+    assert not [path for path in schema["paths"] if "export" in path or path.endswith((".bib", ".ris"))]
+
+
+#: Zotero's item types (its schema), for the Dublin Core type the RDF translator accepts (``ZU.itemTypeExists``).
+ZOTERO_ITEM_TYPES = {
+    "artwork", "audioRecording", "bill", "blogPost", "book", "bookSection", "case", "computerProgram",
+    "conferencePaper", "dataset", "dictionaryEntry", "document", "email", "encyclopediaArticle", "film",
+    "forumPost", "hearing", "instantMessage", "interview", "journalArticle", "letter", "magazineArticle",
+    "manuscript", "map", "newspaperArticle", "patent", "podcast", "preprint", "presentation", "radioBroadcast",
+    "report", "standard", "statute", "thesis", "tvBroadcast", "videoRecording", "webpage",
+}  # fmt: skip
+#: Embedded Metadata.js's HIGHWIRE_MAPPINGS (zotero/translators, "lastUpdated" of 2025): meta name -> field.
+HIGHWIRE_MAPPINGS = {
+    "citation_title": "title", "citation_publication_date": "date", "citation_cover_date": "date",
+    "citation_date": "date", "citation_journal_title": "publicationTitle",
+    "citation_journal_abbrev": "journalAbbreviation", "citation_inbook_title": "publicationTitle",
+    "citation_book_title": "bookTitle", "citation_volume": "volume", "citation_issue": "issue",
+    "citation_series_title": "series", "citation_conference_title": "conferenceName",
+    "citation_conference": "conferenceName", "citation_dissertation_institution": "university",
+    "citation_technical_report_institution": "institution", "citation_technical_report_number": "number",
+    "citation_publisher": "publisher", "citation_isbn": "ISBN", "citation_abstract": "abstractNote",
+    "citation_doi": "DOI", "citation_public_url": "url", "citation_language": "language",
+}  # fmt: skip
+HW_TYPES = {
+    "citation_journal_title": "journalArticle", "citation_technical_report_institution": "report",
+    "citation_conference_title": "conferencePaper", "citation_conference": "conferencePaper",
+    "citation_book_title": "bookSection", "citation_inbook_title": "bookSection",
+    "citation_dissertation_institution": "thesis",
+}  # fmt: skip
+
+
+class _Meta(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        attrs = dict(attrs)
+        name = attrs.get("name") or attrs.get("property")
+        if tag == "meta" and name and attrs.get("content"):
+            self.tags.append((name, attrs["content"]))
+
+
+def zotero_embedded_metadata(html: str) -> dict:
+    """A page's meta tags read as Zotero's Embedded Metadata translator reads them (zotero/translators, "Embedded
+    Metadata.js"): the item type from the Highwire tags (``citation_journal_title`` and the like set it;
+    ``citation_title`` only guesses journalArticle), unless Dublin Core's type names a Zotero item type, which its
+    RDF translator prefers to the guess; each field by ``HIGHWIRE_MAPPINGS`` (the last of a field's tags wins);
+    each ``citation_author`` one creator, split at its comma into lastName and firstName (``ZU.cleanAuthor``
+    with useComma), or at its last space without one, a lone tag with spaces on both sides of a comma split into
+    two authors; ``citation_pdf_url`` a PDF attachment."""
+    parser = _Meta()
+    parser.feed(html)
+    tags = parser.tags
+    names = [name for name, _ in tags]
+    hw_type = next((HW_TYPES[n] for n in names if n in HW_TYPES), None)
+    guess = "journalArticle" if "citation_title" in names or "citation_series_title" in names else None
+    dc_type = next((v for n, v in tags if re.split(r"[.:_]", n)[0].lower() == "dc" and n[3:] == "type"), None)
+    dc = dc_type if dc_type in ZOTERO_ITEM_TYPES else None
+    item: dict = {"itemType": hw_type or dc or guess or "webpage", "creators": [], "attachments": []}
+    for meta, field in HIGHWIRE_MAPPINGS.items():
+        value = next((v for n, v in tags if n == meta), None)
+        if value and value.strip():
+            item[field] = " ".join(value.split())
+    authors = [v for n, v in tags if n == "citation_author"]
+    if len(authors) == 1 and len(authors[0].split(";")) == 1:
+        halves = re.split(r"\s*,\s*", authors[0])
+        if len(halves) > 1 and " " in halves[0] and " " in halves[1]:
+            authors = halves  # read as two authors
+    for author in authors:
+        if "," in author:
+            last, _, first = author.partition(",")
+        else:
+            first, _, last = author.rpartition(" ")
+        item["creators"].append({"lastName": last.strip(), "firstName": first.strip(), "creatorType": "author"})
+    pdf = next((v for n, v in tags if n == "citation_pdf_url"), None)
+    if pdf:
+        item["attachments"].append({"title": "Full Text PDF", "url": pdf, "mimeType": "application/pdf"})
+    return item
+
+
+def test_paper_pages_carry_the_meta_tags_zotero_saves_a_preprint_from(output_web):
+    page = output_web.get("/paper/hep-th/9802109").text
+    item = zotero_embedded_metadata(page)
+    assert item["itemType"] == "preprint"
+    assert item["title"] == "Gauge Theory Correlators from Non-Critical String Theory"
+    assert [(c["lastName"], c["firstName"]) for c in item["creators"]] == [
+        ("Gubser", "S. S."), ("Klebanov", "I. R."), ("Polyakov", "A. M."),
+    ]  # fmt: skip
+    assert item["date"] == "1998" and item["abstractNote"] == "Correlators and black hole entropy."
+    assert item["publisher"] == "arXiv" and item["url"] == "https://arxiv.org/abs/hep-th/9802109"
+    assert item["attachments"] == [
+        {"title": "Full Text PDF", "url": "https://arxiv.org/pdf/hep-th/9802109", "mimeType": "application/pdf"}
+    ]
+    tags = dict(_meta_tags(page))
+    assert tags["citation_arxiv_id"] == "hep-th/9802109" and tags["DC.type"] == "preprint"
+    # TeX rendered, names with their particles and accents, one author each.
+    tex = zotero_embedded_metadata(output_web.get(f"/paper/{S2_ID}").text)
+    assert tex["title"].startswith("Hyperkähler black hole entropy:") and tex["itemType"] == "journalArticle"
+    assert [(c["lastName"], c["firstName"]) for c in tex["creators"]] == [("Smith", "John"), ("Jones", "Jr.")]
+    assert "DOI" not in tex and tex["url"] == f"https://www.semanticscholar.org/paper/{S2_ID}"
+    accents = zotero_embedded_metadata(output_web.get("/paper/1234.5678").text)
+    assert [(c["lastName"], c["firstName"]) for c in accents["creators"]] == [("Brézin", "Édouard"),
+                                                                              ("Ørsted", "Zoë")]  # fmt: skip
+
+
+def _meta_tags(html: str) -> list[tuple[str, str]]:
+    parser = _Meta()
+    parser.feed(html)
+    return parser.tags
+
+
+def test_a_sole_author_with_a_comma_is_not_read_as_two():
+    """Zotero splits a lone ``citation_author`` at its comma when both sides have a space ("van der Berg, Jan
+    Hendrik"): such a name is written given names first."""
+    from retrieval.interfaces.http.web import citation_meta
+
+    html = citation_meta({"id": "hep-th/0001001", "title": "T", "authors": ["Jan Hendrik van der Berg"]})
+    creators = zotero_embedded_metadata(html)["creators"]
+    assert len(creators) == 1 and creators[0]["lastName"] == "Berg"
+    two = citation_meta({"id": "x", "title": "T", "authors": ["Jan Hendrik van der Berg", "Gerard 't Hooft"]})
+    assert [c["lastName"] for c in zotero_embedded_metadata(two)["creators"]] == ["van der Berg", "'t Hooft"]
+
+
 # -- errors ------------------------------------------------------------------------------------------------------
 
 
@@ -210,7 +409,7 @@ def test_errors_are_pages_with_the_message_and_the_status(web, url, status, word
 
 def test_every_library_error_has_a_status_of_its_own():
     """The pages and the API share one table (``retrieval.interfaces.service.STATUS``); every error the library raises
-    on purpose is a 4xx or a 503 there, never the 500 of an unexpected failure."""
+    on purpose is a 4xx, a 502 (an upstream API) or a 503 there, never the 500 of an unexpected failure."""
     from retrieval import errors
     from retrieval.interfaces.service import status_of
 
@@ -218,7 +417,7 @@ def test_every_library_error_has_a_status_of_its_own():
     assert len(kinds) >= 9
     for kind in kinds:
         if kind is not errors.RetrievalError:
-            assert status_of(kind.__new__(kind)) in (400, 404, 413, 503), kind.__name__
+            assert status_of(kind.__new__(kind)) in (400, 404, 413, 502, 503), kind.__name__
 
 
 def test_an_index_that_went_away_is_503(demo_db, tmp_path):
@@ -235,7 +434,7 @@ def test_an_index_that_went_away_is_503(demo_db, tmp_path):
 
 
 def test_evidence_view_draws_every_node_and_edge_of_the_run(web, service):
-    page = web.get("/explain-view", params={"q": QUERY})
+    page = web.get("/explain-view", params={"q": QUERY, "view": "all"})
     assert page.status_code == 200
     graph = service.explain(QUERY)["graph"]
     nodes = elements(page.text, "node", tag="circle")
@@ -254,11 +453,39 @@ def test_evidence_view_draws_every_node_and_edge_of_the_run(web, service):
     assert ranked == [r["paper_id"] for r in service.explain(QUERY)["results"]]
 
 
-def test_evidence_view_rings_the_paper_asked_about(web, service):
-    graph = service.explain(QUERY)["graph"]
-    pid = graph["nodes"][-1]["paper_id"]
-    page = web.get("/explain-view", params={"q": QUERY, "focus": pid})
-    assert [n["data-id"] for n in elements(page.text, "node", "focus", tag="circle")] == [pid]
+def test_evidence_view_shows_the_top_papers_first_and_the_rest_behind_a_link(web, service):
+    """By default the seeds, the ranked papers and the kept edges among them; ``view=all`` (the link) draws the
+    whole graph. Every paper drawn is a link to its page."""
+    data = service.explain(QUERY)
+    graph = data["graph"]
+    page = web.get("/explain-view", params={"q": QUERY})
+    drawn = by_id(page.text, "drawn")
+    nodes = {n["data-id"] for n in elements(page.text, "node", tag="circle")}
+    seeds = {n["paper_id"] for n in graph["nodes"] if n["role"] == "seed"}
+    assert nodes == seeds | {r["paper_id"] for r in data["results"]} and drawn["data-view"] == "top"
+    assert int(drawn["data-nodes"]) == len(nodes) < int(drawn["data-nodes-total"]) == len(graph["nodes"])
+    edges = {(e["data-citing"], e["data-cited"]) for e in elements(page.text, "edge", tag="path")}
+    kept_among = {(e["citing"], e["cited"]) for e in graph["edges"] if e["kept"] and {e["citing"], e["cited"]} <= nodes}
+    assert edges == kept_among and not elements(page.text, "edge", "pruned", tag="path")
+    links = [a["href"] for a in elements(page.text, "paper-link", tag="a")]
+    assert sorted(links) == sorted(f"/paper/{pid}" for pid in nodes)
+    toggle = by_id(page.text, "view-toggle")
+    assert toggle["href"] == "/explain-view?q=attention+sparsity&amp;view=all".replace("&amp;", "&")
+    whole = web.get(toggle["href"])
+    assert by_id(whole.text, "drawn")["data-view"] == "all"
+    assert len(elements(whole.text, "node", tag="circle")) == len(graph["nodes"])
+    assert by_id(whole.text, "view-toggle")["href"] == "/explain-view?q=attention+sparsity"
+
+
+def test_evidence_view_rings_and_labels_the_paper_asked_about(web, service):
+    data = service.explain(QUERY)
+    ranked = {r["paper_id"] for r in data["results"]}
+    pid = next(n["paper_id"] for n in reversed(data["graph"]["nodes"]) if n["paper_id"] not in ranked)
+    for view in ("top", "all"):  # drawn in both views, though not among the top papers
+        page = web.get("/explain-view", params={"q": QUERY, "focus": pid, "view": view})
+        assert [n["data-id"] for n in elements(page.text, "node", "focus", tag="circle")] == [pid]
+        assert len(elements(page.text, "focus-ring", tag="circle")) == 1 and ">asked about</text>" in page.text
+        assert by_id(page.text, "focus") and f'href="/paper/{pid}"' in page.text
     missing = web.get("/explain-view", params={"q": QUERY, "focus": "not/a/paper"})
     assert "not in the drawn graph" in missing.text
 

@@ -17,6 +17,7 @@ import time
 from ..config import QUERY_TIMEOUT, RetrievalConfig, resolve_db
 from ..errors import (
     ConfigError,
+    FetchError,
     IndexNotFoundError,
     InputError,
     NotAnIndexError,
@@ -206,6 +207,7 @@ STATUS = {
     SchemaVersionError: 503,
     StoreError: 503,
     OverloadedError: 503,
+    FetchError: 502,  # an upstream API failed (not served today, but every error has its status)
     RetrievalError: 500,
 }
 #: What a client is told of an unexpected error (500); the traceback goes to the server's log only.

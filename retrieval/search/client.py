@@ -360,8 +360,9 @@ class RetrievalClient:
         hit_count, average, top = len(ranked), (sum(scores) / len(scores) if scores else 0.0), max(scores, default=0.0)
         # Past the ranked candidates, the rest of the BM25 list (as deep as offset + limit asked) in BM25 order:
         # every page is then a slice of one longer ranking, however deep it goes. (Without a limit, the ranking
-        # alone: what the evaluation and the modes rank.)
-        past = [] if limit is None else [(pid, s) for pid, s in hits if pid not in distances and pid not in excluded]
+        # alone: what the evaluation and the modes rank; the lesson's ranking is its seeds and their walk.)
+        deep = limit is not None and cfg.ranking != "hops"
+        past = [(pid, s) for pid, s in hits if pid not in distances and pid not in excluded] if deep else []
         shown_past = past[max(0, offset - hit_count) : max(0, offset + (limit or 0) - hit_count)]
         ranked = ranked[offset:] if limit is None else ranked[offset : offset + limit]
         if shown_past:

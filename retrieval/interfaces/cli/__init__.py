@@ -118,13 +118,15 @@ def _cmd_build(args: argparse.Namespace) -> int:
     )
     for warning in summary.warnings:
         print(f"retrieval: warning: {warning}", file=sys.stderr)
-    shards = f" over {len(summary.shards)} shards" if summary.shards else ""
+    from ..output.display import count
+
+    shards = f" over {count(len(summary.shards), 'shard')}" if summary.shards else ""
     _print_summary(
         args,
         summary.to_dict(),
-        f"built {summary.path}{shards}: {summary.papers:,} papers, {summary.edges:,} citation edges, "
-        f"{summary.dangling_references:,} dangling references, "
-        f"{summary.self_citations_dropped:,} self-citations dropped, {summary.terms:,} terms, "
+        f"built {summary.path}{shards}: {count(summary.papers, 'paper')}, {count(summary.edges, 'citation edge')}, "
+        f"{count(summary.dangling_references, 'dangling reference')}, "
+        f"{count(summary.self_citations_dropped, 'self-citation')} dropped, {count(summary.terms, 'term')}, "
         f"{summary.seconds:.1f} s",
     )
     return 0
@@ -139,20 +141,23 @@ def _cmd_add(args: argparse.Namespace) -> int:
     finally:
         if progress:
             progress(-1)
+    from ..output.display import count
+
     _print_summary(
         args,
         summary.to_dict(),
-        f"added {summary.added:,} papers to {summary.path} ({summary.replaced:,} replaced); "
-        f"{summary.papers:,} papers, {summary.terms:,} terms now; {summary.seconds:.2f} s",
+        f"added {count(summary.added, 'paper')} to {summary.path} ({summary.replaced:,} replaced); "
+        f"{count(summary.papers, 'paper')}, {count(summary.terms, 'term')} now; {summary.seconds:.2f} s",
     )
     return 0
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
     from ... import commands  # loaded when a command runs, not for --help
+    from ..output.display import count
 
     summary = commands.remove(args.ids, db=args.db)
-    text = f"removed {summary.removed:,} papers from {summary.path}; {summary.papers:,} papers now"
+    text = f"removed {count(summary.removed, 'paper')} from {summary.path}; {count(summary.papers, 'paper')} now"
     _print_summary(args, summary.to_dict(), text)
     return 0
 
@@ -238,16 +243,19 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if trace is not None:
         _print_trace(trace.statements)
         return 0
-    print_entries(result, args.format, why=args.why)
+    print_entries(result, args.format, why=args.why, verbose=args.verbose)
     return 0
 
 
-def print_entries(result, fmt: str | None = None, why: bool = False, document: object = None) -> None:
+def print_entries(
+    result, fmt: str | None = None, why: bool = False, document: object = None, verbose: bool = False
+) -> None:
     """A ranked list on stdout: exported in ``fmt`` (``retrieval.interfaces.output.export.FORMATS``; ``json`` prints
     ``document``, by default the result's ``to_dict()``), or as the table that fits the terminal and its summary
-    (``why``: a line per entry with the blend's terms). ``result``: a ``RetrievalResult`` or anything with ``ranked``,
-    ``config``, ``query``, ``metrics`` and ``expansion`` (``offset``, ``matched``, ``warnings`` when it has them);
-    its warnings go to stderr, whatever the format."""
+    (``why``: a line per entry with the blend's terms; ``verbose``: the scores and the ranking's internals).
+    ``result``: a ``RetrievalResult`` or anything with ``ranked``, ``config``, ``query``, ``metrics`` and
+    ``expansion`` (``offset``, ``matched``, ``warnings`` when it has them); its warnings go to stderr, whatever the
+    format."""
     offset = getattr(result, "offset", 0)
     for warning in getattr(result, "warnings", ()):
         _error(warning, prefix="retrieval: warning: ")
@@ -259,8 +267,8 @@ def print_entries(result, fmt: str | None = None, why: bool = False, document: o
     from ..output import display
 
     width = display.terminal_width()
-    lines = display.result_lines(result, width, why=why, offset=offset)
-    summary = display.summary_lines(result, width, offset=offset)
+    lines = display.result_lines(result, width, why=why, offset=offset, scores=verbose)
+    summary = display.summary_lines(result, width, offset=offset, verbose=verbose or why)  # --why: how it ranked too
     print("\n".join(lines + ([""] + summary if summary else [])))
 
 
@@ -370,48 +378,37 @@ def _remove_args(p: argparse.ArgumentParser) -> None:
 
 
 def _search_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    """``search``'s options in three groups, as ``--help`` lists them: the query and its filters, the output, and
+    the ranking's settings (advanced: the defaults are the evaluated ones)."""
+    p.usage = "%(prog)s QUERY [--year RANGE] [--author NAME] [--limit N] [--offset N] [--format FORMAT] [options]"
+    asked = p.add_argument_group("query and filters")
+    asked.add_argument(
         "query",
         type=query,
-        help=f"free-text query (at most {LIMITS['query_chars']:,} characters, {LIMITS['query_terms']:,} terms)",
+        help=f"free-text query (at most {LIMITS['query_chars']:,} characters, {LIMITS['query_terms']:,} terms): words, "
+        '"a phrase", -word, author:NAME, year:1998-2001',
     )
-    p.add_argument("--db", help=DB_HELP)
-    p.add_argument(
-        "--limit", type=bounded("limit"), default=10, help=f"results to show (default 10, at most {LIMITS['limit']:,})"
+    _filter_args(asked)
+    asked.add_argument(
+        "--limit",
+        type=bounded("limit"),
+        default=10,
+        metavar="N",
+        help=f"results to show (default 10, at most {LIMITS['limit']:,})",
     )
-    p.add_argument(
-        "--top-k-lexical",
-        type=bounded("top_k_lexical"),
-        help=f"BM25 seeds (default 20, at most {LIMITS['top_k_lexical']:,})",
+    asked.add_argument(
+        "--plain",
+        action="store_true",
+        help='read the query as plain words: no "phrases", -exclusions, author: or year: (long queries always are)',
     )
-    p.add_argument("--hops", type=hops, help="citation hops from the seeds, 0-2 (default 1; the lesson's 2)")
-    p.add_argument("--lesson", action="store_true", help="the lesson's blend: 10 seeds, 2 hops, 0.5/0.3/0.2")
-    p.add_argument(
-        "--expand", choices=EXPAND_MODES, help="graph expansion: always (default), never, or auto (behind the gate)"
+    asked.add_argument("--db", help=DB_HELP)
+    shown = p.add_argument_group("output")
+    add_output_args(shown)
+    shown.add_argument("--sql", action="store_true", help="print every statement the search ran, with its parameters")
+    ranking = p.add_argument_group(
+        "ranking (advanced)", "how papers are ranked; the defaults are the ones the evaluation chose"
     )
-    p.add_argument("--relations", type=relations, help=f"comma-separated, of {','.join(RELATIONS)}")
-    p.add_argument(
-        "--gate-threshold",
-        type=unit,
-        help="match a seed needs to survive the gate, 0-1 (default 0.3; implies --expand auto)",
-    )
-    p.add_argument(
-        "--gate-survivors",
-        type=bounded("gate_min_survivors"),
-        help="expand when fewer seeds survive (default 3; implies --expand auto)",
-    )
-    p.add_argument(
-        "--max-neighbours",
-        type=bounded("max_neighbours"),
-        help=f"per paper and relation (default 30, at most {LIMITS['max_neighbours']:,})",
-    )
-    p.add_argument(
-        "--max-candidates",
-        type=bounded("max_candidates"),
-        help=f"papers the graph may add (default 100, at most {LIMITS['max_candidates']:,})",
-    )
-    p.add_argument("--no-hub-weighting", action="store_true", help="no 1/ln(e + degree) down-weighting")
-    p.add_argument(
+    ranking.add_argument(
         "--ranking",
         choices=("auto", "expansion", "learned"),
         help="auto (the default): the learned ranking, or the policy where the papers matching the query are "
@@ -419,32 +416,63 @@ def _search_args(p: argparse.ArgumentParser) -> None:
         "--top-k-lexical, the gate's and the caps' options); learned: the learned linear blend "
         "(INDEX.ranker.json when `retrieval train` wrote one, else the shipped model)",
     )
-    p.add_argument("--model", metavar="FILE", help="the learned ranking's model file (implies --ranking learned)")
-    p.add_argument(
+    ranking.add_argument("--model", metavar="FILE", help="the learned ranking's model file (implies --ranking learned)")
+    ranking.add_argument("--lesson", action="store_true", help="the lesson's blend: 10 seeds, 2 hops, 0.5/0.3/0.2")
+    ranking.add_argument(
+        "--top-k-lexical",
+        type=bounded("top_k_lexical"),
+        metavar="K",
+        help=f"BM25 seeds (default 20, at most {LIMITS['top_k_lexical']:,})",
+    )
+    ranking.add_argument("--hops", type=hops, help="citation hops from the seeds, 0-2 (default 1; the lesson's 2)")
+    ranking.add_argument(
+        "--expand", choices=EXPAND_MODES, help="graph expansion: always (default), never, or auto (behind the gate)"
+    )
+    ranking.add_argument("--relations", type=relations, help=f"comma-separated, of {','.join(RELATIONS)}")
+    ranking.add_argument(
+        "--gate-threshold",
+        type=unit,
+        metavar="MATCH",
+        help="match a seed needs to survive the gate, 0-1 (default 0.3; implies --expand auto)",
+    )
+    ranking.add_argument(
+        "--gate-survivors",
+        type=bounded("gate_min_survivors"),
+        metavar="N",
+        help="expand when fewer seeds survive (default 3; implies --expand auto)",
+    )
+    ranking.add_argument(
+        "--max-neighbours",
+        type=bounded("max_neighbours"),
+        metavar="N",
+        help=f"per paper and relation (default 30, at most {LIMITS['max_neighbours']:,})",
+    )
+    ranking.add_argument(
+        "--max-candidates",
+        type=bounded("max_candidates"),
+        metavar="N",
+        help=f"papers the graph may add (default 100, at most {LIMITS['max_candidates']:,})",
+    )
+    ranking.add_argument("--no-hub-weighting", action="store_true", help="no 1/ln(e + degree) down-weighting")
+    ranking.add_argument(
         "--prf",
         choices=PRF_METHODS,
         help="pseudo-relevance feedback: rm3 expands the query by its top 10 papers' 10 best terms (default none)",
     )
-    _filter_args(p)
-    p.add_argument(
-        "--plain",
-        action="store_true",
-        help='read the query as plain words: no "phrases", -exclusions, author: or year: (long queries always are)',
-    )
-    add_output_args(p)
-    p.add_argument("--sql", action="store_true", help="print every statement the search ran, with its parameters")
     p.set_defaults(func=_cmd_search)
 
 
-def _filter_args(p: argparse.ArgumentParser) -> None:
+def _filter_args(p) -> None:
     """The filters (``params.FILTERS``: ``--year``, ``--author``, ...) and ``--offset``: those of every command that
-    ranks papers."""
+    ranks papers (``p``: a parser, or one of its argument groups)."""
     for f in params.FILTERS:
         if f.repeat:
             p.add_argument(f.option, dest=f.name, action="append", default=[], metavar=f.metavar, help=f.cli_help())
         else:
             p.add_argument(f.option, dest=f.name, type=checked(f), metavar=f.metavar, help=f.cli_help())
-    p.add_argument("--offset", type=bounded("offset", 0), default=params.OFFSET.default, help=params.OFFSET.cli_help())
+    p.add_argument(
+        "--offset", type=bounded("offset", 0), default=params.OFFSET.default, metavar="N", help=params.OFFSET.cli_help()
+    )
 
 
 def _cmd_similar(args: argparse.Namespace) -> int:
@@ -499,16 +527,18 @@ def _print_similar(args: argparse.Namespace, result) -> int:
     for warning in result.warnings:
         _error(warning, prefix="retrieval: warning: ")
     width = display.terminal_width()
-    lines = display.result_lines(result, width, why=True, offset=result.offset)
+    lines = display.result_lines(result, width, why=True, offset=result.offset, scores=args.verbose)
     if result.ranked:
-        n, first = len(result.ranked), result.offset + 1
         seeds = ", ".join(result.seeds[:3]) + (f" and {len(result.seeds) - 3} more" if len(result.seeds) > 3 else "")
         summary = [
-            f"{first}-{first + n - 1} of {result.matched:,} papers like {seeds}",
+            f"{display.results_span(result.offset, len(result.ranked))} of {display.count(result.matched, 'paper')} "
+            f"like {seeds}",
             f"{result.wall_time_ms:.1f} ms",
         ]
-        formula = "score = cocitation/3 + coupling/3 + text/3 (cosines over citation counts; BM25 over the best)"
-        lines += [""] + display.clauses(summary, width) + display.wrap(formula, width, hanging=2)
+        lines += [""] + display.clauses(summary, width)
+        if args.verbose:
+            formula = "score = cocitation/3 + coupling/3 + text/3 (cosines over citation counts; BM25 over the best)"
+            lines += display.wrap(formula, width, hanging=2)
     print("\n".join(lines))
     return 0
 

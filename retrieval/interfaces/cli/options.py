@@ -136,9 +136,10 @@ def relations(text: str) -> str:
 OUTPUT_FORMATS = ("json", "jsonl", "csv", "bibtex", "ris")
 
 
-def add_output_args(p: argparse.ArgumentParser, why: bool = True) -> None:
-    """``--format``, ``--json`` (its shorthand) and, with ``why``, ``--why``: the output options of every command
-    that prints ranked papers (``args.format`` is None for the table)."""
+def add_output_args(p, why: bool = True) -> None:
+    """``--format``, ``--json`` (its shorthand) and, with ``why``, ``--why`` and ``-v``/``--verbose``: the output
+    options of every command that prints ranked papers (``args.format`` is None for the table). ``p``: a parser,
+    or one of its argument groups."""
     p.add_argument(
         "--format",
         choices=OUTPUT_FORMATS,
@@ -147,3 +148,9 @@ def add_output_args(p: argparse.ArgumentParser, why: bool = True) -> None:
     p.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
     if why:
         p.add_argument("--why", action="store_true", help="a second line per result: the terms of its score")
+        p.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            help="the ranking's internals too: a score column, the formula, the graph's expansion, the candidates",
+        )

@@ -2,8 +2,9 @@
 ``Service.explain``'s dict (nodes and edges), so it is tested without a browser.
 
 What is drawn: every seed, the ``max_nodes`` other papers of highest score (ties by id), and the edges among them
-(at most ``max_edges``: kept edges by weight first, then pruned ones by Delta). ``Drawing`` says how many of how
-many were drawn.
+(at most ``max_edges``: kept edges by weight first, then pruned ones by Delta). Given ``core`` (the top papers of
+the run), only the seeds, those papers and the paper asked about, with the kept edges among them: the readable
+view a page shows first, the whole graph a click away. ``Drawing`` says how many of how many were drawn.
 
 Layout, deterministic and the same for the same run: seeds on an inner circle in order of relevance; the papers the
 seeds cite on a middle ring, the papers citing them on an outer ring, each placed in the angular order of the seeds
@@ -13,15 +14,20 @@ alternates between two radii. Edges are slightly curved towards the centre.
 How it reads: seeds are filled in the accent colour, other kept papers in blue, papers dropped after pruning are
 hollow; a node's area grows with its score; kept edges are solid (darker and wider by weight), pruned edges dashed
 and grey. Every node is a ``<circle class="node ...">`` (``seed``, ``kept`` or ``dropped``, and ``focus`` for the
-paper asked about) and every edge a ``<path class="edge kept|pruned">``, each with a ``<title>`` child (the
-browser's tooltip: title and year; Delta, weight, kept or why pruned) and ``data-`` attributes with the ids.
+paper asked about, which also gets a dashed ring and a label) and every edge a ``<path class="edge kept|pruned">``,
+each with a ``<title>`` child (the browser's tooltip: title and year; Delta, weight, kept or why pruned) and
+``data-`` attributes with the ids. Given ``link``, each node is inside an ``<a>`` to the page it names (a click
+opens the paper). Titles are shown with their TeX rendered (``reading.text``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from html import escape
+
+from ..output.reading import text as readable
 
 SIZE = 1000  # positions lie in a SIZE x SIZE square
 CENTRE = SIZE / 2
@@ -56,17 +62,29 @@ class Drawing:
         return self.nodes_drawn == self.nodes_total and self.edges_drawn == self.edges_total
 
 
-def select(graph: dict, max_nodes: int = MAX_NODES, max_edges: int = MAX_EDGES) -> tuple[list[dict], list[dict]]:
+def select(
+    graph: dict,
+    max_nodes: int = MAX_NODES,
+    max_edges: int = MAX_EDGES,
+    core: Collection[str] | None = None,
+    focus: str | None = None,
+) -> tuple[list[dict], list[dict]]:
     """The nodes and edges to draw: every seed, the ``max_nodes`` other papers of highest score (ties by id),
-    and the edges whose two ends are drawn, at most ``max_edges`` of them (kept by weight, then pruned by Delta)."""
+    and the edges whose two ends are drawn, at most ``max_edges`` of them (kept by weight, then pruned by Delta).
+    With ``core``: every seed, the papers of ``core`` and ``focus``, and only the kept edges among them."""
     nodes = graph.get("nodes", [])
     seeds = [n for n in nodes if n.get("role") == "seed"]
     others = sorted(
         (n for n in nodes if n.get("role") != "seed"), key=lambda n: (-(n.get("score") or 0.0), n["paper_id"])
     )
+    if core is not None:
+        wanted = set(core) | ({focus} if focus else set())
+        others = [n for n in others if n["paper_id"] in wanted]
     chosen = seeds + others[:max_nodes]
     ids = {n["paper_id"] for n in chosen}
     edges = [e for e in graph.get("edges", []) if e["citing"] in ids and e["cited"] in ids]
+    if core is not None:
+        edges = [e for e in edges if e.get("kept")]
     if len(edges) > max_edges:
         edges.sort(key=lambda e: (not e.get("kept"), -(e.get("weight") or 0.0), -(e.get("delta") or 0.0)))
         edges = edges[:max_edges]
@@ -137,7 +155,7 @@ def _f(x: float) -> str:
 
 def _node_tip(node: dict) -> str:
     year = node.get("year")
-    lines = [f"{node.get('title') or node['paper_id']} ({year if year is not None else 'no year'})"]
+    lines = [f"{readable(node.get('title')) or node['paper_id']} ({year if year is not None else 'no year'})"]
     facts = [node["paper_id"], node.get("role") or "", f"score {node.get('score') or 0.0:.4f}"]
     if node.get("rank") is not None:
         facts.append(f"rank {node['rank']}")
@@ -163,14 +181,22 @@ def _edge_tip(edge: dict, titles: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def draw(graph: dict, max_nodes: int = MAX_NODES, max_edges: int = MAX_EDGES, focus: str | None = None) -> Drawing:
+def draw(
+    graph: dict,
+    max_nodes: int = MAX_NODES,
+    max_edges: int = MAX_EDGES,
+    focus: str | None = None,
+    core: Collection[str] | None = None,
+    link: Callable[[str], str] | None = None,
+) -> Drawing:
     """The evidence graph ``graph`` (``{"nodes": [...], "edges": [...]}`` as ``Service.explain`` gives it) as
-    an ``<svg>`` element, with ``focus`` (a paper id) ringed."""
-    nodes, edges = select(graph, max_nodes, max_edges)
+    an ``<svg>`` element, with ``focus`` (a paper id) ringed and labelled; ``core``: draw only the seeds, these
+    papers and ``focus`` (``select``); ``link``: each node a link to ``link(paper_id)``."""
+    nodes, edges = select(graph, max_nodes, max_edges, core=core, focus=focus)
     pos = layout(nodes)
     top = max((n.get("score") or 0.0 for n in nodes), default=0.0)
     top_weight = max((e.get("weight") or 0.0 for e in edges if e.get("kept")), default=0.0)
-    titles = {n["paper_id"]: n.get("title") or "" for n in nodes}
+    titles = {n["paper_id"]: readable(n.get("title")) for n in nodes}
     # The viewBox is the drawing's extent (a square around the centre), so a small graph is not lost in margins.
     reach = max((math.hypot(x - CENTRE, y - CENTRE) for x, y in pos.values()), default=0.0) + MAX_R + 18
     reach = max(reach, 80.0)
@@ -212,10 +238,20 @@ def draw(graph: dict, max_nodes: int = MAX_NODES, max_edges: int = MAX_EDGES, fo
         data = f'data-id="{escape(pid)}" data-score="{node.get("score") or 0.0:.6g}"'
         if rank is not None:
             data += f' data-rank="{rank}"'
-        out.append(
+        circle = (
             f'<circle class="{classes}" cx="{_f(x)}" cy="{_f(y)}" r="{r:.1f}" {data}>'
             f"<title>{escape(_node_tip(node))}</title></circle>"
         )
+        if link is not None:
+            circle = f'<a class="paper-link" href="{escape(link(pid))}">{circle}</a>'
+        out.append(circle)
+        if pid == focus:
+            labels.append(f'<circle class="focus-ring" cx="{_f(x)}" cy="{_f(y)}" r="{r + 7:.1f}"/>')
+            side = "start" if x < CENTRE else "end"  # written towards the centre, so it stays inside the view
+            lx = x - r if x < CENTRE else x + r
+            labels.append(
+                f'<text class="focus-label" x="{_f(lx)}" y="{_f(y - r - 11)}" text-anchor="{side}">asked about</text>'
+            )
         if rank is not None and rank <= 10:
             # The rank beside the node, on the side away from the centre.
             dx, dy = x - CENTRE, y - CENTRE
@@ -250,6 +286,10 @@ svg.evidence .node.seed {{ fill: {SEED_FILL}; }}
 svg.evidence .node.kept {{ fill: {KEPT_FILL}; fill-opacity: 0.85; }}
 svg.evidence .node.dropped {{ fill: #fff; stroke: #868e96; stroke-dasharray: 2 2; }}
 svg.evidence .node.focus {{ stroke: #000; stroke-width: 3.5; stroke-dasharray: none; }}
+svg.evidence .focus-ring {{ fill: none; stroke: #000; stroke-width: 1.5; stroke-dasharray: 3 2; pointer-events: none; }}
+svg.evidence .focus-label {{ font-size: 13px; font-weight: 700; fill: #000; pointer-events: none;
+                             paint-order: stroke; stroke: #fff; stroke-width: 3px; }}
+svg.evidence a.paper-link {{ cursor: pointer; }}
 svg.evidence .node:hover {{ stroke: #000; stroke-width: 2.5; }}
 svg.evidence .rank-label {{ font-size: 12px; font-weight: 600; fill: #212529; text-anchor: middle;
                             pointer-events: none; }}

@@ -2,16 +2,21 @@
 nothing loaded from the network. ``pages(service)`` is the router ``create_app`` includes.
 
 - ``/``: a search box with year and author filters; each result with its authors, year, the first sentences of
-  its abstract and the line that says why it is where it is, linked to its paper page, to papers like it and to
-  the evidence view; the matched count, warnings, and paging.
+  its abstract and the line that says why it is where it is, linked to its paper page, to papers like it, to the
+  evidence view and to its BibTeX and RIS; the matched count, warnings, paging, and the page's results as BibTeX
+  and RIS.
 - ``/paper/{id}``: the paper (authors, year, abstract), its references and citing papers (titles, linked when in
-  the corpus), and papers like it.
-- ``/explain-view?q=...``: the evidence graph of ``explain`` drawn as SVG (``retrieval.interfaces.http.svg``), the
-  counts drawn, and the ranked papers with how each came in.
+  the corpus), and papers like it; BibTeX and RIS buttons, and Highwire ``citation_*`` meta tags (with
+  ``DC.type`` preprint for an arXiv e-print), which Zotero's connector and Google Scholar read.
+- ``/paper/{id}.bib``, ``/paper/{id}.ris``, ``/export.bib?q=...``, ``/export.ris?q=...``: the downloads, with their
+  content type and a file name (``export.to_bibtex``, ``export.to_ris``); the search's parameters as ``/``'s.
+- ``/explain-view?q=...``: the evidence graph of ``explain`` drawn as SVG (``retrieval.interfaces.http.svg``):
+  first the seeds, the top papers and the kept edges among them, each paper a link to its page; ``view=all``
+  draws the whole graph. The counts drawn, and the ranked papers with how each came in.
 
-Everything from the index is escaped (``html.escape``). Parameters are read as text and checked here or by
-``Service``, so a bad one is an HTML page with the library's message and the status the JSON API gives it (400,
-404, 413, 503), never a JSON error in a browser.
+Text from the index is shown with its TeX rendered (``reading.text``) and escaped (``html.escape``). Parameters
+are read as text and checked here or by ``Service``, so a bad one is an HTML page with the library's message and
+the status the JSON API gives it (400, 404, 413, 503), never a JSON error in a browser.
 """
 
 from __future__ import annotations
@@ -21,12 +26,17 @@ from html import escape
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
+from ...corpus.paper import Paper
 from ...errors import ConfigError, RetrievalError
 from ...text import sentences
 from .. import params as parameters
-from ..output.export import paper_url
+from ..output.display import count, matched_clause
+from ..output.export import arxiv_id, doi_of, paper_url, to_bibtex, to_ris
+from ..output.reading import authors as joined_authors
+from ..output.reading import last_first
+from ..output.reading import text as readable
 from ..service import BOUNDS, INTERNAL, Service, status_of
 from . import svg
 from .limits import Limits
@@ -37,6 +47,8 @@ LIST_CAP = 100
 #: Authors named in a result before "et al.".
 AUTHORS_SHOWN = 6
 SIMILAR_SHOWN = 10
+#: The downloads: (media type, file extension) per format.
+DOWNLOADS = {"bibtex": ("application/x-bibtex", "bib"), "ris": ("application/x-research-info-systems", "ris")}
 
 CSS = """
 :root { --accent: #e8590c; --ink: #212529; --muted: #6c757d; --line: #dee2e6; --link: #1864ab; }
@@ -77,6 +89,8 @@ li.result .rank { color: var(--muted); font-weight: 400; margin-right: 6px; }
        background: #f1f3f5; border-radius: 3px; padding: 2px 6px; display: inline-block; margin: 2px 0; }
 .actions { font-size: 13px; }
 .actions a { margin-right: 14px; }
+.actions a.download { border: 1px solid var(--line); border-radius: 3px; padding: 0 6px; background: #fff; }
+p.exports { font-size: 13px; color: var(--muted); margin: 4px 0 10px; }
 nav.paging { display: flex; gap: 16px; margin: 12px 0; }
 .abstract { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 10px 14px; }
 ul.links { padding-left: 20px; margin: 4px 0; }
@@ -102,9 +116,11 @@ footer { color: var(--muted); font-size: 12px; text-align: center; padding: 12px
 """
 
 
-def _page(title: str, body: str, *, header: str | None = None, wide: bool = False, status: int = 200) -> HTMLResponse:
+def _page(
+    title: str, body: str, *, header: str | None = None, wide: bool = False, status: int = 200, head: str = ""
+) -> HTMLResponse:
     """A whole page: ``header`` is the form in the top bar (by default an empty search box), ``wide`` for the
-    evidence view."""
+    evidence view, ``head`` more of the ``<head>`` (a paper's meta tags)."""
     form = _search_form(compact=True) if header is None else header
     html = f"""<!doctype html>
 <html lang="en">
@@ -112,7 +128,7 @@ def _page(title: str, body: str, *, header: str | None = None, wide: bool = Fals
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{escape(title)} · retrieval</title>
-<style>{CSS}{svg.CSS}</style>
+{head}<style>{CSS}{svg.CSS}</style>
 </head>
 <body>
 <header><a class="brand" href="/">re<span>trieval</span></a>{form}<nav><a href="/">search</a>
@@ -155,7 +171,7 @@ def _error(exc: Exception, q: str = "") -> HTMLResponse:
     return _page(f"error {status}", body, header=_search_form(q[:200], compact=True), status=status)
 
 
-def _guarded(render: Callable[[], HTMLResponse], q: str = "") -> HTMLResponse:
+def _guarded(render: Callable[[], Response], q: str = "") -> Response:
     try:
         return render()
     except RetrievalError as exc:
@@ -166,8 +182,9 @@ def _paper_href(pid: str) -> str:
     return "/paper/" + quote(pid, safe="/")
 
 
-def _explain_href(q: str, focus: str | None = None) -> str:
-    params = {"q": q} if focus is None else {"q": q, "focus": focus}
+def _explain_href(q: str, focus: str | None = None, view: str | None = None, subs: list[str] | None = None) -> str:
+    params = [("q", q)] + [("sub", sub) for sub in subs or []]
+    params += ([("focus", focus)] if focus else []) + ([("view", view)] if view else [])
     return "/explain-view?" + urlencode(params)
 
 
@@ -182,10 +199,24 @@ def _int_param(request: Request, name: str, default: int) -> int:
 
 
 def _authors(names: list[str]) -> str:
+    names = joined_authors(names)
     if not names:
         return ""
-    shown = ", ".join(escape(n) for n in names[:AUTHORS_SHOWN])
+    shown = ", ".join(escape(readable(n)) for n in names[:AUTHORS_SHOWN])
     return shown + (" et al." if len(names) > AUTHORS_SHOWN else "")
+
+
+def _title(item: dict, key: str = "id") -> str:
+    """An entry's title as a reader sees it (TeX rendered), escaped; its id when it has none."""
+    return escape(readable(item.get("title")) or item[key])
+
+
+def _download_links(pid: str) -> str:
+    base = _paper_href(pid)
+    return (
+        f'<a class="download" href="{base}.bib" download title="BibTeX of this paper">BibTeX</a>'
+        f'<a class="download" href="{base}.ris" download title="RIS of this paper (Zotero, EndNote, Mendeley)">RIS</a>'
+    )
 
 
 def _year(year: int | None) -> str:
@@ -202,10 +233,9 @@ def _meta(pid: str, year: int | None, authors: list[str]) -> str:
 # -- search ------------------------------------------------------------------------------------------------------
 
 
-def _search_body(service: Service, request: Request) -> tuple[str, str]:
+def _filters(request: Request) -> tuple[dict[str, str], dict[str, object]]:
+    """Each filter's text as typed (a repeated one may list its values separated by ';'), and its values."""
     params = request.query_params
-    q = params.get("q", "")
-    # Each filter's text as typed (a repeated one may list its values separated by ';'), and its values.
     texts, values = {}, {}
     for f in parameters.FILTERS:
         if f.repeat:
@@ -214,6 +244,20 @@ def _search_body(service: Service, request: Request) -> tuple[str, str]:
         else:
             text = params.get(f.query_name, "").strip()
             texts[f.query_name], values[f.name] = text, text or None
+    return texts, values
+
+
+def _search(service: Service, request: Request, values: dict) -> tuple[int, int, dict]:
+    """The search a page (or its download) asks for: ``(offset, limit, Service.search's dict)``."""
+    offset = _int_param(request, "offset", 0)
+    limit = _int_param(request, "limit", PAGE_SIZE)
+    q = request.query_params.get("q", "")
+    return offset, limit, service.search(q, limit=limit, offset=offset, **values)
+
+
+def _search_body(service: Service, request: Request) -> tuple[str, str]:
+    q = request.query_params.get("q", "")
+    texts, values = _filters(request)
     form = _search_form(q, texts)
     if not q.strip():
         health = service.health()
@@ -225,16 +269,13 @@ def _search_body(service: Service, request: Request) -> tuple[str, str]:
             "is where it is; <em>explain</em> draws the evidence graph of a query.</p>"
         )
         return "retrieval", body
-    offset = _int_param(request, "offset", 0)
-    limit = _int_param(request, "limit", PAGE_SIZE)
-    data = service.search(q, limit=limit, offset=offset, **values)
+    offset, limit, data = _search(service, request, values)
     results = data["results"]
     matched = data.get("matched") or 0
-    about = "" if data.get("matched_exact", True) else "about "
     out = [f"<h1>Search</h1>{form}"]
     if results:
         first, last = results[0]["rank"], results[-1]["rank"]
-        shown = f"Results {first:,}–{last:,}"
+        shown = f"Result {first:,}" if first == last else f"Results {first:,}–{last:,}"
     else:
         shown = "No results" + (" on this page" if offset else "")
     gate = (data.get("expansion") or {}).get("gate") or {}
@@ -244,30 +285,38 @@ def _search_body(service: Service, request: Request) -> tuple[str, str]:
     ms = (data.get("metrics") or {}).get("wall_time_ms") or 0.0
     out.append(
         f'<p class="summary" id="summary" data-matched="{matched}" data-shown="{len(results)}">{shown} · '
-        f"{about}{matched:,} papers match the query · {escape(graph)} · {ms:.0f} ms</p>"
+        f"{matched_clause(matched, data.get('matched_exact', True))} · {escape(graph)} · {ms:.0f} ms</p>"
     )
+    base = {"q": q, **{name: text for name, text in texts.items() if text}}
+    if limit != PAGE_SIZE:
+        base["limit"] = str(limit)
+    if results:
+        here = urlencode({**base, **({"offset": str(offset)} if offset else {})})
+        these = "this result" if len(results) == 1 else f"these {len(results)} results"
+        out.append(
+            f'<p class="exports" id="exports">Save {these} for a reference manager: <a class="download" '
+            f'href="/export.bib?{escape(here)}" download>BibTeX</a> · '
+            f'<a class="download" href="/export.ris?{escape(here)}" download>RIS</a></p>'
+        )
     if data.get("warnings"):
         items = "".join(f"<li>{escape(w)}</li>" for w in data["warnings"])
         out.append(f'<ul class="warnings">{items}</ul>')
     out.append(f'<ol class="results" start="{offset + 1}">')
     for entry in results:
         pid = entry["id"]
-        lead = " ".join(sentences(entry.get("abstract") or "", 2))
+        lead = readable(" ".join(sentences(entry.get("abstract") or "", 2)))
         out.append(
             f'<li class="result" data-id="{escape(pid)}" data-rank="{entry["rank"]}">'
             f'<div class="title"><span class="rank">{entry["rank"]}.</span>'
-            f'<a href="{_paper_href(pid)}">{escape(entry.get("title") or pid)}</a></div>'
+            f'<a href="{_paper_href(pid)}">{_title(entry)}</a></div>'
             f"{_meta(pid, entry.get('year'), entry.get('authors') or [])}"
             + (f'<p class="lead">{escape(lead)}</p>' if lead else "")
             + f'<div><span class="why" title="why it is here">{escape(entry.get("why") or "")}</span></div>'
             f'<div class="actions"><a href="{_paper_href(pid)}">paper</a>'
             f'<a href="{_paper_href(pid)}#similar">similar</a>'
-            f'<a href="{escape(_explain_href(q, pid))}">explain</a></div></li>'
+            f'<a href="{escape(_explain_href(q, pid))}">explain</a>{_download_links(pid)}</div></li>'
         )
     out.append("</ol>")
-    base = {"q": q, **{name: text for name, text in texts.items() if text}}
-    if limit != PAGE_SIZE:
-        base["limit"] = str(limit)
     links = []
     if offset > 0:
         prev = max(0, offset - limit)
@@ -278,6 +327,45 @@ def _search_body(service: Service, request: Request) -> tuple[str, str]:
     if links:
         out.append('<nav class="paging">' + "".join(links) + "</nav>")
     return f"{q[:60]} · search", "\n".join(out)
+
+
+def _paper_of(entry: dict) -> Paper:
+    """A result or a paper page's dict as the ``Paper`` the exporters take."""
+    return Paper(
+        entry["id"], entry.get("title") or "", entry.get("abstract") or "", entry.get("year"),
+        list(entry.get("authors") or []),
+    )  # fmt: skip
+
+
+def _slug(text: str, most: int = 40) -> str:
+    """``text`` as a file name's part: ASCII letters, digits and dashes."""
+    from ..output.export import ascii_word
+
+    words = [ascii_word(w) for w in text.replace("/", " ").replace("-", " ").split()]
+    return "-".join(w for w in words if w)[:most].strip("-") or "papers"
+
+
+def _download(papers: list[Paper], fmt: str, name: str) -> Response:
+    """``papers`` as a ``fmt`` file (``DOWNLOADS``) named ``name`` plus its extension, to save."""
+    media, extension = DOWNLOADS[fmt]
+    body = (to_bibtex if fmt == "bibtex" else to_ris)(papers)
+    disposition = f'attachment; filename="{name}.{extension}"'
+    return Response(body, media_type=f"{media}; charset=utf-8", headers={"Content-Disposition": disposition})
+
+
+def _search_download(service: Service, request: Request, fmt: str) -> Response:
+    q = request.query_params.get("q", "")
+    if not q.strip():
+        raise ConfigError("give a query: /export.bib?q=black+hole+entropy (the parameters of the search page)")
+    _, values = _filters(request)
+    offset, _, data = _search(service, request, values)
+    papers = [_paper_of(entry) for entry in data["results"]]
+    span = f"{offset + 1}-{offset + len(papers)}" if papers else "none"
+    return _download(papers, fmt, f"{_slug(q)}-{span}")
+
+
+def _paper_download(service: Service, pid: str, fmt: str) -> Response:
+    return _download([_paper_of(service.paper(pid))], fmt, _slug(pid))
 
 
 # -- one paper ---------------------------------------------------------------------------------------------------
@@ -291,11 +379,11 @@ def _link_list(items: list[dict], kind: str, pid: str, show_all: bool) -> str:
     for item in shown:
         other = item["id"]
         if item.get("in_corpus"):
-            authors = item.get("authors") or []
+            authors = joined_authors(item.get("authors") or [])
             who = f" · {_authors(authors[:2])}{' et al.' if len(authors) > 2 else ''}" if authors else ""
             rows.append(
                 f'<li class="in-corpus" data-id="{escape(other)}"><a href="{_paper_href(other)}">'
-                f"{escape(item.get('title') or other)}</a> "
+                f"{_title(item)}</a> "
                 f'<span class="meta"><span class="pid">{escape(other)}</span> · {_year(item.get("year"))}{who}</span>'
                 "</li>"
             )
@@ -313,11 +401,43 @@ def _link_list(items: list[dict], kind: str, pid: str, show_all: bool) -> str:
     return f'<ul class="links {kind}">' + "".join(rows) + "</ul>" + more
 
 
-def _paper_body(service: Service, pid: str, show_all: bool) -> tuple[str, str]:
+def citation_meta(data: dict) -> str:
+    """The Highwire Press ``citation_*`` meta tags of a paper page (``data``: ``Service.paper``'s dict), which
+    Zotero's Embedded Metadata translator and Google Scholar read: the title and abstract rendered, one
+    ``citation_author`` per author as "Family, Given", the year, the DOI, arXiv id, abstract and PDF addresses the
+    id gives; and for an arXiv e-print ``citation_publisher`` arXiv and ``DC.type`` preprint (the Zotero item type
+    the translator takes from Dublin Core's type; with the Highwire tags alone it saves a journal article)."""
+    pid = data["id"]
+    tags = [("citation_title", readable(data.get("title")) or pid)]
+    names = [last_first(a) for a in joined_authors(data.get("authors") or [])]
+    names = [n for n in names if n]
+    if len(names) == 1 and "," in names[0]:
+        family, _, given = names[0].partition(", ")
+        if " " in family and " " in given:  # one tag with spaces both sides of a comma is read as two authors
+            names = [f"{given} {family}"]
+    tags += [("citation_author", name) for name in names]
+    if data.get("year") is not None:
+        tags.append(("citation_publication_date", str(data["year"])))
+    doi, arxiv, url = doi_of(pid), arxiv_id(pid), paper_url(pid)
+    if doi:
+        tags.append(("citation_doi", doi))
+    if arxiv:
+        tags += [("citation_arxiv_id", arxiv), ("citation_publisher", "arXiv"),
+                 ("citation_pdf_url", f"https://arxiv.org/pdf/{arxiv}")]  # fmt: skip
+    if url:
+        tags.append(("citation_public_url", url))
+    if data.get("abstract"):
+        tags.append(("citation_abstract", readable(data["abstract"])))
+    if arxiv:
+        tags.append(("DC.type", "preprint"))
+    return "".join(f'<meta name="{name}" content="{escape(value)}">\n' for name, value in tags)
+
+
+def _paper_body(service: Service, pid: str, show_all: bool) -> tuple[str, str, str]:
     data = service.paper(pid)
-    title = data.get("title") or pid
+    title = readable(data.get("title")) or pid
     url = paper_url(pid)
-    abstract = data.get("abstract") or ""
+    abstract = readable(data.get("abstract"))
     refs, cites = data.get("references") or [], data.get("citations") or []
     in_corpus = sum(1 for r in refs if r.get("in_corpus"))
     out = [
@@ -328,14 +448,14 @@ def _paper_body(service: Service, pid: str, show_all: bool) -> tuple[str, str]:
             for p in (
                 f'<span class="pid">{escape(pid)}</span>',
                 escape(_year(data.get("year"))),
-                ", ".join(escape(a) for a in data.get("authors") or []),
+                ", ".join(escape(readable(a)) for a in joined_authors(data.get("authors") or [])),
                 f'<a href="{escape(url)}">{escape(url)}</a>' if url else "",
             )
             if p
         )
         + "</div>",
-        f'<p class="actions"><a href="#references">{len(refs):,} references</a><a href="#citations">'
-        f'{len(cites):,} citing papers</a><a href="#similar">similar papers</a></p>',
+        f'<p class="actions"><a href="#references">{count(len(refs), "reference")}</a><a href="#citations">'
+        f'{count(len(cites), "citing paper")}</a><a href="#similar">similar papers</a>{_download_links(pid)}</p>',
         f'<h2>Abstract</h2><div class="abstract">{escape(abstract) if abstract else "<em>No abstract.</em>"}</div>',
         f'<p class="actions"><a href="{escape(_explain_href(title, pid))}">evidence graph for this title</a>'
         f'<a href="{escape("/?" + urlencode({"q": title}))}">search for this title</a></p>',
@@ -358,12 +478,12 @@ def _paper_body(service: Service, pid: str, show_all: bool) -> tuple[str, str]:
             out.append(
                 f'<li class="result" data-id="{escape(other)}"><div class="title">'
                 f'<span class="rank">{entry["rank"]}.</span><a href="{_paper_href(other)}">'
-                f"{escape(entry.get('title') or other)}</a></div>"
+                f"{_title(entry)}</a></div>"
                 f"{_meta(other, entry.get('year'), entry.get('authors') or [])}"
                 f'<div><span class="why">{escape(entry.get("why") or "")}</span></div></li>'
             )
         out.append("</ol>")
-    return title, "\n".join(out)
+    return title, "\n".join(out), citation_meta(data)
 
 
 # -- the evidence view -------------------------------------------------------------------------------------------
@@ -437,30 +557,46 @@ def _explain_body(service: Service, request: Request) -> tuple[str, str]:
             "paper supports the citing paper's claims, and ranks the papers by a walk of what is left.</p>"
         )
         return "evidence view", body
+    whole = params.get("view") == "all"
     data = service.explain(q, subqueries=subs)
     graph = data.get("graph") or {"nodes": [], "edges": []}
-    drawing = svg.draw(graph, focus=focus)
+    results = data.get("results") or []
+    core = None if whole else [entry["paper_id"] for entry in results]
+    drawing = svg.draw(graph, focus=focus, core=core, link=_paper_href)
     size = data.get("size") or {}
     config = data.get("config") or {}
-    subs_note = f" with {len(subs)} sub-queries" if subs else ""
+    subs_note = f" with {count(len(subs), 'sub-query', 'sub-queries')}" if subs else ""
     out = [f'<h1>Evidence for <span class="q">{escape(q[:120])}</span>{subs_note}</h1>', '<div class="explain-grid">']
     out.append(f'<figure class="graph">{drawing.svg}</figure><aside>')
-    nodes_note = f"{drawing.nodes_drawn:,} of {drawing.nodes_total:,} papers"
-    if drawing.nodes_drawn < drawing.nodes_total:
+    nodes_note = f"{drawing.nodes_drawn:,} of {count(drawing.nodes_total, 'paper')}"
+    if not whole:
+        asked = focus and focus in drawing.drawn_ids and focus not in core
+        nodes_note += f" (the seeds and the top {len(results)}" + (" and the paper asked about)" if asked else ")")
+    elif drawing.nodes_drawn < drawing.nodes_total:
         nodes_note += f" (the seeds and the {svg.MAX_NODES} others of highest score)"
-    edges_note = f"{drawing.edges_drawn:,} of {drawing.edges_total:,} edges"
-    if drawing.edges_drawn < drawing.edges_total:
+    edges_note = f"{drawing.edges_drawn:,} of {count(drawing.edges_total, 'edge')}"
+    if not whole:
+        edges_note += " (the kept edges among the papers drawn)"
+    elif drawing.edges_drawn < drawing.edges_total:
         edges_note += " (those among the papers drawn" + (
             f", at most {svg.MAX_EDGES:,})" if drawing.edges_drawn >= svg.MAX_EDGES else ")"
         )
     trimmed = f" The graph was trimmed to {size.get('cap'):,} papers." if size.get("trimmed") else ""
+    if whole:
+        toggle = f'<a id="view-toggle" href="{escape(_explain_href(q, focus, subs=subs))}">Show the top papers only</a>'
+    else:
+        toggle = (
+            f'<a id="view-toggle" href="{escape(_explain_href(q, focus, "all", subs))}">Show the whole graph</a> '
+            f"({count(drawing.nodes_total, 'paper')}, {count(drawing.edges_total, 'edge')}, pruned ones too)"
+        )
     out.append(
-        f'<p class="drawn" id="drawn" data-nodes="{drawing.nodes_drawn}" data-nodes-total="{drawing.nodes_total}" '
+        f'<p class="drawn" id="drawn" data-view="{"all" if whole else "top"}" data-nodes="{drawing.nodes_drawn}" '
+        f'data-nodes-total="{drawing.nodes_total}" '
         f'data-seeds="{drawing.seeds_drawn}" data-edges="{drawing.edges_drawn}" '
         f'data-edges-total="{drawing.edges_total}" data-kept="{drawing.kept_drawn}" '
         f'data-pruned="{drawing.pruned_drawn}"><strong>Drawn:</strong> {nodes_note}, {drawing.seeds_drawn:,} of them '
         f"seeds; {edges_note}: {drawing.kept_drawn:,} kept, {drawing.pruned_drawn:,} pruned "
-        f"(Delta below tau {config.get('tau', 0.0):g}).{trimmed}</p>"
+        f"(Delta below tau {config.get('tau', 0.0):g}).{trimmed} {toggle}. Click a paper to open its page.</p>"
     )
     health = data.get("health") or {}
     if health.get("warnings"):
@@ -469,14 +605,16 @@ def _explain_body(service: Service, request: Request) -> tuple[str, str]:
     if focus and focus not in drawing.drawn_ids:
         out.append(f'<p class="warnings">{escape(focus)} is not in the drawn graph of this query.</p>')
     elif focus:
-        out.append(f'<p class="summary">Ringed in black: <a href="{_paper_href(focus)}">{escape(focus)}</a>.</p>')
+        out.append(
+            f'<p class="summary" id="focus">Ringed in black, "asked about": <a href="{_paper_href(focus)}">'
+            f"{escape(focus)}</a>.</p>"
+        )
     out.append(_legend())
-    results = data.get("results") or []
     if results:
         out.append('<h3>Top papers</h3><ol class="top">')
         for entry in results:
             out.append(
-                f'<li><a href="#rank-{entry.get("rank")}">{escape(entry.get("title") or entry["paper_id"])}</a> '
+                f'<li><a href="#rank-{entry.get("rank")}">{_title(entry, "paper_id")}</a> '
                 f'<span class="meta">{_year(entry.get("year"))}{" · seed" if entry.get("seed") else ""}</span></li>'
             )
         out.append("</ol>")
@@ -494,19 +632,19 @@ def _explain_body(service: Service, request: Request) -> tuple[str, str]:
         out.append(
             f'<li class="result{focus_class}" id="rank-{entry.get("rank")}" data-id="{escape(pid)}">'
             f'<div class="title"><span class="rank">{entry.get("rank")}.</span><a href="{_paper_href(pid)}">'
-            f"{escape(entry.get('title') or pid)}</a></div>"
+            f"{_title(entry, 'paper_id')}</a></div>"
             f'<div class="meta"><span class="pid">{escape(pid)}</span> · {_year(entry.get("year"))} · '
             f"{escape(entry.get('role') or '')} · score {entry.get('score') or 0.0:.4f} · "
-            f"{ins} kept edges in, {outs} out</div>"
+            f"{count(ins, 'kept edge')} in, {outs} out</div>"
             f'<div><span class="why">{escape(_how(entry))}</span></div></li>'
         )
     out.append("</ol>")
     dropped = [n for n in graph["nodes"] if not n.get("kept", True)]
     if dropped:
-        out.append(f"<h2>Dropped <span class='meta'>{len(dropped)} papers</span></h2><ul class='links'>")
+        out.append(f"<h2>Dropped <span class='meta'>{count(len(dropped), 'paper')}</span></h2><ul class='links'>")
         for node in dropped[:LIST_CAP]:
             out.append(
-                f'<li><a href="{_paper_href(node["paper_id"])}">{escape(node.get("title") or node["paper_id"])}</a> '
+                f'<li><a href="{_paper_href(node["paper_id"])}">{_title(node, "paper_id")}</a> '
                 f'<span class="meta">{escape(node.get("reason") or "")}</span></li>'
             )
         out.append("</ul>")
@@ -515,7 +653,9 @@ def _explain_body(service: Service, request: Request) -> tuple[str, str]:
 
 def pages(service: Service, limits: Limits | None = None) -> APIRouter:
     """The HTML pages over ``service``: ``/``, ``/paper/{id}``, ``/explain-view`` (the last two on the slow
-    endpoints' pool of ``limits``)."""
+    endpoints' pool of ``limits``), and the downloads (``/paper/{id}.bib`` and ``.ris`` on the slow pool, as the
+    paper page; ``/export.bib`` and ``/export.ris``, a search's). A download that cannot be made is an error page,
+    as a page is."""
     slow = (limits or Limits()).slow
     router = APIRouter(include_in_schema=False)  # pages, not API: left out of the OpenAPI description
 
@@ -529,12 +669,29 @@ def pages(service: Service, limits: Limits | None = None) -> APIRouter:
 
         return _guarded(render, q)
 
+    def search_download(fmt: str):
+        def download(request: Request) -> Response:
+            return _guarded(lambda: _search_download(service, request, fmt), request.query_params.get("q", ""))
+
+        return download
+
+    def paper_download(fmt: str):
+        def download(paper_id: str) -> Response:
+            return _guarded(lambda: _paper_download(service, paper_id, fmt))
+
+        return download
+
+    # Before the paper page's route, whose path takes anything, ".bib" and ".ris" included.
+    for fmt, (_, extension) in DOWNLOADS.items():
+        router.get(f"/export.{extension}")(search_download(fmt))
+        router.get(f"/paper/{{paper_id:path}}.{extension}")(slow(paper_download(fmt)))
+
     @router.get("/paper/{paper_id:path}", response_class=HTMLResponse)
     @slow
     def paper_page(paper_id: str, request: Request) -> HTMLResponse:
         def render() -> HTMLResponse:
-            title, body = _paper_body(service, paper_id, bool(request.query_params.get("all")))
-            return _page(title, body)
+            title, body, head = _paper_body(service, paper_id, bool(request.query_params.get("all")))
+            return _page(title, body, head=head)
 
         return _guarded(render)
 

@@ -1,13 +1,19 @@
 """Human output that fits the terminal: pure functions from results, papers and evidence runs to lines of at
 most ``width`` columns (``terminal_width()`` is the one function here that looks outside).
 
-A table has one line per paper: rank, id, year, first author ("et al." when there are more), as much of the
-title as fits, score. Ids are never shortened while the title keeps some room (they are what ``show`` and
-``similar`` take); the author column narrows, then goes, first. Widths count terminal columns (a wide CJK
-character is two, a combining accent none), and the same input always gives the same lines.
+A table has one line per paper: rank, id, year, first author, as much of the title as fits, and with ``scores``
+the score. The title comes first for width: the author column is narrow at 80 columns (the family name, "et al."
+where it fits, else "+" for more authors) and widens with the terminal; ids are never shortened while the title
+keeps some room (they are what ``show`` and ``similar`` take). Text is shown as a reader reads it: TeX rendered
+(``reading.text``). Widths count terminal columns (a wide CJK character is two, a combining accent none), and the
+same input always gives the same lines.
+
+What is shown by default is what a researcher reads: the papers and one line saying which results these are and
+how many papers match. The ranking's internals (scores, the formula, the graph's expansion, how many candidates
+were ranked) are for ``verbose`` (``-v``) and ``why`` (``--why``).
 
 Nothing here imports more than the standard library's lightest modules, so that ``retrieval search`` starts as
-fast as before (bench/cli_start.py).
+fast as before (bench/cli_start.py); pylatexenc is imported only when a text has TeX in it.
 """
 
 from __future__ import annotations
@@ -15,6 +21,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+
+from .reading import authors as joined_authors
+from .reading import family_name
+from .reading import text as readable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,10 +37,15 @@ MIN_WIDTH = 80
 ELLIPSIS = "…"
 #: How much of a query messages quote.
 QUERY_SHOWN = 60
-AUTHOR_MAX = 20  # columns of the author column at most
+AUTHOR_MAX = 20  # columns of the author column at most, on a wide terminal
+AUTHOR_NARROW = 12  # ... and at 80 columns, where the title comes first
 TITLE_MIN = 20  # the title keeps this much before the author column narrows or goes
 SEP = "  "
-SUFFIXES = frozenset({"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"})
+
+
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` and ``word``, plural unless ``n`` is 1: "1 paper", "2,524 papers", "3 sub-queries"."""
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
 
 
 def terminal_width(minimum: int = MIN_WIDTH) -> int:
@@ -77,6 +92,8 @@ def fit(text: str, width: int) -> str:
         return text
     if width <= 0:
         return ""
+    if text.isascii():  # a column a character
+        return text[: width - 1].rstrip() + ELLIPSIS
     kept, used = [], 0
     for char in text:
         size = columns(char)
@@ -164,25 +181,35 @@ def clauses(pieces: Sequence[str], width: int, sep: str = "; ", hanging: int = 2
 
 
 def surname(name: str) -> str:
-    """The family name in an author's name as the corpus gives it: before the comma of "Maldacena, Juan", else
-    the last word of "Juan M. Maldacena" (a "Jr." or "III" after it skipped)."""
-    name = one_line(name)
-    if "," in name:
-        head = name.split(",", 1)[0].strip()
-        if head:
-            return head
-    words = name.replace(",", " ").split()
-    while len(words) > 1 and words[-1].lower() in SUFFIXES:
-        words.pop()
-    return words[-1] if words else ""
+    """The family name in an author's name as the corpus gives it, TeX rendered (``reading.name_parts``): before
+    the comma of "Maldacena, Juan", else the last word of "Juan M. Maldacena" with its particles ("van
+    Nieuwenhuizen"), a "Jr." or "III" after it skipped; a name whose last word has no letter ("Author 1-8") is
+    kept whole."""
+    return family_name(one_line(name))
 
 
 def first_author(authors: Sequence[str]) -> str:
     """The first author's surname, with "et al." when there are more ("Witten et al."); "" for none."""
+    authors = joined_authors(authors)
     if not authors:
         return ""
     first = surname(authors[0])
     return f"{first} et al." if len(authors) > 1 else first
+
+
+def author_cell(authors: Sequence[str], width: int, short: bool = False) -> str:
+    """The first author in at most ``width`` columns: "Witten et al." where it fits (and not ``short``), else
+    "Witten+" (a "+" for the other authors), else the surname cut."""
+    authors = joined_authors(authors)
+    if not authors:
+        return ""
+    first = surname(authors[0])
+    if len(authors) == 1:
+        return fit(first, width)
+    for text in (f"{first}+",) if short else (f"{first} et al.", f"{first}+"):
+        if columns(text) <= width:
+            return text
+    return fit(first, width - 1) + "+" if width > 2 else fit(first, width)
 
 
 def _year(year: int | None) -> str:
@@ -190,13 +217,13 @@ def _year(year: int | None) -> str:
 
 
 def _table(
-    rows: Sequence[tuple[str | None, str, str, str | None, str, str | None]],
+    rows: Sequence[tuple[str | None, str, str, Sequence[str] | None, str, str | None]],
     width: int,
     header: bool = True,
     indent: int = 0,
 ) -> list[str]:
-    """Lines of a table of ``(rank, id, year, author, title, score)`` rows (rank, author, score None: no such
-    column), each at most ``width`` columns."""
+    """Lines of a table of ``(rank, id, year, authors, title, score)`` rows (rank, authors, score None: no such
+    column; authors: the paper's list, shown by ``author_cell``), each at most ``width`` columns."""
     if not rows:
         return []
     ranks = rows[0][0] is not None
@@ -204,33 +231,44 @@ def _table(
     scores = rows[0][5] is not None
     rank_w = max(1, *(len(row[0]) for row in rows)) if ranks else 0
     id_w = max(2, *(columns(row[1]) for row in rows))
-    author_w = min(AUTHOR_MAX, max(6, *(columns(row[3] or "") for row in rows))) if authors else 0
     score_w = max(5, *(len(row[5]) for row in rows)) if scores else 0
+    # The author column's widest: AUTHOR_NARROW at 80 columns, growing with the terminal up to AUTHOR_MAX. A table
+    # writes its first authors one way: "Witten et al." where every one fits, else "Witten+".
+    cap = min(AUTHOR_MAX, AUTHOR_NARROW + max(0, width - MIN_WIDTH) // 4)
+    short = authors and any(columns(first_author(row[3] or ())) > cap for row in rows)
+    cells = [author_cell(row[3] or (), cap, short) for row in rows] if authors else []
+    author_w = max(6, *(columns(cell) for cell in cells)) if authors else 0
+    widest = author_w
 
     def title_room(id_w: int, author_w: int) -> int:
         used = indent + (rank_w + 2 if ranks else 0) + id_w + 2 + 4 + 2 + (author_w + 2 if author_w else 0)
         return width - used - (score_w + 2 if scores else 0)
 
     if authors and title_room(id_w, author_w) < TITLE_MIN:
-        author_w = max(10, author_w - (TITLE_MIN - title_room(id_w, author_w)))
+        author_w = max(8, author_w - (TITLE_MIN - title_room(id_w, author_w)))
         if title_room(id_w, author_w) < TITLE_MIN:
             author_w = 0
     if title_room(id_w, author_w) < TITLE_MIN:  # ids too long for any title: cut them, as a last resort
         id_w = max(8, id_w - (TITLE_MIN - title_room(id_w, author_w)))
     title_w = max(1, title_room(id_w, author_w))
 
-    def line(rank: str | None, pid: str, year: str, author: str | None, title: str, score: str | None) -> str:
-        cells = [rank.rjust(rank_w)] if ranks else []
-        cells += [pad(pid, id_w), year.rjust(4)]
+    def line(row: tuple, author: str, head: bool = False) -> str:
+        rank, pid, year, _, title, score = row
+        out = [rank.rjust(rank_w)] if ranks else []
+        out += [pad(pid, id_w), year.rjust(4)]
         if author_w:
-            cells.append(pad(author or "", author_w))
-        cells.append(pad(title, title_w) if scores else fit(title, title_w))
+            out.append(pad(author, author_w))
+        title = title if head else readable(title)
+        out.append(pad(title, title_w) if scores else fit(title, title_w))
         if scores:
-            cells.append((score or "").rjust(score_w))
-        return (" " * indent + SEP.join(cells)).rstrip()
+            out.append((score or "").rjust(score_w))
+        return (" " * indent + SEP.join(out)).rstrip()
 
-    names = ("#" if ranks else None, "id", "year", "author", "title", "score" if scores else None)
-    return ([line(*names)] if header else []) + [line(*row) for row in rows]
+    if author_w and author_w < widest:  # narrowed to leave the title room: the cells again, at the new width
+        cells = [author_cell(row[3] or (), author_w, short) for row in rows]
+    names = ("#" if ranks else None, "id", "year", None, "title", "score" if scores else None)
+    lines = [line(names, "author", head=True)] if header else []
+    return lines + [line(row, cells[i] if author_w else "") for i, row in enumerate(rows)]
 
 
 def entry_score(entry) -> float:
@@ -245,14 +283,15 @@ def table_lines(
     explain: Callable[[object], str] | None = None,
     score: Callable[[object], float] | None = None,
     header: bool = True,
+    scores: bool = True,
 ) -> list[str]:
-    """The table of ranked ``entries`` (each with ``.paper``; a score as ``entry_score`` finds it unless
-    ``score`` says how to get it), ranked from ``offset + 1``; with ``explain``, a second line per entry,
-    indented, with what it returns."""
+    """The table of ranked ``entries`` (each with ``.paper``), ranked from ``offset + 1``; with ``scores`` a
+    score column (as ``entry_score`` finds it unless ``score`` says how to get it); with ``explain``, a second
+    line per entry, indented, with what it returns."""
     get_score = score or entry_score
     rows = [
-        (str(offset + i), e.paper.id, _year(e.paper.year), first_author(e.paper.authors), e.paper.title,
-         f"{get_score(e):.4f}")
+        (str(offset + i), e.paper.id, _year(e.paper.year), e.paper.authors, e.paper.title,
+         f"{get_score(e):.4f}" if scores else None)
         for i, e in enumerate(entries, start=1)
     ]  # fmt: skip
     table = _table(rows, width, header=header)
@@ -266,24 +305,26 @@ def table_lines(
     return lines
 
 
-def result_lines(result: RetrievalResult, width: int, why: bool = False, offset: int = 0) -> list[str]:
-    """A search result's table (ranks from ``offset + 1``), with ``why`` a line per entry with the blend's
-    terms (``entry.why(result.config)``, or ``entry.why()`` for a result without a ``config``); one "no
-    results" line for an empty result. Any result with ``ranked`` entries (``.paper``, ``.final_score``,
-    ``.why()``), ``query`` and ``metrics["wall_time_ms"]`` will do."""
+def result_lines(
+    result: RetrievalResult, width: int, why: bool = False, offset: int = 0, scores: bool = False
+) -> list[str]:
+    """A search result's table (ranks from ``offset + 1``; ``scores``: with the score column), with ``why`` a
+    line per entry with the blend's terms (``entry.why(result.config)``, or ``entry.why()`` for a result without
+    a ``config``); one "no results" line for an empty result. Any result with ``ranked`` entries (``.paper``,
+    ``.final_score``, ``.why()``), ``query`` and ``metrics["wall_time_ms"]`` will do."""
     if not result.ranked:
         return no_results_line(result, width, offset).split("\n")
     config = getattr(result, "config", None)  # a result of another kind: its entries' why() need none
     explain = (lambda r: r.why(config)) if config is not None else (lambda r: r.why())
-    return table_lines(result.ranked, width, offset, explain=explain if why else None)
+    return table_lines(result.ranked, width, offset, explain=explain if why else None, scores=scores)
 
 
 def no_results_line(result: RetrievalResult, width: int, offset: int = 0) -> str:
-    """The line saying there are no results: the query shortened, the time; past the last page, how many
-    there were."""
+    """The line saying there are no results: the query shortened, the time; past the last page, how far the
+    ranking went."""
     ms = result.metrics["wall_time_ms"]
     if offset and result.hit_count:
-        tail = f" past {offset:,} ({result.hit_count:,} hits; {ms:.1f} ms)"
+        tail = f" past {offset:,} (the ranking ends at {result.hit_count:,}; {ms:.1f} ms)"
     else:
         tail = f" ({ms:.1f} ms)"
     room = width - len("no results for ''") - len(tail) - 1  # the query as long as the line allows, at most 60
@@ -291,28 +332,46 @@ def no_results_line(result: RetrievalResult, width: int, offset: int = 0) -> str
     return "\n".join(wrap(text, width, hanging=2))
 
 
-def summary_lines(result: RetrievalResult, width: int, offset: int = 0, matched: int | None = None) -> list[str]:
-    """The lines under a search's table: what was shown of how many, the scores and time, the formula, whether
-    the graph was expanded. ``matched``: how many papers matched the query at all (default: the result's
-    ``matched``, "about" when its ``matched_exact`` is false; not said when None)."""
+def results_span(offset: int, n: int) -> str:
+    """Which results a page holds: "result 1", "results 1-10", "results 11-20"."""
+    return f"result {offset + 1:,}" if n == 1 else f"results {offset + 1:,}-{offset + n:,}"
+
+
+def matched_clause(matched: int, exact: bool = True) -> str:
+    """How many papers match the query: "1 paper matches the query", "about 2,500 papers match the query"."""
+    verb = "matches" if matched == 1 else "match"
+    return f"{'' if exact else 'about '}{count(matched, 'paper')} {verb} the query"
+
+
+def summary_lines(
+    result: RetrievalResult, width: int, offset: int = 0, matched: int | None = None, verbose: bool = False
+) -> list[str]:
+    """The lines under a search's table: which results these are and how many papers match the query (one
+    count: ``matched``, by default the result's own, "about" when its ``matched_exact`` is false; not said when
+    None), and the time. With ``verbose``, the ranking's internals as well: the scores, how many candidates were
+    ranked, the formula, which ranking ran and whether the graph was expanded."""
     if not result.ranked:
         return []
     m, config = result.metrics, result.config
     n = len(result.ranked)
-    shown = f"{n} of {m['hit_count']:,}" if offset == 0 else f"{offset + 1}-{offset + n} of {m['hit_count']:,}"
     exact = True
     if matched is None:
         matched, exact = getattr(result, "matched", None), getattr(result, "matched_exact", True)
-    first = [f"{shown} hits shown"]
+    first = [results_span(offset, n)]
     if matched is not None:
-        first.append(f"{'' if exact else 'about '}{matched:,} papers match the query")
-    first.append(f"top {m['top_score']:.4f}, average {m['avg_score']:.4f}, {m['wall_time_ms']:.1f} ms")
+        first.append(matched_clause(matched, exact))
+    lines = clauses(first, width)
+    lines[-1] += f" ({m['wall_time_ms']:.1f} ms)" if columns(lines[-1]) + 12 <= width else ""
+    if not verbose:
+        return lines
+    ranked = f"top {m['top_score']:.4f}, average {m['avg_score']:.4f} over {count(m['hit_count'], 'ranked candidate')}"
+    lines += wrap(ranked, width, hanging=2)
     graph = "1/.6/.3 by hops" if config.ranking == "hops" else "evidence"
     formula = f"final = {config.w_bm25:g}*bm25/max + {config.w_graph:g}*graph({graph}) + {config.w_recency:g}*recency"
     model = result.expansion.get("model") if config.ranking == "learned" else None
     if model:
         formula = f"final = learned model {model['name']}: sum of weight*feature over {model['features']} features"
-    lines = clauses(first, width) + wrap(formula, width, hanging=2)
+    lines += wrap(formula, width, hanging=2)
     auto = result.expansion.get("auto")
     if auto:
         chosen = "the learned model" if auto["ranking"] == "learned" else "the policy"
@@ -323,7 +382,7 @@ def summary_lines(result: RetrievalResult, width: int, offset: int = 0, matched:
     gate = result.expansion.get("gate", {})
     if gate:
         state = "expanded" if gate["fired"] else "not expanded"
-        added = f"{result.expansion.get('candidates_added', 0)} papers added"
+        added = f"{count(result.expansion.get('candidates_added', 0), 'paper')} added"
         lines += clauses([f"graph: {state} ({gate['reason']})", added], width)
     return lines
 
@@ -341,12 +400,12 @@ def paper_lines(
     per list at most (None: all), and a line saying how many more there are."""
     refs, citing = refs or {}, citing or {}
     lines = [fit(paper.id + (f" ({paper.year})" if paper.year is not None else ""), width)]
-    lines.extend(wrap(paper.title or "(no title)", width))
+    lines.extend(wrap(readable(paper.title) or "(no title)", width))
     if paper.authors:
-        lines.extend(wrap(", ".join(one_line(a) for a in paper.authors), width, hanging=2))
+        lines.extend(wrap(", ".join(readable(a) for a in joined_authors(paper.authors)), width, hanging=2))
     if paper.abstract:
         lines.append("")
-        lines.extend(wrap(paper.abstract, width))
+        lines.extend(wrap(readable(paper.abstract), width))
 
     def listing(title: str, ids: Sequence[str], known: Mapping[str, Paper]) -> None:
         lines.append("")
@@ -358,7 +417,7 @@ def paper_lines(
             if other is None:
                 rows.append((None, pid, "", None, "(not in the corpus)", None))
             else:
-                rows.append((None, pid, _year(other.year), first_author(other.authors), other.title, None))
+                rows.append((None, pid, _year(other.year), other.authors, other.title, None))
         lines.extend(_table(rows, width, header=False, indent=2))
         if len(ids) > len(shown):
             lines.append(f"  and {len(ids) - len(shown):,} more")
@@ -371,7 +430,7 @@ def paper_lines(
         lines.extend(["", "references: none listed"])
     cited_by = list(paper.citations)
     if cited_by:
-        listing(f"cited by {len(cited_by):,} papers of the corpus", cited_by, citing)
+        listing(f"cited by {count(len(cited_by), 'paper')} of the corpus", cited_by, citing)
     else:
         lines.extend(["", "cited by no paper of the corpus"])
     return lines
@@ -404,7 +463,7 @@ def _explanation_lines(explanation: PaperExplanation, run: EvidenceRun, width: i
     if len(via) > links:
         rest = via[links:]
         pruned = sum(1 for link in rest if not link.edge.kept)
-        texts.append(f"and {len(rest)} more seed edges ({pruned} pruned)")
+        texts.append(f"and {len(rest)} more seed {'edge' if len(rest) == 1 else 'edges'} ({pruned} pruned)")
     seeds = {link.seed for link in explanation.via}
     inbound = [e for e in explanation.in_edges if e.citing not in seeds]
     if inbound:
@@ -420,21 +479,23 @@ def run_lines(run: EvidenceRun, width: int, links_shown: int = 4, pruned_shown: 
     edges; ``links_shown`` seed edges per paper."""
     size, cfg = run.size, run.config
     trimmed = f", trimmed from {size.found_nodes:,} / {size.found_edges:,}" if size.trimmed else ""
-    subqueries = f" with {len(run.subqueries) - 1} sub-queries" if len(run.subqueries) > 1 else ""
+    subs = len(run.subqueries) - 1
+    subqueries = f" with {count(subs, 'sub-query', 'sub-queries')}" if subs else ""
     kept_nodes = sum(1 for node in run.nodes.values() if node.kept)
     pruning = f"tau {cfg.tau:g}, theta {cfg.theta:g}" if cfg.prune else "pruning off"
     statements = [  # each a list of clauses, joined by "; " (the ranker's by ", "), broken between them
         [f"query: {shorten(run.query)!r}{subqueries}"],
         [f"seeds: {len(run.seeds)}", f"evidence graph |V| = {size.nodes:,}, |E| = {size.edges:,}{trimmed} "
-         f"(cap {size.cap or 'none'}, {size.cap_policy})", f"{size.claims:,} claims"],
-        [f"scorer {run.scorer}: {run.scorer_calls:,} calls (announced bound {size.scorer_bound:,})"],
-        [f"kept {kept_nodes:,} papers and {len(run.kept_edges):,} edges",
-         f"pruned {len(run.pruned_edges):,} edges ({pruning})", f"dropped {len(run.dropped_nodes):,} papers"],
+         f"(cap {size.cap or 'none'}, {size.cap_policy})", count(size.claims, "claim")],
+        [f"scorer {run.scorer}: {count(run.scorer_calls, 'call')} (announced bound {size.scorer_bound:,})"],
+        [f"kept {count(kept_nodes, 'paper')} and {count(len(run.kept_edges), 'edge')}",
+         f"pruned {count(len(run.pruned_edges), 'edge')} ({pruning})",
+         f"dropped {count(len(run.dropped_nodes), 'paper')}"],
     ]  # fmt: skip
     lines = [line for pieces in statements for line in clauses(pieces, width)]
     walk = f"citing {cfg.vote_citing:g}, own {cfg.vote_self:g}" if cfg.ranker == "vote" else f"alpha {cfg.alpha:g}"
     ranker = [f"ranker {cfg.ranker}: {walk}", f"beta {cfg.beta:g}",
-              f"reference year {run.reference_year} ({cfg.recency})", f"{run.iterations} iterations",
+              f"reference year {run.reference_year} ({cfg.recency})", count(run.iterations, "iteration"),
               f"{run.timings_ms.get('total', 0.0):.0f} ms"]  # fmt: skip
     lines += clauses(ranker, width, sep=", ")
     lines.append(f"status: {run.health.status}")

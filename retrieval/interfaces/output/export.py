@@ -10,7 +10,11 @@ record)`` tuples, or one object with ``.paper`` (a page of ``show``), so that ev
 - ``jsonl``: one object per entry: ``{"rank": ..., **record}``, the record being the entry's ``to_dict()`` (a
   ranked entry's, with the paper's authors added) or the record given in a tuple.
 - ``csv``: a header, then one row per entry: rank, id, year, title, authors (``; ``-joined), score.
-- ``bibtex``: one ``@misc`` entry per paper (see ``to_bibtex``); ``ris``: one ``TY  - JOUR`` record per paper.
+- ``bibtex``: one ``@misc`` entry per paper (see ``to_bibtex``); ``ris``: one record per paper, ``TY  - UNPB``
+  for an arXiv e-print (see ``to_ris``).
+
+CSV and RIS are read by people and by programs that know no TeX: their text is rendered (``reading.text``:
+``Schr\"odinger`` is ``Schrödinger``). BibTeX is TeX, and keeps the corpus's TeX as it is.
 
 Every format is deterministic: the same entries give the same bytes.
 """
@@ -21,6 +25,10 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+
+from .reading import authors as joined_authors
+from .reading import last_first, name_parts
+from .reading import text as readable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -94,7 +102,8 @@ def to_csv(listed: Sequence[Entry]) -> str:
         p = e.paper
         year = "" if p.year is None else p.year
         score = "" if e.score is None else repr(e.score)
-        writer.writerow([e.rank, p.id, year, _one_line(p.title), "; ".join(_one_line(a) for a in p.authors), score])
+        names = "; ".join(readable(a) for a in joined_authors(p.authors))
+        writer.writerow([e.rank, p.id, year, readable(p.title), names, score])
     return out.getvalue()
 
 
@@ -103,6 +112,7 @@ def to_csv(listed: Sequence[Entry]) -> str:
 _ARXIV_OLD = re.compile(r"[a-z][a-z-]*(?:\.[A-Z]{2})?/\d{7}(?:v\d+)?", re.I)
 _ARXIV_NEW = re.compile(r"\d{4}\.\d{4,5}(?:v\d+)?")
 _OPENALEX = re.compile(r"W\d+")
+_DOI = re.compile(r"(?:doi:|https?://(?:dx\.)?doi\.org/)?(10\.\d{4,9}/\S+)", re.I)
 _S2 = re.compile(r"[0-9a-f]{40}")
 
 
@@ -115,6 +125,13 @@ def arxiv_id(paper_id: str) -> str | None:
     return text if _ARXIV_OLD.fullmatch(text) or _ARXIV_NEW.fullmatch(text) else None
 
 
+def doi_of(paper_id: str) -> str | None:
+    """The DOI ``paper_id`` is, if it is one (``10.1103/PhysRevD.1.1``, with or without ``doi:`` or a doi.org
+    address); else None. The index keeps no DOI of its own, so an id is where one can be known."""
+    match = _DOI.fullmatch(paper_id.strip())
+    return match.group(1) if match else None
+
+
 def paper_url(paper_id: str) -> str | None:
     """Where the paper is, for ids of the sources the readers take: arXiv, OpenAlex, Semantic Scholar."""
     arxiv = arxiv_id(paper_id)
@@ -124,7 +141,8 @@ def paper_url(paper_id: str) -> str | None:
         return f"https://openalex.org/{paper_id}"
     if _S2.fullmatch(paper_id):
         return f"https://www.semanticscholar.org/paper/{paper_id}"
-    return None
+    doi = doi_of(paper_id)
+    return f"https://doi.org/{doi}" if doi else None
 
 
 # -- citation keys -----------------------------------------------------------------------------------------------
@@ -154,7 +172,9 @@ def ascii_word(text: str) -> str:
 def _base_key(paper: Paper) -> str:
     from .display import surname
 
-    author = ascii_word(surname(paper.authors[0])) if paper.authors else ""
+    # The family name without its particles, as BibTeX's "Last" part: 't Hooft's key starts "hooft".
+    family = surname(paper.authors[0]).split() if paper.authors else []
+    author = ascii_word(family[-1]) if family else ""
     if not author[:1].isalpha():  # a key starts with a letter
         author = "anon"
     words = (ascii_word(w) for w in _TEX_MATH.sub(" ", paper.title).replace("-", " ").split())
@@ -272,6 +292,9 @@ def tex(text: str) -> str:
 
 
 def _bibtex_name(name: str) -> str:
+    given, family, suffix = name_parts(name)
+    if suffix and given:  # BibTeX reads a "Jr." only in its "von Last, Jr, First" form
+        name = f"{family}, {suffix}, {given}"
     name = tex(name)
     # "and" inside a name would split it into two authors: keep such a name (an organisation) as one.
     return "{" + name + "}" if re.search(r"\band\b", name, re.I) else name
@@ -279,10 +302,11 @@ def _bibtex_name(name: str) -> str:
 
 def bibtex_fields(paper: Paper) -> list[tuple[str, str]]:
     """The fields of ``paper``'s BibTeX entry, escaped (``tex``): title, author (``and``-separated), year,
-    eprint, archivePrefix and primaryClass for an arXiv id, url when the id says where the paper is, abstract."""
+    eprint, archivePrefix and primaryClass for an arXiv id, doi for a DOI, url when the id says where the paper
+    is, abstract."""
     fields = [("title", tex(paper.title))]
     if paper.authors:
-        fields.append(("author", " and ".join(_bibtex_name(a) for a in paper.authors)))
+        fields.append(("author", " and ".join(_bibtex_name(a) for a in joined_authors(paper.authors))))
     if paper.year is not None:
         fields.append(("year", str(paper.year)))
     arxiv = arxiv_id(paper.id)
@@ -290,6 +314,9 @@ def bibtex_fields(paper: Paper) -> list[tuple[str, str]]:
         fields += [("eprint", arxiv), ("archivePrefix", "arXiv")]
         if "/" in arxiv:  # the old scheme names its archive: hep-th/9711200
             fields.append(("primaryClass", arxiv.split("/", 1)[0]))
+    doi = doi_of(paper.id)
+    if doi:
+        fields.append(("doi", doi))
     url = paper_url(paper.id)
     if url:
         fields.append(("url", url))
@@ -322,19 +349,37 @@ def to_bibtex(papers: Sequence[Paper]) -> str:
 
 # -- RIS ---------------------------------------------------------------------------------------------------------
 
+#: The record type of an arXiv e-print: RIS's "unpublished work", what an e-print is in RIS's list of types
+#: (EndNote reads it as Unpublished Work, JabRef as @unpublished). Zotero's RIS translator (zotero/translators,
+#: RIS.js) maps no RIS type to its "preprint" item type: it reads UNPB as its default, journalArticle, as it read
+#: JOUR; the paper pages' embedded metadata (``DC.type`` preprint) is what saves a preprint there.
+RIS_PREPRINT = "UNPB"
+#: The record type of any other paper: RIS's "generic", since the index does not know whether an OpenAlex or
+#: Semantic Scholar record is an article, a chapter or a preprint.
+RIS_GENERIC = "GEN"
+
+
+def ris_type(paper_id: str) -> str:
+    """``RIS_PREPRINT`` for an arXiv id, else ``RIS_GENERIC``."""
+    return RIS_PREPRINT if arxiv_id(paper_id) else RIS_GENERIC
+
 
 def to_ris(papers: Sequence[Paper]) -> str:
-    """One record per paper, tagged lines ``TAG  - value``: TY (JOUR), ID (the paper id), TI, AU per author,
-    PY, AB, UR when the id says where the paper is; ER ends it, and a blank line follows. Values on one line,
-    as they are (RIS has no escaping)."""
+    """One record per paper, tagged lines ``TAG  - value``: TY (``ris_type``), ID (the paper id), TI, an AU per
+    author as RIS wants names ("Lastname, Firstname, Suffix": ``reading.last_first``), PY, AB, DO when the id is a
+    DOI, UR when the id says where the paper is; ER ends it, and a blank line follows. Values on one line with their
+    TeX rendered (RIS has no escaping and its readers no TeX)."""
     lines = []
     for paper in papers:
-        lines += ["TY  - JOUR", f"ID  - {_one_line(paper.id)}", f"TI  - {_one_line(paper.title)}"]
-        lines += [f"AU  - {_one_line(name)}" for name in paper.authors]
+        lines += [f"TY  - {ris_type(paper.id)}", f"ID  - {_one_line(paper.id)}", f"TI  - {readable(paper.title)}"]
+        lines += [f"AU  - {last_first(name)}" for name in joined_authors(paper.authors) if last_first(name)]
         if paper.year is not None:
             lines.append(f"PY  - {paper.year}")
         if paper.abstract:
-            lines.append(f"AB  - {_one_line(paper.abstract)}")
+            lines.append(f"AB  - {readable(paper.abstract)}")
+        doi = doi_of(paper.id)
+        if doi:
+            lines.append(f"DO  - {doi}")
         url = paper_url(paper.id)
         if url:
             lines.append(f"UR  - {url}")
