@@ -160,3 +160,11 @@ def test_a_year_in_the_query_it_cannot_read_is_a_usage_error_as_the_option_s_is(
         main(["search", query, "--db", db])
     err = capsys.readouterr().err
     assert usage.value.code == 2 and "year: " in err and "--year" not in err.splitlines()[-1]
+
+
+def test_a_surname_hyphenated_to_another_word_is_no_author_hint(db, capsys):
+    """``Calabi-Yau`` names a manifold, not a paper by Yau: no --author hint for a word joined by a hyphen."""
+    code, _, err = run(capsys, "search", "Bekenstein-Hawking entropy", "--db", db)
+    assert code == 0 and "--author hawking" not in err
+    code, _, err = run(capsys, "search", "hawking entropy", "--db", db)
+    assert code == 0 and "--author hawking" in err

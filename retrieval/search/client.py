@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections import Counter
 
@@ -383,6 +384,8 @@ class RetrievalClient:
 
 #: Queries of at most this many words are checked for words that are authors' surnames (a hint to use --author).
 AUTHOR_HINT_MAX_WORDS = 4
+#: Words joined by hyphens: ``Calabi-Yau``.
+_HYPHENATED = re.compile(r"[^\W_]+(?:-[^\W_]+)+")
 
 
 def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Filters) -> list[str]:
@@ -412,8 +415,10 @@ def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Fil
     elif absent and len(query.qtf) <= 20:
         out.append(f"no paper contains {_listed(absent)}: ranked on the other words")
     if not filters.authors and len(query.tokens) <= AUTHOR_HINT_MAX_WORDS:
+        # A word hyphenated to another names a thing after people (Calabi-Yau, Bekenstein-Hawking), not an author.
+        joined = {t for part in _HYPHENATED.findall(query.text) for t in Query.parse(part).tokens}
         for token in query.qtf:
-            if token.isalpha() and len(token) > 2:
+            if token.isalpha() and len(token) > 2 and token not in joined:
                 count = author_papers(snap, token)
                 if count:
                     out.append(
