@@ -11,7 +11,21 @@ import pytest
 from retrieval import RetrievalClient, build
 from tests.helpers import BACKENDS, paper, write_jsonl
 
-WORDS = "field theory string gauge black hole entropy brane duality quantum gravity conformal lattice".split()
+WORDS = [
+    "field",
+    "theory",
+    "string",
+    "gauge",
+    "black",
+    "hole",
+    "entropy",
+    "brane",
+    "duality",
+    "quantum",
+    "gravity",
+    "conformal",
+    "lattice",
+]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
