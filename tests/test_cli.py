@@ -86,7 +86,7 @@ def test_search_json_shape(demo_db, capsys):
     assert data["offset"] == 0 and data["filters"] is None and data["warnings"] == [] and data["matched"] > 5
     assert set(data["results"][0]) == {
         "rank", "id", "title", "year", "authors", "bm25_score", "graph_distance", "recency_score", "final_score",
-        "graph_score", "reached", "why", "features", "contributions", "model",
+        "graph_score", "reached", "why", "features", "contributions", "model", "citations",
     }  # fmt: skip
     assert [r["rank"] for r in data["results"]] == [1, 2, 3, 4, 5] and data["results"][0]["authors"]
     assert set(data["expansion"]["gate"]) >= {"mode", "fired", "survivors", "reason"}

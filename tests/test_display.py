@@ -279,7 +279,7 @@ def test_search_shows_the_ranking_internals_only_when_asked(output_db, capsys, m
     argv = ["search", "black hole entropy", "--db", str(output_db), "--limit", "3"]
     _, plain, _ = run(capsys, *argv)
     _, verbose, _ = run(capsys, *argv, "-v")
-    assert plain.splitlines()[0].split() == ["#", "id", "year", "author", "title"]
+    assert plain.splitlines()[0].split() == ["#", "id", "year", "cited", "author", "title"]
     assert plain.splitlines()[-1].startswith("results 1-3; ") and "final =" not in plain and "graph:" not in plain
     assert verbose.splitlines()[0].split()[-1] == "score"
     assert "ranked candidates" in verbose and "final =" in verbose and "graph: " in verbose

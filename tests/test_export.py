@@ -263,11 +263,12 @@ def test_zotero_reads_each_author_and_field_of_the_ris():
 def test_csv_parses_back_with_the_stdlib_reader():
     result = _result(output_papers())
     rows = list(csv.reader(io.StringIO(export.export(result, "csv", offset=10))))
-    assert rows[0] == ["rank", "id", "year", "title", "authors", "score"]
+    assert rows[0] == ["rank", "id", "year", "title", "authors", "citations", "score"]
     assert len(rows) == 1 + len(result.ranked)
     for row, entry in zip(rows[1:], result.ranked, strict=True):
-        rank, pid, year, title, authors, score = row
+        rank, pid, year, title, authors, cited, score = row
         assert pid == entry.paper.id and title == reading.text(entry.paper.title)
+        assert cited == ("" if entry.citations is None else str(entry.citations))
         assert float(score) == entry.final_score
         assert year == ("" if entry.paper.year is None else str(entry.paper.year))
         assert authors.split("; ") == entry.paper.authors or (authors == "" and not entry.paper.authors)
@@ -335,6 +336,6 @@ def test_explain_exports_its_returned_papers(output_db, capsys):  # noqa: F811
     assert len(entries) == len(ids) and all("author" in e.fields_dict or e.key.startswith("anon") for e in entries)
     _, out, _ = run(capsys, *argv, "--format", "csv")
     rows = list(csv.reader(io.StringIO(out)))[1:]
-    assert [row[1] for row in rows] == ids and all(float(row[5]) > 0 for row in rows)
+    assert [row[1] for row in rows] == ids and all(float(row[6]) > 0 for row in rows)
     _, out, _ = run(capsys, *argv, "--format", "jsonl")
     assert [json.loads(line)["rank"] for line in out.splitlines()] == list(range(1, len(ids) + 1))

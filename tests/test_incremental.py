@@ -161,7 +161,7 @@ def test_cli_add_and_remove(tmp_path, capsys):
     src.write_text(json.dumps({"id": "p101", "title": "Attention sparsity addendum", "references": ["p001"]}) + "\n")
     assert main(["build", "--db", db]) == 0
     assert main(["add", str(src), "--db", db]) == 0
-    assert "added 1 papers" in capsys.readouterr().out
+    assert "added 1 paper to" in capsys.readouterr().out
     assert main(["add", str(src), "--db", db]) == 1
     assert "--replace" in capsys.readouterr().err
     assert main(["add", str(src), "--db", db, "--replace"]) == 0

@@ -26,7 +26,7 @@ from retrieval.errors import RetrievalError  # noqa: E402
 from retrieval.evidence.config import RANKERS, EvidenceConfig  # noqa: E402
 from retrieval.evidence.pipeline import explain  # noqa: E402
 from retrieval.interfaces import cli  # noqa: E402
-from retrieval.interfaces.service import BOUNDS  # noqa: E402
+from retrieval.interfaces.service import BOUNDS, summarise  # noqa: E402
 from retrieval.search.client import RetrievalClient  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,7 +105,7 @@ def test_list_tools_gives_the_four_tools_with_typed_schemas(demo_db, tmp_path):
     assert schemas["show"]["required"] == ["paper_id"]
     assert schemas["explain"]["required"] == ["query"]
     search = schemas["search"]["properties"]
-    assert set(search) == {"query", "limit", "offset", "year", "authors"}
+    assert set(search) == {"query", "limit", "offset", "year", "authors", "sort"}
     assert search["query"]["type"] == "string"
     assert (search["limit"]["type"], search["limit"]["minimum"], search["limit"]["maximum"]) == (
         "integer", 1, BOUNDS["limit"],
@@ -113,12 +113,18 @@ def test_list_tools_gives_the_four_tools_with_typed_schemas(demo_db, tmp_path):
     assert search["limit"]["default"] == 10 and search["offset"]["maximum"] == BOUNDS["offset"]
     assert {"type": "array", "items": {"type": "string"}} in search["authors"]["anyOf"]
     similar = schemas["similar"]["properties"]
-    assert set(similar) == {"paper_ids", "limit", "offset", "exclude", "year", "authors"}
+    assert set(similar) == {"paper_ids", "limit", "offset", "exclude", "year", "authors", "sort"}
     assert similar["paper_ids"]["type"] == "array" and similar["paper_ids"]["items"] == {"type": "string"}
     assert similar["paper_ids"]["maxItems"] == BOUNDS["ids"]
     assert schemas["show"]["properties"]["paper_id"]["type"] == "string"
+    show = schemas["show"]["properties"]
+    assert set(show) == {"paper_id", "limit", "sort", "references_offset", "citations_offset"}
+    assert (show["limit"]["default"], show["limit"]["maximum"], show["sort"]["enum"]) == (
+        20, BOUNDS["limit"], ["citations", "year", "id"],
+    )  # fmt: skip
     explain_props = schemas["explain"]["properties"]
-    assert set(explain_props) == {"query", "subqueries", "top_k", "max_nodes", "ranker"}
+    assert set(explain_props) == {"query", "subqueries", "top_k", "max_nodes", "ranker", "edges", "pruned"}
+    assert explain_props["edges"]["maximum"] == BOUNDS["explain_edges"]
     assert explain_props["ranker"]["enum"] == list(RANKERS)
     assert explain_props["top_k"]["maximum"] == BOUNDS["top_k"]
     assert explain_props["max_nodes"]["maximum"] == BOUNDS["max_nodes"]
@@ -173,16 +179,16 @@ def test_similar_show_and_explain_match_the_library(demo_db, tmp_path):
         assert got["results"] and "p003" not in [e["id"] for e in got["results"]]
         assert untimed(got) == untimed(expected.to_dict())
         page = data(shown)
-        assert page == untimed(client.show(ids[0]).to_dict())
+        assert page == untimed(client.show(ids[0], limit=20).to_dict())
         assert page["references"] and page["authors"]
         config = EvidenceConfig(top_k=5, max_nodes=50, ranker="salsa")
         run = explain(client, "attention sparsity", subqueries=["head pruning"], config=config)
         got = data(explained)
-        assert "graph" not in got  # what `retrieval explain --json` prints
+        assert "graph" not in got  # a bounded summary of what `retrieval explain --json` prints
         assert [e["paper_id"] for e in got["results"]] == [pid for pid, _ in run.top]
         # The support scores' last bits vary between two runs of the pipeline in one process (what the client
         # read before): equal to 1e-12, the ranking and everything else exactly.
-        assert untimed(got) == approx_floats(untimed(run.to_dict()))
+        assert untimed(got) == approx_floats(untimed(summarise(run)))
 
 
 def test_a_bad_call_is_a_tool_error_with_the_librarys_message(demo_db, tmp_path):

@@ -65,3 +65,10 @@ def test_a_filter_reads_the_same_on_every_front_door(demo_db, capsys):
     for f in FILTERS:
         assert " ".join(f.help.split()) in shown
         assert listed[f.query_name]["description"] == f.server_help()
+
+
+def test_the_sorts_the_front_doors_offer_are_the_library_s():
+    from retrieval.interfaces.params import SORTS as offered
+    from retrieval.search.blend import SORTS
+
+    assert offered == SORTS

@@ -276,7 +276,7 @@ def test_every_statement_a_search_runs_is_a_registered_postgresql_text(demo_pg, 
     ran = {s.name for s in trace.statements}
     assert {"lexical: top-k", "lexical: threshold", "lexical: top-k (plain aggregation)",
             "citation walk (recursive CTE)", "expansion: cocitation, hop 2", "similar: co-cited papers",
-            "papers: citing papers", "lexical: the query terms' postings (BLOBs)",
+            "show: citations", "show: references", "lexical: the query terms' postings (BLOBs)",
             "lexical: the best papers' ids"} <= ran  # fmt: skip
     for statement in trace.statements:
         assert statement.sql in texts, statement.name

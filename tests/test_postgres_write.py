@@ -270,7 +270,7 @@ def test_cli_add_replace_and_remove_on_postgresql(tmp_path, pg_database, capsys)
     assert main(["build", "--db", url]) == 0
     assert main(["add", str(src), "--db", url]) == 0
     out = capsys.readouterr().out
-    assert "added 1 papers to postgresql://" in out and "101 papers" in out
+    assert "added 1 paper to postgresql://" in out and "101 papers" in out
     assert main(["add", str(src), "--db", url]) == 1
     assert "--replace" in capsys.readouterr().err
     assert main(["add", str(src), "--db", url, "--replace", "--json"]) == 0

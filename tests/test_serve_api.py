@@ -158,9 +158,11 @@ def test_similar_answers_what_the_library_answers(api, library):
 
 def test_paper_answers_what_the_library_answers(api, library):
     got = answer(api.get("/papers/hep-th/9711200"))
-    assert got == plain(library.show("hep-th/9711200").to_dict())
+    assert got == plain(library.show("hep-th/9711200", limit=20).to_dict())
     assert got["authors"] == [MALDACENA] and got["references"][0]["id"] == "hep-th/9601029"
     assert {c["id"] for c in got["citations"]} >= {"hep-th/9802109", "hep-th/9802150"}
+    paged = answer(api.get("/papers/hep-th/9711200", params={"limit": 1, "sort": "id", "citations_offset": 1}))
+    assert paged == plain(library.show("hep-th/9711200", limit=1, sort="id", citations_offset=1).to_dict())
 
 
 def test_explain_answers_what_the_library_answers(api, library):
@@ -311,7 +313,8 @@ def test_openapi_lists_every_route_with_its_bounds(api):
     }  # fmt: skip
     assert "post" in spec["paths"]["/explain"]
     params = {p["name"]: p for p in spec["paths"]["/search"]["get"]["parameters"]}
-    assert set(params) == {"q", "limit", "offset", "year", "author"}
+    assert set(params) == {"q", "limit", "offset", "year", "author", "sort"}
+    assert params["sort"]["schema"]["enum"] == ["relevance", "citations", "year"]
     assert params["q"]["required"] and params["q"]["schema"]["maxLength"] == BOUNDS["query_chars"]
     assert params["limit"]["schema"]["maximum"] == BOUNDS["limit"]
     assert spec["paths"]["/papers/{paper_id}"]["get"]["responses"]["404"]

@@ -175,19 +175,25 @@ def test_paper_page_lists_references_citing_papers_and_similar_ones(web, service
     assert data["abstract"][:40].replace("&", "&amp;").replace("'", "&#x27;") in page.text
 
 
-def test_a_long_list_is_cut_with_a_link_to_all_of_it(web, service, demo_db, monkeypatch):
+def test_a_long_list_is_paged_and_its_next_links_walk_all_of_it(web, service, demo_db, monkeypatch):
     from retrieval.interfaces.http import web as pages
 
     pid = _paper_with(demo_db, "citations")
     monkeypatch.setattr(pages, "LIST_CAP", 1)
-    citing = service.paper(pid)["citations"]
+    citing = service.paper(pid, limit=100)["citations"]
     assert len(citing) > 1
     page = web.get(f"/paper/{pid}")
     listed = listed_links(page.text)
     assert citing[0]["id"] in listed and citing[1]["id"] not in listed
-    assert f"show all {len(citing)}" in page.text
-    whole = web.get(f"/paper/{pid}", params={"all": "1"}).text
-    assert all(f'data-id="{r["id"]}"' in whole for r in citing)
+    assert f"1-1 of {len(citing)}" in page.text
+    walked, href = [], f"/paper/{pid}"
+    while href:  # each page's "next" link, as a reader would follow it
+        text = web.get(href.replace("&amp;", "&")).text
+        found = re.search(r'<ul class="links citations"><li[^>]* data-id="([^"]+)"', text)
+        walked.append(found.group(1))
+        following = re.search(r'rel="next" href="([^"]+#citations)"', text)
+        href = following.group(1).split("#")[0] if following else None
+    assert walked == [c["id"] for c in citing]
 
 
 # -- TeX, downloads and meta tags for reference managers ---------------------------------------------------------

@@ -29,9 +29,21 @@ from typing import Annotated, Any, Literal
 
 from ..errors import ConfigError, RetrievalError
 from ..evidence.config import EvidenceConfig
+from ..search.similar import COCITATION_FANOUT
 from .cli.options import DB_HELP, add_query_timeout
-from .params import EXCLUDE, LIMIT, OFFSET, PAPER_ID, Param, with_filters
-from .service import BOUNDS, Service, _paper_ids, check_query
+from .params import (
+    CITATIONS_OFFSET,
+    EXCLUDE,
+    LIMIT,
+    LINKS_LIMIT,
+    LINKS_SORT,
+    OFFSET,
+    PAPER_ID,
+    REFERENCES_OFFSET,
+    Param,
+    with_filters,
+)
+from .service import BOUNDS, EXPLAIN_BUDGET, EXPLAIN_EDGES, Service, _paper_ids, check_query
 
 log = logging.getLogger("retrieval.mcp")
 
@@ -92,18 +104,27 @@ Use it once you have ids (from `search`, `show` or an earlier `similar`); use `s
 
 Returns JSON: `seeds`, `results`, best first, each with `rank`, `id`, `title`, `year`, `authors`, `score`,
 `cocitation`, `coupling`, `text`, `cocited_with` and `shared_references_with` (counts per given paper) and `why`;
-`matched` (papers with any signal), `warnings`, `filters`, `offset`, `metrics`. An id not in the index is an
-error. Bounds: at most {BOUNDS["ids"]} ids in `paper_ids` and in `exclude`, `limit` 1 to {BOUNDS["limit"]},
-`offset` 0 to {BOUNDS["offset"]:,}."""
+`matched` (papers with any signal), `warnings`, `filters`, `offset`, `metrics`, `cocitation_read` (a given
+paper cited by more than {COCITATION_FANOUT} papers is read through an even sample of {COCITATION_FANOUT} of them:
+its `cocited_with` counts are estimates, `~` in `why`). An arXiv id may also be given as arXiv:ID or an
+arxiv.org address. An id not in the index is an error. Bounds: at most {BOUNDS["ids"]} ids in `paper_ids` and in
+`exclude`, `limit` 1 to {BOUNDS["limit"]}, `offset` 0 to {BOUNDS["offset"]:,}."""
 
-SHOW = """One paper in full, to read it and follow its citations by hand.
+SHOW = f"""One paper, to read it and follow its citations by hand: its abstract and a page of its references
+and of the papers citing it.
 
 Use it on an id from `search`, `similar` or `explain` results, or on a reference of another paper (when
-`in_corpus` is true); use `similar` to rank the papers around it instead.
+`in_corpus` is true); use `similar` to rank the papers around it instead. An arXiv id may also be given as
+arXiv:ID, an arxiv.org address (with or without a version) or arXiv's DOI.
 
-Returns JSON: `id`, `title`, `abstract`, `year`, `authors`, `references` (the papers it cites) and `citations`
-(the papers that cite it), each link with `id`, `in_corpus`, and the linked paper's `title`, `year` and `authors`
-when it is in the index. An id not in the index is an error that says so."""
+Returns JSON: `id`, `title`, `abstract`, `year`, `authors`; `references` (the papers it cites) and `citations`
+(the papers that cite it), each a page of at most `limit` links (default {LINKS_LIMIT.default}, at most
+{BOUNDS["limit"]}) ordered by `sort` (default {LINKS_SORT.default}: the most cited first; or year, id), each link
+with `id`, `in_corpus`, `cited_by` and the linked paper's `title`, `year` and `authors` when it is in the index;
+`references_total`, `references_in_corpus` and `citations_total` (how many there are: a much-cited paper has
+thousands of citing papers) and `links` (what this page holds). For more, call again with `references_offset` or
+`citations_offset`. Size: about 10,000 characters with the default page, 400 more per link. An id not in the
+index is an error that says so."""
 
 EXPLAIN = f"""Why papers connect through citations (the evidence graph of a question): seeds from BM25 for the
 query and each sub-query, their 1.5-hop citation graph, each edge weighted by how well the cited paper supports
@@ -114,13 +135,18 @@ Use it when the citation evidence matters: which papers support which, why a pap
 a result is only a lexical match. It is slower and its answer larger than `search`, which is the tool for a plain
 topical search. Split a question into sub-queries for its aspects.
 
-Returns JSON: `results` (the `top_k` papers: `paper_id`, `title`, `year`, `role` (seed, reference, citing),
-`score`, `rank`, `via` (the seed edges that brought it in), `in_edges` and `out_edges` (the kept edges the walk
-used), each edge with `citing`, `cited`, `delta`, `weight`, `kept`, `reason`), `seeds`, `pruned_edges` (with the
-reason each was pruned), `dropped_nodes`, `health` (`status` and `warnings`: read them), `size`, `config`,
-`timings_ms`. Never saved. Bounds: query and each sub-query at most {BOUNDS["query_chars"]:,} characters, at
-most {BOUNDS["subqueries"]} sub-queries, `top_k` 1 to {BOUNDS["top_k"]}, `max_nodes` 1 to
-{BOUNDS["max_nodes"]:,}."""
+Returns JSON, a bounded summary: `results` (the `top_k` papers: `paper_id`, `title`, `year`, `role` (seed,
+reference, citing), `score`, `rank`, and the strongest `edges` of each list (default {EXPLAIN_EDGES}): `via`
+(the seed edges that brought it in), `in_edges` and `out_edges` (the kept edges the walk used), each with its
+total (`via_total`, ...); each edge with `citing`, `cited`, `delta`, `weight`, `kept`, `reason`), `seeds`,
+`pruned_edges` (the strongest `pruned` of them, default none, with why), `pruned_total`, `pruned_reasons`
+(count per reason), `dropped_nodes_total`, `health` (`status` and `warnings`: read them), `size`, `config`,
+`timings_ms`, `detail` (what was listed). The whole graph of a question about much-cited papers is hundreds of
+thousands of characters: the answer is at most {EXPLAIN_BUDGET:,} characters (about 10,000 with the defaults);
+beyond that the lists are cut shorter and `detail.cut` says so. Never saved. Bounds: query and each sub-query at
+most {BOUNDS["query_chars"]:,} characters, at most {BOUNDS["subqueries"]} sub-queries, `top_k` 1 to
+{BOUNDS["top_k"]}, `max_nodes` 1 to {BOUNDS["max_nodes"]:,}, `edges` 0 to {BOUNDS["explain_edges"]}, `pruned` 0
+to {BOUNDS["explain_pruned"]}."""
 
 
 def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
@@ -168,8 +194,14 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
 
     def show(
         paper_id: Annotated[str, Field(description=PAPER_ID.help)],
+        limit: field(LINKS_LIMIT) = LINKS_LIMIT.default,
+        sort: field(LINKS_SORT) = LINKS_SORT.default,
+        references_offset: field(REFERENCES_OFFSET) = REFERENCES_OFFSET.default,
+        citations_offset: field(CITATIONS_OFFSET) = CITATIONS_OFFSET.default,
     ) -> dict[str, Any]:
-        return service.paper(paper_id)
+        return service.paper(
+            paper_id, limit=limit, sort=sort, references_offset=references_offset, citations_offset=citations_offset
+        )
 
     def explain(
         query: Annotated[
@@ -205,14 +237,28 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
                 "(hubs and authorities)"
             ),
         ] = DEFAULTS.ranker,
+        edges: Annotated[
+            int,
+            Field(
+                description=f"edges to list per list of each paper (via, in_edges, out_edges), the strongest first, "
+                f"0 to {BOUNDS['explain_edges']}",
+                json_schema_extra=_bounds(0, BOUNDS["explain_edges"]),
+            ),
+        ] = EXPLAIN_EDGES,
+        pruned: Annotated[
+            int,
+            Field(
+                description=f"pruned edges to list, the strongest first, with why each was pruned, 0 to "
+                f"{BOUNDS['explain_pruned']} (their total and count per reason are always given)",
+                json_schema_extra=_bounds(0, BOUNDS["explain_pruned"]),
+            ),
+        ] = 0,
     ) -> dict[str, Any]:
         settings = {"top_k": top_k, "max_nodes": max_nodes, "ranker": ranker}
-        data = service.explain(query, subqueries=subqueries, settings=settings)
-        data.pop("graph", None)  # every node and edge, for the web page's drawing: `--json` has the rest
-        return data
+        return service.explain_summary(query, subqueries=subqueries, settings=settings, edges=edges, pruned=pruned)
 
     def annotate(param: Param):
-        return Annotated[param.kind, Field(description=param.help)]
+        return Annotated[param.kind, Field(description=param.help, json_schema_extra=param.schema_bounds() or None)]
 
     return [
         (with_filters(search, annotate), "Search papers", SEARCH),

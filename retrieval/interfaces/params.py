@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Callable
 
-from ..validate import LIMITS, parse_years
+from ..validate import LIMITS, check_choice, parse_years
+
+#: ``retrieval.search.blend.SORTS``, repeated: a command line's --help does not import the search code.
+SORTS = ("relevance", "citations", "year")
 
 #: What one request may ask for (beyond ``retrieval.validate.LIMITS``, which still apply): a query of at most
 #: ``query_chars`` characters (a long abstract is about 2,000), ``limit`` results, ``subqueries`` sub-queries
@@ -27,20 +30,23 @@ BOUNDS = {
     "top_k": 50,
     "ids": 50,
     "id_chars": 1_000,
+    "explain_edges": 20,  # edges listed per list of each paper in an agent's summary of an evidence run
+    "explain_pruned": 200,  # pruned edges listed in it
 }
 
 
-_PARAM_FIELDS = "name help kind default bound low repeat flag http metavar example check"
+_PARAM_FIELDS = "name help kind default bound low repeat flag http metavar example check choices"
 
 
-class Param(namedtuple("Param", _PARAM_FIELDS, defaults=(str, None, None, None, False, "", "", None, "", None))):
+class Param(namedtuple("Param", _PARAM_FIELDS, defaults=(str, None, None, None, False, "", "", None, "", None, ()))):
     """One parameter: ``name`` (the library's keyword), ``help`` (one description for every front door), ``kind``
     (its type in the HTTP API and the MCP schemas), ``default``, ``bound`` (the key of its upper bound in
     ``retrieval.validate.LIMITS`` for the command line, in ``BOUNDS`` for the servers), ``low``,
     ``repeat`` (given once per value: ``--author A --author B``, ``?author=A&author=B``), ``flag`` (the command
     line's option, ``--name`` unless said), ``http`` (the query parameter's name, ``name`` unless said),
-    ``metavar``, ``example`` (the web form's placeholder) and ``check`` (raises ``ConfigError`` for a value the
-    library would refuse: the command line says so as a usage error)."""
+    ``metavar``, ``example`` (the web form's placeholder), ``check`` (raises ``ConfigError`` for a value the
+    library would refuse: the command line says so as a usage error) and ``choices`` (the values it takes, when
+    they are few: the first is the default)."""
 
     __slots__ = ()
 
@@ -66,6 +72,8 @@ class Param(namedtuple("Param", _PARAM_FIELDS, defaults=(str, None, None, None, 
 
     def schema_bounds(self) -> dict:
         """The bounds as JSON schema (shown in the schema, checked by ``Service`` with the library's messages)."""
+        if self.choices:
+            return {"enum": list(self.choices)}
         return {} if self.bound is None else {"minimum": self.low, "maximum": BOUNDS[self.bound]}
 
 
@@ -88,13 +96,52 @@ AUTHORS = Param(
     metavar="NAME",
     example="Maldacena",
 )
-#: Every filter of search and similar, in the order the front doors show them.
-FILTERS = (YEAR, AUTHORS)
+SORT = Param(
+    "sort",
+    "the order of the results: relevance (the ranking's), citations (most cited first) or year (newest first); "
+    "ties keep the ranking's order",
+    kind=str | None,
+    metavar="ORDER",
+    example="relevance",
+    check=lambda text: check_choice("sort", text, SORTS),
+    choices=SORTS,
+)
+#: Every filter of search and similar, and their order (``SORT``), in the order the front doors show them.
+FILTERS = (YEAR, AUTHORS, SORT)
 
 LIMIT = Param("limit", "results to return", kind=int, default=10, bound="limit", low=1)
 OFFSET = Param("offset", "results to skip first: the next page", kind=int, default=0, bound="offset", low=0)
 EXCLUDE = Param("exclude", "paper ids to leave out of the results, e.g. papers already read", kind=list[str] | None)
-PAPER_ID = Param("paper_id", "the paper's id, exactly as search, similar or explain results give it")
+PAPER_ID = Param(
+    "paper_id",
+    "the paper's id, as search, similar or explain results give it (arXiv:ID, an arxiv.org address or arXiv's DOI "
+    "name the e-print too)",
+)
+
+#: ``retrieval.search.papers.LINK_SORTS``, repeated: a command line's --help does not import the search code.
+LINK_SORTS = ("citations", "year", "id")
+#: ``show``'s page of a paper's references and of its citing papers (a much-cited paper has thousands): how many of
+#: each, in which order, from where in each list. One default for every front door but the web page's.
+LINKS_LIMIT = Param(
+    "limit",
+    "references and citing papers to list, of each (the totals say how many there are)",
+    kind=int,
+    default=20,
+    bound="limit",
+    low=1,
+)
+LINKS_SORT = Param(
+    "sort",
+    "the order of the references and citing papers: citations (the most cited first), year (the newest first) or id",
+    kind=str,
+    default=LINK_SORTS[0],
+    metavar="ORDER",
+    choices=LINK_SORTS,
+)
+REFERENCES_OFFSET = Param("references_offset", "references to skip first: the next page of them", kind=int, default=0)
+CITATIONS_OFFSET = Param("citations_offset", "citing papers to skip first: the next page of them", kind=int, default=0)
+#: The paging of ``show``, in the order the front doors take it.
+LINKS = (LINKS_LIMIT, LINKS_SORT, REFERENCES_OFFSET, CITATIONS_OFFSET)
 
 
 def filter_values(values: dict[str, object]) -> dict[str, object]:

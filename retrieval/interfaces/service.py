@@ -10,7 +10,9 @@ connections run side by side, and see each add whole, as every search does.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import threading
 import time
 
@@ -33,7 +35,7 @@ from ..evidence.pipeline import explain
 from ..search.client import RetrievalClient
 from ..store.database import check_index
 from ..validate import check_int
-from .params import BOUNDS, filter_values
+from .params import BOUNDS, LINKS_LIMIT, LINKS_SORT, filter_values
 
 #: The evidence settings a request may change (``POST /explain``'s ``settings``).
 EXPLAIN_SETTINGS = (
@@ -72,6 +74,106 @@ def _paper_ids(ids: object, name: str) -> list[str]:
             "results show them"
         )
     return list(ids)
+
+
+#: ``explain_summary``'s defaults: edges listed per list of each paper, and its bound on the answer's length in
+#: characters (``summarise``).
+EXPLAIN_EDGES = 3
+EXPLAIN_BUDGET = 40_000
+
+
+def _edge(edge) -> dict:
+    """An edge of a summary: its ends, Delta, weight, and kept or pruned and why (not the claim-level support)."""
+    return {"citing": edge.citing, "cited": edge.cited, "delta": edge.delta, "weight": edge.weight,
+            "kept": edge.kept, "reason": edge.reason}  # fmt: skip
+
+
+def _strongest(edges, most: int) -> list[dict]:
+    """The ``most`` edges of highest weight (kept ones first: a pruned edge weighs 0), then Delta, then ends."""
+    ordered = sorted(edges, key=lambda e: (not e.kept, -e.weight, -e.delta, e.citing, e.cited))
+    return [_edge(e) for e in ordered[:most]]
+
+
+def _reason_kind(reason: str | None) -> str:
+    """What a pruned edge's reason says without its numbers (``Delta < tau 0.1``), to count edges by it."""
+    head = (reason or "none").split(":", 1)[0]
+    return re.sub(r"^Delta [-\d.]+ ", "Delta ", head)
+
+
+def summarise(run, edges: int = EXPLAIN_EDGES, pruned: int = 0, budget: int = EXPLAIN_BUDGET) -> dict:
+    """An evidence run in at most ``budget`` characters of JSON, for a reader with little room (an agent's context):
+    the ranking (``results``: each paper's rank, score, role, title and year) with, per paper, its ``edges``
+    strongest seed edges (``via``) and kept edges into and out of it (``in_edges``, ``out_edges``), each list's
+    total beside it; the ``pruned`` strongest pruned edges, their total and their count per kind of reason; the
+    seeds (id, relevance, sub-queries); health, size, config, timings. ``EvidenceRun.to_dict`` lists every edge of
+    every returned paper and every pruned edge: over a million characters for a question about much-cited papers
+    on hepth.
+
+    Should the summary still be longer than ``budget``, its lists get shorter (fewer pruned edges, then fewer edges
+    per paper, down to none, then fewer papers, the lowest ranked first); ``detail`` says what was listed and
+    whether anything was cut."""
+    explanations = run.explanations()
+    pruned_edges = run.pruned_edges
+    reasons: dict[str, int] = {}
+    for edge in pruned_edges:
+        kind = _reason_kind(edge.reason)
+        reasons[kind] = reasons.get(kind, 0) + 1
+    seeds = [{"paper_id": s.paper_id, "relevance": s.relevance, "subqueries": list(s.subqueries)} for s in run.seeds]
+
+    def paper(explanation, per_list: int) -> dict:
+        node = explanation.node
+        via = sorted(explanation.via, key=lambda link: (not link.edge.kept, -link.edge.weight, link.seed))
+        return {
+            "paper_id": node.paper_id,
+            "title": node.title,
+            "year": node.year,
+            "role": node.role,
+            "score": node.score,
+            "rank": node.rank,
+            "via": [
+                {"seed": link.seed, "relation": link.relation, "edge": _edge(link.edge)} for link in via[:per_list]
+            ],
+            "via_total": len(explanation.via),
+            "in_edges": _strongest(explanation.in_edges, per_list),
+            "in_edges_total": len(explanation.in_edges),
+            "out_edges": _strongest(explanation.out_edges, per_list),
+            "out_edges_total": len(explanation.out_edges),
+        }
+
+    def build(per_list: int, listed_pruned: int, papers: int) -> dict:
+        return {
+            "query": run.query,
+            "subqueries": list(run.subqueries),
+            "health": run.health.to_dict(),
+            "results": [paper(explanation, per_list) for explanation in explanations[:papers]],
+            "seeds": seeds,
+            "pruned_edges": _strongest(pruned_edges, listed_pruned),
+            "pruned_total": len(pruned_edges),
+            "pruned_reasons": dict(sorted(reasons.items())),
+            "dropped_nodes_total": len(run.dropped_nodes),
+            "size": run.size.to_dict(),
+            "config": run.config.to_dict(),
+            "timings_ms": run.timings_ms,
+            "detail": {
+                "edges": per_list,
+                "pruned": listed_pruned,
+                "results": papers,
+                "budget_chars": budget,
+                "cut": (per_list, listed_pruned, papers) != (edges, pruned, len(explanations)),
+            },
+        }
+
+    per_list, listed_pruned, papers = edges, pruned, len(explanations)
+    data = build(per_list, listed_pruned, papers)
+    while len(json.dumps(data)) > budget and (per_list or listed_pruned or papers):
+        if listed_pruned:
+            listed_pruned //= 2
+        elif per_list:
+            per_list -= 1
+        else:
+            papers -= 1
+        data = build(per_list, listed_pruned, papers)
+    return data
 
 
 class Service:
@@ -143,13 +245,52 @@ class Service:
         )
         return result.to_dict()
 
-    def paper(self, paper_id: str) -> dict:
-        """``GET /papers/{id}``: ``PaperPage.to_dict()`` (references and citing papers with titles)."""
-        return self.client().show(_paper_ids(paper_id, "id")[0]).to_dict()
+    def paper(
+        self,
+        paper_id: str,
+        limit: int = LINKS_LIMIT.default,
+        sort: str = LINKS_SORT.default,
+        references_offset: int = 0,
+        citations_offset: int = 0,
+    ) -> dict:
+        """``GET /papers/{id}``: ``PaperPage.to_dict()``: the paper, ``limit`` (at most ``BOUNDS['limit']``) of its
+        references and of its citing papers from each list's offset, in the order ``sort`` asks, with titles, and
+        the totals they are out of. A much-cited paper's every citing paper is thousands of links (400 KB for
+        hepth's most cited): a page at a time, never the whole list."""
+        pid = _paper_ids(paper_id, "id")[0]
+        check_int("limit", limit, 1, BOUNDS["limit"])
+        page = self.client().show(
+            pid, limit=limit, sort=sort, references_offset=references_offset, citations_offset=citations_offset
+        )
+        return page.to_dict()
 
     def explain(self, query: str, subqueries: list[str] | None = None, settings: dict | None = None) -> dict:
         """``POST /explain``: ``EvidenceRun.to_dict()`` and the whole graph (``graph``: every node and edge, with
         Delta, weight, kept or pruned and why). Never saved."""
+        run = self._explain(query, subqueries, settings)
+        data = run.to_dict()
+        data["graph"] = {
+            "nodes": [node.to_dict() for node in run.nodes.values()],
+            "edges": [edge.to_dict() for edge in run.edges.values()],
+        }
+        return data
+
+    def explain_summary(
+        self,
+        query: str,
+        subqueries: list[str] | None = None,
+        settings: dict | None = None,
+        edges: int = EXPLAIN_EDGES,
+        pruned: int = 0,
+        budget: int = EXPLAIN_BUDGET,
+    ) -> dict:
+        """The evidence run of ``explain`` as a bounded summary (the agent tool's answer): ``summarise``."""
+        check_int("edges", edges, 0, BOUNDS["explain_edges"])
+        check_int("pruned", pruned, 0, BOUNDS["explain_pruned"])
+        return summarise(self._explain(query, subqueries, settings), edges, pruned, budget)
+
+    def _explain(self, query: str, subqueries: list[str] | None, settings: dict | None):
+        """The checked request's evidence run (``retrieval.evidence.pipeline.explain``), never saved."""
         check_query(query, "query")
         subs = subqueries or []
         if not isinstance(subs, list):
@@ -168,13 +309,7 @@ class Service:
             config = EvidenceConfig(**given)
         except TypeError as exc:  # a value of the wrong type the dataclass could not take
             raise ConfigError(f"settings: {exc}") from None
-        run = explain(self.client(), query, subqueries=subs, config=config)
-        data = run.to_dict()
-        data["graph"] = {
-            "nodes": [node.to_dict() for node in run.nodes.values()],
-            "edges": [edge.to_dict() for edge in run.edges.values()],
-        }
-        return data
+        return explain(self.client(), query, subqueries=subs, config=config)
 
     def stats(self) -> dict:
         """``GET /stats``: what ``retrieval stats --json`` prints."""

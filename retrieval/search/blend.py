@@ -43,7 +43,7 @@ class RankedPaper:
 
     __slots__ = (
         "paper", "bm25_score", "graph_distance", "recency_score", "final_score", "bm25_norm", "graph_score", "reached",
-        "config",
+        "config", "citations",
     )  # fmt: skip
 
     def __init__(
@@ -67,6 +67,7 @@ class RankedPaper:
         self.graph_score = graph_score
         self.reached = [] if reached is None else reached
         self.config = config  # what it was ranked under (``why()`` reads its weights)
+        self.citations: int | None = None  # papers of the index citing it (set for the entries a search returns)
 
     def __repr__(self) -> str:
         return f"RankedPaper({self.paper.id!r}, final_score={self.final_score:.4f})"
@@ -83,6 +84,7 @@ class RankedPaper:
             "final_score": self.final_score,
             "graph_score": self.graph_score,
             "reached": [r.to_dict() for r in self.reached],
+            "citations": self.citations,
             "why": self.why(),
         }
 
@@ -106,6 +108,21 @@ class RankedPaper:
             f"{config.w_bm25:g}*bm25 {self.bm25_norm:.3f} + {config.w_graph:g}*graph {self.graph_score:.3f} "
             f"({self.how()}) + {config.w_recency:g}*recency {self.recency_score:.3f} = {self.final_score:.4f}"
         )
+
+
+#: The orders a result list can be asked in: the ranking's own (relevance), most cited first, newest first.
+SORTS = ("relevance", "citations", "year")
+
+
+def reorder(entries: list, sort: str | None, cited: Mapping[str, int]) -> list:
+    """``entries`` (best first) in the order ``sort`` asks: ``relevance`` (or None) leaves them; ``citations``
+    puts the most cited first (``cited``: paper id -> citing papers), ``year`` the newest first (no year last);
+    ties keep the ranking's order, so the order is exact and the same on every page."""
+    if sort in (None, "relevance"):
+        return entries
+    if sort == "citations":
+        return sorted(entries, key=lambda e: -cited.get(e.paper.id, 0))
+    return sorted(entries, key=lambda e: -(e.paper.year if e.paper.year is not None else -(10**6)))
 
 
 class BeyondPaper(RankedPaper):

@@ -15,17 +15,27 @@ from collections import Counter
 
 from ..config import GRAPH_SCORES, QUERY_TIMEOUT, RetrievalConfig
 from ..corpus.paper import Paper
-from ..errors import ConfigError, PaperNotFoundError
+from ..errors import ConfigError
 from ..store.backend import backend_of
 from ..store.database import IndexStats, check_index
 from ..store.sql.executor import Executor, Snapshot, StatementCache, Tracer
-from ..validate import LIMITS, check_int, quoted
+from ..validate import LIMITS, check_choice, check_int
 from . import expansion, learned, lexical, prf, vote
-from .blend import BeyondPaper, RetrievalResult, blend
+from .blend import SORTS, BeyondPaper, RetrievalResult, blend, reorder
 from .filters import Filters, author_papers, failing, passing
 from .graph import CitationGraph, walk
 from .lexical import BM25Index
-from .papers import ABSTRACTS_SQL, AUTHORS_SQL, PAPERS_SQL, PaperPage, add_links, candidate_papers
+from .papers import (
+    ABSTRACTS_SQL,
+    PAPERS_SQL,
+    PaperPage,
+    add_links,
+    candidate_papers,
+    check_links,
+    link_page,
+    not_found,
+    resolve_ids,
+)
 from .query import Query, WeightedQuery
 from .similar import SimilarResult
 from .similar import similar as find_similar
@@ -117,8 +127,24 @@ class RetrievalClient:
         return out
 
     def paper(self, paper_id: str) -> Paper | None:
-        """One paper by id (with authors, references and citing papers), or None."""
-        return self.papers([paper_id]).get(paper_id)
+        """One paper by id (with authors, references and citing papers), or None. The id may be given as people
+        write it (``arXiv:hep-th/9711200``, an arxiv.org address, a DOI: ``resolve``)."""
+        with self.snapshot() as snap:
+            found = resolve_ids(snap, [paper_id])[paper_id]
+            return None if found is None else self.papers([found]).get(found)
+
+    def resolve(self, paper_ids: str | list[str]) -> list[str]:
+        """The index's ids of the papers ``paper_ids`` name, in order (``retrieval.search.papers.id_forms``: an id as
+        ``search`` shows it, ``arXiv:ID``, an arxiv.org abstract or PDF address with or without a version, a DOI or
+        a doi.org address where the index has it as an id, arXiv's DOI ``10.48550/arXiv.ID``). An id that names no
+        paper is a ``PaperNotFoundError`` naming it."""
+        texts = [paper_ids] if isinstance(paper_ids, str) else list(paper_ids)
+        with self.snapshot() as snap:
+            found = resolve_ids(snap, texts)
+        missing = [text for text in texts if found[text] is None]
+        if missing:
+            raise not_found(missing)
+        return [found[text] for text in texts]
 
     # -- search ---------------------------------------------------------------------------------------------
     def search(
@@ -133,6 +159,7 @@ class RetrievalClient:
         authors: str | list[str] | tuple[str, ...] = (),
         syntax: bool = True,
         links: bool = False,
+        sort: str | None = None,
     ) -> RetrievalResult:
         """Rank papers for ``query``: BM25 top-k seeds, the gate, a walk of up to ``max_hops``, the blend.
 
@@ -147,8 +174,13 @@ class RetrievalClient:
         ``"-2001"`` or ``(first, last)``), ``authors`` (papers by all of them), and what the query's text asks
         (``"phrase"``, ``-word``, ``author:`` and ``year:``; see ``retrieval.search.syntax``; ``syntax=False``
         reads the text as plain words). Anything unusual about the query is in ``result.warnings``.
+
+        ``sort``: ``relevance`` (the default), ``citations`` (most cited first) or ``year`` (newest first), over
+        the ranked papers, ties in the ranking's order; a page past them continues in BM25 order. Each returned
+        entry carries its citation count (``entry.citations``: papers of the index citing it).
         """
         cfg = config or self.config
+        check_choice("sort", sort or "relevance", SORTS)
         check_int("limit", limit, 1, LIMITS["limit"], allow_none=True)
         check_int("offset", offset, 0, LIMITS["offset"])
         start = time.perf_counter()
@@ -186,7 +218,9 @@ class RetrievalClient:
                 allowed = None
                 hits, _ = lexical.top_papers(snap, wq, depth)
                 found = lexical.matched(snap, wq)
-            result = self._rank(snap, wq, hits, cfg, limit, full, start, offset=offset, allowed=allowed, links=links)
+            result = self._rank(
+                snap, wq, hits, cfg, limit, full, start, offset=offset, allowed=allowed, links=links, sort=sort
+            )
         result.matched, result.matched_exact = found
         result.warnings, result.filters = warnings, filters
         return result
@@ -200,36 +234,56 @@ class RetrievalClient:
         exclude: list[str] | set[str] | tuple[str, ...] = (),
         year: str | tuple[int | None, int | None] | None = None,
         authors: str | list[str] | tuple[str, ...] = (),
+        sort: str | None = None,
     ) -> SimilarResult:
         """Papers like ``paper_ids`` (one id or a reading list): co-citation, bibliographic coupling and text
         similarity (``retrieval.search.similar``), without the seeds and ``exclude``, ``limit`` from ``offset``
-        on, filtered by ``year`` and ``authors`` as ``search`` is; each entry says why (``entry.why()``)."""
+        on, filtered by ``year`` and ``authors`` as ``search`` is, in the order ``sort`` asks (relevance, citations
+        or year, as ``search``); each entry says why (``entry.why()``) and how often it is cited."""
         seeds = [paper_ids] if isinstance(paper_ids, str) else list(paper_ids)
         check_int("limit", limit, 1, LIMITS["limit"])
         check_int("offset", offset, 0, LIMITS["offset"])
+        check_choice("sort", sort or "relevance", SORTS)
         if not seeds:
             raise ConfigError("similar needs at least one paper id")
         if len(seeds) > LIMITS["similar_seeds"]:
             raise ConfigError(f"similar takes at most {LIMITS['similar_seeds']:,} paper ids, got {len(seeds):,}")
         filters = Filters.make(year=year, authors=authors)
         with self.snapshot() as snap:
-            result = find_similar(snap, seeds, limit, offset, set(exclude), filters if filters else None)
+            named = resolve_ids(snap, [*seeds, *exclude])  # ids as people write them (``resolve``)
+            missing = [pid for pid in dict.fromkeys(seeds) if named[pid] is None]
+            if missing:
+                raise not_found(missing)
+            seeds = [named[pid] for pid in seeds]
+            exclude = {named[pid] or pid for pid in exclude}  # an id of no paper leaves nothing out
+            result = find_similar(snap, seeds, limit, offset, exclude, filters if filters else None, sort)
             add_links(snap, {e.paper.id: e.paper for e in result.ranked}, links=False)  # authors: what it shows
         return result
 
-    def show(self, paper_id: str) -> PaperPage:
-        """One paper with its authors, references and citing papers, and the titles of those in the corpus.
-        An id not in the index is an ``InputError``."""
+    def show(
+        self,
+        paper_id: str,
+        *,
+        limit: int | None = None,
+        sort: str = "citations",
+        references_offset: int = 0,
+        citations_offset: int = 0,
+    ) -> PaperPage:
+        """One paper with its authors and a page of its references and of its citing papers: ``limit`` of each
+        (None: all) from ``references_offset`` and ``citations_offset`` on, ordered by ``sort`` (``citations``: the
+        most cited first; ``year``: the newest first; ``id``), with the titles, years, authors and citation counts
+        of those in the corpus, and the totals the pages are out of (``PaperPage``). The id may be given as people
+        write it (``resolve``); one that names no paper is a ``PaperNotFoundError``."""
+        check_links(limit, sort, references_offset, citations_offset)
         with self.snapshot() as snap:
-            paper = self.papers([paper_id]).get(paper_id)
-            if paper is None:
-                raise PaperNotFoundError(
-                    f"no paper {quoted(paper_id)} in the index: give an id as `retrieval search` shows it"
-                )
-            linked = self.papers(list(dict.fromkeys(paper.references + paper.citations)), full=False)
-            for pid, name in snap.rows("papers: authors", AUTHORS_SQL, {"paper_ids": json.dumps(list(linked))}):
-                linked[pid].authors.append(name)
-        return PaperPage(paper, linked)
+            pid = resolve_ids(snap, [paper_id])[paper_id]
+            rows = [] if pid is None else snap.rows("show: the paper", PAPERS_SQL, {"paper_ids": json.dumps([pid])})
+            if not rows:
+                raise not_found([paper_id])
+            [(pid, title, abstract, year)] = rows
+            paper = Paper(pid, title, abstract, year, source="merged")
+            add_links(snap, {pid: paper}, links=False)
+            return link_page(snap, paper, limit, sort, references_offset, citations_offset)
 
     def cache_statements(self, cache: StatementCache | None) -> None:
         """Answer read statements run before from ``cache`` (``None``: stop). Only for an index that does not
@@ -312,6 +366,7 @@ class RetrievalClient:
         allowed=None,
         links: bool = False,
         excluded: frozenset[str] = frozenset(),
+        sort: str | None = None,
     ) -> RetrievalResult:
         choice = None
         if cfg.ranking == "auto" and cfg.sets_policy():  # a policy asked for by its settings
@@ -359,6 +414,10 @@ class RetrievalClient:
             ranked = blend(cfg, papers, distances, bm25, best, graph_scores, reaches, years)
         scores = [r.final_score for r in ranked]
         hit_count, average, top = len(ranked), (sum(scores) / len(scores) if scores else 0.0), max(scores, default=0.0)
+        cited: dict[str, int] = {}
+        if sort == "citations":
+            cited = learned.in_degrees(snap, [r.paper.id for r in ranked], excluded)
+        ranked = reorder(ranked, sort, cited)
         # Past the ranked candidates, the rest of the BM25 list (as deep as offset + limit asked) in BM25 order:
         # every page is then a slice of one longer ranking, however deep it goes. (Without a limit, the ranking
         # alone: what the evaluation and the modes rank; the lesson's ranking is its seeds and their walk.)
@@ -370,6 +429,11 @@ class RetrievalClient:
             tail = candidate_papers(snap, [pid for pid, _ in shown_past], "past the ranking: titles and years")
             ranked += [BeyondPaper(tail[pid], score, hit_count) for pid, score in shown_past]
         hit_count += len(past)
+        if full and ranked:  # each returned entry's citation count (those sorted on are read already)
+            missing = [r.paper.id for r in ranked if r.paper.id not in cited]
+            cited.update(learned.in_degrees(snap, missing, excluded) if missing else {})
+            for r in ranked:
+                r.citations = cited.get(r.paper.id, 0)
         if full and ranked:
             shown = {r.paper.id: r.paper for r in ranked}
             for pid, abstract in snap.rows(

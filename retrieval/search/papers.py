@@ -4,13 +4,15 @@ authors, references and citing papers for the entries returned), shared by searc
 from __future__ import annotations
 
 import json
+import re
+from urllib.parse import unquote
 
 from ..corpus.paper import Paper
-from ..errors import NotAnIndexError
+from ..errors import NotAnIndexError, PaperNotFoundError
 from ..store.database import shown
 from ..store.sql.dialect import register_sharded, statement
 from ..store.sql.executor import Snapshot
-from ..validate import quoted
+from ..validate import LIMITS, check_choice, check_int, quoted
 
 # What the blend needs of every candidate; the rest is loaded for the returned entries only.
 # In the list's order on both (SQLite's loop over json_each gives the rows so); ids ordered by their bytes.
@@ -214,18 +216,206 @@ def add_links(snap: Snapshot, papers: dict[str, Paper], links: bool = True) -> N
         papers[pid].citations.append(citer)
 
 
-class PaperPage:
-    """One paper as ``retrieval show`` prints it: the paper (authors, references, citing papers) and ``linked``,
-    the papers of the corpus among its references and citing papers (id -> ``Paper`` with title, year, authors)."""
+# -- a paper's links, a page at a time ----------------------------------------------------------------------------
+#: How ``show`` may order a paper's references and citing papers: the most cited first, the newest first (papers
+#: without a year last), or by id; ties, and ``id`` itself, by the ids' bytes on both dialects.
+LINK_SORTS = ("citations", "year", "id")
+_LINK_ORDER = {"citations": "coalesce(n.cited_by, 0) DESC, ", "year": "coalesce(p.year, -1) DESC, ", "id": ""}
+#: The largest offset into one list of links: above any paper's count, and within every integer type the
+#: dialects take for ``OFFSET`` (an offset past the end is an empty page; the work does not grow with it).
+MAX_LINK_OFFSET = 100_000_000
+#: ``limit=None`` (every link) as the statements' ``LIMIT``, which both dialects take as a number.
+_ALL = 2**62
 
-    def __init__(self, paper: Paper, linked: dict[str, Paper]) -> None:
+
+def _link_source(relation: str) -> str:
+    """The ids of ``:paper_id``'s references (every one, in the corpus or not) or of its citing papers (those in
+    the corpus: a citing id outside it has no page to show), one row each."""
+    if relation == "references":
+        return "SELECT c.cited_id AS paper_id FROM citations AS c WHERE c.citing_id = :paper_id"
+    return (
+        "SELECT c.citing_id AS paper_id FROM citations AS c JOIN papers AS q ON q.id = c.citing_id "
+        "WHERE c.cited_id = :paper_id"
+    )
+
+
+def _links_sql(d, relation: str, sort: str) -> str:
+    return f"""\
+SELECT l.paper_id,
+       p.title,
+       p.year,
+       coalesce(n.cited_by, 0) AS cited_by
+FROM ({_link_source(relation)}) AS l
+LEFT JOIN papers AS p ON p.id = l.paper_id
+LEFT JOIN cited_counts AS n ON n.paper_id = l.paper_id
+ORDER BY {_LINK_ORDER[sort]}l.paper_id{d.bytes_order}
+LIMIT :limit OFFSET :offset"""
+
+
+def _links_sql_sharded(relation: str, sort: str) -> str:
+    """A sharded coordinator's text: the list's ids read once, then their papers and counts by one key array each
+    (a lookup per link would be a round trip to a shard per link: thousands for a much-cited paper)."""
+    source = "SELECT c.cited_id AS paper_id FROM citations AS c WHERE c.citing_id = :paper_id"
+    join = "LEFT JOIN"
+    if relation == "citations":
+        source = "SELECT c.citing_id AS paper_id FROM citations AS c WHERE c.cited_id = :paper_id"
+        join = "JOIN"  # a citing id outside the corpus is not listed
+    return f"""\
+WITH l AS MATERIALIZED (
+    {source}
+),
+p AS MATERIALIZED (
+    SELECT p.id,
+           p.title,
+           p.year
+    FROM papers AS p
+    WHERE p.id = ANY (ARRAY(SELECT paper_id FROM l))
+),
+n AS MATERIALIZED (
+    SELECT n.paper_id,
+           n.cited_by
+    FROM cited_counts AS n
+    WHERE n.paper_id = ANY (ARRAY(SELECT paper_id FROM l))
+)
+SELECT l.paper_id,
+       p.title,
+       p.year,
+       coalesce(n.cited_by, 0) AS cited_by
+FROM l
+{join} p ON p.id = l.paper_id
+LEFT JOIN n ON n.paper_id = l.paper_id
+ORDER BY {_LINK_ORDER[sort]}l.paper_id COLLATE "C"
+LIMIT :limit OFFSET :offset"""
+
+
+#: One page of a paper's references or citing papers, each with its title and year (None outside the corpus) and
+#: how many papers cite it, in the order ``sort`` asks: ``LINKS_SQL[relation, sort]``.
+LINKS_SQL = {
+    (relation, sort): register_sharded(
+        statement(lambda d, r=relation, s=sort: _links_sql(d, r, s)), _links_sql_sharded(relation, sort)
+    )
+    for relation in ("references", "citations")
+    for sort in LINK_SORTS
+}
+#: How many references a paper lists, how many of them are in the corpus, and how many papers of the corpus cite
+#: it: the totals a page of its links is out of.
+LINK_TOTALS_SQL = statement("""\
+SELECT (SELECT count(*) FROM citations AS c WHERE c.citing_id = :paper_id) AS references_total,
+       (SELECT count(*)
+        FROM citations AS c
+        JOIN papers AS p ON p.id = c.cited_id
+        WHERE c.citing_id = :paper_id) AS references_in_corpus,
+       (SELECT count(*)
+        FROM citations AS c
+        JOIN papers AS p ON p.id = c.citing_id
+        WHERE c.cited_id = :paper_id) AS citations_total""")
+LINK_TOTALS_SQL_SHARDED = """\
+WITH refs AS MATERIALIZED (
+    SELECT c.cited_id AS paper_id FROM citations AS c WHERE c.citing_id = :paper_id
+),
+citing AS MATERIALIZED (
+    SELECT c.citing_id AS paper_id FROM citations AS c WHERE c.cited_id = :paper_id
+)
+SELECT (SELECT count(*) FROM refs) AS references_total,
+       (SELECT count(*) FROM papers AS p WHERE p.id = ANY (ARRAY(SELECT paper_id FROM refs))) AS references_in_corpus,
+       (SELECT count(*) FROM papers AS p WHERE p.id = ANY (ARRAY(SELECT paper_id FROM citing))) AS citations_total"""
+register_sharded(LINK_TOTALS_SQL, LINK_TOTALS_SQL_SHARDED)
+
+
+def check_links(limit: int | None, sort: str, references_offset: int, citations_offset: int) -> None:
+    """The paging of ``show``: ``limit`` links per list (None: all), ``sort`` one of ``LINK_SORTS``, offsets of at
+    least 0 (``ConfigError`` otherwise, naming the parameter)."""
+    check_int("limit", limit, 1, LIMITS["limit"], allow_none=True)
+    check_choice("sort", sort, LINK_SORTS)
+    check_int("references_offset", references_offset, 0, MAX_LINK_OFFSET)
+    check_int("citations_offset", citations_offset, 0, MAX_LINK_OFFSET)
+
+
+def link_page(
+    snap: Snapshot,
+    paper: Paper,
+    limit: int | None = None,
+    sort: str = "citations",
+    references_offset: int = 0,
+    citations_offset: int = 0,
+) -> PaperPage:
+    """``paper``'s page (``PaperPage``): the totals of its references and citing papers, and of each list the
+    ``limit`` links from its offset on, in the order ``sort`` asks, with the linked papers' titles, years, authors
+    and citation counts. Two statements per list and one for the totals, whatever the paper's degree: a page of 20
+    links of a paper cited 2,414 times reads 20 papers' authors, not 2,414."""
+    check_links(limit, sort, references_offset, citations_offset)
+    totals = snap.rows("show: totals", LINK_TOTALS_SQL, {"paper_id": paper.id})[0]
+    linked: dict[str, Paper] = {}
+    cited_by: dict[str, int] = {}
+    lists = {}
+    for relation, offset in (("references", references_offset), ("citations", citations_offset)):
+        params = {"paper_id": paper.id, "limit": _ALL if limit is None else limit, "offset": offset}
+        ids = []
+        for pid, title, year, count in snap.rows(f"show: {relation}", LINKS_SQL[relation, sort], params):
+            ids.append(pid)
+            cited_by[pid] = count
+            if title is not None:
+                linked[pid] = Paper(pid, title, year=year, source="merged")
+        lists[relation] = ids
+    if linked:
+        ids = {"paper_ids": json.dumps(list(linked))}
+        for pid, name in snap.rows("show: the linked papers' authors", AUTHORS_SQL, ids):
+            linked[pid].authors.append(name)
+    paper.references, paper.citations = lists["references"], lists["citations"]
+    checked_counts(snap, cited_by)
+    return PaperPage(
+        paper,
+        linked,
+        references_total=totals[0],
+        references_in_corpus=totals[1],
+        citations_total=totals[2],
+        cited_by=cited_by,
+        sort=sort,
+        limit=limit,
+        references_offset=references_offset,
+        citations_offset=citations_offset,
+    )
+
+
+class PaperPage:
+    """One paper as ``retrieval show`` prints it: the paper (authors, and in ``paper.references`` and
+    ``paper.citations`` the page of its references and citing papers that was asked for), ``linked``, the papers of
+    the corpus among those links (id -> ``Paper`` with title, year, authors), ``cited_by`` (each link's count of
+    citing papers), and what the page is out of: ``references_total`` (``references_in_corpus`` of them in the
+    corpus) and ``citations_total``, ordered by ``sort``, ``limit`` per list (None: all) from each list's offset."""
+
+    def __init__(
+        self, paper: Paper, linked: dict[str, Paper], *, references_total: int | None = None,
+        references_in_corpus: int | None = None, citations_total: int | None = None,
+        cited_by: dict[str, int] | None = None, sort: str = "id", limit: int | None = None,
+        references_offset: int = 0, citations_offset: int = 0,
+    ) -> None:  # fmt: skip
         self.paper = paper
         self.linked = linked
+        self.references_total = len(paper.references) if references_total is None else references_total
+        inside = sum(1 for pid in paper.references if pid in linked)
+        self.references_in_corpus = inside if references_in_corpus is None else references_in_corpus
+        self.citations_total = len(paper.citations) if citations_total is None else citations_total
+        self.cited_by = cited_by or {}
+        self.sort = sort
+        self.limit = limit
+        self.references_offset = references_offset
+        self.citations_offset = citations_offset
 
     def __repr__(self) -> str:
         return (
-            f"PaperPage({self.paper.id!r}, {len(self.paper.references)} references, {len(self.paper.citations)} citing)"
+            f"PaperPage({self.paper.id!r}, {len(self.paper.references)} of {self.references_total} references, "
+            f"{len(self.paper.citations)} of {self.citations_total} citing)"
         )
+
+    @property
+    def complete(self) -> bool:
+        """Whether both lists are whole (nothing before or after the page)."""
+        return (
+            self.references_offset == 0 and self.citations_offset == 0
+            and len(self.paper.references) == self.references_total
+            and len(self.paper.citations) == self.citations_total
+        )  # fmt: skip
 
     def _links(self, ids: list[str]) -> list[dict]:
         out = []
@@ -233,12 +423,117 @@ class PaperPage:
             other = self.linked.get(pid)
             out.append(
                 {"id": pid, "in_corpus": other is not None, "title": other.title if other else None,
-                 "year": other.year if other else None, "authors": list(other.authors) if other else []}
+                 "year": other.year if other else None, "authors": list(other.authors) if other else [],
+                 "cited_by": self.cited_by.get(pid, 0)}
             )  # fmt: skip
         return out
 
     def to_dict(self) -> dict:
+        """The paper's fields, the page of each list, and what the page is out of: ``references_total``,
+        ``references_in_corpus``, ``citations_total``, and ``links`` (the order, the limit per list, each list's
+        offset and how many links it returned)."""
         data = self.paper.to_dict()
         data["references"] = self._links(self.paper.references)
         data["citations"] = self._links(self.paper.citations)
+        data["references_total"] = self.references_total
+        data["references_in_corpus"] = self.references_in_corpus
+        data["citations_total"] = self.citations_total
+        data["links"] = {
+            "sort": self.sort,
+            "limit": self.limit,
+            "references_offset": self.references_offset,
+            "references_returned": len(self.paper.references),
+            "citations_offset": self.citations_offset,
+            "citations_returned": len(self.paper.citations),
+        }
         return data
+
+
+# -- ids as people write them -------------------------------------------------------------------------------------
+#: An arXiv id, new style (``2101.00001``) or old (``hep-th/9711200``, ``math.AG/0101001``), and its version.
+_ARXIV = re.compile(r"(\d{4}\.\d{4,5}|[A-Za-z][A-Za-z-]*(?:\.[A-Za-z]{2})?/\d{7})(v\d+)?")
+#: An arXiv page's address: the abstract, the PDF (``.pdf`` or not), the other formats; with or without a scheme.
+_ARXIV_URL = re.compile(
+    r"(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|format|ps|html)/([^?#]+?)(?:\.pdf)?/*(?:[?#].*)?", re.I
+)
+#: A DOI resolver's address (``https://doi.org/10....``, ``http://dx.doi.org/10....``).
+_DOI_URL = re.compile(r"(?:https?://)?(?:dx\.)?doi\.org/([^?#]+)(?:[?#].*)?", re.I)
+_OPENALEX_URL = re.compile(r"(?:https?://)?(?:api\.)?openalex\.org/(?:works/)?(W\d+)/*(?:[?#].*)?", re.I)
+_S2_URL = re.compile(
+    r"(?:https?://)?(?:www\.)?semanticscholar\.org/paper/(?:[^/?#]*/)?([0-9a-f]{40})/*(?:[?#].*)?", re.I
+)
+#: What a DOI looks like once its resolver and ``doi:`` are taken off.
+_DOI = re.compile(r"10\.\d{4,9}/\S+")
+#: arXiv's own DOIs (DataCite, since 2022): ``10.48550/arXiv.ID`` names the e-print ``ID``.
+ARXIV_DOI_PREFIX = "10.48550/arxiv."
+
+
+def id_forms(text: str) -> list[str]:
+    """The ids ``text`` may name, the most literal first: ``text`` itself (trimmed), then, for an address or a
+    prefixed id, what it names: an arXiv abstract or PDF address (``https://arxiv.org/abs/hep-th/9711200v2``,
+    ``http://arxiv.org/pdf/1234.5678v1.pdf``) or ``arXiv:ID`` gives the arXiv id, then the id without its
+    version (an index keeps e-prints unversioned); a DOI (``10.xxxx/...``, ``doi:10...``, ``https://doi.org/10...``,
+    percent-encoded or not) gives the DOI as written and in lower case (DOIs are case-insensitive; fetched records
+    keep them in lower case), and arXiv's DOI ``10.48550/arXiv.ID`` the arXiv id; an OpenAlex or Semantic Scholar
+    address the work's id. Pure: which of them is a paper of the index is ``resolve_ids``'s question."""
+    given = text.strip()
+    forms = [given]
+    core = given
+    for pattern in (_ARXIV_URL, _OPENALEX_URL, _S2_URL, _DOI_URL):
+        match = pattern.fullmatch(core)
+        if match:
+            core = unquote(match.group(1)) if pattern is _DOI_URL else match.group(1)
+            break
+    else:
+        if core[:6].lower() == "arxiv:":
+            core = core[6:].strip()
+        elif core[:4].lower() == "doi:":
+            core = core[4:].strip()
+    forms.append(core)
+    if _DOI.fullmatch(core):
+        forms.append(core.lower())
+        if core.lower().startswith(ARXIV_DOI_PREFIX):
+            core = core[len(ARXIV_DOI_PREFIX) :]
+            forms.append(core)
+    match = _ARXIV.fullmatch(core)
+    if match and match.group(2):
+        forms.append(match.group(1))
+    return [form for form in dict.fromkeys(forms) if form]
+
+
+#: Which of a list of ids are papers of the index.
+KNOWN_IDS_SQL = statement(
+    lambda d: (
+        f"""\
+SELECT p.id
+FROM papers AS p
+WHERE p.id {d.any_of("ids")}"""
+    )
+)
+
+
+def resolve_ids(snap: Snapshot, texts: list[str]) -> dict[str, str | None]:
+    """Each of ``texts`` -> the id of the paper it names in the index (``id_forms``: the first of its forms that is
+    a paper's id), or None. One statement whatever the number of texts. The index keeps no DOIs of its own (the
+    readers take a record's ``doi`` for no field): a DOI names a paper where it is the paper's id, or where it is
+    arXiv's DOI of an e-print whose arXiv id is."""
+    forms = {text: id_forms(text) if isinstance(text, str) else [] for text in texts}
+    wanted = sorted({form for fs in forms.values() for form in fs})
+    known = {pid for (pid,) in snap.rows("ids: which are papers", KNOWN_IDS_SQL, {"ids": json.dumps(wanted)})}
+    return {text: next((form for form in fs if form in known), None) for text, fs in forms.items()}
+
+
+def not_found(texts: list[str]) -> PaperNotFoundError:
+    """The error for ids that name no paper of the index: each quoted (at most five), and how ids are given; for a
+    DOI, that this index finds DOIs only where they are ids."""
+    names = ", ".join(quoted(t) for t in texts[:5]) + (f" and {len(texts) - 5:,} more" if len(texts) > 5 else "")
+    hint = "give ids as `retrieval search` shows them"
+    if len(texts) == 1:
+        hint = "give an id as `retrieval search` shows it"
+    hint += " (an arXiv id may come as arXiv:ID or its arxiv.org address)"
+    if any(_DOI.fullmatch(form) for t in texts if isinstance(t, str) for form in id_forms(t)):
+        hint += (
+            "; this index keeps no DOIs: a DOI finds a paper only where it is the paper's id, or arXiv's DOI "
+            "10.48550/arXiv.ID of an e-print in the index"
+        )
+    return PaperNotFoundError(f"no paper {names} in the index: {hint}")

@@ -468,6 +468,8 @@ def _filter_args(p) -> None:
     for f in params.FILTERS:
         if f.repeat:
             p.add_argument(f.option, dest=f.name, action="append", default=[], metavar=f.metavar, help=f.cli_help())
+        elif f.choices:
+            p.add_argument(f.option, dest=f.name, choices=f.choices, default=None, help=f.cli_help())
         else:
             p.add_argument(f.option, dest=f.name, type=checked(f), metavar=f.metavar, help=f.cli_help())
     p.add_argument(
@@ -506,15 +508,33 @@ def _similar_args(p: argparse.ArgumentParser) -> None:
 def _cmd_show(args: argparse.Namespace) -> int:
     from ... import commands  # loaded when a command runs, not for --help
 
-    page = commands.show(args.paper_id, db=args.db)
+    paging = {f.name: getattr(args, f.name) for f in params.LINKS}
+    page = commands.show(args.paper_id, db=args.db, **paging)
     return _print_show(args, page)
 
 
 def _show_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paper_id", metavar="PAPER_ID", help="the paper's id, as `retrieval search` shows it")
+    p.add_argument("paper_id", metavar="PAPER_ID", help=f"{params.PAPER_ID.help}, or its DOI where that is its id")
     p.add_argument("--db", help=DB_HELP)
+    limit, sort = params.LINKS_LIMIT, params.LINKS_SORT
+    p.add_argument(
+        "--limit", type=bounded("limit"), default=limit.default, metavar="N",
+        help=f"{limit.help} (default {limit.default}, at most {LIMITS['limit']:,})",
+    )  # fmt: skip
+    p.add_argument("--sort", choices=sort.choices, default=sort.default, help=f"{sort.help} (default {sort.default})")
+    for f in (params.REFERENCES_OFFSET, params.CITATIONS_OFFSET):
+        p.add_argument(f.option, type=_link_offset, default=f.default, metavar="N", help=f.help)
     add_output_args(p, why=False)
     p.set_defaults(func=_cmd_show)
+
+
+def _link_offset(text: str) -> int:
+    """An offset into a paper's references or citing papers: 0 or more, with no bound of its own (a page past the
+    end is empty; the work does not grow with the offset). A much-cited paper's citing papers may number more
+    than ``--offset``'s 9,000."""
+    from .options import _whole_number
+
+    return _whole_number(text, 0, "0 or more")
 
 
 def _print_similar(args: argparse.Namespace, result) -> int:
@@ -551,7 +571,7 @@ def _print_show(args: argparse.Namespace, page) -> int:
         return 0
     from ..output import display
 
-    print("\n".join(display.paper_lines(page.paper, display.terminal_width(), page.linked, page.linked)))
+    print("\n".join(display.paper_lines(page.paper, display.terminal_width(), page.linked, page.linked, page=page)))
     return 0
 
 

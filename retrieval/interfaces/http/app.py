@@ -45,7 +45,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ... import __version__
 from ...errors import OverloadedError, RetrievalError
 from ...validate import quoted
-from ..params import EXCLUDE, LIMIT, OFFSET, PAPER_ID, Param, library_names, with_filters
+from ..params import (
+    CITATIONS_OFFSET,
+    EXCLUDE,
+    LIMIT,
+    LINKS_LIMIT,
+    LINKS_SORT,
+    OFFSET,
+    PAPER_ID,
+    REFERENCES_OFFSET,
+    Param,
+    library_names,
+    with_filters,
+)
 from ..service import BOUNDS, EXPLAIN_SETTINGS, INTERNAL, STATUS, Service, status_of
 from . import limits as bounds
 
@@ -118,6 +130,10 @@ Limit = _query(LIMIT)
 Offset = _query(OFFSET)
 Exclude = _query(EXCLUDE)
 PaperId = Annotated[str, Path(description=f"{PAPER_ID.help} (may contain /: hep-th/9711200)")]
+LinksLimit = _query(LINKS_LIMIT)
+LinksSort = _query(LINKS_SORT)
+ReferencesOffset = _query(REFERENCES_OFFSET)
+CitationsOffset = _query(CITATIONS_OFFSET)
 
 
 class _Guard:
@@ -345,9 +361,21 @@ def create_app(service: Service, limits: bounds.Limits | None = None) -> FastAPI
 
     @app.get("/papers/{paper_id:path}", tags=["api"], responses=_errors(400, 404))
     @limits.slow
-    def paper(paper_id: PaperId) -> JSONResponse:
-        """One paper (`retrieval show --json`): authors, year, abstract, its references and citing papers."""
-        return JSONResponse(service.paper(paper_id))
+    def paper(
+        paper_id: PaperId,
+        limit: LinksLimit = LINKS_LIMIT.default,
+        sort: LinksSort = LINKS_SORT.default,
+        references_offset: ReferencesOffset = REFERENCES_OFFSET.default,
+        citations_offset: CitationsOffset = CITATIONS_OFFSET.default,
+    ) -> JSONResponse:
+        """One paper (`retrieval show --json`): authors, year, abstract, and a page of its references and of its
+        citing papers (`limit` of each, ordered by `sort`, from `references_offset` and `citations_offset`), with
+        the totals they are out of (`references_total`, `citations_total`) and what the page holds (`links`)."""
+        return JSONResponse(
+            service.paper(
+                paper_id, limit=limit, sort=sort, references_offset=references_offset, citations_offset=citations_offset
+            )
+        )
 
     @app.post("/explain", tags=["api"], responses=_errors(400, 413))
     @limits.slow

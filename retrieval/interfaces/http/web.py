@@ -143,16 +143,26 @@ def _page(
     return HTMLResponse(html, status_code=status)
 
 
+def _filter_input(f: parameters.Param, text: str) -> str:
+    """One filter's input: a choice of its few values, or a text box."""
+    if f.choices:
+        options = "".join(
+            f'<option value="{escape(c)}"{" selected" if c == (text or f.choices[0]) else ""}>{escape(c)}</option>'
+            for c in f.choices
+        )
+        return f'<select name="{f.query_name}" aria-label="{f.query_name}">{options}</select>'
+    return (
+        f'<input name="{f.query_name}" value="{escape(text)}" placeholder="{f.query_name}: {escape(f.example)}" '
+        f'aria-label="{f.query_name}">'
+    )
+
+
 def _search_form(q: str = "", given: dict[str, str] | None = None, *, compact: bool = False) -> str:
     """The search box, and unless ``compact`` an input per filter (``params.FILTERS``; ``given``: their texts)."""
     filters = ""
     if not compact:
         given = given or {}
-        filters = "".join(
-            f'<input name="{f.query_name}" value="{escape(given.get(f.query_name, ""))}" '
-            f'placeholder="{f.query_name}: {escape(f.example)}" aria-label="{f.query_name}">'
-            for f in parameters.FILTERS
-        )
+        filters = "".join(_filter_input(f, given.get(f.query_name, "")) for f in parameters.FILTERS)
     return (
         f'<form class="search" method="get" action="/" role="search">'
         f'<input type="search" name="q" value="{escape(q)}" placeholder="search papers: black hole entropy"'
@@ -223,8 +233,10 @@ def _year(year: int | None) -> str:
     return "no year" if year is None else str(year)
 
 
-def _meta(pid: str, year: int | None, authors: list[str]) -> str:
+def _meta(pid: str, year: int | None, authors: list[str], cited: int | None = None) -> str:
     parts = [f'<span class="pid">{escape(pid)}</span>', escape(_year(year))]
+    if cited is not None:
+        parts.append(f'<span class="cited">cited by {count(cited, "paper")}</span>')
     if authors:
         parts.append(_authors(authors))
     return '<div class="meta">' + " · ".join(parts) + "</div>"
@@ -309,7 +321,7 @@ def _search_body(service: Service, request: Request) -> tuple[str, str]:
             f'<li class="result" data-id="{escape(pid)}" data-rank="{entry["rank"]}">'
             f'<div class="title"><span class="rank">{entry["rank"]}.</span>'
             f'<a href="{_paper_href(pid)}">{_title(entry)}</a></div>'
-            f"{_meta(pid, entry.get('year'), entry.get('authors') or [])}"
+            f"{_meta(pid, entry.get('year'), entry.get('authors') or [], entry.get('citations'))}"
             + (f'<p class="lead">{escape(lead)}</p>' if lead else "")
             + f'<div><span class="why" title="why it is here">{escape(entry.get("why") or "")}</span></div>'
             f'<div class="actions"><a href="{_paper_href(pid)}">paper</a>'
@@ -371,34 +383,58 @@ def _paper_download(service: Service, pid: str, fmt: str) -> Response:
 # -- one paper ---------------------------------------------------------------------------------------------------
 
 
-def _link_list(items: list[dict], kind: str, pid: str, show_all: bool) -> str:
-    if not items:
+#: How the paper page names each order of its lists (``params.LINK_SORTS``).
+_LINK_ORDERS = {"citations": "most cited", "year": "newest", "id": "id"}
+
+
+def _links_href(pid: str, paging: dict, kind: str, **changed) -> str:
+    """The paper page with ``paging`` (sort and both lists' offsets) as changed, at the list ``kind``."""
+    query = {k: v for k, v in {**paging, **changed}.items() if v not in (0, parameters.LINKS_SORT.default)}
+    return _paper_href(pid) + (f"?{urlencode(query)}" if query else "") + f"#{kind}"
+
+
+def _link_list(items: list[dict], kind: str, pid: str, total: int, paging: dict) -> str:
+    """One of a paper's lists: the page of ``items`` (a ``Service.paper`` list, from ``paging[kind + '_offset']``
+    on) out of ``total``, the orders it can be shown in, and links to the pages before and after it."""
+    offset = paging[f"{kind}_offset"]
+    if not total:
         return f'<p class="absent">No {kind} in the index.</p>'
-    shown = items if show_all else items[:LIST_CAP]
+    orders = " · ".join(
+        f"<strong>{label}</strong>" if sort == paging["sort"]
+        else f'<a href="{escape(_links_href(pid, paging, kind, sort=sort, **{f"{kind}_offset": 0}))}">{label}</a>'
+        for sort, label in _LINK_ORDERS.items()
+    )  # fmt: skip
+    span = f"{offset + 1:,}-{offset + len(items):,} of {total:,}" if items else f"none from {offset + 1:,} on"
     rows = []
-    for item in shown:
+    for item in items:
         other = item["id"]
         if item.get("in_corpus"):
             authors = joined_authors(item.get("authors") or [])
             who = f" · {_authors(authors[:2])}{' et al.' if len(authors) > 2 else ''}" if authors else ""
+            cited = f" · cited by {item['cited_by']:,}" if item.get("cited_by") else ""
             rows.append(
                 f'<li class="in-corpus" data-id="{escape(other)}"><a href="{_paper_href(other)}">'
                 f"{_title(item)}</a> "
-                f'<span class="meta"><span class="pid">{escape(other)}</span> · {_year(item.get("year"))}{who}</span>'
-                "</li>"
+                f'<span class="meta"><span class="pid">{escape(other)}</span> · {_year(item.get("year"))}{who}'
+                f"{cited}</span></li>"
             )
         else:
             rows.append(
                 f'<li class="absent" data-id="{escape(other)}"><span class="pid">{escape(other)}</span>'
                 " (not in the index)</li>"
             )
-    more = ""
-    if len(shown) < len(items):
-        more = (
-            f'<p><a href="{_paper_href(pid)}?all=1#{kind}">show all {len(items):,}</a> '
-            f"({len(items) - len(shown):,} more)</p>"
-        )
-    return f'<ul class="links {kind}">' + "".join(rows) + "</ul>" + more
+    links = []
+    if offset > 0:
+        prev = _links_href(pid, paging, kind, **{f"{kind}_offset": max(0, offset - LIST_CAP)})
+        links.append(f'<a rel="prev" href="{escape(prev)}">← previous {LIST_CAP}</a>')
+    if offset + len(items) < total:
+        nxt = _links_href(pid, paging, kind, **{f"{kind}_offset": offset + len(items)})
+        links.append(f'<a rel="next" href="{escape(nxt)}">next {min(LIST_CAP, total - offset - len(items)):,} →</a>')
+    return (
+        f'<p class="meta">{span}, by {orders}</p>'
+        + (f'<ul class="links {kind}">' + "".join(rows) + "</ul>" if rows else "")
+        + ('<nav class="paging">' + "".join(links) + "</nav>" if links else "")
+    )
 
 
 def citation_meta(data: dict) -> str:
@@ -433,13 +469,22 @@ def citation_meta(data: dict) -> str:
     return "".join(f'<meta name="{name}" content="{escape(value)}">\n' for name, value in tags)
 
 
-def _paper_body(service: Service, pid: str, show_all: bool) -> tuple[str, str, str]:
-    data = service.paper(pid)
+def _paper_body(service: Service, asked: str, request: Request) -> tuple[str, str, str]:
+    """The paper page of the paper ``asked`` names (an id as the index has it, or as people write it: ``arXiv:``,
+    an arxiv.org address, a DOI), its lists a page of ``LIST_CAP`` at a time in the order ``sort`` asks, from the
+    request's ``references_offset`` and ``citations_offset``."""
+    paging = {
+        "sort": request.query_params.get("sort") or parameters.LINKS_SORT.default,
+        "references_offset": _int_param(request, "references_offset", 0),
+        "citations_offset": _int_param(request, "citations_offset", 0),
+    }
+    data = service.paper(asked, limit=LIST_CAP, **paging)
+    pid = data["id"]
     title = readable(data.get("title")) or pid
     url = paper_url(pid)
     abstract = readable(data.get("abstract"))
     refs, cites = data.get("references") or [], data.get("citations") or []
-    in_corpus = sum(1 for r in refs if r.get("in_corpus"))
+    n_refs, n_cites = data["references_total"], data["citations_total"]
     out = [
         f'<h1 data-id="{escape(pid)}">{escape(title)}</h1>',
         '<div class="meta">'
@@ -454,15 +499,16 @@ def _paper_body(service: Service, pid: str, show_all: bool) -> tuple[str, str, s
             if p
         )
         + "</div>",
-        f'<p class="actions"><a href="#references">{count(len(refs), "reference")}</a><a href="#citations">'
-        f'{count(len(cites), "citing paper")}</a><a href="#similar">similar papers</a>{_download_links(pid)}</p>',
+        f'<p class="actions"><a href="#references">{count(n_refs, "reference")}</a><a href="#citations">'
+        f'{count(n_cites, "citing paper")}</a><a href="#similar">similar papers</a>{_download_links(pid)}</p>',
         f'<h2>Abstract</h2><div class="abstract">{escape(abstract) if abstract else "<em>No abstract.</em>"}</div>',
         f'<p class="actions"><a href="{escape(_explain_href(title, pid))}">evidence graph for this title</a>'
         f'<a href="{escape("/?" + urlencode({"q": title}))}">search for this title</a></p>',
-        f'<h2 id="references">References <span class="meta">{len(refs):,} ({in_corpus:,} in the index)</span></h2>',
-        _link_list(refs, "references", pid, show_all),
-        f'<h2 id="citations">Citing papers <span class="meta">{len(cites):,}</span></h2>',
-        _link_list(cites, "citations", pid, show_all),
+        f'<h2 id="references">References <span class="meta">{n_refs:,} ({data["references_in_corpus"]:,} in the '
+        "index)</span></h2>",
+        _link_list(refs, "references", pid, n_refs, paging),
+        f'<h2 id="citations">Citing papers <span class="meta">{n_cites:,}</span></h2>',
+        _link_list(cites, "citations", pid, n_cites, paging),
         '<h2 id="similar">Similar papers <span class="meta">co-citation, shared references, text</span></h2>',
     ]
     try:
@@ -479,7 +525,7 @@ def _paper_body(service: Service, pid: str, show_all: bool) -> tuple[str, str, s
                 f'<li class="result" data-id="{escape(other)}"><div class="title">'
                 f'<span class="rank">{entry["rank"]}.</span><a href="{_paper_href(other)}">'
                 f"{_title(entry)}</a></div>"
-                f"{_meta(other, entry.get('year'), entry.get('authors') or [])}"
+                f"{_meta(other, entry.get('year'), entry.get('authors') or [], entry.get('citations'))}"
                 f'<div><span class="why">{escape(entry.get("why") or "")}</span></div></li>'
             )
         out.append("</ol>")
@@ -690,7 +736,7 @@ def pages(service: Service, limits: Limits | None = None) -> APIRouter:
     @slow
     def paper_page(paper_id: str, request: Request) -> HTMLResponse:
         def render() -> HTMLResponse:
-            title, body, head = _paper_body(service, paper_id, bool(request.query_params.get("all")))
+            title, body, head = _paper_body(service, paper_id, request)
             return _page(title, body, head=head)
 
         return _guarded(render)

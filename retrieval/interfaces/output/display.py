@@ -221,11 +221,14 @@ def _table(
     width: int,
     header: bool = True,
     indent: int = 0,
+    cited: Sequence[str] | None = None,
 ) -> list[str]:
     """Lines of a table of ``(rank, id, year, authors, title, score)`` rows (rank, authors, score None: no such
-    column; authors: the paper's list, shown by ``author_cell``), each at most ``width`` columns."""
+    column; authors: the paper's list, shown by ``author_cell``), each at most ``width`` columns; ``cited``, a
+    cell per row for a "cited" column (how many papers of the index cite it) after the year."""
     if not rows:
         return []
+    cited_w = max(5, *(len(c) for c in cited)) if cited else 0
     ranks = rows[0][0] is not None
     authors = any(row[3] for row in rows)
     scores = rows[0][5] is not None
@@ -242,6 +245,7 @@ def _table(
 
     def title_room(id_w: int, author_w: int) -> int:
         used = indent + (rank_w + 2 if ranks else 0) + id_w + 2 + 4 + 2 + (author_w + 2 if author_w else 0)
+        used += cited_w + 2 if cited_w else 0
         return width - used - (score_w + 2 if scores else 0)
 
     if authors and title_room(id_w, author_w) < TITLE_MIN:
@@ -252,10 +256,12 @@ def _table(
         id_w = max(8, id_w - (TITLE_MIN - title_room(id_w, author_w)))
     title_w = max(1, title_room(id_w, author_w))
 
-    def line(row: tuple, author: str, head: bool = False) -> str:
+    def line(row: tuple, author: str, head: bool = False, cites: str = "cited") -> str:
         rank, pid, year, _, title, score = row
         out = [rank.rjust(rank_w)] if ranks else []
         out += [pad(pid, id_w), year.rjust(4)]
+        if cited_w:
+            out.append(cites.rjust(cited_w))
         if author_w:
             out.append(pad(author, author_w))
         title = title if head else readable(title)
@@ -268,7 +274,9 @@ def _table(
         cells = [author_cell(row[3] or (), author_w, short) for row in rows]
     names = ("#" if ranks else None, "id", "year", None, "title", "score" if scores else None)
     lines = [line(names, "author", head=True)] if header else []
-    return lines + [line(row, cells[i] if author_w else "") for i, row in enumerate(rows)]
+    return lines + [
+        line(row, cells[i] if author_w else "", cites=cited[i] if cited else "") for i, row in enumerate(rows)
+    ]
 
 
 def entry_score(entry) -> float:
@@ -294,7 +302,9 @@ def table_lines(
          f"{get_score(e):.4f}" if scores else None)
         for i, e in enumerate(entries, start=1)
     ]  # fmt: skip
-    table = _table(rows, width, header=header)
+    counts = [getattr(e, "citations", None) for e in entries]
+    cited = [f"{n:,}" if n is not None else "" for n in counts] if any(n is not None for n in counts) else None
+    table = _table(rows, width, header=header, cited=cited)
     if explain is None:
         return table
     indent = len(str(offset + len(entries))) + 2
@@ -393,11 +403,15 @@ def paper_lines(
     refs: Mapping[str, Paper] | None = None,
     citing: Mapping[str, Paper] | None = None,
     limit: int | None = None,
+    *,
+    page=None,
 ) -> list[str]:
     """One paper's page: id and year, title, every author, the abstract, then its references and the papers
     citing it as tables (id, year, first author, title). ``refs`` and ``citing`` map ids to the papers of the
     corpus (their title, year, authors); a reference outside the corpus is listed by its id. ``limit``: rows
-    per list at most (None: all), and a line saying how many more there are."""
+    per list at most (None: all), and a line saying how many more there are. ``page``: the ``PaperPage`` whose
+    lists ``paper`` holds a page of (``retrieval show --limit``): each list's heading gives its total, the rows
+    shown and their order, and the line after it how many there are beyond and the option that shows them."""
     refs, citing = refs or {}, citing or {}
     lines = [fit(paper.id + (f" ({paper.year})" if paper.year is not None else ""), width)]
     lines.extend(wrap(readable(paper.title) or "(no title)", width))
@@ -407,8 +421,13 @@ def paper_lines(
         lines.append("")
         lines.extend(wrap(readable(paper.abstract), width))
 
-    def listing(title: str, ids: Sequence[str], known: Mapping[str, Paper]) -> None:
+    def listing(title: str, ids: Sequence[str], known: Mapping[str, Paper], kind: str = "") -> None:
         lines.append("")
+        start, total = (getattr(page, f"{kind}_offset"), getattr(page, f"{kind}_total")) if page else (0, len(ids))
+        if page is not None and (start or len(ids) < total):
+            order = {"citations": "the most cited first", "year": "the newest first"}.get(page.sort, "by id")
+            span = f"{start + 1:,}" + (f"-{start + len(ids):,}" if len(ids) > 1 else "")
+            title += f"; {span}, {order}" if ids else f"; none from {start + 1:,} on"
         lines.extend(wrap(title, width, hanging=2))
         shown = list(ids if limit is None else ids[:limit])
         rows = []
@@ -418,19 +437,24 @@ def paper_lines(
                 rows.append((None, pid, "", None, "(not in the corpus)", None))
             else:
                 rows.append((None, pid, _year(other.year), other.authors, other.title, None))
-        lines.extend(_table(rows, width, header=False, indent=2))
-        if len(ids) > len(shown):
-            lines.append(f"  and {len(ids) - len(shown):,} more")
+        cited = [f"{page.cited_by.get(pid, 0):,}" for pid in shown] if page is not None and page.cited_by else None
+        lines.extend(_table(rows, width, header=False, indent=2, cited=cited))
+        beyond = total - start - len(shown)
+        if beyond > 0:
+            option = f" (--{kind}-offset {start + len(shown)})" if page is not None and kind else ""
+            lines.append(f"  and {beyond:,} more{option}")
 
     references = list(paper.references)
-    if references:
-        inside = sum(1 for pid in references if pid in refs)
-        listing(f"references: {len(references):,} ({inside:,} in the corpus)", references, refs)
+    total = page.references_total if page is not None else len(references)
+    if total:
+        inside = page.references_in_corpus if page is not None else sum(1 for pid in references if pid in refs)
+        listing(f"references: {total:,} ({inside:,} in the corpus)", references, refs, "references")
     else:
         lines.extend(["", "references: none listed"])
     cited_by = list(paper.citations)
-    if cited_by:
-        listing(f"cited by {count(len(cited_by), 'paper')} of the corpus", cited_by, citing)
+    total = page.citations_total if page is not None else len(cited_by)
+    if total:
+        listing(f"cited by {count(total, 'paper')} of the corpus", cited_by, citing, "citations")
     else:
         lines.extend(["", "cited by no paper of the corpus"])
     return lines

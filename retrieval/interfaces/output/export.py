@@ -9,7 +9,8 @@ record)`` tuples, or one object with ``.paper`` (a page of ``show``), so that ev
   a result's ``to_dict()``, else a list of the records.
 - ``jsonl``: one object per entry: ``{"rank": ..., **record}``, the record being the entry's ``to_dict()`` (a
   ranked entry's, with the paper's authors added) or the record given in a tuple.
-- ``csv``: a header, then one row per entry: rank, id, year, title, authors (``; ``-joined), score.
+- ``csv``: a header, then one row per entry: rank, id, year, title, authors (``; ``-joined), citations (papers of
+  the index citing it, where known), score.
 - ``bibtex``: one ``@misc`` entry per paper (see ``to_bibtex``); ``ris``: one record per paper, ``TY  - UNPB``
   for an arXiv e-print (see ``to_ris``).
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from ...corpus.paper import Paper
 
 FORMATS = ("json", "jsonl", "csv", "bibtex", "ris")
-CSV_COLUMNS = ("rank", "id", "year", "title", "authors", "score")
+CSV_COLUMNS = ("rank", "id", "year", "title", "authors", "citations", "score")
 
 
 class Entry:
@@ -103,7 +104,8 @@ def to_csv(listed: Sequence[Entry]) -> str:
         year = "" if p.year is None else p.year
         score = "" if e.score is None else repr(e.score)
         names = "; ".join(readable(a) for a in joined_authors(p.authors))
-        writer.writerow([e.rank, p.id, year, readable(p.title), names, score])
+        cited = e.record.get("citations")
+        writer.writerow([e.rank, p.id, year, readable(p.title), names, "" if cited is None else cited, score])
     return out.getvalue()
 
 
