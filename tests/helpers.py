@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,25 @@ def index_on(request, backend: str, papers, label: str, source: str = "synthetic
     url = request.getfixturevalue("pg_database")(label)
     build_postgres(papers, resolve_db(url), source=source)
     return url
+
+
+#: The vocabulary of ``corpus``: words that mean nothing, so that any query of a few of them matches many papers.
+WORDS = [f"w{i}" for i in range(400)]
+
+
+def corpus(path: Path, n: int, prefix: str = "p", seed: int = 1) -> Path:
+    """``n`` papers with 60-120-token abstracts and a few references each, as JSONL (the builds that kills and
+    concurrent writers need to last a while)."""
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as handle:
+        for i in range(n):
+            record = {
+                "id": f"{prefix}{i:06d}",
+                "title": " ".join(rng.choices(WORDS, k=6)),
+                "abstract": " ".join(rng.choices(WORDS, k=rng.randint(60, 120))),
+                "year": 1990 + i % 30,
+                "authors": [f"Author {i % 97}"],
+                "references": [f"{prefix}{j:06d}" for j in rng.sample(range(max(1, i)), min(i, 3))],
+            }
+            handle.write(json.dumps(record) + "\n")
+    return path

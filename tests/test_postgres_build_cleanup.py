@@ -8,9 +8,7 @@ with its own ``TMPDIR``, so no other user's or test's folders are looked at.
 
 from __future__ import annotations
 
-import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -23,30 +21,12 @@ import pytest
 from retrieval import commands
 from retrieval.commands import build
 from retrieval.store.postgres import build as pgbuild
-from tests.helpers import paper, write_jsonl
+from tests.helpers import corpus, paper, write_jsonl
 
 psycopg = pytest.importorskip("psycopg")
 
 #: Seconds a test waits for a build to reach a point, or for the server to end a killed build's session.
 WAIT = 60.0
-WORDS = [f"w{i}" for i in range(400)]
-
-
-def corpus(path: Path, n: int, prefix: str = "k", seed: int = 1) -> Path:
-    """``n`` papers with 60-120-token abstracts and a few references each, as JSONL."""
-    rng = random.Random(seed)
-    with open(path, "w", encoding="utf-8") as handle:
-        for i in range(n):
-            record = {
-                "id": f"{prefix}{i:06d}",
-                "title": " ".join(rng.choices(WORDS, k=6)),
-                "abstract": " ".join(rng.choices(WORDS, k=rng.randint(60, 120))),
-                "year": 1990 + i % 30,
-                "authors": [f"Author {i % 97}"],
-                "references": [f"{prefix}{j:06d}" for j in rng.sample(range(max(1, i)), min(i, 3))],
-            }
-            handle.write(json.dumps(record) + "\n")
-    return path
 
 
 def _pg(url: str):
@@ -120,7 +100,7 @@ def test_a_build_removes_what_a_build_killed_at_any_point_left(tmp_path, pg_data
     log = tmp_path / "stderr.txt"
     first = write_jsonl(tmp_path / "first.jsonl", [paper("a", "black hole entropy"), paper("b", "string theory")])
     assert _cli_build(url, first, tmpdir, log).wait(timeout=WAIT) == 0, log.read_text()
-    big = corpus(tmp_path / "big.jsonl", 20000 if point == "sqlite" else 4000)
+    big = corpus(tmp_path / "big.jsonl", 20000 if point == "sqlite" else 4000, "k")
     blocker = None
     if point == "swap":  # the swap's last statement waits for this transaction: killed with its renames done
         blocker = _pg(url)

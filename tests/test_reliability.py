@@ -29,25 +29,7 @@ from retrieval.interfaces.cli import main
 from retrieval.store.sqlite import files
 from retrieval.store.sqlite.build import build_index
 from retrieval.store.writer import add_papers
-
-WORDS = [f"w{i}" for i in range(400)]
-
-
-def corpus(path: Path, n: int, prefix: str = "p", seed: int = 1) -> Path:
-    """``n`` papers with 60-120-token abstracts and a few references each, as JSONL."""
-    rng = random.Random(seed)
-    with open(path, "w", encoding="utf-8") as handle:
-        for i in range(n):
-            record = {
-                "id": f"{prefix}{i:06d}",
-                "title": " ".join(rng.choices(WORDS, k=6)),
-                "abstract": " ".join(rng.choices(WORDS, k=rng.randint(60, 120))),
-                "year": 1990 + i % 30,
-                "authors": [f"Author {i % 97}"],
-                "references": [f"{prefix}{j:06d}" for j in rng.sample(range(max(1, i)), min(i, 3))],
-            }
-            handle.write(json.dumps(record) + "\n")
-    return path
+from tests.helpers import corpus
 
 
 def dump(db: Path) -> dict[str, list]:

@@ -20,8 +20,8 @@ from retrieval.commands import build
 from retrieval.config import DatabaseURL
 from retrieval.store.postgres import build as pgbuild
 from retrieval.store.postgres import shards as pgshards
-from tests.helpers import paper, write_jsonl
-from tests.test_postgres_build_cleanup import WAIT, _cli_build, _marked, _pg, _sessions, _statement, _until, corpus
+from tests.helpers import corpus, paper, write_jsonl
+from tests.test_postgres_build_cleanup import WAIT, _cli_build, _marked, _pg, _sessions, _statement, _until
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -75,7 +75,7 @@ def test_a_sharded_build_removes_what_a_sharded_build_killed_at_any_point_left(
     first = write_jsonl(tmp_path / "first.jsonl", [paper("a", "black hole entropy"), paper("b", "string theory")])
     build(db=coordinator, source=first, shards=shards)
     old = _layout(coordinator)
-    big = corpus(tmp_path / "big.jsonl", 4000)
+    big = corpus(tmp_path / "big.jsonl", 4000, "k")
     monitors = [_pg(url) for url in (coordinator, *shards)]
     blocker = None
     if point == "swap":  # the swap's last statement waits for this transaction: killed with its renames done

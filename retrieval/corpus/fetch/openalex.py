@@ -31,7 +31,7 @@ from ...config import fetch_setting
 from ...errors import ConfigError, FetchError
 from ...validate import parse_years
 from ..jsonl import parse_openalex
-from .records import arxiv_id, checked_year, normalize_doi, parsed, project_record
+from .records import arxiv_id, normalize_doi, project_record, source_paper
 from .run import Source, chunks, most_cited, run_fetch
 from .session import USER_AGENT, Policy, Session
 
@@ -84,16 +84,8 @@ def year_filter(years: str | tuple | None) -> str | None:
 
 def work_record(work: object, where: tuple[str, int], run) -> dict | None:
     """A work of an answer as a record of the project's format; None (counted as skipped) when it cannot be."""
-    if not isinstance(work, dict):
-        run.tally("skipped", reason="a result that is not a work object")
-        return None
-    year, dropped = checked_year(work.get("publication_year"))
-    if dropped:
-        run.tally("years_dropped")
-        work = {**work, "publication_year": year}
-    paper, reason = parsed(parse_openalex, work, where, "openalex")
+    paper, work = source_paper(parse_openalex, work, where, "openalex", "publication_year", "work", run)
     if paper is None:
-        run.tally("skipped", reason=reason)
         return None
     doi = normalize_doi(work.get("doi"))
     arxiv = arxiv_id(doi) if doi else None

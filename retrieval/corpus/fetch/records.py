@@ -109,6 +109,25 @@ def parsed(parser, record: dict, where: Where, source: str) -> tuple[Paper | Non
     return paper, None
 
 
+def source_paper(
+    parser, item: object, where: Where, source: str, year_key: str, kind: str, run
+) -> tuple[Paper | None, dict]:
+    """``(paper, item)`` for one result of a source's answer: ``item`` (a ``kind`` object, its year under
+    ``year_key`` made null where impossible, counted) read by the readers' ``parser``; ``(None, {})`` (counted as
+    skipped, with why) when it is not an object or the readers would refuse it."""
+    if not isinstance(item, dict):
+        run.tally("skipped", reason=f"a result that is not a {kind} object")
+        return None, {}
+    year, dropped = checked_year(item.get(year_key))
+    if dropped:
+        run.tally("years_dropped")
+        item = {**item, year_key: year}
+    paper, reason = parsed(parser, item, where, source)
+    if paper is None:
+        run.tally("skipped", reason=reason)
+    return paper, item
+
+
 def merge(kept: dict, other: dict) -> dict:
     """One record of a paper found twice (the same DOI under two ids): ``kept``'s id and fields, each empty one
     filled from ``other``, and the references of both."""

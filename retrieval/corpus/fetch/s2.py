@@ -33,7 +33,7 @@ from ...config import fetch_setting
 from ...errors import ConfigError, FetchError, InputError
 from ...validate import parse_years
 from ..jsonl import json_lines, parse_s2
-from .records import arxiv_id, checked_year, merge, normalize_doi, parsed, project_record
+from .records import arxiv_id, checked_year, merge, normalize_doi, project_record, source_paper
 from .run import Source, chunks, most_cited, run_fetch
 from .session import Policy, Session
 
@@ -95,16 +95,8 @@ def read_ids(path: str | Path) -> list[tuple[str, dict]]:
 
 def paper_record(paper: object, where: tuple[str, int], run) -> dict | None:
     """A Semantic Scholar paper as a record of the project's format; None (counted) when it cannot be."""
-    if not isinstance(paper, dict):
-        run.tally("skipped", reason="a result that is not a paper object")
-        return None
-    year, dropped = checked_year(paper.get("year"))
-    if dropped:
-        run.tally("years_dropped")
-        paper = {**paper, "year": year}
-    parsed_paper, reason = parsed(parse_s2, paper, where, "s2")
+    parsed_paper, paper = source_paper(parse_s2, paper, where, "s2", "year", "paper", run)
     if parsed_paper is None:
-        run.tally("skipped", reason=reason)
         return None
     external = paper.get("externalIds") if isinstance(paper.get("externalIds"), dict) else {}
     return project_record(parsed_paper, normalize_doi(external.get("DOI")), arxiv_id(external.get("ArXiv")))
