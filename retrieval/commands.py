@@ -218,9 +218,9 @@ SELECT (SELECT count(*) FROM papers) AS papers,
         WHERE NOT c.listed_by_citing
           AND NOT EXISTS (SELECT 1 FROM papers AS p WHERE p.id = c.citing_id)
           AND EXISTS (SELECT 1 FROM papers AS p WHERE p.id = c.cited_id)) AS citing_outside""")
-# A sharded index's coordinator: its build keeps no ``cited_counts`` row of an id outside the corpus (the shards
-# hold rows of the corpus's papers), so the rows whose cited end is outside are counted in ``citations`` itself,
-# each end tested against the papers' ids hashed once (a foreign read per row would be a round trip).
+# A sharded index's coordinator: the same counts from ``citations`` itself (its rows and in-degrees are a single
+# server's, those of ids outside the corpus included), each end tested against the papers' ids hashed once, never
+# looked up per row (a foreign read per row would be a round trip to a shard).
 register_sharded(
     STATS_SQL,
     """\

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from retrieval.bm25 import SCORE_DECIMALS
-from retrieval.commands import add, build, remove
+from retrieval.commands import add, build, check, remove, stats
 from retrieval.errors import ConfigError, IndexNotFoundError, InputError
 from retrieval.interfaces.cli import main
 from retrieval.search.client import RetrievalClient
@@ -196,6 +196,89 @@ def test_adds_and_removes_through_the_coordinator_land_on_the_right_shard(sharde
     with sqlite3.connect(lite) as conn:
         lite_df = sorted(conn.execute("SELECT term, df FROM doc_freq WHERE df > 0").fetchall())
     assert lite_df == [r for r in _rows(coordinator, "retrieval", "doc_freq", ["term", "df"]) if r[1] > 0]
+
+
+def _s2(pid: str, title: str, year: int, references=(), citations=()) -> dict:
+    """A Semantic Scholar record: the format whose papers list their citing papers too."""
+    return {
+        "paperId": pid,
+        "title": title,
+        "abstract": f"Entropy of branes in {title}.",
+        "year": year,
+        "references": [{"paperId": r} for r in references],
+        "citations": [{"paperId": c} for c in citations],
+    }
+
+
+def _dangling_corpus(tmp_path, n: int = 30):
+    """Papers whose links leave the corpus: references to ids outside it (several cited by many papers), and
+    citing papers outside it named by the cited paper's record."""
+    records = [
+        _s2(
+            f"d{i:02d}",
+            f"Dangling {i} black holes",
+            2000 + i % 6,
+            references=[f"d{j:02d}" for j in range(max(0, i - 2), i)] + [f"out{i % 5}", f"out{5 + i % 7}"],
+            citations=[f"citer{i % 4}", f"d{(i + 1) % n:02d}"] if i % 3 == 0 else (),
+        )
+        for i in range(n)
+    ]
+    return write_jsonl(tmp_path / "dangling.jsonl", records)
+
+
+def _links(url, table: str) -> list[tuple]:
+    columns = dict(COPIED_COLUMNS)[table]
+    if not isinstance(url, str):
+        with sqlite3.connect(url) as conn:
+            return sorted(conn.execute(f'SELECT {", ".join(columns)} FROM "{table}"').fetchall())
+    return _rows(url, "retrieval", table, columns)
+
+
+def _same_links(lite, coordinator: str, shown: list[str]) -> None:
+    """The citation rows and in-degrees of both, and what a user sees of them: stats, check, show's counts."""
+    for table in ("citations", "cited_counts"):
+        assert _links(lite, table) == _links(coordinator, table), table
+    keys = ("papers", "edges", "dangling_references")
+    a, b = stats(db=lite), stats(db=coordinator)
+    assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
+    report = check(db=coordinator)
+    assert report.ok, report
+    with RetrievalClient(lite) as x, RetrievalClient(coordinator) as y:
+        for pid in shown:
+            p, q = x.show(pid), y.show(pid)
+            assert (p.paper.references, p.paper.citations, p.cited_by) == (q.paper.references, q.paper.citations,
+                                                                              q.cited_by), pid  # fmt: skip
+            assert (p.references_total, p.references_in_corpus, p.citations_total) == (
+                q.references_total, q.references_in_corpus, q.citations_total)  # fmt: skip
+        for sort in ("citations", None):
+            r, s = x.search("black holes entropy", sort=sort), y.search("black holes entropy", sort=sort)
+            assert [(e.paper.id, e.citations) for e in r.ranked] == [(e.paper.id, e.citations) for e in s.ranked]
+
+
+def test_a_sharded_index_keeps_the_citations_and_in_degrees_of_ids_outside_the_corpus(sharded_database, tmp_path):
+    # A citation row or an in-degree whose key (the citing id, the cited id) names no paper of the corpus was
+    # placed on no shard, and lost: counts then differed from a single server's, and recounts after a write too.
+    corpus = _dangling_corpus(tmp_path)
+    lite = tmp_path / "lite.db"
+    build(db=lite, source=corpus)
+    with sqlite3.connect(lite) as conn:  # the corpus has both kinds of dangling rows
+        assert conn.execute("SELECT count(*) FROM cited_counts WHERE paper_id LIKE 'out%'").fetchone()[0] == 12
+        assert conn.execute("SELECT count(*) FROM citations WHERE citing_id LIKE 'citer%'").fetchone()[0] == 10
+    coordinator, shards = sharded_database("dangling")
+    build(db=coordinator, source=corpus, shards=shards)
+    _check_placement(coordinator, shards)
+    _same_index(lite, coordinator)
+    _same_links(lite, coordinator, ["d03", "d04", "d12"])
+    # Writes recount in-degrees from the citation rows: the same adds and removes on both agree.
+    new = [
+        _s2("n1", "Black holes beyond", 2004, references=["out0", "out6", "d05", "gone1"], citations=["citer0"]),
+        _s2("d04", "Dangling 4 replaced", 2003, references=["out1"], citations=["citer9", "d12"]),
+    ]
+    for db in (lite, coordinator):
+        add(write_jsonl(tmp_path / "new.jsonl", new), db=db, replace=True)
+        remove(["d06", "d09"], db=db)
+    _check_placement(coordinator, shards)
+    _same_links(lite, coordinator, ["n1", "d04", "d05", "d12"])
 
 
 def test_a_failed_build_leaves_the_previous_sharded_index_as_it_was(sharded_database, tmp_path):

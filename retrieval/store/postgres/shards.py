@@ -38,10 +38,10 @@ postings there) and sums the parts.
 **Build** (``build_sharded``): the SQLite build, as for a single server; on the coordinator a new schema from the
 Alembic migrations whose distributed tables are turned into hash-partitioned ones, each partition a foreign table
 of a new schema on its shard; each shard's rows copied there with ``COPY`` (which partition a key belongs to is
-asked of the coordinator: ``satisfies_hash_partition``, PostgreSQL's own hash); then the same swap as a single
-server's, under the writers' lock. A build that fails at any step drops every new schema and foreign server and
-leaves the previous index, its shards included, as it was; the previous index's shard schemas go once the swap
-has committed.
+asked of the coordinator: ``satisfies_hash_partition``, PostgreSQL's own hash, of each table's own keys, since a
+citation's citing id or an in-degree's id may name no paper); then the same swap as a single server's, under the
+writers' lock. A build that fails at any step drops every new schema and foreign server and leaves the previous
+index, its shards included, as it was; the previous index's shard schemas go once the swap has committed.
 
 Adds and removes through the coordinator are PostgreSQL's partition routing: each row goes to the shard its key
 hashes to, in the writer's transaction (``postgres_fdw`` opens one on each shard it touches and commits them
@@ -257,9 +257,26 @@ def _assign(raw, schema: str, table: str, keys: list, n: int) -> list[set]:
     return parts
 
 
-def _load_shard(lite: sqlite3.Connection, raw, url: DatabaseURL, schema: str, papers: set, docs: set) -> dict[str, int]:
-    """Create ``schema`` on one shard (the migrations' distributed tables) and copy its rows into it. The session
-    ``raw`` holds the schema's lock from then on (``build.claim_schema``), until the build closes it."""
+def _partitions(lite: sqlite3.Connection, raw, schema: str, n: int) -> dict[str, list[set]]:
+    """Each distributed table's keys in the SQLite build, by partition (``_assign``). Each table's own keys: a
+    citation's citing id and an in-degree's paper id may name no paper of the corpus (a dangling reference, kept
+    as on one server), and such a row would have no shard among the papers' ids. A table with a key to a
+    co-located one (``SHARD_FOREIGN_KEYS``) has only keys of that table, and shares its placement."""
+    parents = dict(SHARD_FOREIGN_KEYS)
+    parts: dict[str, list[set]] = {}
+    for table, key in DISTRIBUTED.items():  # parents first
+        if table in parents:
+            parts[table] = parts[parents[table]]
+        else:
+            keys = [k for (k,) in lite.execute(f'SELECT DISTINCT "{key}" FROM "{table}"')]
+            parts[table] = _assign(raw, schema, table, keys, n)
+    return parts
+
+
+def _load_shard(lite: sqlite3.Connection, raw, url: DatabaseURL, schema: str, wanted: dict[str, set]) -> dict[str, int]:
+    """Create ``schema`` on one shard (the migrations' distributed tables) and copy its rows into it: each table's
+    rows whose key is among ``wanted[table]``. The session ``raw`` holds the schema's lock from then on
+    (``build.claim_schema``), until the build closes it."""
     from .build import _constraints, _secondary_indexes, claim_schema, copy_table, migrate_schema
     from .connection import PgConnection
 
@@ -278,7 +295,7 @@ def _load_shard(lite: sqlite3.Connection, raw, url: DatabaseURL, schema: str, pa
         for table, name, _, _ in keys:
             raw.execute(f'ALTER TABLE "{schema}"."{table}" DROP CONSTRAINT "{name}"')
         for table, key in DISTRIBUTED.items():
-            counts[table] = copy_table(lite, raw, schema, table, (key, docs if key == "doc_id" else papers))
+            counts[table] = copy_table(lite, raw, schema, table, (key, wanted[table]))
         for table, name, kind, definition in reversed(keys):
             if kind == "f" and not any(table == t and f"REFERENCES {r}(" in definition for t, r in SHARD_FOREIGN_KEYS):
                 continue  # a key to a row that may live on another shard
@@ -378,15 +395,13 @@ def build_sharded(
                 with coordinator.transaction():
                     servers = _create_servers(coordinator, tag, shards)
                     _partition_coordinator(coordinator, schema, servers, shard_schema)
-                paper_ids = [r[0] for r in lite.execute("SELECT id FROM papers")]
-                doc_ids = [r[0] for r in lite.execute("SELECT doc_id FROM doc_len")]
-                paper_parts = _assign(coordinator, schema, "papers", paper_ids, len(shards))
-                doc_parts = _assign(coordinator, schema, "doc_len", doc_ids, len(shards))
+                parts = _partitions(lite, coordinator, schema, len(shards))
                 per_shard = []
                 for i, (shard, raw) in enumerate(zip(shards, opened, strict=True)):
                     where = shard
                     created_on.append(i)
-                    per_shard.append(_load_shard(lite, raw, shard, shard_schema, paper_parts[i], doc_parts[i]))
+                    wanted = {table: found[i] for table, found in parts.items()}
+                    per_shard.append(_load_shard(lite, raw, shard, shard_schema, wanted))
                 where = url
                 layout = [
                     {"shard": i, "url": s.shown, "server": servers[i], "schema": shard_schema}
