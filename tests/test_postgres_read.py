@@ -13,7 +13,7 @@ import pytest
 
 from retrieval import RetrievalConfig
 from retrieval.bm25 import TF_NORM_SQL_POSTGRESQL, tf_norm
-from retrieval.commands import build, stats
+from retrieval.commands import add, build, stats
 from retrieval.errors import IndexNotFoundError, NotAnIndexError, PaperNotFoundError
 from retrieval.interfaces.cli import main
 from retrieval.search.client import RetrievalClient
@@ -510,7 +510,7 @@ def test_every_statement_is_one_template_and_compiles_on_both_dialects(demo_db, 
     lite = sqlite3.connect(demo_db)
     failed = []
     for sqlite_text in pairs:
-        if sqlite_text in POSTGRESQL_ONLY or sqlite_text in ("BEGIN", "COMMIT"):
+        if sqlite_text in POSTGRESQL_ONLY or sqlite_text in ("BEGIN", "COMMIT", "ROLLBACK"):
             continue
         names = set(re.findall(r"(?<![:\w]):([A-Za-z_]\w*)", sqlite_text))
         params = dict.fromkeys(names) if names else (None,) * sqlite_text.count("?")
@@ -523,7 +523,7 @@ def test_every_statement_is_one_template_and_compiles_on_both_dialects(demo_db, 
         conn.execute("SET search_path TO retrieval")
         texts = list(pairs.values()) + list(registered(SHARDED).values())
         for i, text in enumerate(texts):
-            if ";" in text or text.startswith(("BEGIN", "COMMIT", "SET ", "LOCK ")):
+            if ";" in text or text.startswith(("BEGIN", "COMMIT", "ROLLBACK", "SET ", "LOCK ")):
                 continue  # several statements in one message, or not plannable: run by every PostgreSQL search
             numbered, _ = _numbered(text)
             try:
@@ -605,3 +605,76 @@ def test_a_client_recovers_when_the_server_drops_its_connection(demo_pg):
         after = [(r.paper.id, r.final_score) for r in client.search("attention sparsity").ranked]
         assert client._executor.conn.raw is not raw and after == before
         assert [(r.paper.id, r.final_score) for r in client.search("attention sparsity").ranked] == before
+
+
+# -- Round trips: the query's terms sent with the snapshot's beginning, the snapshot's end not waited for ---------
+def _terms_runs(trace: Trace, since: int) -> int:
+    return sum(s.name == "lexical: the query's terms" for s in trace.statements[since:])
+
+
+def test_the_terms_sent_with_the_beginning_answer_only_when_the_statistics_are_unchanged(pg_database, tmp_path):
+    """A long-lived client sends a search's terms statement with the snapshot's beginning, made from the last
+    snapshot's statistics: once per search while the index stays as it was; after an add (N and avgdl change) and
+    a rebuild with another analyser (the query's terms change) the guess is dropped and the statement runs again,
+    and every answer is what a new client (which guesses nothing) gives."""
+    url = pg_database("ahead")
+    first = [paper(f"a{i}", "black hole entropy", "horizon area " * (i + 1)) for i in range(6)]
+    more = [paper(f"b{i}", "black holes and strings", "entropy counting " * (i + 2)) for i in range(5)]
+    build(db=url, source=write_jsonl(tmp_path / "first.jsonl", first))
+    trace = Trace()
+    with RetrievalClient(url, tracer=trace) as client:
+
+        def check(query: str, runs: int) -> None:
+            since = len(trace.statements)
+            result = client.search(query)
+            assert _terms_runs(trace, since) == runs
+            with RetrievalClient(url) as fresh:
+                same_result(fresh.search(query), result)
+
+        check("black hole entropy", 1)  # nothing to guess from: the statement runs after the beginning
+        check("black hole entropy", 1)  # guessed, and the guess answers
+        check("horizon entropy", 1)
+        add(write_jsonl(tmp_path / "more.jsonl", more), db=url)
+        check("black hole entropy", 2)  # avgdl changed: the guess is dropped, the statement runs again
+        check("black hole entropy", 1)
+        build(db=url, source=write_jsonl(tmp_path / "all.jsonl", first + more), stem="english")
+        check("black holes entropy", 2)  # stems now: other terms than the guess's
+        check("black holes entropy", 1)
+        since = len(trace.statements)
+        assert client.lexical.search("entropy counting", 3) == fresh_lexical(url, "entropy counting", 3)
+        assert _terms_runs(trace, since) == 1
+
+
+def fresh_lexical(url: str, query: str, k: int) -> list[tuple[str, float]]:
+    with RetrievalClient(url) as fresh:
+        return fresh.lexical.search(query, k)
+
+
+def test_a_guess_that_fails_leaves_the_snapshot_to_begin_without_it(demo_pg):
+    """A statement sent with the beginning that fails (here: parameters the server refuses) ends that
+    transaction; the snapshot begins again without it, and the read answers as it would have."""
+    from retrieval.search.lexical import TERMS_SQL
+
+    with RetrievalClient(demo_pg) as client:
+        expected = client.lexical.search("attention sparsity", 5)
+        executor = client._executor
+        refused = {"terms": "not json", "k1": 1.5, "b": 0.75, "avgdl": 1.0}
+        with executor.snapshot(lambda stats: ("lexical: the query's terms", TERMS_SQL, refused)) as snap:
+            assert snap.ahead is None and snap.stats.n_papers == 100
+            assert client.lexical.search("attention sparsity", 5) == expected  # joins this snapshot
+        assert client.lexical.search("attention sparsity", 5) == expected
+
+
+def test_a_search_does_not_hold_its_locks_after_it_returns(demo_pg):
+    """The snapshot's COMMIT is sent as the search returns, its answer read at the next statement: the server has
+    ended the transaction, so a rebuild's swap (ACCESS EXCLUSIVE) is not kept waiting by an idle client."""
+    with RetrievalClient(demo_pg) as client:
+        expected = [r.paper.id for r in client.search("attention sparsity").ranked]
+        pid = client._executor.conn.raw.info.backend_pid
+        with psycopg.connect(demo_pg, autocommit=True) as admin:
+            admin.execute("SET lock_timeout = '10s'")
+            with admin.transaction():
+                admin.execute("LOCK TABLE retrieval.papers, retrieval.term_freq IN ACCESS EXCLUSIVE MODE")
+            state = admin.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0]
+        assert state == "idle"
+        assert [r.paper.id for r in client.search("attention sparsity").ranked] == expected

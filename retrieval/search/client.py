@@ -192,10 +192,11 @@ class RetrievalClient:
             asked = syntax_parse(query, syntax)
         warnings = list(asked.warnings)
         depth = lexical_depth(cfg) if limit is None else max(lexical_depth(cfg), offset + limit)
-        with self.snapshot() as snap:  # one state of the file, even while another process adds papers
+        ahead = lexical.TermsAhead(query if isinstance(query, Query) else asked.text)
+        with self._executor.snapshot(ahead) as snap:  # one state of the file, even while another process adds papers
             # The query and its filter words analysed once, as this index analyses text (stems, stop words).
             analyser = snap.stats.analyser
-            parsed = Query.parse(query if isinstance(query, Query) else asked.text, analyser)
+            parsed = ahead.query(analyser)
             filters = Filters.make(
                 year=year if year is not None else asked.year,
                 authors=(authors,) if isinstance(authors, str) else tuple(authors) + asked.authors,

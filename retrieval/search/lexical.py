@@ -58,9 +58,10 @@ from collections import namedtuple
 
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK, idf, tf_norm_sql
 from ..errors import NotAnIndexError
-from ..store.database import shown
+from ..store.database import IndexStats, shown
 from ..store.sql.dialect import Dialect, statement
 from ..store.sql.executor import Executor, Snapshot
+from ..text import Analyser
 from ..validate import quoted
 from . import costs
 from .filters import Filters, Passing, every_doc, failing, passing
@@ -473,11 +474,37 @@ def weigh(snap: Snapshot, query: Query) -> WeightedQuery:
     return WeightedQuery(query, terms, stats)
 
 
-def terms_of(snap: Snapshot, terms_json: str, name: str = "lexical: the query's terms") -> list[tuple]:
+class TermsAhead:
+    """What a snapshot that weighs ``text`` sends with its beginning (``Executor.snapshot(ahead=...)``): the query's
+    terms statement, made with an index's statistics; ``query(analyser)`` is the query as ``weigh`` takes it
+    (analysed once when the statistics' analyser is the snapshot's)."""
+
+    __slots__ = ("text", "parsed")
+
+    def __init__(self, text: str | Query) -> None:
+        self.text = text
+        self.parsed: Query | None = None
+
+    def __call__(self, stats: IndexStats) -> tuple[str, str, dict] | None:
+        self.parsed = Query.parse(self.text, stats.analyser)
+        return (TERMS_NAME, TERMS_SQL, _terms_params(stats, self.parsed.distinct_json)) if self.parsed else None
+
+    def query(self, analyser: Analyser) -> Query:
+        return Query.parse(self.parsed if self.parsed is not None else self.text, analyser)
+
+
+TERMS_NAME = "lexical: the query's terms"
+
+
+def _terms_params(stats: IndexStats, terms_json: str) -> dict:
+    return {"terms": terms_json, **_scoring_of(stats)}
+
+
+def terms_of(snap: Snapshot, terms_json: str, name: str = TERMS_NAME) -> list[tuple]:
     """``TERMS_SQL``'s rows for ``terms_json`` (a JSON list of terms): ``(term, term_id, df, max_tf)`` per term the
     index has, checked (a damaged index is said to be one, not ranked wrongly)."""
     stats = snap.stats
-    rows = snap.rows(name, TERMS_SQL, {"terms": terms_json, **_scoring_of(stats)})
+    rows = snap.rows(name, TERMS_SQL, _terms_params(stats, terms_json))
     for term, _, df, max_tf, chunked in rows:
         if not (isinstance(df, int) and 1 <= df <= stats.n_papers) or not isinstance(max_tf, float) or max_tf <= 0:
             raise _damaged(
@@ -840,8 +867,9 @@ class BM25Index:
 
         ``exhaustive`` scores every posting of the query's terms instead of pruning (same result, slower);
         ``filters`` (``retrieval.search.filters.Filters``) ranks only the papers that pass them."""
-        with self._executor.snapshot() as snap:
-            wq = weigh(snap, Query.parse(query))
+        ahead = TermsAhead(query)
+        with self._executor.snapshot(ahead) as snap:
+            wq = weigh(snap, ahead.query(snap.stats.analyser))
             if filters:
                 return filtered_top_papers(snap, wq, top_k, passing(snap, filters), exhaustive, self.path)[0]
             hits, chosen = top_papers(snap, wq, top_k, exhaustive, self.sample_size, self.path)
@@ -850,8 +878,9 @@ class BM25Index:
 
     def matched(self, query: str | Query, filters: Filters | None = None) -> Matched:
         """How many papers contain a term of ``query`` (and pass ``filters``)."""
-        with self._executor.snapshot() as snap:
-            wq = weigh(snap, Query.parse(query))
+        ahead = TermsAhead(query)
+        with self._executor.snapshot(ahead) as snap:
+            wq = weigh(snap, ahead.query(snap.stats.analyser))
             if filters:
                 return filtered_top_papers(snap, wq, 1, passing(snap, filters))[1]
             return matched(snap, wq)

@@ -9,6 +9,7 @@ text. Server failures become ``StoreError`` messages that name the server (passw
 from __future__ import annotations
 
 import re
+import select
 
 from ...config import DatabaseURL
 from ...errors import IndexNotFoundError, StoreError
@@ -78,6 +79,7 @@ class PgConnection:
         self.raw = raw
         self.url = url
         self.readonly, self.schema, self.timeout = readonly, schema, timeout  # to open it again the same way
+        self._unsettled = False  # a COMMIT sent by ``end_read`` whose answer is not read yet
 
     @property
     def lost(self) -> bool:
@@ -91,16 +93,74 @@ class PgConnection:
         with contextlib.suppress(Exception):  # closing what is already broken: nothing to report
             self.raw.close()
         self.raw = connect(self.url, self.readonly, self.schema, self.timeout).raw
+        self._unsettled = False
 
     def execute(self, sql: str, params=None):
+        self._settle()
         cursor = self.raw.cursor()
         cursor.execute(convert(sql), params or {})  # prepared on the server from its 5th run (psycopg)
         while cursor.nextset():  # several statements in one message: the rows are the last one's
             pass
         return cursor
 
+    def execute_together(self, statements: list[tuple[str, dict]]) -> list[list[tuple]]:
+        """Each of ``statements`` (``(sql, params)``, one statement each) in one round trip, in order (psycopg's
+        pipeline mode), and each one's rows (none for a statement that returns no rows)."""
+        self._settle()
+        cursors = []
+        with self.raw.pipeline():
+            for sql, params in statements:
+                cursors.append(self.raw.cursor().execute(convert(sql), params or {}))
+        return [cursor.fetchall() if cursor.description is not None else [] for cursor in cursors]
+
+    def end_read(self) -> None:
+        """End a read transaction without waiting for the server's answer: COMMIT is sent now (the server ends the
+        transaction and releases its locks as it reads it) and its answer is read at the connection's next use.
+        A read-only transaction has nothing to lose, and a search does not wait one more round trip."""
+        self._settle()
+        pgconn = self.raw.pgconn
+        try:
+            pgconn.send_query(b"COMMIT")
+            while pgconn.flush():  # the connection is non-blocking: what the socket did not take yet
+                self._wait(pgconn, write=True)
+        except Exception:  # noqa: BLE001 - a connection gone: the next snapshot opens a new one (``lost``)
+            self._drop()
+            return
+        self._unsettled = True
+
+    def _settle(self) -> None:
+        """Read the answer of the COMMIT ``end_read`` sent, if any, so the connection is idle again. A connection
+        that fails to answer it is dropped (``lost``): the next snapshot opens a new one."""
+        if not self._unsettled:
+            return
+        self._unsettled = False
+        pgconn = self.raw.pgconn
+        try:
+            while True:
+                while pgconn.is_busy():
+                    self._wait(pgconn, write=False)
+                    pgconn.consume_input()
+                if pgconn.get_result() is None:
+                    return
+        except Exception:  # noqa: BLE001 - as above
+            self._drop()
+
+    @staticmethod
+    def _wait(pgconn, write: bool) -> None:
+        sockets = [pgconn.socket]
+        reading, writing = ([], sockets) if write else (sockets, [])
+        if not any(select.select(reading, writing, [], CONNECT_TIMEOUT)):
+            raise TimeoutError("the server did not answer the end of a read")
+
+    def _drop(self) -> None:
+        import contextlib
+
+        with contextlib.suppress(Exception):
+            self.raw.close()
+
     @property
     def in_transaction(self) -> bool:
+        self._settle()
         psycopg = _psycopg()
         return not self.lost and self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 

@@ -40,7 +40,8 @@ BUDGET_STEPS = 20_000
 READ_LOCKS_SQL = statement(f"LOCK TABLE {', '.join(LOCKED)} IN ACCESS SHARE MODE", only=POSTGRESQL)
 #: PostgreSQL: a snapshot's beginning, its locks and the statistics in one round trip (three statements in one
 #: message, run in order; the rows are the last one's).
-BEGIN_READ_SQL = statement(f"{text_for('BEGIN', POSTGRESQL)};\n{READ_LOCKS_SQL};\n{INDEX_INFO_SQL}", only=POSTGRESQL)
+BEGIN_READ_PARTS = tuple(text_for(part, POSTGRESQL) for part in ("BEGIN", READ_LOCKS_SQL, INDEX_INFO_SQL))
+BEGIN_READ_SQL = statement(";\n".join(BEGIN_READ_PARTS), only=POSTGRESQL)
 
 
 def merge(rule: str, parts: list[list[tuple]], params: Mapping[str, object]) -> list[tuple]:
@@ -67,6 +68,8 @@ class Statement(namedtuple("Statement", "name sql params")):
 
 
 Tracer = Callable[[Statement], None]
+#: What ``Executor.snapshot(ahead=...)`` takes: the statistics of an index to ``(name, sql, params)``, or None.
+Ahead = Callable[[IndexStats], "tuple[str, str, dict] | None"]
 
 
 class Trace:
@@ -172,6 +175,11 @@ class Executor:
         return 0
 
     def rows(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
+        snapshot = self._snapshot
+        if snapshot is not None and snapshot.ahead is not None and snapshot.ahead[0] is sql:
+            ahead, snapshot.ahead = snapshot.ahead, None
+            if ahead[1] == dict(params or {}):  # what ran with the snapshot's beginning: its rows, in this snapshot
+                return list(ahead[2])
         if self.shards and sql in SCATTERED:
             return self._scattered(name, sql, params or {})
         cache = self.cache
@@ -277,11 +285,16 @@ class Executor:
             raise self._translated(exc) from None
         return row
 
-    def snapshot(self) -> _SnapshotScope:
+    def snapshot(self, ahead: Ahead | None = None) -> _SnapshotScope:
         """``with executor.snapshot() as snap``: one read transaction and the statistics as it sees them (read
         once). Every statement inside sees the same state of the file, even while another process adds papers
-        (WAL mode); nested use joins the outer snapshot."""
-        return _SnapshotScope(self)
+        (WAL mode); nested use joins the outer snapshot.
+
+        ``ahead``: the statement the reader will run first, as a function of the index's statistics. On a server
+        it is sent with the snapshot's beginning, in the same round trip, made from the statistics the last
+        snapshot read; its rows answer the reader's statement only if that has the same text and parameters
+        (so a change to the index in between costs the round trip saved, never a wrong answer)."""
+        return _SnapshotScope(self, ahead)
 
 
 def _timed(executor: Executor, sql: str, params: Mapping[str, object]) -> tuple[list[tuple], float]:
@@ -294,8 +307,9 @@ class _SnapshotScope:
     """The context manager of ``Executor.snapshot`` (a class rather than ``contextlib``, whose import a query
     process would pay for)."""
 
-    def __init__(self, executor: Executor) -> None:
+    def __init__(self, executor: Executor, ahead: Ahead | None = None) -> None:
         self.executor = executor
+        self.ahead = ahead
         self.outer = False
 
     def __enter__(self) -> Snapshot:
@@ -310,17 +324,19 @@ class _SnapshotScope:
                 executor.conn.set_progress_handler(executor._over_budget, BUDGET_STEPS)
             executor.run("begin the read snapshot", "BEGIN")
         try:
+            ahead = None
             if executor.dialect == SQLITE:
                 info = dict(executor.rows("index statistics", INDEX_INFO_SQL))
             else:  # the locks before the snapshot is taken (at the first read), all in one round trip
-                info = dict(self._begin_on_server())
+                rows, ahead = self._begin_on_server()
+                info = dict(rows)
             stats = IndexStats.from_info(info)
             if executor.dialect != SQLITE and (executor.shards or "shards" in info):
                 executor.begin_shards(info)  # a sharded index: each shard's own snapshot, begun now
         except BaseException:
             self._end()
             raise
-        executor._snapshot = Snapshot(executor, stats)
+        executor._snapshot = Snapshot(executor, stats, ahead)
         executor.last_stats = stats
         return executor._snapshot
 
@@ -328,18 +344,48 @@ class _SnapshotScope:
         if not self.outer:
             self._end()
 
-    def _begin_on_server(self) -> list[tuple]:
-        """``BEGIN_READ_SQL``'s rows; on a connection the server has dropped since the last snapshot (a restart, a
-        terminated session) a new connection is opened and the snapshot begun on it: nothing was read yet, so a
-        long-lived client or server recovers at its next search."""
+    def _begin_on_server(self) -> tuple[list[tuple], tuple | None]:
+        """``BEGIN_READ_SQL``'s rows, and the ahead statement as it ran with them (``(sql, params, rows)``), if
+        any; on a connection the server has dropped since the last snapshot (a restart, a terminated session) a
+        new connection is opened and the snapshot begun on it: nothing was read yet, so a long-lived client or
+        server recovers at its next search."""
         executor = self.executor
+        guess = self._guess()
         try:
-            return executor.rows("begin the read snapshot", BEGIN_READ_SQL)
+            return self._begin_with(guess)
         except Exception:
-            if not getattr(executor.conn, "lost", False):
+            lost = getattr(executor.conn, "lost", False)
+            if not lost and guess is None:
                 raise
-        executor.conn.reopen()  # an error here (the server still down) is the message to give
-        return executor.rows("begin the read snapshot", BEGIN_READ_SQL)
+        if lost:
+            executor.conn.reopen()  # an error here (the server still down) is the message to give
+        elif executor.conn.in_transaction:  # the guess failed: begin again without it (its error, if any, is then
+            executor.run("end the read snapshot whose guess failed", "ROLLBACK")  # the reader's own statement's)
+        return self._begin_with(None)
+
+    def _guess(self) -> tuple[str, str, dict] | None:
+        """The ahead statement made from the last snapshot's statistics: not on a sharded index (its statement
+        is the shards'), nor before any snapshot."""
+        executor, last = self.executor, self.executor.last_stats
+        if self.ahead is None or last is None or executor.shards or "shards" in last.info:
+            return None
+        return self.ahead(last)
+
+    def _begin_with(self, guess: tuple[str, str, dict] | None) -> tuple[list[tuple], tuple | None]:
+        executor = self.executor
+        if guess is None:
+            return executor.rows("begin the read snapshot", BEGIN_READ_SQL), None
+        name, sql, params = guess
+        text = text_for(sql, executor.dialect, name)
+        if executor.tracer is not None:
+            executor.tracer(Statement("begin the read snapshot", BEGIN_READ_SQL, {}))
+            executor.tracer(Statement(name, text, dict(params)))
+        try:
+            statements = [(part, {}) for part in BEGIN_READ_PARTS] + [(text, params)]
+            *_, info, rows = executor.conn.execute_together(statements)
+        except Exception as exc:
+            raise executor._translated(exc) from None
+        return info, (sql, dict(params), rows)
 
     def _end(self) -> None:
         executor = self.executor
@@ -348,9 +394,14 @@ class _SnapshotScope:
             if shard.conn.in_transaction:
                 if executor.tracer is not None:
                     executor.tracer(Statement(f"end the read snapshot (shard {i})", "COMMIT", {}))
-                shard.run("", "COMMIT")
+                shard.conn.end_read()  # not waited for: the shards end theirs side by side
         if executor.conn.in_transaction:  # an error inside may already have ended it
-            executor.run("end the read snapshot", "COMMIT")
+            if executor.dialect == SQLITE:
+                executor.run("end the read snapshot", "COMMIT")
+            else:  # not waited for (``PgConnection.end_read``): the next statement reads its answer
+                if executor.tracer is not None:
+                    executor.tracer(Statement("end the read snapshot", "COMMIT", {}))
+                executor.conn.end_read()
         if executor.dialect == SQLITE and executor.timeout is not None:
             executor.conn.set_progress_handler(None, 0)
 
@@ -360,12 +411,13 @@ class Snapshot:
     ``kept``, what one reader of the snapshot keeps for another (the postings BLOBs a search read, which the
     scoring of its graph candidates reads again), gone with the snapshot."""
 
-    __slots__ = ("executor", "stats", "kept")
+    __slots__ = ("executor", "stats", "kept", "ahead")
 
-    def __init__(self, executor: Executor, stats: IndexStats) -> None:
+    def __init__(self, executor: Executor, stats: IndexStats, ahead: tuple | None = None) -> None:
         self.executor = executor
         self.stats = stats
         self.kept: dict = {}
+        self.ahead = ahead  # ``(sql, params, rows)`` of the statement sent with the beginning, until asked for
 
     def run(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> sqlite3.Cursor:
         return self.executor.run(name, sql, params)
