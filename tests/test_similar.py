@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
+from collections import Counter
 
 import pytest
 
@@ -11,6 +13,7 @@ from retrieval import RetrievalClient
 from retrieval.corpus.paper import Paper
 from retrieval.errors import ConfigError, InputError
 from retrieval.search import similar as similar_module
+from retrieval.store.sql.executor import Trace
 from tests.helpers import BACKENDS, index_on
 from tests.reference import ReferenceBM25
 
@@ -36,13 +39,24 @@ def corpus(request):
     return index_on(request, request.param, papers, "similar"), {p.id: p for p in papers}
 
 
-def _expected(papers: dict, seeds: list[str], exclude=()) -> list[tuple[str, float]]:
-    """The module's definition, from the reference lists alone."""
-    refs = {pid: set(p.references) for pid, p in papers.items()}
+def _expected(papers: dict, seeds: list[str], exclude=(), fanout=similar_module.COCITATION_FANOUT):
+    """The module's definition, from the records' lists alone (each reference, and each citing paper a record
+    names, is an edge): co-citation over every k-th citing paper by id, ``k = ceil(n / fanout)``, scaled up
+    (``cocitation_estimate``: at most either paper's citing papers), when a seed has more than ``fanout``."""
+    refs: dict[str, set[str]] = {pid: set() for pid in papers}
+    for pid, p in papers.items():
+        refs[pid] |= set(p.references)
+        for citer in p.citations:
+            refs.setdefault(citer, set()).add(pid)
     cited_by: dict[str, set[str]] = {}
     for pid, rs in refs.items():
         for r in rs:
             cited_by.setdefault(r, set()).add(pid)
+    read: dict[str, set[str]] = {}
+    for s in seeds:
+        citers = sorted(cited_by.get(s, set()))
+        step = -(-len(citers) // fanout) if fanout and len(citers) > fanout else 1
+        read[s] = set(citers[::step])
     text = " ".join(f"{papers[s].title} {papers[s].abstract}" for s in seeds)
     bm25 = ReferenceBM25({pid: p.text for pid, p in papers.items()}).scores(text)
     skip = set(seeds) | set(exclude)
@@ -55,7 +69,12 @@ def _expected(papers: dict, seeds: list[str], exclude=()) -> list[tuple[str, flo
         if c in skip:
             continue
         ins = {p: cited_by.get(p, set()) for p in (*seeds, c)}
-        co = sum(len(ins[s] & ins[c]) / math.sqrt(max(1, len(ins[s])) * max(1, len(ins[c]))) for s in seeds)
+        co = 0.0
+        for s in seeds:
+            n = len(read[s] & ins[c])
+            if n and len(read[s]) < len(ins[s]):
+                n = min(n * len(ins[s]) / len(read[s]), len(ins[c]), len(ins[s]))
+            co += n / math.sqrt(max(1, len(ins[s])) * max(1, len(ins[c])))
         cp = sum(len(refs[s] & refs[c]) / math.sqrt(max(1, len(refs[s])) * max(1, len(refs[c]))) for s in seeds)
         tx = text_scores.get(c, 0.0) / best if best else 0.0
         score = (co / len(seeds) + cp / len(seeds) + tx) / 3.0
@@ -120,3 +139,98 @@ def test_show_gives_references_and_citing_papers_with_titles(corpus):
             assert link["in_corpus"] and link["title"] == papers[link["id"]].title and link["authors"]
         else:
             assert not link["in_corpus"] and link["title"] is None
+
+
+HUB = "hub"
+HUB_WORDS = [f"h{i}" for i in range(12)]
+CROWD_WORDS = [f"x{i}" for i in range(40)]
+
+
+def _hub_papers(seed: int = 5) -> list[Paper]:
+    """A hub whose neighbourhood is mostly noise: ``hub`` cites 12 of 40 classics that the crowd (400 papers,
+    3 classics each) cites too, so coupling reaches most of the corpus; 130 papers cite it (co-citation reads 65
+    of them), each with two close papers and two of the crowd. 15 close papers share most of its references and
+    its words (no one else has them). A classic names three citing papers outside the corpus (candidates that
+    are not results), and the hub two references outside it."""
+    rng = random.Random(seed)
+    classics = [f"k{i:02d}" for i in range(40)]
+    close = [f"c{i:02d}" for i in range(15)]
+    crowd = [f"x{i:03d}" for i in range(400)]
+
+    def words(vocabulary: list[str], k: int) -> str:
+        return " ".join(rng.choices(vocabulary, k=k))
+
+    out = [Paper(HUB, " ".join(HUB_WORDS[:4]), " ".join(HUB_WORDS), 1998, ["Hub Author"], [*classics[:12], "e1", "e2"])]
+    for i, pid in enumerate(classics):
+        out.append(Paper(pid, words(CROWD_WORDS, 3), words(CROWD_WORDS, 10), 1990, ["Old Author"],
+                         citations=["o1", "o2", "o3"] if i == 0 else []))  # fmt: skip
+    for pid in close:
+        refs = rng.sample(classics[:12], rng.randint(6, 12)) + rng.sample(classics[12:], 2)
+        out.append(Paper(pid, words(HUB_WORDS, 3), words(HUB_WORDS, 4) + " " + words(CROWD_WORDS, 10), 1999,
+                         ["Close Author"], refs))  # fmt: skip
+    for pid in crowd:
+        out.append(Paper(pid, words(CROWD_WORDS, 3), words(CROWD_WORDS, 12), 2000, ["Crowd Author"],
+                         rng.sample(classics, 3)))  # fmt: skip
+    for j in range(130):
+        refs = [HUB, *rng.sample(close, 2), *rng.sample(crowd, 2)]
+        out.append(Paper(f"y{j:03d}", words(CROWD_WORDS, 3), words(CROWD_WORDS, 12), 2001, ["Citing Author"], refs))
+    return out
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def hub_corpus(request):
+    """The hub corpus on each backend in turn."""
+    papers = _hub_papers()
+    return index_on(request, request.param, papers, "similarhub"), {p.id: p for p in papers}
+
+
+@pytest.mark.parametrize(("seeds", "offset"), [([HUB], 0), ([HUB], 10), ([HUB], 35), ([HUB, "c03"], 0)])
+def test_a_hub_is_ranked_exactly_from_the_few_candidates_that_can_reach_the_page(hub_corpus, seeds, offset):
+    """Only the candidates whose bound reaches the page are read in full (titles, degrees); the page, its scores
+    and ``matched`` are the definition's all the same."""
+    db, papers = hub_corpus
+    expected = _expected(papers, seeds)
+    trace = Trace()
+    with RetrievalClient(db, tracer=trace) as client:
+        result = client.similar(seeds, limit=10, offset=offset)
+    assert [e.paper.id for e in result.ranked] == [pid for pid, _ in expected[offset : offset + 10]]
+    page = expected[offset : offset + 10]
+    assert all(math.isclose(e.score, s, rel_tol=1e-9) for e, (_, s) in zip(result.ranked, page, strict=True))
+    assert result.matched == len(expected) > 300
+    assert result.cocitation_read == {HUB: {"citing": 130, "read": 65}}
+    scored = [pid for st in trace.statements if st.name == "similar: the candidates"
+              for pid in json.loads(st.params["paper_ids"])]  # fmt: skip
+    assert len(scored) == len(set(scored)) <= max(60, 3 * (offset + 10)), len(scored)
+    assert not {"o1", "o2", "o3"} & {e.paper.id for e in result.ranked}
+
+
+def test_a_hubs_co_citation_and_coupling_come_back_as_a_list_per_seed(hub_corpus):
+    """Co-citation joins only the sampled citing papers (every second of the hub's 130), and both graph signals
+    come back as one row per seed, whose ids Python counts, not a row per candidate."""
+    db, papers = hub_corpus
+    trace = Trace()
+    with RetrievalClient(db, tracer=trace) as client:
+        client.similar(HUB)
+        with client.snapshot() as snap:
+            coupled = snap.rows("coupling", similar_module.COUPLED_SQL, {"seeds": json.dumps([HUB, "c03"])})
+    [cocited] = [st for st in trace.statements if st.name == "similar: co-cited papers"]
+    citing = sorted(pid for pid, p in papers.items() if HUB in p.references)
+    assert json.loads(cocited.params["sampled"]) == [[HUB, pid] for pid in citing[::2]]
+    assert sorted(seed for seed, _ in coupled) == ["c03", HUB]
+    counts = {seed: Counter(json.loads(ids)) for seed, ids in coupled}
+    expected = Counter(pid for pid, p in papers.items() for ref in p.references if ref in papers[HUB].references)
+    expected.update(["o1", "o2", "o3"])  # they cite k00, which the hub cites
+    assert counts[HUB] == expected - Counter({HUB: len(papers[HUB].references)})
+
+
+def test_a_hubs_similar_papers_sorted_by_citations_score_every_candidate(hub_corpus):
+    """Another order than relevance needs every candidate's score and citations: the page is the definition's."""
+    db, papers = hub_corpus
+    expected = _expected(papers, [HUB])
+    cited = Counter(ref for p in papers.values() for ref in p.references)
+    cited.update(pid for p in papers.values() for pid in [p.id] * len(p.citations))
+    order = sorted(expected, key=lambda kv: -cited[kv[0]])  # stable: ties keep the relevance order
+    with RetrievalClient(db) as client:
+        result = client.similar(HUB, limit=15, sort="citations")
+    assert [e.paper.id for e in result.ranked] == [pid for pid, _ in order[:15]]
+    assert result.matched == len(expected)

@@ -18,15 +18,25 @@ For seed papers S and a candidate c (any other paper of the corpus), three signa
 signals say what the field reads together, the text what is written alike, and a new paper with no citations yet
 is still found by its text). The seeds themselves and ``exclude`` never appear; ties break on paper id. This is
 the idea behind Connected Papers' graph, computed exactly over this index, each result with its reasons.
+
+Only the candidates that can reach the page are scored in full (the best-bound-first evaluation of Fagin's
+threshold algorithm, exact). A co-citation count n of a candidate c is at most in(c), so its cosine
+``n / sqrt(in(s) * in(c))`` is at most ``sqrt(n / in(s))``; shared references likewise at most
+``sqrt(shared / out(s))``; the text signal is known. Candidates are read (titles, degrees) best bound first, twice
+the page, then every one whose bound still reaches the page's last score; the rest are only counted (``matched``).
+A hub's references are cited by thousands (hepth's most cited paper: 4,560 candidates, 38 of them scored), so
+this is what keeps its ``similar`` near an ordinary paper's. Another ``sort`` than relevance scores them all.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import time
+from collections import Counter
 
-from ..bm25 import SCORE_DECIMALS
+from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
 from ..corpus.paper import Paper
 from ..errors import PaperNotFoundError
 from ..store.sql.dialect import statement
@@ -51,40 +61,57 @@ TEXT_DEPTH = 200
 #: every period of the citing literature is read) stands for them all (``cocitation_estimate``).
 COCITATION_FANOUT = 100
 
+
+#: The graph signals come back as one JSON list of ids per seed, which Python counts (``collections.Counter``):
+#: on SQLite a ``GROUP BY`` of the id itself sorts every row through a temporary B-tree, three times the list's
+#: cost. Co-citation, first: each seed's citing papers (ordered and sampled in Python: a window function numbering
+#: a hub's citing papers took most of the statement's time).
+CITERS_SQL = statement(
+    lambda d: (
+        f"""\
+SELECT s.value AS seed,
+       {d.json_list("c1.citing_id")} AS citers
+FROM {d.rows("seeds", "s")}
+{d.cross_join} citations AS c1 ON c1.cited_id = s.value
+GROUP BY s.value"""
+    )
+)
+
+#: Co-citation, then: per seed, the references of its sampled citing papers (``sampled``: ``[seed, citer]``
+#: pairs), one id per citing paper naming it. MATERIALIZED: the pairs are read out of the JSON once, not once per
+#: reference joined to them.
 COCITED_SQL = statement(
     lambda d: (
         f"""\
-WITH citers AS (
-    SELECT s.value AS seed,
-           c1.citing_id AS citer,
-           row_number() OVER (PARTITION BY s.value ORDER BY c1.citing_id{d.bytes_order}) AS position,
-           count(*) OVER (PARTITION BY s.value) AS citing
-    FROM {d.rows("seeds", "s")}
-    {d.cross_join} citations AS c1 ON c1.cited_id = s.value
-),
-sampled AS (
-    SELECT seed,
-           citer,
-           citing
-    FROM citers
-    WHERE :fanout <= 0
-       OR (position - 1) % ((citing + :fanout - 1) / :fanout) = 0
+WITH sampled AS MATERIALIZED (
+    SELECT {d.field(0, "text")} AS seed,
+           {d.field(1, "text")} AS citer
+    FROM {d.items("sampled")}
 )
 SELECT r.seed,
-       c2.cited_id AS paper_id,
-       count(*) AS together,
-       max(r.citing) AS citing
+       {d.json_list("c2.cited_id")} AS papers
 FROM sampled AS r
 {d.cross_join} citations AS c2 ON c2.citing_id = r.citer
 WHERE c2.cited_id <> r.seed
-GROUP BY r.seed, c2.cited_id"""
+GROUP BY r.seed"""
     )
 )
 
 
+def sampled_citers(citers: list[str], fanout: int | None) -> list[str]:
+    """The citing papers of a seed that co-citation reads: every k-th by id (its bytes: Python orders strings by
+    code point, which is UTF-8's byte order, as ``COLLATE "C"`` and SQLite's binary collation), ``k = ceil(n /
+    fanout)``; all of them up to ``fanout`` (None or 0: no cap). ``len`` of it is ``sample_size``."""
+    ordered = sorted(citers)
+    if not fanout or fanout <= 0 or len(ordered) <= fanout:
+        return ordered
+    return ordered[:: -(-len(ordered) // fanout)]
+
+
 def sample_size(citing: int, fanout: int | None) -> int:
-    """How many of a seed's ``citing`` papers ``COCITED_SQL`` reads: all of them up to ``fanout`` (None: no cap),
-    else every k-th, ``k = ceil(citing / fanout)``, which is ``ceil(citing / k)`` (at most ``fanout``)."""
+    """How many of a seed's ``citing`` papers co-citation reads (``sampled_citers``): all of them up to ``fanout``
+    (None: no cap), else every k-th, ``k = ceil(citing / fanout)``, which is ``ceil(citing / k)`` (at most
+    ``fanout``)."""
     if not fanout or fanout <= 0 or citing <= fanout:
         return citing
     step = -(-citing // fanout)
@@ -100,17 +127,17 @@ def cocitation_estimate(together: int, citing: int, read: int, cited_by: int) ->
     return float(min(together * citing / read, cited_by, citing))
 
 
+#: Coupling: per seed, the papers citing each of its references, one id per shared reference.
 COUPLED_SQL = statement(
     lambda d: (
         f"""\
 SELECT s.value AS seed,
-       c2.citing_id AS paper_id,
-       count(*) AS shared
+       {d.json_list("c2.citing_id")} AS papers
 FROM {d.rows("seeds", "s")}
 {d.cross_join} citations AS c1 ON c1.citing_id = s.value
 {d.cross_join} citations AS c2 ON c2.cited_id = c1.cited_id
 WHERE c2.citing_id <> s.value
-GROUP BY s.value, c2.citing_id"""
+GROUP BY s.value"""
     )
 )
 
@@ -123,6 +150,42 @@ SELECT j.value AS paper_id,
 FROM {d.rows("paper_ids", "j")}"""
     )
 )
+
+#: How many of the candidates not scored in full are papers of the index (``matched`` counts them).
+MATCHED_SQL = statement(
+    lambda d: (
+        f"""\
+SELECT count(*)
+FROM {d.rows("paper_ids", "j")}
+{d.cross_join} papers AS p ON p.id = j.value"""
+    )
+)
+
+
+def counted(snap: Snapshot, name: str, sql: str, params: dict) -> dict[str, Counter]:
+    """Seed -> how many times each id is in its list (``id_list``)."""
+    return {seed: Counter(json.loads(ids)) for seed, ids in snap.rows(name, sql, params)}
+
+
+def upper_bounds(
+    together: dict[str, Counter], shared: dict[str, Counter], text: dict[str, float], n_seeds: int,
+    citing: dict[str, int], read: dict[str, int], degrees: dict[str, tuple[int, int]],
+) -> dict[str, float]:  # fmt: skip
+    """Each candidate's score at most, from its counts alone (before its degrees are read): a co-citation count
+    (or its estimate, never above the candidate's in-degree) ``n <= in(c)`` gives ``n / sqrt(in(s) * in(c)) <=
+    sqrt(n / in(s))``; shared references ``<= out(c)`` give ``sqrt(shared / out(s))``; the text part is exact.
+    With ``BOUND_SLACK``, so a last-bit difference in the sums never prunes a paper that ties."""
+    up = 1.0 + BOUND_SLACK
+    bounds = {pid: W_TEXT * up * part for pid, part in text.items()}
+    get = bounds.get
+    for signals, weight, degree in ((together, W_COCITATION, 0), (shared, W_COUPLING, 1)):
+        for seed, counts in signals.items():
+            per = weight * up / n_seeds / math.sqrt(max(1, degrees[seed][degree]))
+            scale, cap = (citing[seed] / read[seed], citing[seed]) if signals is together else (1.0, math.inf)
+            of = {n: per * math.sqrt(min(n * scale, cap)) for n in set(counts.values())}  # few distinct counts
+            for pid, n in counts.items():
+                bounds[pid] = get(pid, 0.0) + of[n]
+    return bounds
 
 
 class SimilarPaper:
@@ -233,60 +296,87 @@ def similar(
         )
         raise PaperNotFoundError(f"no paper {shown} in the index: give ids as `retrieval search` shows them")
     params = {"seeds": json.dumps(seeds)}
-    together: dict[str, dict[str, int]] = {}  # of the citing papers read
-    citing: dict[str, int] = {}
-    sample = {**params, "fanout": fanout or 0}
-    for seed, pid, n, count in snap.rows("similar: co-cited papers", COCITED_SQL, sample):
-        together.setdefault(pid, {})[seed] = n
-        citing[seed] = count
-    read = {seed: sample_size(count, fanout) for seed, count in citing.items()}
-    estimated = frozenset(seed for seed in citing if read[seed] < citing[seed])
-    shared: dict[str, dict[str, int]] = {}
-    for seed, pid, n in snap.rows("similar: papers sharing references", COUPLED_SQL, params):
-        shared.setdefault(pid, {})[seed] = n
+    degrees = {
+        pid: (ins, outs)
+        for pid, ins, outs in snap.rows("similar: degrees", DEGREES_SQL, {"paper_ids": json.dumps(sorted(seeds))})
+    }
+    checked_counts(snap, {pid: ins for pid, (ins, _) in degrees.items()})
+    citers = {seed: json.loads(ids) for seed, ids in snap.rows("similar: citing papers", CITERS_SQL, params)}
+    sampled = {seed: sampled_citers(ids, fanout) for seed, ids in citers.items()}
+    pairs = json.dumps([[seed, citer] for seed, ids in sampled.items() for citer in ids])
+    together = counted(snap, "similar: co-cited papers", COCITED_SQL, {"sampled": pairs})  # of the papers read
+    citing = {seed: len(ids) for seed, ids in citers.items()}
+    read = {seed: len(ids) for seed, ids in sampled.items()}
+    estimated = frozenset(seed for seed in together if read[seed] < citing[seed])
+    shared = counted(snap, "similar: papers sharing references", COUPLED_SQL, params)
     text = " ".join(f"{found[s][0]} {found[s][1]}" for s in seeds)[:MAX_QUERY_CHARS]
     wq = lexical.weigh(snap, Query.parse(text))
     hits, _ = lexical.top_papers(snap, wq, TEXT_DEPTH + len(seeds) + len(exclude))
     skip = set(seeds) | set(exclude)
     text_scores = {pid: score for pid, score in hits if pid not in skip}
     best = max(text_scores.values(), default=0.0)
-    pool = [pid for pid in dict.fromkeys([*together, *shared, *text_scores]) if pid not in skip]
-    papers = {
-        pid: Paper(pid, title, year=year, source="merged")
-        for pid, title, year in snap.rows("similar: the candidates", CANDIDATES_SQL, {"paper_ids": json.dumps(pool)})
-    }
-    pool = [pid for pid in pool if pid in papers]  # co-cited or shared ids outside the corpus are not results
+    text_part = {pid: score / best if best > 0 else 0.0 for pid, score in text_scores.items()}
+    bounds = upper_bounds(together, shared, text_part, len(seeds), citing, read, degrees)
+    pool = [pid for pid in bounds if pid not in skip]
     if filters and pool:
         rejected = set(failing(snap, pool, passing(snap, filters)))
         pool = [pid for pid in pool if pid not in rejected]
-    degree_ids = json.dumps(sorted(set(pool) | set(seeds)))
-    degrees = {
-        pid: (ins, outs) for pid, ins, outs in snap.rows("similar: degrees", DEGREES_SQL, {"paper_ids": degree_ids})
-    }
-    checked_counts(snap, {pid: ins for pid, (ins, _) in degrees.items()})
-    ranked = []
-    for pid in pool:
-        ins, outs = degrees.get(pid, (0, 0))
-        cocited = {s: cocitation_estimate(n, citing[s], read[s], ins) for s, n in together.get(pid, {}).items()}
-        cocitation = sum(n / math.sqrt(max(1, degrees[s][0]) * max(1, ins)) for s, n in cocited.items())
-        coupling = sum(n / math.sqrt(max(1, degrees[s][1]) * max(1, outs)) for s, n in shared.get(pid, {}).items())
-        text_part = text_scores.get(pid, 0.0) / best if best > 0 else 0.0
-        entry = SimilarPaper(
-            papers[pid], cocitation / len(seeds), coupling / len(seeds), text_part,
-            {s: round(n) for s, n in cocited.items()}, shared.get(pid, {}),
-        )  # fmt: skip
-        if estimated:
-            entry.estimated = estimated & cocited.keys()
-        ranked.append(entry)
+    ranked: list[SimilarPaper] = []
+
+    def score(ids: list[str]) -> None:
+        """Score ``ids`` in full: those that are papers of the index, with their titles and degrees."""
+        papers = {
+            pid: Paper(pid, title, year=year, source="merged")
+            for pid, title, year in snap.rows("similar: the candidates", CANDIDATES_SQL, {"paper_ids": json.dumps(ids)})
+        }  # co-cited or shared ids outside the corpus are not results
+        rows = snap.rows("similar: degrees", DEGREES_SQL, {"paper_ids": json.dumps(sorted(papers))})
+        checked_counts(snap, {pid: ins for pid, ins, _ in rows})
+        for pid, ins, outs in rows:
+            cocited = {
+                s: cocitation_estimate(counts[pid], citing[s], read[s], ins)
+                for s, counts in together.items()
+                if pid in counts
+            }
+            common = {s: counts[pid] for s, counts in shared.items() if pid in counts}
+            cocitation = sum(n / math.sqrt(max(1, degrees[s][0]) * max(1, ins)) for s, n in cocited.items())
+            coupling = sum(n / math.sqrt(max(1, degrees[s][1]) * max(1, outs)) for s, n in common.items())
+            entry = SimilarPaper(
+                papers[pid], cocitation / len(seeds), coupling / len(seeds), text_part.get(pid, 0.0),
+                {s: round(n) for s, n in cocited.items()}, common,
+            )  # fmt: skip
+            entry.citations = ins
+            if estimated:
+                entry.estimated = estimated & cocited.keys()
+            ranked.append(entry)
+
+    matched = 0
+    if sort not in (None, "relevance"):  # ordered by citations or year: every candidate is scored
+        score(pool)
+    else:  # best bound first: twice the page, then every candidate whose bound reaches the page's last score
+        order = sorted(pool, key=bounds.__getitem__, reverse=True)
+        need, done = offset + limit, 0
+        while done < len(order):
+            if len(ranked) < need:
+                end = done + 2 * (need - len(ranked))
+            else:  # the page's last score only rises as more are scored: what falls short of it now always will
+                floor = heapq.nlargest(need, (e.score for e in ranked))[-1] - TIE_SLACK
+                end = done
+                while end < len(order) and bounds[order[end]] >= floor:
+                    end += 1
+                if end == done:
+                    break
+            score(order[done:end])
+            done = end
+        if done < len(order):
+            rest = json.dumps(order[done:])
+            matched = snap.rows("similar: candidates not scored", MATCHED_SQL, {"paper_ids": rest})[0][0]
     ranked.sort(key=lambda e: (-round(e.score, SCORE_DECIMALS), e.paper.id))  # last-bit sums tie on id
-    for entry in ranked:
-        entry.citations = degrees.get(entry.paper.id, (0, 0))[0]
     ranked = reorder(ranked, sort, {e.paper.id: e.citations for e in ranked})
     warnings = []
     if not together and not shared:
         warnings.append("the seeds have no citations in the index: ranked by text similarity only")
     page = ranked[offset : offset + limit]
     wall = (time.perf_counter() - start) * 1000.0
-    result = SimilarResult(seeds, page, len(ranked), wall, offset, warnings, filters)
+    result = SimilarResult(seeds, page, len(ranked) + matched, wall, offset, warnings, filters)
     result.cocitation_read = {seed: {"citing": citing[seed], "read": read[seed]} for seed in sorted(estimated)}
     return result

@@ -141,6 +141,10 @@ class Dialect:
         """``round(expr, places)`` of a double (PostgreSQL rounds numerics only)."""
         return f"round({expr}, {places})"
 
+    def json_list(self, expr: str) -> str:
+        """The values of ``expr`` over a group as one JSON list, as text (the caller decodes it)."""
+        return f"json_group_array({expr})"
+
     def whole(self, expr: str) -> str:
         """A condition: the column ``expr`` holds a whole number. SQLite keeps any value in any column (a text
         typed into an INTEGER column by hand stays text); PostgreSQL's columns hold their type, so only NULL
@@ -205,6 +209,9 @@ class _PostgreSQL(Dialect):
 
     def rounded(self, expr: str, places: int) -> str:
         return f"round(CAST({expr} AS numeric), {places})"
+
+    def json_list(self, expr: str) -> str:
+        return f"CAST(json_agg({expr}) AS text)"
 
     def whole(self, expr: str) -> str:
         return f"{expr} IS NOT NULL"
