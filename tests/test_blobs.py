@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from retrieval import Paper, RetrievalClient, Trace
 from retrieval.bm25 import TF_NORM_SQL
-from retrieval.errors import ConfigError
+from retrieval.errors import ConfigError, NotAnIndexError
 from retrieval.interfaces.cli import main
 from retrieval.search import lexical
 from retrieval.search.filters import Filters
@@ -106,6 +106,7 @@ BRANCHES = {
     "summed by paper": {"SPARSE_ACCUMULATION": 10**9},
     "always dense": {"SPARSE_ACCUMULATION": 0},
     "all batched": {"SHORT_CHUNK": 10**9},
+    "a batch a chunk": {"SHORT_CHUNK": 10**9, "SHORT_BATCH": 1},
 }
 
 
@@ -373,6 +374,157 @@ def test_decoded_postings_are_kept_for_one_generation_of_the_index(tmp_path, sma
     monkeypatch.setattr(blobs, "CACHE", small)
     search()
     assert 0 < small.held <= 4_000
+
+
+def _reference_kth(values: np.ndarray, k: int, floor: float = 0.0) -> float:
+    """The threshold as a partition of every value that reaches ``floor`` takes it (what ``_kth`` must equal)."""
+    from retrieval.bm25 import BOUND_SLACK, TIE_SLACK
+
+    if floor > 0:
+        values = values[values >= floor]
+    if len(values) < k:
+        return floor
+    kth = float(np.partition(values, len(values) - k)[len(values) - k])
+    return max(floor, kth * (1.0 - BOUND_SLACK) - TIE_SLACK)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 12),
+    st.integers(0, 3_000),
+    st.sampled_from([0.0, 0.5, 0.9, 0.999, 1.0]),
+    st.sampled_from([0.0, 0.3, 2.0, 50.0]),
+)
+def test_the_threshold_equals_a_partition_of_every_partial_score(seed, k, size, zeros, floor):
+    """``_kth`` partitions only the values that reach a bound of the k-th largest (the maxima of strided groups):
+    the same threshold as a partition of them all, on arrays of mostly zeros (the dense array early on), of ties
+    (few distinct parts), and under a floor."""
+    from retrieval.search.blobs import KTH_GROUP, _kth
+
+    rng = np.random.default_rng(seed)
+    values = rng.choice([0.25, 0.5, 1.0, 1.5, 3.0], size) if seed % 3 == 0 else rng.random(size) * 10
+    values[rng.random(size) < zeros] = 0.0
+    assert _kth(values, k, floor) == _reference_kth(values, k, floor), (size, k, floor)
+    if size >= KTH_GROUP * k:  # the grouped bound's own claim: at least k values reach it
+        from retrieval.search.blobs import _kth_bound
+
+        assert (values >= _kth_bound(values, k)).sum() >= k
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_chunk_scored_whole_adds_the_sql_parts_whichever_way_it_is_decoded(keep):
+    """A chunk scored whole adds to the dense array the doubles ``_Scoring.parts`` gives (the SQL's, operation for
+    operation): decoded into the thread's scratch arrays, or kept decoded; its doc ids spanning more than 65,535
+    (4-byte offsets), counts above 255 and lengths above 65,535 (wider columns). Short chunks unpacked together,
+    and postings found in chunks as stored or decoded, give the same doubles."""
+    from retrieval.search.blobs import _add_found, _Chunk, _Scoring, _Term, _unpacked
+
+    rng = np.random.default_rng(5)
+    docs = np.sort(rng.choice(np.arange(3, 200_000), 3_000, replace=False))
+    counts = rng.integers(1, 400, len(docs))
+    lengths = rng.integers(400, 90_000, len(docs))
+    scoring = _Scoring(1.5, 0.75, 5432.1)
+    chunk = _Chunk(postings.encode(7, docs, counts, lengths))
+    assert [len(b) // len(docs) for b in chunk.packed] == [4, 2, 4]
+    chunk.keep = keep
+    expected = scoring.raw_parts(1.7, counts, lengths)
+    acc = np.zeros(200_001)
+    chunk.add_to(acc, 1.7, scoring)
+    assert acc[docs].tolist() == expected.tolist()  # the same doubles
+    assert np.count_nonzero(acc) == len(docs)
+    assert (chunk.whole is not None) == keep  # kept decoded only when the cache says the term is read again
+    again = np.zeros(200_001)
+    chunk.add_to(again, 1.7, scoring)  # from the kept arrays, or decoded again
+    assert again.tolist() == acc.tolist()
+    # Several short chunks at once: the same doc ids, counts as doubles and denominators as each decoded alone.
+    pieces = [_Chunk(postings.encode(7, docs[a : a + 700], counts[a : a + 700], lengths[a : a + 700]))
+              for a in range(0, len(docs), 700)]  # fmt: skip
+    together = _unpacked(pieces, scoring)
+    alone = [piece.decoded(scoring) for piece in pieces]
+    for got, parts in zip(together, zip(*alone, strict=True), strict=True):
+        assert got.tolist() == np.concatenate(parts).tolist()
+    # Postings found for some papers (and some the chunks lack), as stored and once kept decoded.
+    wanted = np.unique(np.concatenate([docs[::7], docs[::11] + 1]))
+    term = _Term(pieces, 1.7, 1e9)
+    found = np.zeros(len(wanted))
+    _add_found(term, wanted, found, scoring)
+    holds = np.isin(wanted, docs)
+    assert found[holds].tolist() == expected[np.isin(docs, wanted)].tolist()
+    assert not found[~holds].any()
+    for piece in pieces:
+        piece.keep = True
+        piece.decoded(scoring)
+    decoded = np.zeros(len(wanted))
+    _add_found(term, wanted, decoded, scoring)
+    assert decoded.tolist() == found.tolist()
+
+
+@pytest.mark.parametrize("short", [0, 10**9])
+def test_a_chunk_whose_bounds_are_not_its_postings_is_refused_however_it_is_scored(demo_db, tmp_path, monkeypatch,
+                                                                                   short):  # fmt: skip
+    """Decoded whole alone (``SHORT_CHUNK`` 0) or unpacked with the other short chunks, a row whose max_count
+    understates its postings is a damaged index, not a wrong score."""
+    from retrieval.search import blobs
+
+    monkeypatch.setattr(blobs, "SHORT_CHUNK", short)
+    monkeypatch.setattr(blobs, "CACHE", blobs._Cache(0))
+    db = tmp_path / "edited.db"
+    source = sqlite3.connect(f"file:{demo_db}?mode=ro", uri=True)
+    target = sqlite3.connect(db)
+    source.backup(target)
+    target.execute("UPDATE postings SET max_count = max_count - 1 WHERE max_count > 1")
+    target.commit()
+    source.close()
+    target.close()
+    query = "this study reports perplexity accuracy wall time attention sparsity retrieval passage index"
+    with RetrievalClient(db) as client:
+        client.lexical.path = "blobs"
+        with pytest.raises(NotAnIndexError, match=r"gives max_count .* its postings|below a posting's count"):
+            client.lexical.search(query, 10, exhaustive=False)
+
+
+def test_the_cache_keeps_a_term_decoded_once_it_is_read_again(tmp_path, small_chunks, monkeypatch):
+    """A list read once is kept as read (its packed columns, counted so); read again, its chunks are kept decoded
+    too (counted at 24 bytes a posting more) and the next scoring reads them from the kept arrays; past the
+    limit the least recently used terms go."""
+    from retrieval.search import blobs
+
+    cache = blobs._Cache(2**30)
+    monkeypatch.setattr(blobs, "CACHE", cache)
+    monkeypatch.setattr(blobs, "SHORT_CHUNK", 0)  # every chunk scored whole on its own
+    rng = random.Random(9)
+    papers = {f"p{i:03d}": zipf_paper(rng, f"p{i:03d}") for i in range(120)}
+    db = tmp_path / "k.db"
+    build_index(papers.values(), db)
+    query = " ".join(VOCAB[:40])
+
+    def search() -> list:
+        with RetrievalClient(db) as client:
+            client.lexical.path = "blobs"
+            return client.lexical.search(query, 10)
+
+    first = search()
+    held = dict(cache._terms)
+    assert held and all(not chunk.keep and chunk.whole is None for chunks, _ in held.values() for chunk in chunks)
+    packed = cache.held
+    assert packed == sum(size for _, size in held.values())
+    generation = next(iter(held))[0]
+    assert blobs.holds(generation, next(iter(held))[1]) and not blobs.holds("other", next(iter(held))[1])
+    assert not blobs.holds(None, 1) and not blobs.holds(generation, None)
+    assert search() == first
+    decoded = sum(chunk.df for chunks, _ in held.values() for chunk in chunks)
+    assert cache.held == packed + blobs.DECODED_BYTES * decoded  # every term of the query read again
+    assert all(chunk.keep for chunks, _ in cache._terms.values() for chunk in chunks)
+    assert any(chunk.whole is not None for chunks, _ in cache._terms.values() for chunk in chunks)
+    assert search() == first
+    # A limit that holds the packed lists but not all of them decoded: promoted terms push the oldest out.
+    small = blobs._Cache(packed + blobs.DECODED_BYTES * decoded // 2)
+    monkeypatch.setattr(blobs, "CACHE", small)
+    assert search() == first and small.held == packed
+    assert search() == first
+    assert 0 < small.held <= small.limit and len(small._terms) < len(held)
+    assert small.held == sum(size for _, size in small._terms.values())
 
 
 # -- PostgreSQL: the same table as bytea, written by the same writer, read by the same code ---------------------

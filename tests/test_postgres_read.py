@@ -659,8 +659,8 @@ def test_a_guess_that_fails_leaves_the_snapshot_to_begin_without_it(demo_pg):
         expected = client.lexical.search("attention sparsity", 5)
         executor = client._executor
         refused = {"terms": "not json", "k1": 1.5, "b": 0.75, "avgdl": 1.0}
-        with executor.snapshot(lambda stats: ("lexical: the query's terms", TERMS_SQL, refused)) as snap:
-            assert snap.ahead is None and snap.stats.n_papers == 100
+        with executor.snapshot(lambda stats: [("lexical: the query's terms", TERMS_SQL, refused)]) as snap:
+            assert snap.ahead == {} and snap.stats.n_papers == 100
             assert client.lexical.search("attention sparsity", 5) == expected  # joins this snapshot
         assert client.lexical.search("attention sparsity", 5) == expected
 
@@ -678,3 +678,36 @@ def test_a_search_does_not_hold_its_locks_after_it_returns(demo_pg):
             state = admin.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0]
         assert state == "idle"
         assert [r.paper.id for r in client.search("attention sparsity").ranked] == expected
+
+
+def test_short_lists_sent_ahead_score_the_query_without_a_statement_of_their_own(demo_pg, monkeypatch):
+    """In a process that has NumPy, a search sends the short lists of its terms with the snapshot's beginning: a
+    query scored from the BLOBs reads no list of its own unless one is longer than ``AHEAD_MAX_DF`` or kept by the
+    process already (not sent again), and every answer equals a new client's (which sends nothing ahead)."""
+    from retrieval.search import blobs
+
+    monkeypatch.setattr(blobs.CACHE, "limit", 0)  # nothing kept: every list is read or sent
+    queries = ["attention sparsity", "low rank adapters fine tuning", "retrieval augmentation passage index"]
+    with RetrievalClient(demo_pg) as fresh:
+        fresh.lexical.path = "blobs"
+        expected = {q: fresh.lexical.search(q, 5) for q in queries}
+    trace = Trace()
+    with RetrievalClient(demo_pg, tracer=trace) as client:
+        client.lexical.path = "blobs"
+        client.lexical.search("warm up", 5)  # the statistics to guess from
+        for query in queries:
+            since = len(trace.statements)
+            assert client.lexical.search(query, 5) == expected[query]
+            names = [s.name for s in trace.statements[since:]]
+            assert blobs.POSTINGS_AHEAD_STATEMENT in names and blobs.POSTINGS_STATEMENT not in names, names
+        monkeypatch.setattr(blobs, "AHEAD_MAX_DF", 3)  # the demo's lists are longer: read when needed
+        for query in queries:
+            since = len(trace.statements)
+            assert client.lexical.search(query, 5) == expected[query]
+            assert blobs.POSTINGS_STATEMENT in [s.name for s in trace.statements[since:]]
+        monkeypatch.setattr(blobs.CACHE, "limit", 1 << 30)  # kept: then not sent again
+        client.lexical.search("attention sparsity", 5)
+        since = len(trace.statements)
+        assert client.lexical.search("attention sparsity", 5) == expected["attention sparsity"]
+        names = [s.name for s in trace.statements[since:]]
+        assert blobs.POSTINGS_AHEAD_STATEMENT not in names and blobs.POSTINGS_STATEMENT not in names, names

@@ -21,7 +21,11 @@ score array:
 
 Bounds carry a relative slack of ``BOUND_SLACK`` and the threshold an absolute ``TIE_SLACK``, as in the SQL path,
 so a paper left out provably ranks below the k-th: the result equals the plain aggregation (tested).
-"""
+
+Where the time goes: per posting added whole, the arithmetic and the scattered add into the dense array (a chunk
+is decoded into scratch arrays this thread keeps: a fresh array costs the kernel a page fault per page, more than
+the arithmetic); per threshold, a pass over the dense array (a bound of the k-th score read off the maxima of
+strided groups, then a partition of the few values that reach it)."""
 
 from __future__ import annotations
 
@@ -34,8 +38,9 @@ import numpy as np
 
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
 from ..errors import ConfigError, NotAnIndexError
+from ..store import postings
 from ..store.database import located, shown
-from ..store.postings import CHUNK, decode, unpack
+from ..store.postings import decode, unpack
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
 from .costs import SPARSE_ACCUMULATION
@@ -60,6 +65,7 @@ WHERE p.term_id {d.any_of("term_ids", "integer")}
 ORDER BY p.term_id, p.first_doc"""
     )
 )
+POSTINGS_STATEMENT = "lexical: the query terms' postings (BLOBs)"
 
 PAPER_IDS_SQL = statement(
     lambda d: (
@@ -106,52 +112,93 @@ def _damaged(snap: Snapshot, what: str) -> NotAnIndexError:
 #: (taking it reads the whole array), then each time they have grown ``THRESHOLD_GROWTH``-fold; each time, the
 #: terms left may turn out non-essential, and the candidates few enough to search for.
 FIRST_THRESHOLD_SHARE = 0.125
-THRESHOLD_GROWTH = 4
+THRESHOLD_GROWTH = 2
 #: A non-essential term is searched for the candidates (a binary search each) rather than added whole once its
 #: postings outnumber them this many times.
 SPARSE_RATIO = 8
-#: Chunks shorter than this are scored together, in one pass over all of them.
+#: Chunks shorter than this are scored together, in one pass over all of them, or over batches of at least
+#: ``SHORT_BATCH`` postings (a draft's hundreds of short lists: the arrays of a batch stay small enough for the
+#: allocator to reuse from one batch to the next, where arrays of them all cost the kernel a fresh page per 4 KB).
 SHORT_CHUNK = 4096
+SHORT_BATCH = 16384
 
 
 class _Chunk:
-    """One row of ``postings``: its range, bounds and packed columns, and once a scoring has read it whole, its
-    doc ids, counts (as doubles) and tf_norm denominators, ``count + k1 * (1 - b + b * length / avgdl)``, which
-    hold for every query of the index's state it was read at (kept, they make a repeated term cheap).
+    """One row of ``postings``: its range, bounds and packed columns, and when kept (``keep``, set by ``CACHE`` for
+    a term read again) once a scoring has read it whole, its doc ids, counts (as doubles) and tf_norm
+    denominators, ``count + k1 * (1 - b + b * length / avgdl)``, which hold for every query of the index's state
+    it was read at (they make a repeated term cheap).
 
-    A row is checked as it is read (its columns' widths against its df) and as it is decoded (its range and bounds
-    against its postings): ``NotAnIndexError``, not a wrong score, for a row edited by hand; the bounds
+    A row is checked as it is read (its columns' widths against its df) and as it is first decoded (its range and
+    bounds against its postings): ``NotAnIndexError``, not a wrong score, for a row edited by hand; the bounds
     ``lexical.TERMS_SQL`` took from it are then those of its postings."""
 
-    __slots__ = ("term_id", "first", "last", "df", "max_count", "min_length", "packed", "whole")
+    __slots__ = ("term_id", "first", "last", "df", "max_count", "min_length", "packed", "whole", "keep", "checked")
 
     def __init__(self, row: tuple) -> None:
         self.term_id = row[0]
         self.first, self.last, self.df, self.max_count, self.min_length = row[1:6]
-        self.packed = (bytes(row[6]), bytes(row[7]), bytes(row[8]))  # a server's driver may give memoryviews
+        self.packed = doc_ids, counts, lengths = bytes(row[6]), bytes(row[7]), bytes(row[8])  # (or memoryviews)
         self.whole: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.keep = False
+        self.checked = False
         df = self.df
-        widths = [len(blob) // df if isinstance(df, int) and df > 0 else 0 for blob in self.packed]
         if not (
             isinstance(df, int)
-            and 1 <= df <= CHUNK
-            and all(len(blob) == w * df for blob, w in zip(self.packed, widths, strict=True))
-            and widths[0] in (2, 4)
-            and widths[1] in (1, 2, 4)
-            and widths[2] in (2, 4)
+            and 1 <= df <= postings.CHUNK
+            and len(doc_ids) in (2 * df, 4 * df)  # each column's width (its length over df): 2 or 4 bytes
+            and len(counts) in (df, 2 * df, 4 * df)  # 1, 2 or 4
+            and len(lengths) in (2 * df, 4 * df)
         ):
             raise ChunkError(self, f"holds columns of {[len(b) for b in self.packed]} bytes for a df of {df!r}")
 
     def decoded(self, scoring: _Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Doc ids (int64), counts (float64) and denominators, computed once (one tuple, set at once: two threads
-        that decode a chunk together compute the same arrays)."""
+        """Doc ids (int64), counts (float64) and denominators: kept ones, else fresh arrays, kept if ``keep`` (one
+        tuple, set at once: two threads that decode a chunk together compute the same arrays)."""
         whole = self.whole
         if whole is None:
             docs, counts, lengths = decode(self.first, self.df, *self.packed)
-            self._check(docs, counts, lengths)
+            if not self.checked:
+                self._check(docs, counts, lengths)
             c = counts.astype(np.float64)
-            whole = self.whole = (docs, c, c + scoring.norms_for(lengths))
+            denominators = scoring.norms_for(lengths)
+            denominators += c  # norm + count: addition commutes, the same double as count + norm
+            whole = (docs, c, denominators)
+            if self.keep:
+                self.whole = whole
         return whole
+
+    def add_to(self, acc: np.ndarray, weight: float, scoring: _Scoring) -> None:
+        """Add the part of the score the chunk gives every paper it holds to the dense array ``acc``: from its
+        kept arrays, else decoded into this thread's scratch arrays (``_Scratch``). The parts are
+        ``_Scoring.parts``', operation for operation."""
+        if self.whole is None and self.keep:
+            self.decoded(scoring)
+        whole = self.whole
+        df = self.df
+        scratch = _scratch()
+        if whole is not None:
+            docs, counts, denominators = whole
+        else:
+            offsets, packed_counts, lengths = (unpack(blob, df) for blob in self.packed)
+            if not self.checked:
+                self._check_packed(offsets, packed_counts, lengths)
+            docs = np.add(offsets, np.int64(self.first), out=scratch.docs[:df])
+            counts = scratch.counts[:df]
+            np.copyto(counts, packed_counts)
+            denominators = scoring.norms_into(lengths, scratch.denominators[:df])
+            denominators += counts
+        parts = np.multiply(counts, weight, out=scratch.parts[:df])  # count * weight: the double weight * count
+        parts *= scoring.k1 + 1.0
+        parts /= denominators
+        np.add.at(acc, docs, parts)  # a chunk's doc ids are distinct: as exact as acc[docs] += parts, and faster
+
+    def _check_packed(self, offsets: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> None:
+        if int(offsets[0]) != 0 or int(offsets[-1]) + self.first != self.last:
+            raise ChunkError(
+                self, f"says it ends at document {self.last!r}, its doc ids at {int(offsets[-1]) + self.first}"
+            )
+        self._check_bounds(counts, lengths)
 
     def _check(self, docs: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> None:
         """The row's range and bounds (what the pruning trusted) are those of its postings: two reductions over
@@ -159,12 +206,16 @@ class _Chunk:
         ``term_freq`` by ``retrieval check``.)"""
         if int(docs[0]) != self.first or int(docs[-1]) != self.last:
             raise ChunkError(self, f"says it ends at document {self.last!r}, its doc ids at {int(docs[-1])}")
+        self._check_bounds(counts, lengths)
+
+    def _check_bounds(self, counts: np.ndarray, lengths: np.ndarray) -> None:
         if int(counts.max()) != self.max_count or int(lengths.min()) != self.min_length:
             raise ChunkError(
                 self,
                 f"gives max_count {self.max_count!r} and min_length {self.min_length!r}, its postings "
                 f"{int(counts.max())} and {int(lengths.min())}",
             )
+        self.checked = True
 
     def check_found(self, counts: np.ndarray, lengths: np.ndarray) -> None:
         """Postings found in the row as stored (not decoded whole) are within its bounds."""
@@ -175,10 +226,14 @@ class _Chunk:
                 "above its paper's length",
             )
 
-    @property
-    def nbytes(self) -> int:
-        """What the chunk holds in memory once decoded (packed, and 24 bytes a posting decoded)."""
-        return sum(len(b) for b in self.packed) + 24 * self.df + 200
+
+def _packed_bytes(chunks: list[_Chunk]) -> int:
+    """What a term's chunks hold in memory as read (``CACHE``'s count of them)."""
+    return sum(sum(len(b) for b in chunk.packed) + 200 for chunk in chunks)
+
+
+#: What a chunk kept decoded holds besides: 8 bytes a posting for each of its doc ids, counts and denominators.
+DECODED_BYTES = 24
 
 
 class _Term:
@@ -205,11 +260,19 @@ class _Scoring:
         self.norms = np.empty(0)
 
     def norms_for(self, lengths: np.ndarray) -> np.ndarray:
-        longest = int(lengths.max())
+        return self._covering(lengths).take(lengths)  # (a fancy index of small ints first widens them: slower)
+
+    def norms_into(self, lengths: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``norms_for`` into ``out``."""
+        return np.take(self._covering(lengths), lengths, out=out, mode="clip")  # clip: unchecked, all covered
+
+    def _covering(self, lengths: np.ndarray) -> np.ndarray:
+        """The norms of every length up to the longest of ``lengths`` (and more)."""
+        longest = int(lengths.max()) if len(lengths) else 0
         if len(self.norms) <= longest:
             every = np.arange(max(longest + 1, 2 * len(self.norms)), dtype=np.float64)
             self.norms = self.k1 * (1.0 - self.b + self.b * every / self.avgdl)
-        return self.norms[lengths]
+        return self.norms
 
     def parts(self, weight: float | np.ndarray, counts: np.ndarray, denominators: np.ndarray) -> np.ndarray:
         """Each posting's part of the score: the SQL's ``weight * count * (k1 + 1.0) / (count + k1 * (1.0 - b + b
@@ -224,32 +287,52 @@ class _Scoring:
 
 
 class _Cache:
-    """Decoded postings this process keeps between queries, per index state (``index_info.generation``, which
-    every write renews) and term, least recently used first out past ``limit`` bytes."""
+    """Postings this process keeps between queries, per index state (``index_info.generation``, which every write
+    renews) and term, least recently used first out past ``limit`` bytes. A term is kept as read (its packed
+    columns); once read again, its chunks are kept decoded too (``_Chunk.keep``), and counted so: a term most
+    queries share is cheap, and a list read once does not cost a fresh decoded copy."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.held = 0
-        self._terms: OrderedDict[tuple[str, int], list[_Chunk]] = OrderedDict()
+        self._terms: OrderedDict[tuple[str, int], tuple[list[_Chunk], int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: tuple[str, int]) -> list[_Chunk] | None:
         with self._lock:
-            chunks = self._terms.get(key)
-            if chunks is not None:
-                self._terms.move_to_end(key)
+            entry = self._terms.get(key)
+            if entry is None:
+                return None
+            self._terms.move_to_end(key)
+            chunks, size = entry
+            if not chunks[0].keep:  # read again: kept decoded from now on, if it fits
+                decoded = size + DECODED_BYTES * sum(chunk.df for chunk in chunks)
+                if decoded <= self.limit:
+                    for chunk in chunks:
+                        chunk.keep = True
+                    self._terms[key] = (chunks, decoded)
+                    self.held += decoded - size
+                    self._evict()
             return chunks
 
     def put(self, key: tuple[str, int], chunks: list[_Chunk]) -> None:
-        size = sum(chunk.nbytes for chunk in chunks)
+        size = _packed_bytes(chunks)
         with self._lock:
-            if size > self.limit or key in self._terms:
+            if not chunks or size > self.limit or key in self._terms:
                 return
-            self._terms[key] = chunks
+            self._terms[key] = (chunks, size)
             self.held += size
-            while self.held > self.limit:
-                _, gone = self._terms.popitem(last=False)
-                self.held -= sum(chunk.nbytes for chunk in gone)
+            self._evict()
+
+    def _evict(self) -> None:
+        while self.held > self.limit:
+            _, (_, size) = self._terms.popitem(last=False)
+            self.held -= size
+
+    def has(self, key: tuple[str, int]) -> bool:
+        """Whether ``key`` is kept (not counted as a use)."""
+        with self._lock:
+            return key in self._terms
 
     def clear(self) -> None:
         with self._lock:
@@ -265,17 +348,60 @@ def _cache_limit(value: str) -> int:
         megabytes = -1.0
     if not 0 <= megabytes < 2**40:
         raise ConfigError(
-            f"RETRIEVAL_POSTINGS_CACHE_MB is {value!r}: give the megabytes of decoded postings a process may keep, "
+            f"RETRIEVAL_POSTINGS_CACHE_MB is {value!r}: give the megabytes of postings lists a process may keep, "
             "for example 256 (0 keeps none)"
         )
     return int(megabytes * 2**20)
 
 
-#: The decoded postings kept by this process (``RETRIEVAL_POSTINGS_CACHE_MB``, default 256; 0 keeps none).
+#: The postings kept by this process (``RETRIEVAL_POSTINGS_CACHE_MB``, default 256; 0 keeps none).
 CACHE = _Cache(_cache_limit(os.environ.get("RETRIEVAL_POSTINGS_CACHE_MB", "256")))
 
 
-def read(snap: Snapshot, wq: WeightedQuery, scoring: _Scoring) -> tuple[list[_Term], int]:
+def holds(generation: str | None, term_id: int | None) -> bool:
+    """Whether this process keeps the lists of ``term_id`` at the index state ``generation`` (``CACHE``)."""
+    return bool(generation and CACHE.limit) and term_id is not None and CACHE.has((generation, term_id))
+
+
+#: On a server, a search sends with its snapshot's beginning (``lexical.TermsAhead``) the chunks of those of its
+#: terms whose lists are short (at most this many postings, a few dozen KB) and not kept by this process: a short
+#: query is then scored with no round trip of its own for its lists. A query that goes to SQL leaves them unread;
+#: a longer list is read when needed.
+AHEAD_MAX_DF = 10_000
+POSTINGS_AHEAD_STATEMENT = "lexical: the query terms' short postings lists (BLOBs), sent ahead"
+#: ``POSTINGS_SQL``'s columns, the terms named by their text (the term ids are not known yet).
+POSTINGS_AHEAD_SQL = statement(
+    lambda d: (
+        f"""\
+SELECT p.term_id,
+       p.first_doc,
+       p.last_doc,
+       p.df,
+       p.max_count,
+       p.min_length,
+       p.doc_ids,
+       p.counts,
+       p.lengths
+FROM doc_freq AS d
+{d.cross_join} postings AS p ON p.term_id = d.term_id
+WHERE d.term {d.any_of("terms")}
+  AND d.df <= :most
+ORDER BY p.term_id, p.first_doc"""
+    )
+)
+
+
+def postings_ahead(generation: str | None, terms: list[tuple[str, int | None]]) -> list[tuple[str, str, dict]]:
+    """The statement a snapshot sends ahead for a query's ``terms`` (each with its term id when known): the short
+    lists of those this process does not keep (none when it keeps them all)."""
+    wanted = [term for term, term_id in terms if not holds(generation, term_id)]
+    if not wanted:
+        return []
+    params = {"terms": json.dumps(wanted, ensure_ascii=False), "most": AHEAD_MAX_DF}
+    return [(POSTINGS_AHEAD_STATEMENT, POSTINGS_AHEAD_SQL, params)]
+
+
+def read(snap: Snapshot, wq: WeightedQuery) -> tuple[list[_Term], int]:
     """The query's terms with their chunks, largest bound first (ties by term id), and the dense array's size
     (the largest doc id read, plus one). Terms this process has read at the same index state come from
     ``CACHE``; the others in one statement."""
@@ -293,9 +419,17 @@ def read(snap: Snapshot, wq: WeightedQuery, scoring: _Scoring) -> tuple[list[_Te
             else:
                 chunks[term_id] = held
         if missing:
-            params = {"term_ids": json.dumps(missing)}
-            for row in snap.rows("lexical: the query terms' postings (BLOBs)", POSTINGS_SQL, params):
-                chunks.setdefault(row[0], []).append(_Chunk(row))
+            sent = snap.take(POSTINGS_AHEAD_SQL)  # a term's rows there are all its chunks, read in this snapshot
+            if sent is not None:
+                wanted = set(missing)
+                for row in sent[1]:
+                    if row[0] in wanted:
+                        chunks.setdefault(row[0], []).append(_Chunk(row))
+            asked = [term_id for term_id in missing if term_id not in chunks]
+            if asked:
+                params = {"term_ids": json.dumps(asked)}
+                for row in snap.rows(POSTINGS_STATEMENT, POSTINGS_SQL, params):
+                    chunks.setdefault(row[0], []).append(_Chunk(row))
             if generation:
                 for term_id in missing:
                     if term_id in chunks:
@@ -321,28 +455,70 @@ def _mask(passing: Passing, size: int) -> np.ndarray:
     return mask
 
 
-_scratch = threading.local()
+_local = threading.local()
+
+
+class _Scratch:
+    """A thread's scratch arrays of a chunk's size, for a chunk scored whole (``_Chunk.add_to``), kept from query
+    to query."""
+
+    __slots__ = ("docs", "counts", "denominators", "parts")
+
+    def __init__(self, size: int) -> None:
+        self.docs = np.empty(size, dtype=np.int64)
+        self.counts = np.empty(size, dtype=np.float64)
+        self.denominators = np.empty(size, dtype=np.float64)
+        self.parts = np.empty(size, dtype=np.float64)
+
+
+def _scratch() -> _Scratch:
+    scratch = getattr(_local, "scratch", None)
+    if scratch is None or len(scratch.docs) < postings.CHUNK:
+        scratch = _local.scratch = _Scratch(postings.CHUNK)
+    return scratch
 
 
 def _dense(size: int) -> np.ndarray:
     """A zeroed score array of ``size`` papers, this thread's own and kept from query to query: a fresh one costs
     the kernel a page fault per page on first touch, more than zeroing a kept one (``top_k`` returns it zeroed)."""
-    acc = getattr(_scratch, "acc", None)
+    acc = getattr(_local, "acc", None)
     if acc is None or len(acc) < size:
-        acc = _scratch.acc = np.zeros(size, dtype=np.float64)
+        acc = _local.acc = np.zeros(size, dtype=np.float64)
     return acc[:size]
+
+
+#: ``_kth_bound``'s groups: each of this many values, strided.
+KTH_GROUP = 64
 
 
 def _kth(values: np.ndarray, k: int, floor: float = 0.0) -> float:
     """The threshold from partial scores: their k-th largest less the slack (0 if fewer than k are positive), at
     least ``floor``, a threshold taken earlier. Partial scores only grow, so the k-th largest is among those that
-    reach ``floor``: only they are partitioned (a compare over the array costs a fraction of a partition)."""
-    if floor > 0:
+    reach ``floor``, and among those that reach ``_kth_bound``'s lower bound of it: only they are partitioned (a
+    compare over the array costs a fraction of a partition, and a partition of an array of mostly zeros, the
+    dense array early on, costs many)."""
+    bound = _kth_bound(values, k) if len(values) >= KTH_GROUP * k else 0.0
+    if bound > floor:
+        values = values[values >= bound]
+    elif floor > 0:
         values = values[values >= floor]
+    else:
+        values = values[values > 0.0]  # the k-th largest, if positive, is among the positive values
     if len(values) < k:
         return floor
     kth = float(np.partition(values, len(values) - k)[len(values) - k])
     return max(floor, kth * (1.0 - BOUND_SLACK) - TIE_SLACK)
+
+
+def _kth_bound(values: np.ndarray, k: int) -> float:
+    """A lower bound of the k-th largest of ``values`` (at least ``KTH_GROUP * k`` of them): the k-th largest of
+    the maxima of disjoint groups of them (each of the k groups with the largest maxima holds a value that reaches
+    it), one pass over ``values`` (a maximum of rows, elementwise) and a partition of a sixty-fourth of them."""
+    rows = len(values) // KTH_GROUP
+    maxima = values[: rows * KTH_GROUP].reshape(KTH_GROUP, rows).max(axis=0)
+    if rows * KTH_GROUP < len(values):
+        maxima = np.concatenate([maxima, values[rows * KTH_GROUP :]])
+    return float(np.partition(maxima, len(maxima) - k)[len(maxima) - k])
 
 
 def top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None = None) -> list[tuple[str, float]]:
@@ -356,7 +532,7 @@ def top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None = N
 
 def _top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None) -> list[tuple[str, float]]:
     scoring = _Scoring(wq.stats.k1, wq.stats.b, wq.stats.avgdl)
-    terms, size = read(snap, wq, scoring)
+    terms, size = read(snap, wq)
     if not terms or k <= 0:
         return []
     mask = _mask(passing, size) if passing is not None else None
@@ -426,22 +602,21 @@ def _max_score(
 
 def _add_whole(terms: list[_Term], acc: np.ndarray, scoring: _Scoring) -> None:
     """Add the part of the score each of ``terms`` gives every paper it holds to the dense array ``acc``: a long
-    chunk straight in, the short ones gathered into one pass (NumPy costs more per call than per posting there)."""
-    short = []
+    chunk straight in, the short ones gathered into batches (NumPy costs more per call than per posting there)."""
+    short: list[tuple[float, _Chunk]] = []
+    gathered = 0
     for term in terms:
         for chunk in term.chunks:
             if chunk.df >= SHORT_CHUNK:
-                d, c, n = chunk.decoded(scoring)
-                acc[d] += scoring.parts(term.weight, c, n)  # a term's doc ids are distinct
-            else:
-                short.append((term.weight, chunk))
+                chunk.add_to(acc, term.weight, scoring)
+                continue
+            short.append((term.weight, chunk))
+            gathered += chunk.df
+            if gathered >= SHORT_BATCH:
+                np.add.at(acc, *_gathered(short, scoring))
+                short, gathered = [], 0
     if short:
-        docs, parts = _gathered(short, scoring)
-        if len(docs) * SPARSE_ACCUMULATION <= len(acc):  # few: summed by paper, then added where they fall
-            unique, at = np.unique(docs, return_inverse=True)
-            acc[unique] += np.bincount(at, weights=parts, minlength=len(unique))
-        else:
-            acc += np.bincount(docs, weights=parts, minlength=len(acc))
+        np.add.at(acc, *_gathered(short, scoring))
 
 
 def _add_sparse(terms: list[_Term], scoring: _Scoring) -> tuple[np.ndarray, np.ndarray]:
@@ -454,42 +629,101 @@ def _add_sparse(terms: list[_Term], scoring: _Scoring) -> tuple[np.ndarray, np.n
 
 def _gathered(chunks: list[tuple[float, _Chunk]], scoring: _Scoring) -> tuple[np.ndarray, np.ndarray]:
     """The doc id and part of every posting of ``(weight, chunk)`` pairs, in one array each (one pass of NumPy
-    over all of them)."""
-    decoded = [chunk.decoded(scoring) for _, chunk in chunks]
-    weights = np.repeat([weight for weight, _ in chunks], [chunk.df for _, chunk in chunks])
-    counts = np.concatenate([c for _, c, _ in decoded])
-    denominators = np.concatenate([n for _, _, n in decoded])
-    return np.concatenate([d for d, _, _ in decoded]), scoring.parts(weights, counts, denominators)
+    over all of them): the chunks kept decoded from their arrays, the others from their packed columns, all
+    unpacked together (short chunks cost NumPy more per call than per posting)."""
+    kept = [(w, chunk) for w, chunk in chunks if chunk.whole is not None or chunk.keep]
+    packed = [(w, chunk) for w, chunk in chunks if chunk.whole is None and not chunk.keep]
+    docs, counts, denominators = [], [], []
+    if kept:
+        decoded = [chunk.decoded(scoring) for _, chunk in kept]
+        docs += [d for d, _, _ in decoded]
+        counts += [c for _, c, _ in decoded]
+        denominators += [n for _, _, n in decoded]
+    if packed:
+        d, c, n = _unpacked([chunk for _, chunk in packed], scoring)
+        docs.append(d)
+        counts.append(c)
+        denominators.append(n)
+    if not docs:
+        return np.empty(0, dtype=np.int64), np.empty(0)
+    weights = np.repeat([w for w, _ in kept + packed], [chunk.df for _, chunk in kept + packed])
+    parts = scoring.parts(weights, np.concatenate(counts), np.concatenate(denominators))
+    return np.concatenate(docs), parts
+
+
+def _unpacked(chunks: list[_Chunk], scoring: _Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_Chunk.decoded`` of several chunks at once, concatenated (each chunk's range and bounds checked)."""
+    dfs = np.array([chunk.df for chunk in chunks], dtype=np.int64)
+    ends = np.cumsum(dfs)
+    starts = ends - dfs
+    offsets = np.concatenate([unpack(chunk.packed[0], chunk.df) for chunk in chunks])
+    counts = np.concatenate([unpack(chunk.packed[1], chunk.df) for chunk in chunks])
+    lengths = np.concatenate([unpack(chunk.packed[2], chunk.df) for chunk in chunks])
+    firsts = np.array([chunk.first for chunk in chunks], dtype=np.int64)
+    docs = offsets.astype(np.int64)
+    docs += np.repeat(firsts, dfs)
+    ranges = np.array([(chunk.last, chunk.max_count, chunk.min_length) for chunk in chunks], dtype=np.int64)
+    wrong = (
+        (offsets[starts] != 0)
+        | (docs[ends - 1] != ranges[:, 0])
+        | (np.maximum.reduceat(counts, starts) != ranges[:, 1])
+        | (np.minimum.reduceat(lengths, starts) != ranges[:, 2])
+    )
+    if wrong.any():
+        chunk = chunks[int(np.flatnonzero(wrong)[0])]
+        chunk._check(*decode(chunk.first, chunk.df, *chunk.packed))  # raises its ChunkError
+    c = counts.astype(np.float64)
+    denominators = scoring.norms_for(lengths)
+    denominators += c  # norm + count: addition commutes, the same double as count + norm
+    return docs, c, denominators
 
 
 def _add_found(term: _Term, docs: np.ndarray, acc: np.ndarray, scoring: _Scoring) -> None:
     """Add ``term``'s part of the score of each of ``docs`` (ascending doc ids) that it holds to ``acc`` (aligned
-    with ``docs``): each chunk is searched for the docs in its range only, decoded if it was, else as stored."""
-    for chunk in term.chunks:
-        lo, hi = np.searchsorted(docs, (chunk.first, chunk.last + 1))
+    with ``docs``): each chunk is searched for the docs in its range only, decoded if it was, else as stored;
+    the parts of all the postings found computed together."""
+    chunks = term.chunks
+    if not chunks or not len(docs):
+        return
+    spans = np.searchsorted(docs, [(chunk.first, chunk.last + 1) for chunk in chunks]).tolist()
+    where, counts, denominators, packed_at = [], [], [], []  # packed_at: (chunk, counts, lengths) found as stored
+    for chunk, (lo, hi) in zip(chunks, spans, strict=True):
         if lo == hi:
             continue
         whole, df = chunk.whole, chunk.df
         if whole is not None:
             at = np.minimum(np.searchsorted(whole[0], docs[lo:hi]), df - 1)
-            hit = whole[0][at] == docs[lo:hi]
-            if hit.any():
+            hit = np.flatnonzero(whole[0][at] == docs[lo:hi])
+            if len(hit):
                 at = at[hit]
-                part = acc[lo:hi]  # a view: the parts land in acc
-                part[hit] += scoring.parts(term.weight, whole[1][at], whole[2][at])
+                where.append(hit + lo)
+                counts.append(whole[1][at])
+                denominators.append(whole[2][at])
             continue
         # Searched as stored (offsets from first_doc, in their own width): no pass over the chunk.
-        doc_ids, counts, lengths = chunk.packed
-        offsets = unpack(doc_ids, df)
+        offsets = unpack(chunk.packed[0], df)
         wanted = (docs[lo:hi] - chunk.first).astype(offsets.dtype)
         at = np.minimum(np.searchsorted(offsets, wanted), df - 1)
-        hit = offsets[at] == wanted
-        if hit.any():
+        hit = np.flatnonzero(offsets[at] == wanted)
+        if len(hit):
             at = at[hit]
-            found_counts, found_lengths = unpack(counts, df)[at], unpack(lengths, df)[at]
-            chunk.check_found(found_counts, found_lengths)
-            part = acc[lo:hi]
-            part[hit] += scoring.raw_parts(term.weight, found_counts, found_lengths)
+            packed_at.append((chunk, unpack(chunk.packed[1], df)[at], unpack(chunk.packed[2], df)[at], hit + lo))
+    if packed_at:
+        found_counts = np.concatenate([c for _, c, _, _ in packed_at])
+        found_lengths = np.concatenate([n for _, _, n, _ in packed_at])
+        sizes = [len(c) for _, c, _, _ in packed_at]
+        most = np.repeat([chunk.max_count for chunk, _, _, _ in packed_at], sizes)
+        least = np.repeat([chunk.min_length for chunk, _, _, _ in packed_at], sizes)
+        if (found_counts > most).any() or (found_lengths < least).any():
+            for chunk, c, n, _ in packed_at:
+                chunk.check_found(c, n)  # raises the first chunk's ChunkError
+        c = found_counts.astype(np.float64)
+        where += [w for _, _, _, w in packed_at]
+        counts.append(c)
+        denominators.append(c + scoring.norms_for(found_lengths))
+    if where:
+        at = np.concatenate(where)
+        acc[at] += scoring.parts(term.weight, np.concatenate(counts), np.concatenate(denominators))
 
 
 def scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str, float]:
@@ -512,7 +746,7 @@ def _scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str
     docs = np.array([doc for _, doc in found], dtype=np.int64)
     acc = np.zeros(len(docs), dtype=np.float64)
     scoring = _Scoring(wq.stats.k1, wq.stats.b, wq.stats.avgdl)
-    terms, _ = read(snap, wq, scoring)
+    terms, _ = read(snap, wq)
     for term in terms:
         _add_found(term, docs, acc, scoring)
     result.update(zip((pid for pid, _ in found), acc.tolist(), strict=True))

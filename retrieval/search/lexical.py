@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import namedtuple
 
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK, idf, tf_norm_sql
@@ -471,6 +472,12 @@ def weigh(snap: Snapshot, query: Query) -> WeightedQuery:
         return WeightedQuery(query, (), stats)
     rows = terms_of(snap, query.distinct_json)
     terms = tuple(query_term(stats, term, term_id, df, query.qtf[term], max_tf) for term, term_id, df, max_tf in rows)
+    generation = stats.info.get("generation")
+    if generation:
+        if len(_TERM_IDS) > _TERM_IDS_MAX:
+            _TERM_IDS.clear()
+        for t in terms:
+            _TERM_IDS[generation, t.term] = t.term_id
     return WeightedQuery(query, terms, stats)
 
 
@@ -485,15 +492,27 @@ class TermsAhead:
         self.text = text
         self.parsed: Query | None = None
 
-    def __call__(self, stats: IndexStats) -> tuple[str, str, dict] | None:
-        self.parsed = Query.parse(self.text, stats.analyser)
-        return (TERMS_NAME, TERMS_SQL, _terms_params(stats, self.parsed.distinct_json)) if self.parsed else None
+    def __call__(self, stats: IndexStats) -> list[tuple[str, str, dict]]:
+        self.parsed = query = Query.parse(self.text, stats.analyser)
+        if not query:
+            return []
+        statements = [(TERMS_NAME, TERMS_SQL, _terms_params(stats, query.distinct_json))]
+        if "numpy" in sys.modules:  # the BLOBs affordable (costs.NUMPY_IMPORT_COST): their short lists too
+            from .blobs import postings_ahead
+
+            generation = stats.info.get("generation")
+            terms = [(term, _TERM_IDS.get((generation, term))) for term in sorted(query.qtf)]
+            statements += postings_ahead(generation, terms)
+        return statements
 
     def query(self, analyser: Analyser) -> Query:
         return Query.parse(self.parsed if self.parsed is not None else self.text, analyser)
 
 
 TERMS_NAME = "lexical: the query's terms"
+#: Term ids by (index generation, term), as weighed: which of a query's terms this process keeps the lists of.
+_TERM_IDS: dict[tuple, int] = {}
+_TERM_IDS_MAX = 100_000
 
 
 def _terms_params(stats: IndexStats, terms_json: str) -> dict:

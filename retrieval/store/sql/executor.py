@@ -68,8 +68,9 @@ class Statement(namedtuple("Statement", "name sql params")):
 
 
 Tracer = Callable[[Statement], None]
-#: What ``Executor.snapshot(ahead=...)`` takes: the statistics of an index to ``(name, sql, params)``, or None.
-Ahead = Callable[[IndexStats], "tuple[str, str, dict] | None"]
+#: What ``Executor.snapshot(ahead=...)`` takes: the statistics of an index to the statements to send with the
+#: snapshot's beginning, ``(name, sql, params)`` each.
+Ahead = Callable[[IndexStats], "list[tuple[str, str, dict]]"]
 
 
 class Trace:
@@ -176,10 +177,10 @@ class Executor:
 
     def rows(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> list[tuple]:
         snapshot = self._snapshot
-        if snapshot is not None and snapshot.ahead is not None and snapshot.ahead[0] is sql:
-            ahead, snapshot.ahead = snapshot.ahead, None
-            if ahead[1] == dict(params or {}):  # what ran with the snapshot's beginning: its rows, in this snapshot
-                return list(ahead[2])
+        if snapshot is not None and sql in snapshot.ahead:
+            ran, rows = snapshot.ahead.pop(sql)
+            if ran == dict(params or {}):  # what ran with the snapshot's beginning: its rows, in this snapshot
+                return list(rows)
         if self.shards and sql in SCATTERED:
             return self._scattered(name, sql, params or {})
         cache = self.cache
@@ -290,10 +291,11 @@ class Executor:
         once). Every statement inside sees the same state of the file, even while another process adds papers
         (WAL mode); nested use joins the outer snapshot.
 
-        ``ahead``: the statement the reader will run first, as a function of the index's statistics. On a server
-        it is sent with the snapshot's beginning, in the same round trip, made from the statistics the last
-        snapshot read; its rows answer the reader's statement only if that has the same text and parameters
-        (so a change to the index in between costs the round trip saved, never a wrong answer)."""
+        ``ahead``: the statements the reader will run first, as a function of the index's statistics. On a server
+        they are sent with the snapshot's beginning, in the same round trip, made from the statistics the last
+        snapshot read; a statement's rows answer the reader's ``rows`` only if it has the same text and parameters
+        (so a change to the index in between costs the round trip saved, never a wrong answer), or are taken by
+        a reader that knows what they hold (``Snapshot.take``)."""
         return _SnapshotScope(self, ahead)
 
 
@@ -324,7 +326,7 @@ class _SnapshotScope:
                 executor.conn.set_progress_handler(executor._over_budget, BUDGET_STEPS)
             executor.run("begin the read snapshot", "BEGIN")
         try:
-            ahead = None
+            ahead: dict = {}
             if executor.dialect == SQLITE:
                 info = dict(executor.rows("index statistics", INDEX_INFO_SQL))
             else:  # the locks before the snapshot is taken (at the first read), all in one round trip
@@ -344,9 +346,9 @@ class _SnapshotScope:
         if not self.outer:
             self._end()
 
-    def _begin_on_server(self) -> tuple[list[tuple], tuple | None]:
-        """``BEGIN_READ_SQL``'s rows, and the ahead statement as it ran with them (``(sql, params, rows)``), if
-        any; on a connection the server has dropped since the last snapshot (a restart, a terminated session) a
+    def _begin_on_server(self) -> tuple[list[tuple], dict]:
+        """``BEGIN_READ_SQL``'s rows, and the ahead statements as they ran with them (``sql: (params, rows)``);
+        on a connection the server has dropped since the last snapshot (a restart, a terminated session) a
         new connection is opened and the snapshot begun on it: nothing was read yet, so a long-lived client or
         server recovers at its next search."""
         executor = self.executor
@@ -355,37 +357,40 @@ class _SnapshotScope:
             return self._begin_with(guess)
         except Exception:
             lost = getattr(executor.conn, "lost", False)
-            if not lost and guess is None:
+            if not lost and not guess:
                 raise
         if lost:
             executor.conn.reopen()  # an error here (the server still down) is the message to give
         elif executor.conn.in_transaction:  # the guess failed: begin again without it (its error, if any, is then
             executor.run("end the read snapshot whose guess failed", "ROLLBACK")  # the reader's own statement's)
-        return self._begin_with(None)
+        return self._begin_with([])
 
-    def _guess(self) -> tuple[str, str, dict] | None:
-        """The ahead statement made from the last snapshot's statistics: not on a sharded index (its statement
-        is the shards'), nor before any snapshot."""
+    def _guess(self) -> list[tuple[str, str, dict]]:
+        """The ahead statements made from the last snapshot's statistics: not on a sharded index (its statements
+        are the shards'), nor before any snapshot."""
         executor, last = self.executor, self.executor.last_stats
         if self.ahead is None or last is None or executor.shards or "shards" in last.info:
-            return None
+            return []
         return self.ahead(last)
 
-    def _begin_with(self, guess: tuple[str, str, dict] | None) -> tuple[list[tuple], tuple | None]:
+    def _begin_with(self, guess: list[tuple[str, str, dict]]) -> tuple[list[tuple], dict]:
         executor = self.executor
-        if guess is None:
-            return executor.rows("begin the read snapshot", BEGIN_READ_SQL), None
-        name, sql, params = guess
-        text = text_for(sql, executor.dialect, name)
+        if not guess:
+            return executor.rows("begin the read snapshot", BEGIN_READ_SQL), {}
+        texts = [text_for(sql, executor.dialect, name) for name, sql, _ in guess]
         if executor.tracer is not None:
             executor.tracer(Statement("begin the read snapshot", BEGIN_READ_SQL, {}))
-            executor.tracer(Statement(name, text, dict(params)))
+            for (name, _, params), text in zip(guess, texts, strict=True):
+                executor.tracer(Statement(name, text, dict(params)))
+        statements = [(part, {}) for part in BEGIN_READ_PARTS]
+        statements += [(text, params) for (_, _, params), text in zip(guess, texts, strict=True)]
         try:
-            statements = [(part, {}) for part in BEGIN_READ_PARTS] + [(text, params)]
-            *_, info, rows = executor.conn.execute_together(statements)
+            results = executor.conn.execute_together(statements)
         except Exception as exc:
             raise executor._translated(exc) from None
-        return info, (sql, dict(params), rows)
+        info = results[len(BEGIN_READ_PARTS) - 1]
+        ran = results[len(BEGIN_READ_PARTS) :]
+        return info, {sql: (dict(params), rows) for (_, sql, params), rows in zip(guess, ran, strict=True)}
 
     def _end(self) -> None:
         executor = self.executor
@@ -413,11 +418,17 @@ class Snapshot:
 
     __slots__ = ("executor", "stats", "kept", "ahead")
 
-    def __init__(self, executor: Executor, stats: IndexStats, ahead: tuple | None = None) -> None:
+    def __init__(self, executor: Executor, stats: IndexStats, ahead: dict | None = None) -> None:
         self.executor = executor
         self.stats = stats
         self.kept: dict = {}
-        self.ahead = ahead  # ``(sql, params, rows)`` of the statement sent with the beginning, until asked for
+        # The statements sent with the beginning (``sql: (params, rows)``), each until a reader asks for it.
+        self.ahead = {} if ahead is None else ahead
+
+    def take(self, sql: str) -> tuple[dict, list[tuple]] | None:
+        """The parameters and rows of ``sql`` as it ran with the snapshot's beginning (once), or None: for a
+        reader that can use rows of the same statement with other parameters (what they cover, it reads)."""
+        return self.ahead.pop(sql, None)
 
     def run(self, name: str, sql: str, params: Mapping[str, object] | None = None) -> sqlite3.Cursor:
         return self.executor.run(name, sql, params)
