@@ -47,10 +47,8 @@ from .costs import SPARSE_ACCUMULATION
 from .filters import Passing
 from .query import WeightedQuery
 
-# The lists are looked up by key (``Dialect.any_of``: an index lookup per value on PostgreSQL too).
-POSTINGS_SQL = statement(
-    lambda d: (
-        f"""\
+#: A chunk's row, as ``_Chunk`` reads it.
+_CHUNK_COLUMNS = """\
 SELECT p.term_id,
        p.first_doc,
        p.last_doc,
@@ -59,7 +57,13 @@ SELECT p.term_id,
        p.min_length,
        p.doc_ids,
        p.counts,
-       p.lengths
+       p.lengths"""
+
+# The lists are looked up by key (``Dialect.any_of``: an index lookup per value on PostgreSQL too).
+POSTINGS_SQL = statement(
+    lambda d: (
+        f"""\
+{_CHUNK_COLUMNS}
 FROM postings AS p
 WHERE p.term_id {d.any_of("term_ids", "integer")}
 ORDER BY p.term_id, p.first_doc"""
@@ -373,15 +377,7 @@ POSTINGS_AHEAD_STATEMENT = "lexical: the query terms' short postings lists (BLOB
 POSTINGS_AHEAD_SQL = statement(
     lambda d: (
         f"""\
-SELECT p.term_id,
-       p.first_doc,
-       p.last_doc,
-       p.df,
-       p.max_count,
-       p.min_length,
-       p.doc_ids,
-       p.counts,
-       p.lengths
+{_CHUNK_COLUMNS}
 FROM doc_freq AS d
 {d.cross_join} postings AS p ON p.term_id = d.term_id
 WHERE d.term {d.any_of("terms")}
