@@ -310,7 +310,7 @@ parts AS (
     FROM given AS g
     {d.cross_join} doc_len AS dl ON dl.doc_id = g.doc_id
     CROSS JOIN weighted_terms AS w
-    {d.cross_join} term_freq AS tf ON tf.term_id = w.term_id AND tf.doc_id = g.doc_id
+    {d.count_of("w.term_id", "g.doc_id")}
     WHERE NOT w.read_whole
 )"""
 
