@@ -25,7 +25,7 @@ from retrieval.interfaces.cli import main
 from retrieval.search import similar as similar_module
 from retrieval.search.client import RetrievalClient
 from retrieval.search.papers import LINK_SORTS
-from retrieval.search.similar import COCITATION_FANOUT, cocitation_estimate, sample_size
+from retrieval.search.similar import COCITATION_FANOUT, cocitation_estimate, sampled_citers
 from tests.helpers import BACKENDS, index_on
 
 HUB = "hub"
@@ -210,6 +210,11 @@ def test_the_paper_page_lists_a_page_of_each_with_links_to_the_next(api):
 
 
 # -- co-citation of a hub from a sample of its citing papers -----------------------------------------------------
+def sample_size(citing: int, fanout: int | None) -> int:
+    """How many of ``citing`` papers co-citation reads (``sampled_citers``' sample of ids that sort as numbers)."""
+    return len(sampled_citers([f"{i:06d}" for i in range(citing)], fanout))
+
+
 @given(st.integers(0, 100_000), st.integers(1, 5_000))
 def test_a_sample_is_every_kth_citing_paper_and_at_most_the_fanout(citing, fanout):
     read = sample_size(citing, fanout)

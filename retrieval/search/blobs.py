@@ -387,10 +387,16 @@ ORDER BY p.term_id, p.first_doc"""
 )
 
 
-def postings_ahead(generation: str | None, terms: list[tuple[str, int | None]]) -> list[tuple[str, str, dict]]:
-    """The statement a snapshot sends ahead for a query's ``terms`` (each with its term id when known): the short
-    lists of those this process does not keep (none when it keeps them all)."""
-    wanted = [term for term, term_id in terms if not holds(generation, term_id)]
+#: Term ids by (index generation, term) of the lists this process has read: which of a query's terms
+#: ``postings_ahead`` need not send (their lists are in ``CACHE``), known before the query's terms are looked up.
+_TERM_IDS: dict[tuple[str, str], int] = {}
+_TERM_IDS_MAX = 100_000
+
+
+def postings_ahead(generation: str | None, terms: list[str]) -> list[tuple[str, str, dict]]:
+    """The statement a snapshot sends ahead for a query's ``terms``: the short lists of those this process does
+    not keep (none when it keeps them all)."""
+    wanted = [term for term in terms if not holds(generation, _TERM_IDS.get((generation, term)))]
     if not wanted:
         return []
     params = {"terms": json.dumps(wanted, ensure_ascii=False), "most": AHEAD_MAX_DF}
@@ -430,6 +436,9 @@ def read(snap: Snapshot, wq: WeightedQuery) -> tuple[list[_Term], int]:
                 for term_id in missing:
                     if term_id in chunks:
                         CACHE.put((generation, term_id), chunks[term_id])
+                if len(_TERM_IDS) > _TERM_IDS_MAX:
+                    _TERM_IDS.clear()
+                _TERM_IDS.update(((generation, t.term), t.term_id) for t in wq.terms)
         snap.kept.clear()
         snap.kept[("postings", term_ids)] = chunks
     bounds = {t.term_id: t.bound for t in wq.terms}

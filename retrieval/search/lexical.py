@@ -472,12 +472,6 @@ def weigh(snap: Snapshot, query: Query) -> WeightedQuery:
         return WeightedQuery(query, (), stats)
     rows = terms_of(snap, query.distinct_json)
     terms = tuple(query_term(stats, term, term_id, df, query.qtf[term], max_tf) for term, term_id, df, max_tf in rows)
-    generation = stats.info.get("generation")
-    if generation:
-        if len(_TERM_IDS) > _TERM_IDS_MAX:
-            _TERM_IDS.clear()
-        for t in terms:
-            _TERM_IDS[generation, t.term] = t.term_id
     return WeightedQuery(query, terms, stats)
 
 
@@ -500,9 +494,7 @@ class TermsAhead:
         if "numpy" in sys.modules:  # the BLOBs affordable (costs.NUMPY_IMPORT_COST): their short lists too
             from .blobs import postings_ahead
 
-            generation = stats.info.get("generation")
-            terms = [(term, _TERM_IDS.get((generation, term))) for term in sorted(query.qtf)]
-            statements += postings_ahead(generation, terms)
+            statements += postings_ahead(stats.info.get("generation"), sorted(query.qtf))
         return statements
 
     def query(self, analyser: Analyser) -> Query:
@@ -510,9 +502,6 @@ class TermsAhead:
 
 
 TERMS_NAME = "lexical: the query's terms"
-#: Term ids by (index generation, term), as weighed: which of a query's terms this process keeps the lists of.
-_TERM_IDS: dict[tuple, int] = {}
-_TERM_IDS_MAX = 100_000
 
 
 def _terms_params(stats: IndexStats, terms_json: str) -> dict:

@@ -101,21 +101,11 @@ GROUP BY r.seed"""
 def sampled_citers(citers: list[str], fanout: int | None) -> list[str]:
     """The citing papers of a seed that co-citation reads: every k-th by id (its bytes: Python orders strings by
     code point, which is UTF-8's byte order, as ``COLLATE "C"`` and SQLite's binary collation), ``k = ceil(n /
-    fanout)``; all of them up to ``fanout`` (None or 0: no cap). ``len`` of it is ``sample_size``."""
+    fanout)``; all of them up to ``fanout`` (None or 0: no cap)."""
     ordered = sorted(citers)
     if not fanout or fanout <= 0 or len(ordered) <= fanout:
         return ordered
     return ordered[:: -(-len(ordered) // fanout)]
-
-
-def sample_size(citing: int, fanout: int | None) -> int:
-    """How many of a seed's ``citing`` papers co-citation reads (``sampled_citers``): all of them up to ``fanout``
-    (None: no cap), else every k-th, ``k = ceil(citing / fanout)``, which is ``ceil(citing / k)`` (at most
-    ``fanout``)."""
-    if not fanout or fanout <= 0 or citing <= fanout:
-        return citing
-    step = -(-citing // fanout)
-    return -(-citing // step)
 
 
 def cocitation_estimate(together: int, citing: int, read: int, cited_by: int) -> float:
