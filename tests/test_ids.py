@@ -155,6 +155,22 @@ def test_an_id_of_no_paper_is_refused_and_a_doi_is_said_to_be_found_only_as_an_i
         assert client.paper("10.1000/elsewhere.1") is None
 
 
+def test_a_blank_id_is_called_empty_not_looked_up(ids_db, capsys):
+    """An empty or blank id is a usage error that says so, on the CLI (exit 2) and in the library, not a search
+    for a paper named ''."""
+    with RetrievalClient(ids_db) as client:
+        for call in (lambda: client.similar(""), lambda: client.similar([MALDACENA, " "]), lambda: client.show("")):
+            with pytest.raises(PaperNotFoundError, match=r"a paper id is empty: give ids as") as caught:
+                call()
+            assert "no paper" not in str(caught.value)
+    for argv in (["similar", ""], ["similar", MALDACENA, "  "], ["show", ""]):
+        with pytest.raises(SystemExit) as stopped:
+            main([*argv, "--db", str(ids_db)])
+        assert stopped.value.code == 2, argv
+        err = capsys.readouterr().err
+        assert "a paper id is empty" in err and "no paper" not in err, argv
+
+
 def test_the_cli_takes_every_written_form(ids_db, capsys):
     for text, pid in WRITTEN.items():
         assert main(["show", text, "--db", str(ids_db), "--json"]) == 0

@@ -523,9 +523,15 @@ def resolve_ids(snap: Snapshot, texts: list[str]) -> dict[str, str | None]:
     return {text: next((form for form in fs if form in known), None) for text, fs in forms.items()}
 
 
+#: What a blank id is told (not that no paper is named '').
+EMPTY_ID = "a paper id is empty: give ids as `retrieval search` shows them"
+
+
 def not_found(texts: list[str]) -> PaperNotFoundError:
     """The error for ids that name no paper of the index: each quoted (at most five), and how ids are given; for a
-    DOI, that this index finds DOIs only where they are ids."""
+    DOI, that this index finds DOIs only where they are ids. A blank one is called empty (``EMPTY_ID``)."""
+    if any(isinstance(t, str) and not t.strip() for t in texts):
+        return PaperNotFoundError(EMPTY_ID)
     names = ", ".join(quoted(t) for t in texts[:5]) + (f" and {len(texts) - 5:,} more" if len(texts) > 5 else "")
     hint = "give ids as `retrieval search` shows them"
     if len(texts) == 1:

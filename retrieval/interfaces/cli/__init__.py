@@ -493,7 +493,7 @@ def _cmd_similar(args: argparse.Namespace) -> int:
 
 
 def _similar_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ids", nargs="*", metavar="PAPER_ID", help="one paper, or several (a reading list)")
+    p.add_argument("ids", nargs="*", type=_paper_id, metavar="PAPER_ID", help="one paper, or several (a reading list)")
     p.add_argument("--from", dest="from_file", metavar="FILE", help="more paper ids, one per line")
     p.add_argument("--exclude", metavar="FILE", help="paper ids to leave out (those you have), one per line")
     p.add_argument("--db", help=DB_HELP)
@@ -514,7 +514,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _show_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paper_id", metavar="PAPER_ID", help=f"{params.PAPER_ID.help}, or its DOI where that is its id")
+    p.add_argument(
+        "paper_id", type=_paper_id, metavar="PAPER_ID", help=f"{params.PAPER_ID.help}, or its DOI where that is its id"
+    )
     p.add_argument("--db", help=DB_HELP)
     limit, sort = params.LINKS_LIMIT, params.LINKS_SORT
     p.add_argument(
@@ -526,6 +528,15 @@ def _show_args(p: argparse.ArgumentParser) -> None:
         p.add_argument(f.option, type=_link_offset, default=f.default, metavar="N", help=f.help)
     add_output_args(p, why=False)
     p.set_defaults(func=_cmd_show)
+
+
+def _paper_id(text: str) -> str:
+    """A paper id as given: any text but a blank one (a usage error that says it is empty)."""
+    if not text.strip():
+        from ...search.papers import EMPTY_ID
+
+        raise argparse.ArgumentTypeError(EMPTY_ID)
+    return text
 
 
 def _link_offset(text: str) -> int:
