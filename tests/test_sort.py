@@ -48,6 +48,24 @@ def test_a_sorted_search_is_the_ranking_reordered_and_pages_are_its_slices(deep,
         assert values == sorted(values)
 
 
+@pytest.mark.parametrize("sort", [None, "citations"])
+def test_the_learned_ranking_counts_citations_from_the_in_degrees_it_ranked_on(deep, sort):  # noqa: F811
+    """The learned ranking reads every candidate's in-degree; the results' citation counts come from them (one
+    statement for both), past the ranking too."""
+    from retrieval import RetrievalConfig, Trace
+
+    cited = _cited(deep)
+    trace = Trace()
+    with RetrievalClient(deep, tracer=trace) as client:
+        got = client.search("field theory", RetrievalConfig(ranking="learned"), limit=400, sort=sort)
+    past = [r for r in got.ranked if r.to_dict().get("past_ranking")]
+    assert past and len(past) < len(got.ranked)
+    assert all(r.citations == cited.get(r.paper.id, 0) for r in got.ranked)
+    reads = [s.params["paper_ids"] for s in trace.statements if s.name == "learned: the candidates' in-degrees"]
+    assert len(reads) == 2  # the candidates, then only the papers past the ranking
+    assert set(json.loads(reads[1])) == {r.paper.id for r in past}
+
+
 def test_similar_sorts_and_counts_citations(deep):  # noqa: F811
     cited = _cited(deep)
     with RetrievalClient(deep) as client:

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import Paper, RetrievalClient, RetrievalConfig
+from retrieval import Paper, RetrievalClient, RetrievalConfig, Trace
 from retrieval.evidence.config import EvidenceConfig
 from retrieval.evidence.pipeline import explain
 from retrieval.evidence.rank import seed_vote
-from retrieval.search import vote
+from retrieval.search import lexical, vote
 from retrieval.search.learned import CANDIDATE_FEATURES, FEATURES, RankerModel
 from retrieval.search.query import Query
 from retrieval.search.split import split_query
@@ -171,6 +171,34 @@ def test_excluded_papers_neither_seed_nor_receive_a_vote(index):
         without = vote.compute(snap, query, kept, excluded=gone)
     assert not (gone & without.scores.keys()) and not (gone & without.seeds.keys())
     assert not (gone & without.sub_best.keys()) and without.scores
+
+
+def test_the_sentences_are_weighed_from_the_whole_querys_terms_without_a_statement_each(index):
+    """Given the query weighed, its sentences take their terms' rows from it: the same vote, and no terms statement
+    per sentence; a part with a word the whole never asked about is weighed by its own statement."""
+    db, _ = index
+    trace = Trace()
+    with RetrievalClient(db, tracer=trace) as client, client.snapshot() as snap:
+        query = Query.parse(LONG)
+        hits = client.lexical.search(query, 100)
+        wq = lexical.weigh(snap, query)
+        for part in split_query(LONG) + ["black hole entropy", "protein folding"]:
+            alone, within = lexical.weigh(snap, Query.parse(part)), lexical.weigh(snap, Query.parse(part), within=wq)
+            assert within.terms == alone.terms and within.terms, part
+        trace.statements.clear()
+        by_rows = vote.compute(snap, wq, hits)
+        from_rows = [s.name for s in trace.statements]
+        trace.statements.clear()
+        by_statements = vote.compute(snap, query, hits)
+        asked = [s.name for s in trace.statements]
+        outside = lexical.weigh(snap, Query.parse("black hole microstates landscape zebra"), within=wq)
+        assert trace.statements[-1].name == lexical.TERMS_NAME  # "zebra": not among the whole's words
+        assert outside.terms == lexical.weigh(snap, Query.parse("black hole microstates landscape zebra")).terms
+    assert by_rows.subqueries == by_statements.subqueries == len(split_query(LONG)) > 1
+    assert (by_rows.scores, by_rows.sub_best, by_rows.sub_share) == (
+        by_statements.scores, by_statements.sub_best, by_statements.sub_share
+    )  # fmt: skip
+    assert asked.count(lexical.TERMS_NAME) == by_rows.subqueries and lexical.TERMS_NAME not in from_rows
 
 
 # -- in the learned ranking -----------------------------------------------------------------------------------

@@ -382,7 +382,7 @@ class RetrievalClient:
             report["auto"] = choice
         voted = None
         if model is not None and model.uses_vote:
-            voted = vote.compute(snap, wq.query, hits, allowed, excluded)
+            voted = vote.compute(snap, wq, hits, allowed, excluded)
             for pid in voted.candidates():
                 distances.setdefault(pid, 0 if pid in voted.seeds else 1)
             report["vote"] = voted.to_dict()
@@ -404,6 +404,16 @@ class RetrievalClient:
         seeds = hits[: cfg.top_k_lexical]
         best = seeds[0][1] if seeds else 0.0
         years = (snap.stats.min_year, snap.stats.max_year)
+        degrees: dict[str, int] = {}
+
+        def citations(ids: list[str]) -> dict[str, int]:
+            """In-degrees as ``learned.in_degrees`` gives them; the learned ranking's are read already for every
+            candidate (one never cited is left out of them)."""
+            if model is None:
+                return learned.in_degrees(snap, ids, excluded)
+            read = {pid: degrees[pid] for pid in ids if pid in degrees}
+            return read | learned.in_degrees(snap, [pid for pid in ids if pid not in distances], excluded)
+
         if model is not None:
             degrees = learned.in_degrees(snap, list(distances), excluded)
             short = learned.is_short(wq.query.text)
@@ -417,7 +427,7 @@ class RetrievalClient:
         hit_count, average, top = len(ranked), (sum(scores) / len(scores) if scores else 0.0), max(scores, default=0.0)
         cited: dict[str, int] = {}
         if sort == "citations":
-            cited = learned.in_degrees(snap, [r.paper.id for r in ranked], excluded)
+            cited = citations([r.paper.id for r in ranked])
         ranked = reorder(ranked, sort, cited)
         # Past the ranked candidates, the rest of the BM25 list (as deep as offset + limit asked) in BM25 order:
         # every page is then a slice of one longer ranking, however deep it goes. (Without a limit, the ranking
@@ -432,7 +442,7 @@ class RetrievalClient:
         hit_count += len(past)
         if full and ranked:  # each returned entry's citation count (those sorted on are read already)
             missing = [r.paper.id for r in ranked if r.paper.id not in cited]
-            cited.update(learned.in_degrees(snap, missing, excluded) if missing else {})
+            cited.update(citations(missing) if missing else {})
             for r in ranked:
                 r.citations = cited.get(r.paper.id, 0)
         if full and ranked:

@@ -85,6 +85,11 @@ DERIVED_FEATURES = (
     "bm25_norm_x_short", "ev_references_x_short", "vote_x_short",
 )  # fmt: skip
 FEATURES = BASE_FEATURES + DERIVED_FEATURES
+# The keys of the per-relation features, made once rather than formatted for every candidate.
+_EV = tuple(f"ev_{r}" for r in RELATIONS)
+_N = tuple(f"n_{r}" for r in RELATIONS)
+_EV_LINKED = tuple(f"ev_{r}_x_linked" for r in RELATIONS)
+_NO_VOTE = dict.fromkeys(vote.FEATURES, 0.0)
 #: A query of fewer tokens than this is short (a title or a question); from this many it is split into
 #: sentences (``retrieval.search.split``).
 SHORT_TOKENS = MIN_TOKENS
@@ -160,7 +165,7 @@ class RankerModel:
     """A linear ranking model: feature names, weights and scales, the candidate settings, and what it was
     fitted on (``meta``: training sets, cross-validated figures). Compare by content (``key``)."""
 
-    __slots__ = ("name", "features", "weights", "scales", "candidates", "meta", "source", "sha256")
+    __slots__ = ("name", "features", "weights", "scales", "candidates", "meta", "source", "sha256", "_terms")
 
     def __init__(
         self,
@@ -189,6 +194,8 @@ class RankerModel:
         self.features = features
         self.weights = tuple(float(w) for w in weights)
         self.scales = tuple(float(s) for s in scales)
+        # What ``score`` reads per candidate.
+        self._terms = tuple(zip(self.features, self.weights, self.scales, strict=True))
         self.candidates = {**DEFAULT_CANDIDATES, **(dict(candidates) if candidates else {})}
         self.meta = dict(meta) if meta else {}
         self.source = source
@@ -225,7 +232,11 @@ class RankerModel:
     def score(self, values: Mapping[str, float]) -> float:
         """The sum of the contributions, in feature order (the same products, added in the same order, as
         ``sum(contributions(values).values())``, without building the dict)."""
-        return sum(w * values.get(f, 0.0) / s for f, w, s in zip(self.features, self.weights, self.scales, strict=True))
+        get = values.get
+        total = 0
+        for f, w, s in self._terms:
+            total += w * get(f, 0.0) / s
+        return total
 
     def candidate_config(self, cfg: RetrievalConfig) -> RetrievalConfig:
         """``cfg`` with the model's candidate settings (the expansion ranking over them)."""
@@ -399,17 +410,19 @@ def feature_values(
         "bm25_match": bm25 / attainable if attainable > 0 else 0.0,
         "lexical_rr": 1.0 / lexical_rank if lexical_rank else 0.0,
         "seed": 1.0 if seed else 0.0,
-        **{f"ev_{r}": ev[r] for r in RELATIONS},
-        **{f"n_{r}": math.log1p(len(sources[r])) for r in RELATIONS},
-        "in_degree": math.log1p(in_degree),
-        "recency": rec,
-        "recency_sq": rec * rec,
-        "undated": 1.0 if paper.year is None else 0.0,
-        "year_gap": gap,
-        "year_gap_abs": abs(gap),
-        **(voted.features(pid) if voted is not None else dict.fromkeys(vote.FEATURES, 0.0)),
-        "short": 1.0 if short else 0.0,
     }
+    for key, r in zip(_EV, RELATIONS, strict=True):
+        values[key] = ev[r]
+    for key, r in zip(_N, RELATIONS, strict=True):
+        values[key] = math.log1p(len(sources[r]))
+    values["in_degree"] = math.log1p(in_degree)
+    values["recency"] = rec
+    values["recency_sq"] = rec * rec
+    values["undated"] = 1.0 if paper.year is None else 0.0
+    values["year_gap"] = gap
+    values["year_gap_abs"] = abs(gap)
+    values.update(voted.features(pid) if voted is not None else _NO_VOTE)
+    values["short"] = 1.0 if short else 0.0
     return values
 
 
@@ -426,7 +439,7 @@ def derived_values(values: Mapping[str, float], linked: float) -> dict[str, floa
     """The ``DERIVED_FEATURES`` of one candidate, from its base features and the query's ``linked_share``."""
     short = values.get("short", 0.0)
     return {
-        **{f"ev_{r}_x_linked": values[f"ev_{r}"] * linked for r in RELATIONS},
+        **{key: values[ev] * linked for key, ev in zip(_EV_LINKED, _EV, strict=True)},
         "bm25_norm_x_unlinked": values["bm25_norm"] * (1.0 - linked),
         "bm25_norm_x_short": values["bm25_norm"] * short,
         "ev_references_x_short": values["ev_references"] * short,
@@ -471,7 +484,7 @@ def rank(
         values = every[pid]
         values.update(derived_values(values, linked))
         final = model.score(values)
-        graph = sum(values[f"ev_{r}"] for r in RELATIONS)
+        graph = sum(values[key] for key in _EV)
         entry = LearnedPaper(paper, bm25[pid], distance, values["recency"], final, values["bm25_norm"], graph,
                              list(found)[:3], cfg)  # fmt: skip
         entry.features = values

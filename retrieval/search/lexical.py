@@ -464,15 +464,26 @@ def choose_reads(terms: tuple[QueryTerm, ...] | list[QueryTerm], threshold: floa
     return chosen
 
 
-def weigh(snap: Snapshot, query: Query) -> WeightedQuery:
-    """``query`` against the snapshot: each distinct token the index has, with df, weight and bound."""
+def weigh(snap: Snapshot, query: Query, within: WeightedQuery | None = None) -> WeightedQuery:
+    """``query`` against the snapshot: each distinct token the index has, with df, weight and bound. ``within``, a
+    query weighed in the same snapshot whose terms include all of ``query``'s (a sentence of it), gives the
+    index's rows for them without a statement."""
     stats = snap.stats
     query = Query.parse(query, stats.analyser)  # analysed as this index was (stems, stop words): else as it is
     if not query:
         return WeightedQuery(query, (), stats)
-    rows = terms_of(snap, query.distinct_json)
+    if (
+        within is not None
+        and within.found is not None
+        and within.stats is stats
+        and within.query.analyser == query.analyser
+        and query.qtf.keys() <= within.query.qtf.keys()
+    ):  # a term the index lacks is in neither's rows
+        rows = [row for row in within.found if row[0] in query.qtf]
+    else:
+        rows = terms_of(snap, query.distinct_json)
     terms = tuple(query_term(stats, term, term_id, df, query.qtf[term], max_tf) for term, term_id, df, max_tf in rows)
-    return WeightedQuery(query, terms, stats)
+    return WeightedQuery(query, terms, stats, tuple(rows))
 
 
 class TermsAhead:

@@ -105,9 +105,11 @@ class WeightedQuery:
     from; ``attainable``, the score of a paper that saturated every query token's term-frequency factor (sum of
     ``weight * (k1 + 1)``), is the gate's yardstick, comparable across queries of any length."""
 
-    __slots__ = ("query", "terms", "stats", "weights_json", "attainable")
+    __slots__ = ("query", "terms", "stats", "weights_json", "attainable", "found")
 
-    def __init__(self, query: Query, terms: tuple[QueryTerm, ...], stats: IndexStats) -> None:
+    def __init__(
+        self, query: Query, terms: tuple[QueryTerm, ...], stats: IndexStats, found: tuple[tuple, ...] | None = None
+    ) -> None:
         if query.analyser != stats.analyser:  # its terms would silently miss the index's (stems, stop words)
             raise ConfigError(
                 f"the query {query.text[:80]!r} was analysed with {query.analyser!r}, the index with "
@@ -118,6 +120,9 @@ class WeightedQuery:
         self.stats = stats
         self.weights_json = json.dumps([[t.term_id, t.weight] for t in terms])
         self.attainable = sum(t.weight * (stats.k1 + 1.0) for t in terms)
+        #: The index's rows for the query's terms, ``(term, term_id, df, max_tf)`` in term-id order, when read
+        #: by ``lexical.weigh`` (a part of the query is weighed from them: ``weigh(..., within=)``).
+        self.found = found
 
     @property
     def text(self) -> str:

@@ -35,7 +35,7 @@ from ..store.sql.executor import Snapshot
 from . import lexical
 from .expansion import relation_sql, relation_sql_excluding
 from .filters import Passing
-from .query import Query
+from .query import Query, WeightedQuery
 from .split import split_query
 
 SEED_POOL = 30
@@ -113,18 +113,20 @@ def tally(
 
 def compute(
     snap: Snapshot,
-    query: Query,
+    query: Query | WeightedQuery,
     hits: Sequence[tuple[str, float]],
     allowed: Passing | None = None,
     excluded: frozenset[str] = frozenset(),
 ) -> Vote:
     """The vote of ``query`` whose BM25 list ``hits`` (best first, at least ``SEED_POOL`` deep where the index
     has as many) is given. ``allowed`` restricts the sentences' lists as ``hits`` was; ``excluded`` papers are
-    neither seeds nor voted for (``retrieval.search.cutoff``)."""
+    neither seeds nor voted for (``retrieval.search.cutoff``). Given weighed (in this snapshot), the query's terms
+    weigh its sentences without a statement each."""
+    whole = query if isinstance(query, WeightedQuery) else None  # its terms' rows weigh the sentences
     parts = split_query(query.text)
     lists = [list(hits[:SEED_POOL])]
     for part in parts:
-        wq = lexical.weigh(snap, Query.parse(part))
+        wq = lexical.weigh(snap, Query.parse(part), within=whole)
         if allowed is None:
             found, _ = lexical.top_papers(snap, wq, SEED_POOL)
         else:
