@@ -444,6 +444,22 @@ def test_a_chunk_scored_whole_adds_the_sql_parts_whichever_way_it_is_decoded(kee
     alone = [piece.decoded(scoring) for piece in pieces]
     for got, parts in zip(together, zip(*alone, strict=True), strict=True):
         assert got.tolist() == np.concatenate(parts).tolist()
+    # Short chunks of terms of different weights gathered (some kept decoded), into fresh arrays or scratch ones
+    # smaller than the batch (grown) and then larger (a prefix): each posting's part is the SQL's.
+    from retrieval.search.blobs import _gathered, _Scratch, _scratch
+
+    weights = [1.7 * (1 + i % 3) for i in range(len(pieces))]
+    pairs = list(zip(weights, pieces, strict=True))
+    sql = np.concatenate([scoring.raw_parts(w, counts[a : a + 700], lengths[a : a + 700])
+                          for w, a in zip(weights, range(0, len(docs), 700), strict=True)])  # fmt: skip
+    for into in (None, _scratch(len(docs)), _Scratch(len(docs) + 5_000)):
+        got_docs, got_parts = _gathered(pairs, scoring, into)
+        assert got_docs.tolist() == docs.tolist() and got_parts.tolist() == sql.tolist()
+    pieces[1].keep = True
+    got_docs, got_parts = _gathered(pairs, scoring, _scratch(len(docs)))  # kept chunks first, then the packed
+    order = np.argsort(got_docs, kind="stable")
+    assert got_docs[order].tolist() == docs.tolist() and got_parts[order].tolist() == sql.tolist()
+    pieces[1].keep, pieces[1].whole = False, None
     # Postings found for some papers (and some the chunks lack), as stored and once kept decoded.
     wanted = np.unique(np.concatenate([docs[::7], docs[::11] + 1]))
     term = _Term(pieces, 1.7, 1e9)

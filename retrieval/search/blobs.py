@@ -22,10 +22,10 @@ score array:
 Bounds carry a relative slack of ``BOUND_SLACK`` and the threshold an absolute ``TIE_SLACK``, as in the SQL path,
 so a paper left out provably ranks below the k-th: the result equals the plain aggregation (tested).
 
-Where the time goes: per posting added whole, the arithmetic and the scattered add into the dense array (a chunk
-is decoded into scratch arrays this thread keeps: a fresh array costs the kernel a page fault per page, more than
-the arithmetic); per threshold, a pass over the dense array (a bound of the k-th score read off the maxima of
-strided groups, then a partition of the few values that reach it)."""
+Where the time goes: per posting added whole, the arithmetic and the scattered add into the dense array (a chunk,
+or a batch of short ones, is decoded into scratch arrays this thread keeps: a fresh array costs the kernel a page
+fault per page, more than the arithmetic); per threshold, a pass over the dense array (a bound of the k-th score
+read off the maxima of strided groups, then a partition of the few values that reach it)."""
 
 from __future__ import annotations
 
@@ -476,10 +476,12 @@ class _Scratch:
         self.parts = np.empty(size, dtype=np.float64)
 
 
-def _scratch() -> _Scratch:
+def _scratch(size: int = 0) -> _Scratch:
+    """This thread's scratch arrays, of at least a chunk's size and ``size``."""
+    size = max(size, postings.CHUNK)
     scratch = getattr(_local, "scratch", None)
-    if scratch is None or len(scratch.docs) < postings.CHUNK:
-        scratch = _local.scratch = _Scratch(postings.CHUNK)
+    if scratch is None or len(scratch.docs) < size:
+        scratch = _local.scratch = _Scratch(size)
     return scratch
 
 
@@ -618,10 +620,10 @@ def _add_whole(terms: list[_Term], acc: np.ndarray, scoring: _Scoring) -> None:
             short.append((term.weight, chunk))
             gathered += chunk.df
             if gathered >= SHORT_BATCH:
-                np.add.at(acc, *_gathered(short, scoring))
+                np.add.at(acc, *_gathered(short, scoring, _scratch(gathered)))
                 short, gathered = [], 0
     if short:
-        np.add.at(acc, *_gathered(short, scoring))
+        np.add.at(acc, *_gathered(short, scoring, _scratch(gathered)))
 
 
 def _add_sparse(terms: list[_Term], scoring: _Scoring) -> tuple[np.ndarray, np.ndarray]:
@@ -632,10 +634,13 @@ def _add_sparse(terms: list[_Term], scoring: _Scoring) -> tuple[np.ndarray, np.n
     return unique, np.bincount(at, weights=parts, minlength=len(unique))
 
 
-def _gathered(chunks: list[tuple[float, _Chunk]], scoring: _Scoring) -> tuple[np.ndarray, np.ndarray]:
+def _gathered(
+    chunks: list[tuple[float, _Chunk]], scoring: _Scoring, into: _Scratch | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The doc id and part of every posting of ``(weight, chunk)`` pairs, in one array each (one pass of NumPy
     over all of them): the chunks kept decoded from their arrays, the others from their packed columns, all
-    unpacked together (short chunks cost NumPy more per call than per posting)."""
+    unpacked together (short chunks cost NumPy more per call than per posting). ``into``: scratch arrays to hold
+    them (large enough; fresh arrays cost a page fault a page), for a caller done with them before it asks again."""
     kept = [(w, chunk) for w, chunk in chunks if chunk.whole is not None or chunk.keep]
     packed = [(w, chunk) for w, chunk in chunks if chunk.whole is None and not chunk.keep]
     docs, counts, denominators = [], [], []
@@ -651,9 +656,20 @@ def _gathered(chunks: list[tuple[float, _Chunk]], scoring: _Scoring) -> tuple[np
         denominators.append(n)
     if not docs:
         return np.empty(0, dtype=np.int64), np.empty(0)
-    weights = np.repeat([w for w, _ in kept + packed], [chunk.df for _, chunk in kept + packed])
-    parts = scoring.parts(weights, np.concatenate(counts), np.concatenate(denominators))
-    return np.concatenate(docs), parts
+    n = sum(chunk.df for _, chunk in chunks)
+    if into is None:
+        into = _Scratch(n)
+    all_docs = np.concatenate(docs, out=into.docs[:n])
+    all_counts = np.concatenate(counts, out=into.counts[:n])
+    all_denominators = np.concatenate(denominators, out=into.denominators[:n])
+    parts = into.parts[:n]
+    at = 0
+    for weight, chunk in kept + packed:  # ``_Scoring.parts``, operation for operation: weight * count first
+        np.multiply(all_counts[at : at + chunk.df], weight, out=parts[at : at + chunk.df])
+        at += chunk.df
+    parts *= scoring.k1 + 1.0
+    parts /= all_denominators
+    return all_docs, parts
 
 
 def _unpacked(chunks: list[_Chunk], scoring: _Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
