@@ -456,9 +456,8 @@ def test_a_chunk_scored_whole_adds_the_sql_parts_whichever_way_it_is_decoded(kee
         got_docs, got_parts = _gathered(pairs, scoring, into)
         assert got_docs.tolist() == docs.tolist() and got_parts.tolist() == sql.tolist()
     pieces[1].keep = True
-    got_docs, got_parts = _gathered(pairs, scoring, _scratch(len(docs)))  # kept chunks first, then the packed
-    order = np.argsort(got_docs, kind="stable")
-    assert got_docs[order].tolist() == docs.tolist() and got_parts[order].tolist() == sql.tolist()
+    got_docs, got_parts = _gathered(pairs, scoring, _scratch(len(docs)))  # in the pairs' order, one kept or not
+    assert got_docs.tolist() == docs.tolist() and got_parts.tolist() == sql.tolist()
     pieces[1].keep, pieces[1].whole = False, None
     # Postings found for some papers (and some the chunks lack), as stored and once kept decoded.
     wanted = np.unique(np.concatenate([docs[::7], docs[::11] + 1]))
@@ -498,6 +497,32 @@ def test_a_chunk_whose_bounds_are_not_its_postings_is_refused_however_it_is_scor
         client.lexical.path = "blobs"
         with pytest.raises(NotAnIndexError, match=r"gives max_count .* its postings|below a posting's count"):
             client.lexical.search(query, 10, exhaustive=False)
+
+
+def test_a_querys_scores_are_the_same_doubles_whichever_of_its_terms_the_process_keeps(tmp_path, monkeypatch):
+    """A paper's parts are added in the query's order of terms whether a chunk comes kept decoded or packed, so a
+    query scores the same doubles (not only the same rounded ranking) on a fresh process and after other queries
+    left some of its terms kept."""
+    from retrieval.search import blobs
+
+    rng = random.Random(11)
+    papers = {f"p{i:04d}": zipf_paper(rng, f"p{i:04d}", length=(30, 90)) for i in range(1500)}
+    db = tmp_path / "same.db"
+    build_index(papers.values(), db)
+    query = " ".join(VOCAB[::2] + VOCAB[1:40:3])
+
+    def scores(*first: str) -> list:
+        monkeypatch.setattr(blobs, "CACHE", blobs._Cache(2**30))
+        with RetrievalClient(db) as client:
+            client.lexical.path = "blobs"
+            for text in first:
+                client.lexical.search(text, 10)
+            return client.lexical.search(query, 200)
+
+    fresh = scores()
+    some_kept = " ".join(VOCAB[1:40:3] + VOCAB[60::4])  # read twice: kept decoded; the query's others packed
+    assert scores(some_kept, some_kept) == fresh
+    assert scores(query, query) == fresh  # every term kept decoded
 
 
 def test_the_cache_keeps_a_term_decoded_once_it_is_read_again(tmp_path, small_chunks, monkeypatch):

@@ -638,33 +638,29 @@ def _gathered(
     chunks: list[tuple[float, _Chunk]], scoring: _Scoring, into: _Scratch | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The doc id and part of every posting of ``(weight, chunk)`` pairs, in one array each (one pass of NumPy
-    over all of them): the chunks kept decoded from their arrays, the others from their packed columns, all
-    unpacked together (short chunks cost NumPy more per call than per posting). ``into``: scratch arrays to hold
-    them (large enough; fresh arrays cost a page fault a page), for a caller done with them before it asks again."""
-    kept = [(w, chunk) for w, chunk in chunks if chunk.whole is not None or chunk.keep]
-    packed = [(w, chunk) for w, chunk in chunks if chunk.whole is None and not chunk.keep]
-    docs, counts, denominators = [], [], []
-    if kept:
-        decoded = [chunk.decoded(scoring) for _, chunk in kept]
-        docs += [d for d, _, _ in decoded]
-        counts += [c for _, c, _ in decoded]
-        denominators += [n for _, _, n in decoded]
-    if packed:
-        d, c, n = _unpacked([chunk for _, chunk in packed], scoring)
-        docs.append(d)
-        counts.append(c)
-        denominators.append(n)
-    if not docs:
+    over all of them), in the pairs' order: the chunks kept decoded from their arrays, the others from their packed
+    columns, all unpacked together (short chunks cost NumPy more per call than per posting). The order is the
+    pairs' whatever the cache holds, so a paper's parts are added in the same order, to the same sum, however often
+    its terms were read. ``into``: scratch arrays to hold them (large enough; fresh arrays cost a page fault a
+    page), for a caller done with them before it asks again."""
+    if not chunks:
         return np.empty(0, dtype=np.int64), np.empty(0)
+    packed = [chunk for _, chunk in chunks if chunk.whole is None and not chunk.keep]
+    spans = iter(())
+    if packed:
+        batch = _unpacked(packed, scoring)
+        ends = np.cumsum([chunk.df for chunk in packed]).tolist()
+        spans = (tuple(a[end - chunk.df : end] for a in batch) for chunk, end in zip(packed, ends, strict=True))
+    arrays = [chunk.decoded(scoring) if chunk.whole is not None or chunk.keep else next(spans) for _, chunk in chunks]
     n = sum(chunk.df for _, chunk in chunks)
     if into is None:
         into = _Scratch(n)
-    all_docs = np.concatenate(docs, out=into.docs[:n])
-    all_counts = np.concatenate(counts, out=into.counts[:n])
-    all_denominators = np.concatenate(denominators, out=into.denominators[:n])
+    all_docs = np.concatenate([d for d, _, _ in arrays], out=into.docs[:n])
+    all_counts = np.concatenate([c for _, c, _ in arrays], out=into.counts[:n])
+    all_denominators = np.concatenate([den for _, _, den in arrays], out=into.denominators[:n])
     parts = into.parts[:n]
     at = 0
-    for weight, chunk in kept + packed:  # ``_Scoring.parts``, operation for operation: weight * count first
+    for weight, chunk in chunks:  # ``_Scoring.parts``, operation for operation: weight * count first
         np.multiply(all_counts[at : at + chunk.df], weight, out=parts[at : at + chunk.df])
         at += chunk.df
     parts *= scoring.k1 + 1.0
