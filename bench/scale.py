@@ -617,7 +617,8 @@ def machine() -> dict:
 
 NOTES = """\
 Notes. Ratios are ours / peer: below 1 is better for ours on times, sizes and RSS, above 1 on papers/s and \
-postings/s. Latencies are warm (one query first), one query at a time, the same queries in the same order; \
+postings/s. Latencies are warm (every file of the engine's index read once just before its queries, so it is \
+in the OS page cache, and one query first), one query at a time, the same queries in the same order; \
 postings/s is the sum of the query's distinct terms' document frequencies over its latency, median over queries. \
 "Long queries": 50-150 distinct terms drawn like abstracts on synthetic corpora, whole titles + abstracts on \
 hepth; the 2,000-word query: median of its runs (FTS5 and rank_bm25: one run, "abandoned" when stopped at its \
