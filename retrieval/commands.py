@@ -51,14 +51,16 @@ def build(
     stem: str | None = None,
     stopwords: str | None = None,
     shards: str | list[str] | None = None,
+    semantic: str | None = None,
 ) -> WriteSummary:
     """Build the index at ``db`` (a file or a PostgreSQL URL, resolved as everywhere) from ``source``: a corpus
     file (``format`` jsonl, openalex or s2; detected when None), papers (``Paper``s, streamed once), or the
     built-in demo corpus when None; with ``workers`` tokenising processes (see
     ``retrieval.store.sqlite.build.build_index``, which says what ``progress`` is told), stemming with
     the Snowball stemmer ``stem`` (e.g. ``"english"``) and dropping the stop words ``stopwords`` (``"english"``)
-    when given (recorded in the index; later adds and queries use them). Replaces an existing index only when the
-    build succeeds.
+    when given (recorded in the index; later adds and queries use them), and encoding every paper's text with
+    the model ``semantic`` (``"wordllama"``: ``retrieval.embed``) when given, for the semantic signal. Replaces an
+    existing index only when the build succeeds.
 
     ``shards`` (PostgreSQL URLs, a list or ``"URL,URL,..."``) makes ``db`` the coordinator of an index
     partitioned over those servers (``retrieval.store.postgres.shards``); a rebuild of a sharded index without it keeps
@@ -67,7 +69,7 @@ def build(
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients
 
     backend = backend_of(db)
-    options = {"progress": progress, "workers": workers, "stem": stem, "stopwords": stopwords}
+    options = {"progress": progress, "workers": workers, "stem": stem, "stopwords": stopwords, "semantic": semantic}
     if source is None:
         corpus = build_corpus()
         papers = merge_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus))
@@ -270,6 +272,7 @@ def stats(db: str | os.PathLike[str] | None = None) -> dict:
         "tokeniser": f"{info.tokeniser} v{info.tokeniser_version}",
         "stemmer": info.analyser.stem or "none",
         "stopwords": info.analyser.stopwords or "none",
+        "semantic_model": info.info.get("semantic_model") or "none",
         "schema_revision": info.info.get("schema_revision"),
         "source": info.info.get("source"),
         "built_at": info.info.get("built_at"),

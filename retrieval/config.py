@@ -122,6 +122,7 @@ _FIELDS = {
     "w_bm25": 1.0,
     "w_graph": 0.5,
     "w_recency": 0.05,
+    "w_semantic": 1.0,
     "ranking": "auto",
     "lexical_depth": 100,
     "expand": "always",
@@ -139,8 +140,8 @@ _FIELDS = {
 
 #: The fields only the policy (``ranking="expansion"``) reads; the learned model has its own candidate settings.
 POLICY_FIELDS = (
-    "top_k_lexical", "max_hops", "w_bm25", "w_graph", "w_recency", "lexical_depth", "expand", "gate_threshold",
-    "gate_min_survivors", "relations", "max_neighbours", "hub_weighting", "max_candidates", "fanout",
+    "top_k_lexical", "max_hops", "w_bm25", "w_graph", "w_recency", "w_semantic", "lexical_depth", "expand",
+    "gate_threshold", "gate_min_survivors", "relations", "max_neighbours", "hub_weighting", "max_candidates", "fanout",
 )  # fmt: skip
 
 
@@ -149,7 +150,10 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
 
     ``final_score = w_bm25 * bm25_norm + w_graph * graph_score + w_recency * recency_score``, where bm25_norm is
     the paper's BM25 score over the best seed's, recency_score ramps linearly over the corpus's years, and
-    graph_score depends on ``ranking``:
+    graph_score depends on ``ranking``. On an index built with ``--semantic`` the policy adds
+    ``w_semantic * semantic_norm`` (``retrieval.search.semantic``; weight 1, 0 turns it off).
+
+    ``ranking``:
 
     - ``"auto"`` (the default): per query, ``"learned"``, or ``"expansion"`` where the papers of the BM25 list
       are cited less than 1.5 times on average (``retrieval.search.learned.choose``): the learned model was
@@ -221,7 +225,7 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
             # Said, not silent: the CLI prints it as a warning line (``retrieval.interfaces.cli``).
             warnings.warn(f"max_hops {self.max_hops} is more than {MAX_HOPS}: clamped to {MAX_HOPS}", stacklevel=4)
             changes["max_hops"] = MAX_HOPS
-        for name in ("w_bm25", "w_graph", "w_recency", "gate_threshold"):
+        for name in ("w_bm25", "w_graph", "w_recency", "w_semantic", "gate_threshold"):
             check_number(name, getattr(self, name))
         check_choice("ranking", self.ranking, RANKINGS)
         check_choice("expand", self.expand, EXPAND_MODES)

@@ -53,13 +53,15 @@ def index_identity() -> dict:
     }
 
 
-def cache_key(corpus_sha256: str, queries_sha256: str, protocol: str) -> str:
-    """The hex sha256 naming the evaluation index of these inputs under this version of the package."""
+def cache_key(corpus_sha256: str, queries_sha256: str, protocol: str, semantic: str | None = None) -> str:
+    """The hex sha256 naming the evaluation index of these inputs under this version of the package (and the
+    semantic model whose vectors it keeps, if any)."""
     document = {
         "corpus_sha256": corpus_sha256,
         "queries_sha256": queries_sha256,
         "protocol": protocol,
         **index_identity(),
+        **({"semantic": semantic} if semantic else {}),
     }
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode("utf-8")).hexdigest()
 
@@ -87,6 +89,7 @@ def ensure_index(
     *,
     source: str = "",
     progress: Callable[[int], None] | None = None,
+    semantic: str | None = None,
 ) -> CachedIndex:
     """The cached index for ``key``, built from ``papers()`` when absent or unusable.
 
@@ -106,7 +109,7 @@ def ensure_index(
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"cannot create the cache directory {cache_dir} ({exc}): choose another --cache-dir") from None
-    build_index(papers(), path, source=source, progress=progress)
+    build_index(papers(), path, source=source, progress=progress, semantic=semantic)
     sidecar = path.with_suffix(".json")
     tmp = sidecar.with_name(f".{sidecar.name}.tmp")
     tmp.write_text(json.dumps({"key": key, **manifest}, indent=2, sort_keys=True) + "\n", encoding="utf-8")

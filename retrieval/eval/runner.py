@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
-from .. import __version__
+from .. import __version__, embed
 from ..config import RetrievalConfig
 from ..errors import ConfigError, InputError, StoreError
 from ..search import cutoff, prf
@@ -129,8 +129,11 @@ def index_kind(kind: str) -> str:
     return CITATION if kind == TIME_HONEST else kind
 
 
-def open_index(prepared: Prepared, cache_dir: Path, progress: Progress | None) -> CachedIndex:
-    """The evaluation index of ``prepared`` from the cache, built there first if absent."""
+def open_index(
+    prepared: Prepared, cache_dir: Path, progress: Progress | None, semantic: str | None = None
+) -> CachedIndex:
+    """The evaluation index of ``prepared`` from the cache, built there first if absent (with the papers' vectors
+    of the model ``semantic`` when given: a cache entry of its own)."""
     evalset = prepared.evalset
     info = prepared.file_info()
     manifest = {
@@ -138,14 +141,16 @@ def open_index(prepared: Prepared, cache_dir: Path, progress: Progress | None) -
         "queries": {k: info["queries"][k] for k in ("file", "sha256")},
         "protocol": index_kind(evalset.kind),
         **index_identity(),
+        **({"semantic": semantic} if semantic else {}),
     }
     return ensure_index(
         cache_dir,
-        cache_key(prepared.corpus_sha256, prepared.queries_sha256, index_kind(evalset.kind)),
+        cache_key(prepared.corpus_sha256, prepared.queries_sha256, index_kind(evalset.kind), semantic),
         lambda: index_papers(prepared.corpus, evalset.removed),
         manifest,
         source=f"evaluation index of {display_name(prepared.corpus)}",
         progress=(lambda done: progress("index", done, evalset.index_papers)) if progress else None,
+        semantic=semantic,
     )
 
 
@@ -384,6 +389,7 @@ def run_eval(
     config: RetrievalConfig | None = None,
     progress: Progress | None = None,
     jobs: int | None = None,
+    semantic: str | None = None,
 ) -> EvalReport:
     """Evaluate every mode in ``modes`` (default: all of ``MODES``) on ``queries`` over ``corpus``.
 
@@ -393,7 +399,9 @@ def run_eval(
     ``dates``: its dates file, default ``dates.tsv`` beside the corpus); the
     evaluation index is cached under ``cache_dir`` (see ``retrieval.eval.cache``). ``jobs`` worker processes
     share the queries (default: one per core, at most two; fewer than ``PARALLEL_MIN_QUERIES`` queries run in
-    this process); the figures do not depend on it. Raises ``RetrievalError`` subclasses with what to do next.
+    this process); the figures do not depend on it. ``semantic`` (``"wordllama"``) builds the evaluation index with
+    the papers' vectors, so that the modes that blend the semantic signal (the policy's) use it. Raises
+    ``RetrievalError`` subclasses with what to do next.
     """
     started = time.perf_counter()
     config = config or RetrievalConfig.lesson()  # the seed set of the hop and seed tables: the lesson's
@@ -406,7 +414,9 @@ def run_eval(
     _make_dirs(out_dir, runs_path)
     inputs_seconds = time.perf_counter() - started
 
-    cached = open_index(prepared, resolve_cache_dir(cache_dir), progress)
+    if semantic:
+        embed.encoder(semantic)  # a missing package fails before the long part
+    cached = open_index(prepared, resolve_cache_dir(cache_dir), progress, semantic)
     jobs = default_workers() if jobs is None else jobs
     if jobs < 1:
         raise ConfigError(f"jobs must be at least 1, got {jobs}")
@@ -421,6 +431,8 @@ def run_eval(
     queries_seconds = time.perf_counter() - queries_started
 
     report, effect = assemble(prepared, runs, selected, config, protocol)
+    if semantic:
+        report.inputs["semantic"] = semantic
     for m in selected:
         write_run(runs_path / run_file_name(m.name), ((r.qid, r.answers[m.name].ranking) for r in runs), m.name)
     plot_recall_at_k(

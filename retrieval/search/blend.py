@@ -1,12 +1,15 @@
 """The blend: one ranked, deduplicated list from the lexical and graph passes, each entry explained.
 
 ``final_score = w_bm25 * bm25_norm + w_graph * graph_score + w_recency * recency_score``
+(``+ w_semantic * semantic_norm`` on an index built with ``--semantic``)
 
 - ``bm25_norm``: the paper's BM25 score for the query over the highest score among the lexical top-k. A paper
   reached only through the graph keeps its own BM25 score (0 when it shares no term with the query).
 - ``graph_score``: with ``ranking="expansion"`` (the default), the evidence the policy-driven expansion gathered
   for the paper (``retrieval.search.expansion``); with ``ranking="hops"`` (the lesson's), 1.0, 0.6, 0.3 at
   distance 0 (a seed), 1, 2 of the recursive-CTE walk, and 0 otherwise.
+- ``semantic_norm``: the cosine of the paper's text vector and the query's over the best among the candidates
+  (``retrieval.search.semantic``); only on an index that keeps vectors, else the term is absent.
 - ``recency_score``: a linear ramp from 0 at the corpus's earliest year to 1 at its latest. A paper with no
   year gets 0; in a corpus whose papers all share one year, every dated paper gets 1.
 
@@ -43,7 +46,7 @@ class RankedPaper:
 
     __slots__ = (
         "paper", "bm25_score", "graph_distance", "recency_score", "final_score", "bm25_norm", "graph_score", "reached",
-        "config", "citations",
+        "config", "citations", "semantic_norm",
     )  # fmt: skip
 
     def __init__(
@@ -68,6 +71,7 @@ class RankedPaper:
         self.reached = [] if reached is None else reached
         self.config = config  # what it was ranked under (``why()`` reads its weights)
         self.citations: int | None = None  # papers of the index citing it (set for the entries a search returns)
+        self.semantic_norm: float | None = None  # the semantic signal, where the blend had one
 
     def __repr__(self) -> str:
         return f"RankedPaper({self.paper.id!r}, final_score={self.final_score:.4f})"
@@ -83,6 +87,7 @@ class RankedPaper:
             "recency_score": self.recency_score,
             "final_score": self.final_score,
             "graph_score": self.graph_score,
+            **({} if self.semantic_norm is None else {"semantic_norm": self.semantic_norm}),
             "reached": [r.to_dict() for r in self.reached],
             "citations": self.citations,
             "why": self.why(),
@@ -104,9 +109,10 @@ class RankedPaper:
         """A one-line account of the score: each term of the blend and what it came from (under ``config``, by
         default the configuration the entry was ranked under)."""
         config = config or self.config or RetrievalConfig()
+        semantic = "" if self.semantic_norm is None else f" + {config.w_semantic:g}*semantic {self.semantic_norm:.3f}"
         return (
             f"{config.w_bm25:g}*bm25 {self.bm25_norm:.3f} + {config.w_graph:g}*graph {self.graph_score:.3f} "
-            f"({self.how()}) + {config.w_recency:g}*recency {self.recency_score:.3f} = {self.final_score:.4f}"
+            f"({self.how()}){semantic} + {config.w_recency:g}*recency {self.recency_score:.3f} = {self.final_score:.4f}"
         )
 
 
@@ -223,9 +229,12 @@ def blend(
     graph_scores: Mapping[str, float],
     reaches: Mapping[str, list[Reach]],
     years: tuple[int | None, int | None],
+    semantic: Mapping[str, float] | None = None,
 ) -> list[RankedPaper]:
     """Every candidate of ``distances`` (its graph distance, None for a lexical-only hit) scored by the formula
-    of the module docstring and sorted by final score, then id. ``years`` is the corpus's (earliest, latest)."""
+    of the module docstring and sorted by final score, then id. ``years`` is the corpus's (earliest, latest);
+    ``semantic`` each candidate's ``semantic_norm`` (None or empty: no semantic term; a candidate without a
+    vector gets 0)."""
     ranked: list[RankedPaper] = []
     for pid, distance in distances.items():
         paper = papers[pid]
@@ -233,7 +242,11 @@ def blend(
         graph_score = graph_scores.get(pid, 0.0)
         recency_score = recency(paper.year, *years)
         final = cfg.w_bm25 * bm25_norm + cfg.w_graph * graph_score + cfg.w_recency * recency_score
+        similar = semantic.get(pid, 0.0) if semantic else None
+        if similar is not None:
+            final += cfg.w_semantic * similar
         entry = RankedPaper(paper, bm25[pid], distance, recency_score, final, bm25_norm, graph_score, config=cfg)
+        entry.semantic_norm = similar
         entry.reached = list(reaches.get(pid, ()))[:3]
         ranked.append(entry)
     # Ranked on the score rounded as the lexical pass rounds its own (SCORE_DECIMALS): sums of the same terms in

@@ -20,7 +20,7 @@ from ..store.backend import backend_of
 from ..store.database import IndexStats, check_index
 from ..store.sql.executor import Executor, Snapshot, StatementCache, Tracer
 from ..validate import LIMITS, check_choice, check_int
-from . import expansion, learned, lexical, prf, vote
+from . import expansion, learned, lexical, prf, semantic, vote
 from .blend import SORTS, BeyondPaper, RetrievalResult, blend, reorder
 from .filters import Filters, author_papers, failing, passing
 from .graph import CitationGraph, walk
@@ -223,7 +223,8 @@ class RetrievalClient:
                 snap, wq, hits, cfg, limit, full, start, offset=offset, allowed=allowed, links=links, sort=sort
             )
         result.matched, result.matched_exact = found
-        result.warnings, result.filters = warnings, filters
+        said = result.expansion.get("semantic", {}).get("warning")
+        result.warnings, result.filters = warnings + ([said] if said else []), filters
         return result
 
     def similar(
@@ -422,7 +423,10 @@ class RetrievalClient:
             report["model"] = learned.describe(model)
             cfg = shown_cfg
         else:
-            ranked = blend(cfg, papers, distances, bm25, best, graph_scores, reaches, years)
+            similar = None
+            if cfg.ranking == "expansion" and cfg.w_semantic and semantic.model_name(snap) is not None:
+                similar = semantic.scores(snap, wq.text, list(distances), report)
+            ranked = blend(cfg, papers, distances, bm25, best, graph_scores, reaches, years, similar)
         scores = [r.final_score for r in ranked]
         hit_count, average, top = len(ranked), (sum(scores) / len(scores) if scores else 0.0), max(scores, default=0.0)
         cited: dict[str, int] = {}

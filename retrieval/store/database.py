@@ -28,14 +28,15 @@ from .schema.catalogue import required
 from .sql.dialect import POSTGRESQL, statement, text_for
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0009"
 #: Every revision of the migration scripts, oldest first (a test checks them against the scripts).
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009")
 #: The revisions a search reads as they are. 0005 only adds the query log, which a search never reads; 0006 adds
 #: the authors' folded keys, which every search reads (filters, the surname hint), so an older index is upgraded
 #: once (``retrieval upgrade``); 0007 adds the postings BLOBs, which every search reads (their bounds); 0008 only
-#: drops columns no search reads (a writer upgrades a 0007 index before it writes).
-READABLE_REVISIONS = ("0007", "0008")
+#: drops columns no search reads (a writer upgrades a 0007 index before it writes); 0009 adds the papers' vectors,
+#: which only an index built with ``--semantic`` has (and says so in ``index_info``).
+READABLE_REVISIONS = ("0007", "0008", "0009")
 
 
 #: What a ``file:`` URI must escape for SQLite to read the rest as the path (``%`` first, so it is not doubled).

@@ -17,6 +17,7 @@ afford, a whole table read, is here, each invariant one statement written for bo
   range, df, max_count and min_length those of its postings (the bounds pruning trusts);
 - ``papers.year``: a whole number (or none);
 - ``cited_counts``: each paper's count of ``citations`` rows naming it, a whole number;
+- ``paper_vectors`` (an index built with ``--semantic``): one vector per paper, of the recorded model's size;
 - on SQLite, ``PRAGMA integrity_check`` (the file's pages and indexes).
 
 Each problem is reported with how many rows break the invariant and the first few (``limit``). Nothing is
@@ -30,6 +31,7 @@ from collections import namedtuple
 
 from ..errors import NotAnIndexError, RetrievalError, SchemaVersionError
 from .database import (
+    HEAD_REVISION,
     INDEX_INFO_SQL,
     REVISION_SQL,
     SEAL_KEY,
@@ -173,6 +175,15 @@ YEARS_SQL = statement(
         f"id{d.bytes_order}",
     )
 )
+# An index built with --semantic: every paper has one vector of the recorded model's size (float16 values).
+VECTORS_CHECK_SQL = statement(
+    lambda d: _rows(
+        "SELECT p.id, length(v.vector) AS bytes",
+        "FROM papers AS p\nLEFT JOIN paper_vectors AS v ON v.paper_id = p.id\n"
+        "WHERE v.vector IS NULL\n   OR length(v.vector) <> :bytes",
+        f"id{d.bytes_order}",
+    )
+)
 CITED_COUNTS_SQL = statement(
     lambda d: _rows(
         "SELECT x.paper_id, x.stored, x.counted",
@@ -259,7 +270,7 @@ def check(executor, location, limit: int = 5) -> CheckReport:
     checked.append("schema revision and tokeniser")
     names = {row[0] for row in rows("check: the tables and indexes", TABLES_SQL)}
     revision = rows("check: the schema revision", REVISION_SQL) if "alembic_version" in names else []
-    missing = [n for n in ("index_info", *required(revision[0][0] if revision else "0008")) if n not in names]
+    missing = [n for n in ("index_info", *required(revision[0][0] if revision else HEAD_REVISION)) if n not in names]
     if missing:
         found("tables", len(missing), [f"{where} lacks {name}" for name in missing])
         return CheckReport(where, problems, ["tables"], notes, time.perf_counter() - started)
@@ -313,6 +324,19 @@ def check(executor, location, limit: int = 5) -> CheckReport:
             ],
         )
         checked += ["papers.year", "cited_counts.cited_by"]
+        if info.get("semantic_model"):
+            dims = int(info.get("semantic_dims") or 0)
+            vectors = rows("check: paper_vectors", VECTORS_CHECK_SQL, {**params, "bytes": 2 * dims})
+            found(
+                "paper_vectors",
+                _total(vectors),
+                [
+                    f"paper {pid!r} has {'no vector' if size is None else f'a vector of {size} bytes'}, "
+                    f"where {info['semantic_model']} gives {2 * dims}"
+                    for pid, size, _ in vectors
+                ],
+            )
+            checked.append("paper_vectors")
         if executor.dialect == SQLITE:
             pages = [row[0] for row in rows("check: PRAGMA integrity_check", INTEGRITY_SQL)]
             found("integrity_check", 0 if pages == ["ok"] else len(pages), pages)

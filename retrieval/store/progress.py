@@ -21,6 +21,8 @@ CITATIONS = "indexing citations"
 IN_DEGREES = "counting in-degrees"
 STATISTICS = "statistics"
 SWAP = "checkpoint and swap"
+#: Only a build with ``--semantic``, between loading and the statistics: the papers' text vectors.
+VECTORS = "encoding vectors"
 #: Every phase of a full build, in the order a build reports them (the indexes of the papers and citations are
 #: built while the postings are sorted: their phases show what is left to wait for once the sort is done).
 PHASES = (READING, SORTING, INDEXING, CITATIONS, IN_DEGREES, LOADING, STATISTICS, SWAP)

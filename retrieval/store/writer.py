@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
+from .. import embed
 from ..config import DatabaseURL
 from ..corpus.paper import Paper
 from ..errors import InputError
@@ -40,6 +41,7 @@ from .rows import (
     write_statistics,
 )
 from .sql.dialect import statement
+from .vectors import DELETE_VECTORS, INSERT_VECTOR, encode_rows
 
 _BATCH = 2000
 # Seconds a writer waits for another writer's lock before it gives up.
@@ -139,6 +141,7 @@ REMOVE_STATEMENTS = [
     statement(lambda d: f"DELETE FROM doc_len WHERE paper_id IN ({d.values('ids')})"),
     statement(lambda d: f"DELETE FROM paper_authors WHERE paper_id IN ({d.values('ids')})"),
     statement(lambda d: f"DELETE FROM field_sources WHERE paper_id IN ({d.values('ids')})"),
+    DELETE_VECTORS,
     statement(lambda d: f"DELETE FROM papers WHERE id IN ({d.values('ids')})"),
     # What the removed papers' own records declared goes; what other records declared stays (dangling).
     statement(lambda d: f"UPDATE citations SET listed_by_citing = {d.false} WHERE citing_id IN ({d.values('ids')})"),
@@ -175,6 +178,8 @@ class IndexWriter:
         self.n_papers = int(info.get("n_papers", 0))
         self.total_tokens = int(info.get("total_tokens", 0))
         self.analyser = Analyser.from_info(info)  # the index's own: what it was built with, never the default
+        self.info = info
+        self._encoder: embed.Encoder | None | bool = False  # the index's semantic model, loaded by the first add
         # What the postings BLOBs must follow at the end (retrieval.store.postings): the papers removed from
         # each term's list (those there before this transaction) and the terms that gained papers.
         self.first_new_doc = self.next_doc_id
@@ -233,11 +238,22 @@ class IndexWriter:
             self.n_papers += 1
         return batch
 
+    def _vectors_of(self, papers: list[tuple]) -> list[tuple[str, bytes]]:
+        """``paper_vectors`` rows for the ``papers`` rows, when the index keeps vectors (made by the model it names:
+        a ``ConfigError`` before anything is written when that model is not installed)."""
+        if self._encoder is False:
+            self._encoder = embed.of_index(self.info)
+        if self._encoder is None or not papers:
+            return []
+        return encode_rows(self._encoder, [(row[0], row[1], row[2]) for row in papers])
+
     def _flush(self, batch: _Batch) -> None:
         conn = self.conn
+        vectors = self._vectors_of(batch.papers)
         conn.executemany(INSERT_PAPER, batch.papers)
         conn.executemany(INSERT_AUTHOR, batch.authors)
         conn.executemany(INSERT_SOURCE, batch.sources)
+        conn.executemany(INSERT_VECTOR, vectors)
         conn.executemany(UPSERT_REFERENCE, batch.references)
         conn.executemany(UPSERT_CITED_BY, batch.cited_by)
         self._recount({cited for _, cited in batch.references} | {cited for _, cited in batch.cited_by})

@@ -115,6 +115,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         stem=args.stem,
         stopwords=args.stopwords,
         shards=args.shards,
+        semantic=args.semantic,
     )
     for warning in summary.warnings:
         print(f"retrieval: warning: {warning}", file=sys.stderr)
@@ -349,6 +350,12 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         "--stopwords",
         choices=["english"],
         help="drop these stop words (english: Lucene's 33); default: none. Both are recorded in the index",
+    )
+    p.add_argument(
+        "--semantic",
+        choices=["wordllama"],
+        help="also encode every paper's text with this model for the semantic signal (pip install "
+        "'retrieval[semantic]'; recorded in the index, later adds encode with it); default: none",
     )
     p.add_argument("--db", help=DB_HELP)
     p.add_argument(

@@ -83,6 +83,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             dates=args.dates,
             progress=bar,
             jobs=args.jobs,
+            semantic=args.semantic,
         )
     finally:
         if bar:
@@ -150,6 +151,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=AUTO,
         help="citation: remove query papers; judged: remove nothing; time-honest: citation, and each query sees no "
         "paper newer than its own; auto (default): citation or judged, from the files",
+    )
+    p.add_argument(
+        "--semantic",
+        choices=["wordllama"],
+        help="build the evaluation index with the papers' vectors of this model, so the policy's blend has its "
+        "semantic signal (pip install 'retrieval[semantic]'); default: none",
     )
     p.add_argument(
         "--dates",

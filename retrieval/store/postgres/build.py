@@ -173,6 +173,7 @@ def build_postgres(
     workers: int | None = None,
     stem: str | None = None,
     stopwords: str | None = None,
+    semantic: str | None = None,
 ):
     """Build the index of ``papers`` at ``url`` (see the module docstring); returns the build's summary."""
     from ..sqlite.build import build_index
@@ -196,7 +197,7 @@ def build_postgres(
         file = tmp / "index.db"
         try:
             summary = build_index(papers, file, source=source, progress=progress, workers=workers, stem=stem,
-                                  stopwords=stopwords)  # fmt: skip
+                                  stopwords=stopwords, semantic=semantic)  # fmt: skip
         except BaseException:
             raw.close()
             raise

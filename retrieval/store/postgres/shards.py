@@ -19,6 +19,7 @@ table               where                          key
 ``field_sources``   distributed, with ``papers``   ``paper_id``
 ``citations``       distributed, with ``papers``   ``citing_id`` (a paper's reference list is on its shard)
 ``cited_counts``    distributed, with ``papers``   ``paper_id``
+``paper_vectors``   distributed, with ``papers``   ``paper_id``
 ``doc_len``         distributed                    ``doc_id``
 ``term_freq``       distributed, with ``doc_len``  ``doc_id`` (a paper's postings are on one shard)
 ``doc_freq``        reference (coordinator)        the corpus-wide df
@@ -91,7 +92,9 @@ from .connection import SCHEMA, _psycopg, open_raw, server_error, server_params,
 #: The key of ``index_info`` that records the layout (JSON: one entry per shard, in partition order).
 LAYOUT_KEY = "shards"
 #: Foreign keys kept on a shard: between tables co-located on the same key (the others span shards).
-SHARD_FOREIGN_KEYS = {("paper_authors", "papers"), ("field_sources", "papers"), ("term_freq", "doc_len")}
+SHARD_FOREIGN_KEYS = {
+    ("paper_authors", "papers"), ("field_sources", "papers"), ("paper_vectors", "papers"), ("term_freq", "doc_len")
+}  # fmt: skip
 #: Rows fetched from a shard per round trip (postgres_fdw's default is 100).
 FETCH_SIZE = 10_000
 MAX_SHARDS = 64
@@ -344,6 +347,7 @@ def build_sharded(
     workers: int | None = None,
     stem: str | None = None,
     stopwords: str | None = None,
+    semantic: str | None = None,
 ):
     """Build the index of ``papers`` at the coordinator ``url``, its distributed tables partitioned over
     ``shards`` (see the module docstring); returns the build's summary (``summary.shards``: rows per shard)."""
@@ -387,7 +391,7 @@ def build_sharded(
         with build_folder(FOLDER_PREFIX) as tmp:
             file = tmp / "index.db"
             summary = build_index(papers, file, source=source, progress=progress, workers=workers, stem=stem,
-                                  stopwords=stopwords)  # fmt: skip
+                                  stopwords=stopwords, semantic=semantic)  # fmt: skip
             lite = sqlite3.connect(f"file:{file}?mode=ro", uri=True)
             try:
                 claim_schema(coordinator, schema)  # the lock covers the servers too (remove_stale_builds)

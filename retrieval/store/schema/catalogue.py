@@ -55,6 +55,7 @@ TABLES = (
         locked=True,
         since="0007",
     ),
+    Table("paper_vectors", ("paper_id", "vector"), "paper_id", locked=True, since="0009"),
     Table(
         "evidence_runs",
         (

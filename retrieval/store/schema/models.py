@@ -148,6 +148,18 @@ class Postings(Base):
     lengths: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class PaperVector(Base):
+    """A paper's text vector for the semantic signal (``retrieval.embed``): its title and abstract encoded by the
+    model ``index_info.semantic_model`` names, as ``semantic_dims`` little-endian float16 values. Only an index
+    built with ``--semantic`` has rows; then every paper has one."""
+
+    __tablename__ = "paper_vectors"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    paper_id: Mapped[str] = mapped_column(Text, ForeignKey("papers.id"), primary_key=True)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 class DocLen(Base):
     """A paper's integer document id (what postings refer to) and its length in tokens (title and abstract).
 

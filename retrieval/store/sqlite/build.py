@@ -9,13 +9,15 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ... import embed
 from ...bm25 import K1, B
 from ...corpus.paper import Paper
 from ...text import Analyser
 from ..database import HEAD_REVISION, store_error
-from ..progress import STATISTICS, SWAP, BuildProgress, as_progress, phase
+from ..progress import STATISTICS, SWAP, VECTORS, BuildProgress, as_progress, phase
 from ..rows import WriteSummary, write_statistics
 from ..schema.migrate import migrate
+from ..vectors import write_all as write_vectors
 from .files import TempIndex, check_replaceable, swap_in
 
 
@@ -28,6 +30,7 @@ def build_index(
     workers: int | None = None,
     stem: str | None = None,
     stopwords: str | None = None,
+    semantic: str | None = None,
 ) -> WriteSummary:
     """Index ``papers`` into a new file at ``path`` (Okapi BM25 statistics with k1=1.5, b=0.75).
 
@@ -46,16 +49,21 @@ def build_index(
     ``stem`` (a Snowball stemmer of PyStemmer, e.g. ``"english"``) and ``stopwords`` (``"english"``: Lucene's 33
     English stop words) choose the index's ``retrieval.text.Analyser``; both off by default. The index records
     them, and every later add and query is analysed the same way.
+
+    ``semantic`` (a model of ``retrieval.embed.MODELS``: ``"wordllama"``) also encodes every paper's title and
+    abstract into ``paper_vectors`` for the semantic signal; the index records the model, and every later add
+    encodes with it. Off by default (it needs ``pip install 'retrieval[semantic]'``).
     """
     target = Path(path)
     analyser = Analyser(stem, stopwords)  # an unknown name is a ConfigError before anything is written
+    encoder = embed.encoder(semantic) if semantic else None  # a missing model too
     try:
-        return _build(papers, target, source, progress, workers, analyser)
+        return _build(papers, target, source, progress, workers, analyser, encoder)
     except (OSError, sqlite3.Error) as exc:  # a full disk, a read-only folder: a message, the old index intact
         raise store_error(exc, target, "write") from None
 
 
-def _build(papers, target: Path, source: str, progress, workers, analyser: Analyser) -> WriteSummary:
+def _build(papers, target: Path, source: str, progress, workers, analyser: Analyser, encoder) -> WriteSummary:
     started = time.perf_counter()
     report = as_progress(progress)
     expected = check_replaceable(target)
@@ -78,10 +86,16 @@ def _build(papers, target: Path, source: str, progress, workers, analyser: Analy
             loaded.cleaner.count_into(summary)
             summary.edges, summary.dangling_references = loaded.edges, loaded.dangling
             mark = time.perf_counter()
+            if encoder is not None:
+                with phase(report, VECTORS, loaded.papers, "papers"):
+                    write_vectors(conn, encoder, report.update)
+                summary.stages["vectors"] = time.perf_counter() - mark
+                mark = time.perf_counter()
             extra = {
                 "k1": K1,
                 "b": B,
                 **analyser.info(),
+                **(encoder.info() if encoder is not None else {}),
                 "schema_revision": HEAD_REVISION,
                 "source": source,
                 "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -1,0 +1,147 @@
+"""Text vectors for the semantic signal: a paper's title and abstract, and a query, as a unit vector whose dot
+product with another is their cosine similarity.
+
+One model so far, ``wordllama``: WordLlama's ``l2_supercat`` token embeddings (256 dimensions; the package
+``wordllama``, MIT), averaged over a text's tokens and scaled to unit length. It runs offline from the weights its
+wheel ships (no download, no GPU, about a millisecond a query), which are checked against the sha256 the
+published wheel records before the first use. Install it with ``pip install 'retrieval[semantic]'``.
+
+An index built with ``retrieval build --semantic wordllama`` records the model's name, dimensions and the
+weights' sha256 (``index_info``) and keeps a vector per paper (``paper_vectors``, float16); every later add
+encodes its papers with the same model and refuses another. Vectors are a fact of the text alone: a paper's
+vector does not change when other papers come and go.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from .errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import numpy as np
+
+#: The models ``--semantic`` takes: name -> (dimensions, weights file inside the package, its sha256). The
+#: checksum is the one the published wheel ``wordllama-0.4.0.post1`` lists for the file in its RECORD.
+MODELS = {
+    "wordllama": (
+        256,
+        "weights/l2_supercat_256.safetensors",
+        "64b47a2dc493cb8e85944076601189739852d7b64e0e1eedcb1937a251cd9fd5",
+    ),
+}
+#: Texts encoded per call when a build or an add encodes papers.
+BATCH = 256
+#: How a vector is stored: little-endian float16 (half the bytes of float32; cosines agree to about 1e-3).
+STORED_DTYPE = "<f2"
+
+_LOADED: dict[str, Encoder] = {}
+
+
+class Encoder:
+    """A loaded model: ``name``, ``dims``, ``sha256`` (of its weights) and ``encode``."""
+
+    __slots__ = ("name", "dims", "sha256", "_model")
+
+    def __init__(self, name: str, dims: int, sha256: str, model) -> None:
+        self.name = name
+        self.dims = dims
+        self.sha256 = sha256
+        self._model = model
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """One float32 row per text, of unit length (a text with no known token: all zeros)."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        rows = np.asarray(self._model.embed(list(texts), norm=False, batch_size=BATCH), dtype=np.float32)
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return rows / np.where(norms > 0, norms, 1.0)
+
+    def info(self) -> dict[str, str]:
+        """What ``index_info`` records of the model (``check_info`` compares an index's against it)."""
+        return {"semantic_model": self.name, "semantic_dims": str(self.dims), "semantic_sha256": self.sha256}
+
+
+def encoder(name: str) -> Encoder:
+    """The model ``name`` (one of ``MODELS``), loaded once per process; ``ConfigError`` when the name is unknown,
+    its package is not installed, or its weights are not the published ones."""
+    if name in _LOADED:
+        return _LOADED[name]
+    if name not in MODELS:
+        raise ConfigError(f"--semantic {name!r} is not a model retrieval knows: use one of {', '.join(MODELS)}")
+    dims, weights, sha256 = MODELS[name]
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        import wordllama
+        from wordllama import WordLlama
+    except ImportError:
+        raise ConfigError(
+            f"the semantic model {name!r} needs the package wordllama: pip install 'retrieval[semantic]'"
+        ) from None
+    finally:  # its import calls logging.basicConfig(level=INFO): the application's logging is left as it was
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+    folder = Path(wordllama.__file__).parent
+    path = folder / weights
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the weights of {name!r} ({path}): {exc.strerror or exc}") from None
+    if digest != sha256:
+        raise ConfigError(
+            f"the weights of {name!r} ({path}) are not the published ones (sha256 {digest[:12]}..., expected "
+            f"{sha256[:12]}...): reinstall with pip install --force-reinstall 'retrieval[semantic]'"
+        )
+    # The wheel's own files, never a download: the package folder serves as the loader's cache.
+    model = WordLlama.load(config="l2_supercat", cache_dir=folder, dim=dims, disable_download=True)
+    _LOADED[name] = found = Encoder(name, dims, sha256, model)
+    return found
+
+
+def of_index(info: dict[str, str]) -> Encoder | None:
+    """The model an index's ``index_info`` names (None: the index keeps no vectors), checked to be the one
+    that made its vectors: ``ConfigError`` when the installed model is another."""
+    name = info.get("semantic_model") or None
+    if name is None:
+        return None
+    found = encoder(name)
+    if info.get("semantic_sha256") != found.sha256 or info.get("semantic_dims") != str(found.dims):
+        raise ConfigError(
+            f"the index's vectors were made by {name} with weights {str(info.get('semantic_sha256'))[:12]}..., "
+            f"the installed model's are {found.sha256[:12]}...: rebuild the index with --semantic {name}"
+        )
+    return found
+
+
+def paper_text(title: str, abstract: str) -> str:
+    """The text a paper's vector is made from: its title and abstract, as the lexical index reads them."""
+    return f"{title} {abstract}"
+
+
+def pack(rows: np.ndarray) -> list[bytes]:
+    """Each row as the bytes ``paper_vectors.vector`` stores (``STORED_DTYPE``)."""
+    import numpy as np
+
+    stored = np.ascontiguousarray(rows, dtype=STORED_DTYPE)
+    return [row.tobytes() for row in stored]
+
+
+def unpack(blobs: list[bytes], dims: int) -> np.ndarray:
+    """Stored vectors back as float32 rows; ``ValueError`` when a BLOB is not ``dims`` values."""
+    import numpy as np
+
+    if not blobs:
+        return np.zeros((0, dims), dtype=np.float32)
+    size = dims * np.dtype(STORED_DTYPE).itemsize
+    if any(not isinstance(b, (bytes, bytearray, memoryview)) or len(b) != size for b in blobs):
+        raise ValueError(f"a stored vector is not {dims} float16 values")
+    return np.frombuffer(b"".join(bytes(b) for b in blobs), dtype=STORED_DTYPE).reshape(-1, dims).astype(np.float32)

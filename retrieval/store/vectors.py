@@ -1,0 +1,44 @@
+"""The ``paper_vectors`` table: one text vector per paper for the semantic signal (``retrieval.embed``), written by
+a build with ``--semantic`` and kept by every add and remove (a paper's vector is made from its own text alone, so
+keeping them exact is writing the added papers' and deleting the removed ones')."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from ..embed import BATCH, Encoder, pack, paper_text
+from .sql.dialect import statement
+
+INSERT_VECTOR = statement("INSERT INTO paper_vectors (paper_id, vector) VALUES (?, ?)")
+DELETE_VECTORS = statement(lambda d: f"DELETE FROM paper_vectors WHERE paper_id IN ({d.values('ids')})")
+ALL_TEXTS_SQL = statement("SELECT id, title, abstract FROM papers ORDER BY id")
+TEXTS_SQL = statement(lambda d: f"SELECT id, title, abstract FROM papers WHERE id IN ({d.values('ids')}) ORDER BY id")
+
+
+def encode_rows(encoder: Encoder, rows: list[tuple[str, str, str]]) -> list[tuple[str, bytes]]:
+    """``(paper_id, title, abstract)`` rows as ``paper_vectors`` rows."""
+    vectors = encoder.encode([paper_text(title, abstract or "") for _, title, abstract in rows])
+    return list(zip([pid for pid, _, _ in rows], pack(vectors), strict=True))
+
+
+def write_all(conn, encoder: Encoder, advance: Callable[[int], None] | None = None) -> int:
+    """Encode every paper of a new index (in id order, ``BATCH`` at a time) into ``paper_vectors``; returns how
+    many. ``advance`` is told the papers encoded so far after each batch."""
+    cursor = conn.execute(ALL_TEXTS_SQL)
+    written = 0
+    while rows := cursor.fetchmany(BATCH * 8):
+        encoded = encode_rows(encoder, rows)
+        conn.executemany(INSERT_VECTOR, encoded)
+        written += len(encoded)
+        if advance:
+            advance(written)
+    return written
+
+
+def write_papers(conn, encoder: Encoder, paper_ids: list[str]) -> None:
+    """Encode the papers ``paper_ids`` (already written to ``papers``) into ``paper_vectors``."""
+    for start in range(0, len(paper_ids), BATCH * 8):
+        ids = paper_ids[start : start + BATCH * 8]
+        rows = conn.execute(TEXTS_SQL, {"ids": json.dumps(ids)}).fetchall()
+        conn.executemany(INSERT_VECTOR, encode_rows(encoder, rows))
