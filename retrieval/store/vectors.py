@@ -1,10 +1,9 @@
 """The ``paper_vectors`` table: one text vector per paper for the semantic signal (``retrieval.embed``), written by
 a build with ``--semantic`` and kept by every add and remove (a paper's vector is made from its own text alone, so
-keeping them exact is writing the added papers' and deleting the removed ones')."""
+keeping them exact is writing the added papers' and deleting the removed ones: ``retrieval.store.writer``)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from ..embed import BATCH, Encoder, pack, paper_text
@@ -13,7 +12,6 @@ from .sql.dialect import statement
 INSERT_VECTOR = statement("INSERT INTO paper_vectors (paper_id, vector) VALUES (?, ?)")
 DELETE_VECTORS = statement(lambda d: f"DELETE FROM paper_vectors WHERE paper_id IN ({d.values('ids')})")
 ALL_TEXTS_SQL = statement("SELECT id, title, abstract FROM papers ORDER BY id")
-TEXTS_SQL = statement(lambda d: f"SELECT id, title, abstract FROM papers WHERE id IN ({d.values('ids')}) ORDER BY id")
 
 
 def encode_rows(encoder: Encoder, rows: list[tuple[str, str, str]]) -> list[tuple[str, bytes]]:
@@ -34,11 +32,3 @@ def write_all(conn, encoder: Encoder, advance: Callable[[int], None] | None = No
         if advance:
             advance(written)
     return written
-
-
-def write_papers(conn, encoder: Encoder, paper_ids: list[str]) -> None:
-    """Encode the papers ``paper_ids`` (already written to ``papers``) into ``paper_vectors``."""
-    for start in range(0, len(paper_ids), BATCH * 8):
-        ids = paper_ids[start : start + BATCH * 8]
-        rows = conn.execute(TEXTS_SQL, {"ids": json.dumps(ids)}).fetchall()
-        conn.executemany(INSERT_VECTOR, encode_rows(encoder, rows))
