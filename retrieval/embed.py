@@ -37,7 +37,9 @@ BATCH = 256
 #: How a vector is stored: little-endian float16 (half the bytes of float32; cosines agree to about 1e-3).
 STORED_DTYPE = "<f2"
 
-_LOADED: dict[str, Encoder] = {}
+#: Each model asked for by this process: loaded, or the message of why it could not be (asked again per query
+#: by a search, a failure is not retried: no import or checksum of 16 MB on every query).
+_LOADED: dict[str, Encoder | str] = {}
 
 
 class Encoder:
@@ -62,15 +64,26 @@ class Encoder:
         return rows / np.where(norms > 0, norms, 1.0)
 
     def info(self) -> dict[str, str]:
-        """What ``index_info`` records of the model (``check_info`` compares an index's against it)."""
+        """What ``index_info`` records of the model (``of_index`` compares an index's against it)."""
         return {"semantic_model": self.name, "semantic_dims": str(self.dims), "semantic_sha256": self.sha256}
 
 
 def encoder(name: str) -> Encoder:
     """The model ``name`` (one of ``MODELS``), loaded once per process; ``ConfigError`` when the name is unknown,
     its package is not installed, or its weights are not the published ones."""
-    if name in _LOADED:
-        return _LOADED[name]
+    found = _LOADED.get(name)
+    if found is None:
+        try:
+            found = _load(name)
+        except ConfigError as exc:
+            found = str(exc)
+        _LOADED[name] = found
+    if isinstance(found, str):
+        raise ConfigError(found)
+    return found
+
+
+def _load(name: str) -> Encoder:
     if name not in MODELS:
         raise ConfigError(f"--semantic {name!r} is not a model retrieval knows: use one of {', '.join(MODELS)}")
     dims, weights, sha256 = MODELS[name]
@@ -103,8 +116,7 @@ def encoder(name: str) -> Encoder:
         )
     # The wheel's own files, never a download: the package folder serves as the loader's cache.
     model = WordLlama.load(config="l2_supercat", cache_dir=folder, dim=dims, disable_download=True)
-    _LOADED[name] = found = Encoder(name, dims, sha256, model)
-    return found
+    return Encoder(name, dims, sha256, model)
 
 
 def of_index(info: dict[str, str]) -> Encoder | None:

@@ -424,7 +424,7 @@ class RetrievalClient:
             cfg = shown_cfg
         else:
             similar = None
-            if cfg.ranking == "expansion" and cfg.w_semantic and semantic.model_name(snap) is not None:
+            if cfg.ranking == "expansion" and cfg.w_semantic:  # the lesson's blend stays the lesson's
                 similar = semantic.scores(snap, wq.text, list(distances), report)
             ranked = blend(cfg, papers, distances, bm25, best, graph_scores, reaches, years, similar)
         scores = [r.final_score for r in ranked]

@@ -28,16 +28,11 @@ JOIN paper_vectors AS v ON v.paper_id = j.value"""
 )
 
 
-def model_name(snap) -> str | None:
-    """The model whose vectors the index keeps (None: no vectors)."""
-    return snap.stats.info.get("semantic_model") or None
-
-
 def scores(snap, text: str, paper_ids: Sequence[str], report: dict) -> dict[str, float]:
     """``semantic_norm`` of each of ``paper_ids`` for the query ``text`` (empty when the index keeps no vectors).
     ``report["semantic"]`` says which model scored them, or why none could (its package missing, or not the
     model that made the vectors): the search then ranks without the signal and says so in a warning."""
-    name = model_name(snap)
+    name = snap.stats.info.get("semantic_model") or None
     if name is None or not paper_ids:
         return {}
     try:
