@@ -216,3 +216,23 @@ def test_check_finds_a_paper_without_its_vector(request):
     shown = repr([(p.invariant, p.count, p.examples) for p in report.problems])
     assert "paper_vectors" in shown and "paper 'b1' has no vector" in shown
     assert "paper 'c2' has a vector of 2 bytes, where wordllama gives 512" in shown
+
+
+def test_eval_with_vectors_ranks_cacm_by_the_policy_with_the_signal_and_says_so(tmp_path):
+    from retrieval.eval.runner import run_eval
+    from tests.helpers import shared_corpus
+
+    corpus = shared_corpus("cacm")
+    queries = corpus.with_name("queries-dev.jsonl")
+    common = {"modes": ["bm25", "policy"], "cache_dir": tmp_path / "cache", "jobs": 1}
+    plain = run_eval(corpus, queries, tmp_path / "plain", **common)
+    with_vectors = run_eval(corpus, queries, tmp_path / "sem", semantic="wordllama", **common)
+    assert "Semantic signal" not in (tmp_path / "plain" / "report.md").read_text()
+    assert (
+        "Semantic signal: the index searched keeps each paper's vector of `wordllama`"
+        in (tmp_path / "sem" / "report.md").read_text()
+    )
+    assert with_vectors.inputs["semantic"] == "wordllama" and "semantic" not in plain.inputs
+    # BM25 reads no vectors; the policy's ranking changes with them.
+    assert with_vectors.modes["bm25"]["ndcg@10"] == plain.modes["bm25"]["ndcg@10"]
+    assert with_vectors.modes["policy"]["ndcg@10"] > plain.modes["policy"]["ndcg@10"]

@@ -86,6 +86,12 @@ class EvalReport:
             f"- Corpus: `{c['file']}`, {p['corpus_papers']:,} papers, sha256 `{c['sha256']}`.",
             f"- Queries: `{q['file']}`, {p['queries_in_file']:,} queries, sha256 `{q['sha256']}`.",
         ]
+        if self.inputs.get("semantic"):
+            lines.append(
+                f"- Semantic signal: the index searched keeps each paper's vector of `{self.inputs['semantic']}` "
+                "(`--semantic`), so the policy's blend, and `auto` where it ranks by the policy, add "
+                "`w_semantic * semantic_norm` (weight 1)."
+            )
         if p["kind"] in ("citation", "time-honest"):
             lines.append(
                 f"- Protocol: **citation recommendation** (qids are corpus papers). The {p['query_papers_removed']:,} "
