@@ -85,6 +85,24 @@ def test_a_postgresql_build_holds_the_rows_of_the_sqlite_build(tmp_path, pg_data
         assert conn.execute("SELECT count(*) FROM doc_freq").fetchone()[0] > 0
 
 
+def test_a_postgresql_build_leaves_its_tables_vacuumed_and_analysed(pg_database):
+    """A reader's index-only scans answer from the index alone once a table's pages are marked all-visible, which
+    a VACUUM does (autovacuum would, at some later time): the build vacuums and analyses every table it made."""
+    url = pg_database("vacuumed")
+    build(db=url)
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, c.relpages, c.relallvisible, c.reltuples FROM pg_class AS c "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = 'retrieval' AND c.relkind = 'r'"
+        ).fetchall()
+    tables = {name: (pages, visible, tuples) for name, pages, visible, tuples in rows}
+    assert {"papers", "citations", "term_freq", "doc_len", "postings"} <= tables.keys()
+    for name, (pages, visible, tuples) in tables.items():
+        assert visible == pages, (name, pages, visible)
+        assert tuples >= 0, name  # -1: never analysed
+    assert tables["citations"][0] > 0
+
+
 def test_a_failed_build_leaves_the_previous_index_and_no_schema_behind(tmp_path, pg_database, monkeypatch):
     url = pg_database("atomic")
     good = write_jsonl(tmp_path / "good.jsonl", [paper("a", "black hole entropy"), paper("b", "string theory")])

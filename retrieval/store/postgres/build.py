@@ -229,7 +229,7 @@ def build_postgres(
                             f"SELECT setval(pg_get_serial_sequence('\"{schema}\".{table}', '{column}'), "
                             f'coalesce((SELECT max({column}) FROM "{schema}".{table}), 0) + 1, false)'
                         )
-                raw.execute(f'ANALYZE "{schema}".term_freq')
+                settle(raw, schema)
                 swap_schema(raw, url, schema, before)
             except BaseException:
                 with contextlib.suppress(psycopg.Error):  # the failure itself is what to report
@@ -243,6 +243,15 @@ def build_postgres(
     summary.seconds = time.perf_counter() - started
     summary.warnings.extend(leftovers)
     return summary
+
+
+def settle(raw, schema: str) -> None:
+    """``VACUUM (ANALYZE)`` each table of ``schema``, a build's, before its first reader: the visibility map it
+    sets lets index-only scans answer from the index alone (until a table is vacuumed, each row they read is
+    fetched from the table as well), and the planner gets the tables' statistics. Autovacuum would, later."""
+    tables = raw.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename", (schema,))
+    for (table,) in tables.fetchall():
+        raw.execute(f'VACUUM (ANALYZE) "{schema}"."{table}"')
 
 
 def claim_schema(raw, schema: str, mark: str | None = BUILD_MARK) -> None:

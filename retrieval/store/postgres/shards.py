@@ -280,7 +280,7 @@ def _load_shard(lite: sqlite3.Connection, raw, url: DatabaseURL, schema: str, wa
     """Create ``schema`` on one shard (the migrations' distributed tables) and copy its rows into it: each table's
     rows whose key is among ``wanted[table]``. The session ``raw`` holds the schema's lock from then on
     (``build.claim_schema``), until the build closes it."""
-    from .build import _constraints, _secondary_indexes, claim_schema, copy_table, migrate_schema
+    from .build import _constraints, _secondary_indexes, claim_schema, copy_table, migrate_schema, settle
     from .connection import PgConnection
 
     claim_schema(raw, schema, mark=None)  # its mark is its foreign server's, on the coordinator
@@ -306,9 +306,7 @@ def _load_shard(lite: sqlite3.Connection, raw, url: DatabaseURL, schema: str, wa
         for _, definition in indexes:
             raw.execute(definition)
         raw.execute(f'CREATE INDEX ix_term_freq_doc_id ON "{schema}".term_freq (doc_id)')
-    raw.execute(f'ANALYZE "{schema}".term_freq')
-    raw.execute(f'ANALYZE "{schema}".doc_len')
-    raw.execute(f'ANALYZE "{schema}".papers')
+    settle(raw, schema)
     return counts
 
 
