@@ -39,7 +39,7 @@ from collections import Counter
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
 from ..corpus.paper import Paper
 from ..errors import PaperNotFoundError
-from ..store.sql.dialect import statement
+from ..store.sql.dialect import register_sharded, statement
 from ..store.sql.executor import Snapshot
 from ..validate import quoted
 from . import lexical
@@ -62,40 +62,59 @@ TEXT_DEPTH = 200
 COCITATION_FANOUT = 100
 
 
-#: The graph signals come back as one JSON list of ids per seed, which Python counts (``collections.Counter``):
-#: on SQLite a ``GROUP BY`` of the id itself sorts every row through a temporary B-tree, three times the list's
-#: cost. Co-citation, first: each seed's citing papers (ordered and sampled in Python: a window function numbering
-#: a hub's citing papers took most of the statement's time).
+#: The graph signals come back as one JSON list of ids per seed, which Python counts (``collections.Counter``), from
+#: a subquery per seed: on SQLite a ``GROUP BY``, of the ids or of the seed, sorts every row through a temporary
+#: B-tree (three times the lists' cost for a hub). A seed without any gives no row (SQLite's empty list,
+#: PostgreSQL's NULL: ``listed``). Co-citation, first: each seed's citing papers (ordered and sampled in Python: a
+#: window function numbering a hub's citing papers took most of the statement's time).
 CITERS_SQL = statement(
     lambda d: (
         f"""\
 SELECT s.value AS seed,
-       {d.json_list("c1.citing_id")} AS citers
-FROM {d.rows("seeds", "s")}
-{d.cross_join} citations AS c1 ON c1.cited_id = s.value
-GROUP BY s.value"""
+       (SELECT {d.json_list("c1.citing_id")}
+        FROM citations AS c1
+        WHERE c1.cited_id = s.value) AS citers
+FROM {d.rows("seeds", "s")}"""
     )
 )
 
-#: Co-citation, then: per seed, the references of its sampled citing papers (``sampled``: ``[seed, citer]``
-#: pairs), one id per citing paper naming it. MATERIALIZED: the pairs are read out of the JSON once, not once per
-#: reference joined to them.
+#: Co-citation, then: per seed, the references of its sampled citing papers (``sampled``: a JSON object, seed ->
+#: its citing papers read), one id per citing paper naming it.
 COCITED_SQL = statement(
     lambda d: (
         f"""\
-WITH sampled AS MATERIALIZED (
-    SELECT {d.field(0, "text")} AS seed,
-           {d.field(1, "text")} AS citer
-    FROM {d.items("sampled")}
-)
-SELECT r.seed,
-       {d.json_list("c2.cited_id")} AS papers
-FROM sampled AS r
-{d.cross_join} citations AS c2 ON c2.citing_id = r.citer
-WHERE c2.cited_id <> r.seed
-GROUP BY r.seed"""
+SELECT s.key AS seed,
+       (SELECT {d.json_list("c2.cited_id")}
+        FROM {d.elements("s.value", "r")}
+        {d.cross_join} citations AS c2 ON c2.citing_id = r.value
+        WHERE c2.cited_id <> s.key) AS papers
+FROM {d.entries("sampled", "s")}"""
     )
 )
+
+#: On a sharded index's coordinator a lookup per sampled citing paper is a round trip to each shard (a reading
+#: list's 2,000 of them took seconds): their references are fetched at once by a key array, then hash-joined (as
+#: a coordinator joins).
+COCITED_SQL_SHARDED = """\
+WITH sampled AS MATERIALIZED (
+    SELECT s.key AS seed,
+           r.value AS citer
+    FROM jsonb_each(CAST(:sampled AS jsonb)) AS s (key, value)
+    JOIN jsonb_array_elements_text(s.value) AS r (value) ON true
+),
+refs AS MATERIALIZED (
+    SELECT c2.citing_id,
+           c2.cited_id
+    FROM citations AS c2
+    WHERE c2.citing_id = ANY (ARRAY(SELECT citer FROM sampled))
+)
+SELECT r.seed,
+       CAST(json_agg(c2.cited_id) AS text) AS papers
+FROM sampled AS r
+JOIN refs AS c2 ON c2.citing_id = r.citer
+WHERE c2.cited_id <> r.seed
+GROUP BY r.seed"""
+register_sharded(COCITED_SQL, COCITED_SQL_SHARDED)
 
 
 def sampled_citers(citers: list[str], fanout: int | None) -> list[str]:
@@ -122,14 +141,37 @@ COUPLED_SQL = statement(
     lambda d: (
         f"""\
 SELECT s.value AS seed,
-       {d.json_list("c2.citing_id")} AS papers
-FROM {d.rows("seeds", "s")}
-{d.cross_join} citations AS c1 ON c1.citing_id = s.value
-{d.cross_join} citations AS c2 ON c2.cited_id = c1.cited_id
-WHERE c2.citing_id <> s.value
-GROUP BY s.value"""
+       (SELECT {d.json_list("c2.citing_id")}
+        FROM citations AS c1
+        {d.cross_join} citations AS c2 ON c2.cited_id = c1.cited_id
+        WHERE c1.citing_id = s.value
+          AND c2.citing_id <> s.value) AS papers
+FROM {d.rows("seeds", "s")}"""
     )
 )
+
+#: On a sharded index's coordinator, as ``COCITED_SQL_SHARDED``: the seeds' references, then the papers citing them,
+#: each fetched at once by a key array (a reading list's lookups per reference cost a round trip to each shard).
+COUPLED_SQL_SHARDED = """\
+WITH refs AS MATERIALIZED (
+    SELECT c1.citing_id AS seed,
+           c1.cited_id
+    FROM citations AS c1
+    WHERE c1.citing_id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:seeds AS jsonb))))
+),
+citing AS MATERIALIZED (
+    SELECT c2.cited_id,
+           c2.citing_id
+    FROM citations AS c2
+    WHERE c2.cited_id = ANY (ARRAY(SELECT DISTINCT cited_id FROM refs))
+)
+SELECT r.seed,
+       CAST(json_agg(c.citing_id) AS text) AS papers
+FROM refs AS r
+JOIN citing AS c ON c.cited_id = r.cited_id
+WHERE c.citing_id <> r.seed
+GROUP BY r.seed"""
+register_sharded(COUPLED_SQL, COUPLED_SQL_SHARDED)
 
 DEGREES_SQL = statement(
     lambda d: (
@@ -152,9 +194,14 @@ FROM {d.rows("paper_ids", "j")}
 )
 
 
+def listed(snap: Snapshot, name: str, sql: str, params: dict) -> dict[str, list]:
+    """Seed -> its list of ids (``json_list``), for the seeds whose list is not empty."""
+    return {seed: ids for seed, text in snap.rows(name, sql, params) if text and (ids := json.loads(text))}
+
+
 def counted(snap: Snapshot, name: str, sql: str, params: dict) -> dict[str, Counter]:
-    """Seed -> how many times each id is in its list (``id_list``)."""
-    return {seed: Counter(json.loads(ids)) for seed, ids in snap.rows(name, sql, params)}
+    """Seed -> how many times each id is in its list (``listed``)."""
+    return {seed: Counter(ids) for seed, ids in listed(snap, name, sql, params).items()}
 
 
 def upper_bounds(
@@ -166,15 +213,19 @@ def upper_bounds(
     sqrt(n / in(s))``; shared references ``<= out(c)`` give ``sqrt(shared / out(s))``; the text part is exact.
     With ``BOUND_SLACK``, so a last-bit difference in the sums never prunes a paper that ties."""
     up = 1.0 + BOUND_SLACK
-    bounds = {pid: W_TEXT * up * part for pid, part in text.items()}
-    get = bounds.get
+    parts = [{pid: W_TEXT * up * part for pid, part in text.items()}]
     for signals, weight, degree in ((together, W_COCITATION, 0), (shared, W_COUPLING, 1)):
         for seed, counts in signals.items():
             per = weight * up / n_seeds / math.sqrt(max(1, degrees[seed][degree]))
             scale, cap = (citing[seed] / read[seed], citing[seed]) if signals is together else (1.0, math.inf)
             of = {n: per * math.sqrt(min(n * scale, cap)) for n in set(counts.values())}  # few distinct counts
-            for pid, n in counts.items():
-                bounds[pid] = get(pid, 0.0) + of[n]
+            parts.append({pid: of[n] for pid, n in counts.items()})
+    parts.sort(key=len, reverse=True)  # the others are added into the largest: a hub's lists run to thousands
+    bounds = parts[0]
+    get = bounds.get
+    for part in parts[1:]:
+        for pid, value in part.items():
+            bounds[pid] = get(pid, 0.0) + value
     return bounds
 
 
@@ -291,10 +342,9 @@ def similar(
         for pid, ins, outs in snap.rows("similar: degrees", DEGREES_SQL, {"paper_ids": json.dumps(sorted(seeds))})
     }
     checked_counts(snap, {pid: ins for pid, (ins, _) in degrees.items()})
-    citers = {seed: json.loads(ids) for seed, ids in snap.rows("similar: citing papers", CITERS_SQL, params)}
+    citers = listed(snap, "similar: citing papers", CITERS_SQL, params)
     sampled = {seed: sampled_citers(ids, fanout) for seed, ids in citers.items()}
-    pairs = json.dumps([[seed, citer] for seed, ids in sampled.items() for citer in ids])
-    together = counted(snap, "similar: co-cited papers", COCITED_SQL, {"sampled": pairs})  # of the papers read
+    together = counted(snap, "similar: co-cited papers", COCITED_SQL, {"sampled": json.dumps(sampled)})  # of those read
     citing = {seed: len(ids) for seed, ids in citers.items()}
     read = {seed: len(ids) for seed, ids in sampled.items()}
     estimated = frozenset(seed for seed in together if read[seed] < citing[seed])
@@ -358,7 +408,7 @@ def similar(
             score(order[done:end])
             done = end
         if done < len(order):
-            rest = json.dumps(order[done:])
+            rest = json.dumps(sorted(order[done:]))  # in index order: each lookup lands near the last
             matched = snap.rows("similar: candidates not scored", MATCHED_SQL, {"paper_ids": rest})[0][0]
     ranked.sort(key=lambda e: (-round(e.score, SCORE_DECIMALS), e.paper.id))  # last-bit sums tie on id
     ranked = reorder(ranked, sort, {e.paper.id: e.citations for e in ranked})

@@ -99,6 +99,16 @@ class Dialect:
         """Field ``index`` of an element of ``items`` as ``sql_type`` (SQLite's ``->>`` gives it typed)."""
         return f"value ->> {index}"
 
+    def entries(self, param: str, alias: str) -> str:
+        """A table of the JSON object ``:param``'s members named ``alias``: ``key`` (text) and ``value`` (JSON, for
+        ``elements``)."""
+        return f"json_each(:{param}) AS {alias}"
+
+    def elements(self, expr: str, alias: str) -> str:
+        """A table of the JSON list ``expr`` (a column, as ``entries`` gives it) named ``alias``: its values as
+        text in ``value``."""
+        return f"json_each({expr}) AS {alias}"
+
     def any_of(self, param: str, cast: str | None = None) -> str:
         """A membership test in the JSON list ``:param``: on PostgreSQL ``= ANY (ARRAY(...))``, planned as an
         index lookup per value (an ``IN`` over a set-returning function is estimated at 100 rows and may be
@@ -187,6 +197,12 @@ class _PostgreSQL(Dialect):
 
     def field(self, index: int, sql_type: str) -> str:
         return f"CAST(value ->> {index} AS {sql_type})"
+
+    def entries(self, param: str, alias: str) -> str:
+        return f"jsonb_each(CAST(:{param} AS jsonb)) AS {alias} (key, value)"
+
+    def elements(self, expr: str, alias: str) -> str:
+        return f"jsonb_array_elements_text({expr}) AS {alias} (value)"
 
     def any_of(self, param: str, cast: str | None = None) -> str:
         values = f"jsonb_array_elements_text(CAST(:{param} AS jsonb))"
