@@ -415,3 +415,29 @@ def test_a_sharded_search_runs_registered_texts_the_postings_statements_on_every
         "end the read snapshot (shard 0)", "end the read snapshot (shard 1)", "end the read snapshot",
     ]  # fmt: skip
     assert any(s.sql in registered(SHARDED).values() for s in trace.statements)  # the coordinator's own texts ran
+
+
+def test_similar_on_a_sharded_index_reads_each_foreign_table_by_a_key_array(sharded_database, tmp_path):
+    """On a coordinator ``similar`` reads the seeds, their degrees, the co-cited papers and the papers sharing
+    references with texts of its own (``register_sharded``: each foreign table read once per statement by a key
+    array, where a lookup per id or per citing paper is a round trip to every shard), and its page, scores and
+    count equal a single file's of the same corpus."""
+    from retrieval.store.sql.dialect import SHARDED, registered
+    from retrieval.store.sql.executor import Trace
+
+    corpus, _ = _corpus(tmp_path)
+    coordinator, shards = sharded_database("similar")
+    build(db=coordinator, source=corpus, shards=shards)
+    lite = tmp_path / "single.db"
+    build(db=lite, source=corpus)
+    trace = Trace()
+    with RetrievalClient(coordinator, tracer=trace) as sharded, RetrievalClient(lite) as single:
+        for seeds in (["p030"], ["p010", "p020", "p045"]):
+            a, b = sharded.similar(seeds, limit=20), single.similar(seeds, limit=20)
+            assert [e.paper.id for e in a.ranked] == [e.paper.id for e in b.ranked]
+            assert all(abs(x.score - y.score) <= TOLERANCE for x, y in zip(a.ranked, b.ranked, strict=True))
+            assert a.matched == b.matched > 20
+    own = set(registered(SHARDED).values())
+    ran = {s.name for s in trace.statements if s.sql in own}
+    reads = {"the seed papers", "degrees", "co-cited papers", "papers sharing references", "the candidates"}
+    assert {f"similar: {read}" for read in reads} <= ran, ran

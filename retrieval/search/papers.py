@@ -108,6 +108,25 @@ JOIN papers AS p ON p.id = j.value{d.in_list_order("j")}"""
     )
 )
 
+PAPERS_SQL_SHARDED = f"""\
+{_IDS_SHARDED}
+p AS MATERIALIZED (
+    SELECT p.id,
+           p.title,
+           p.abstract,
+           p.year
+    FROM papers AS p
+    WHERE p.id = ANY (ARRAY(SELECT value FROM j))
+)
+SELECT p.id,
+       p.title,
+       p.abstract,
+       p.year
+FROM j
+JOIN p ON p.id = j.value
+ORDER BY j.position"""
+register_sharded(PAPERS_SQL, PAPERS_SQL_SHARDED)
+
 ABSTRACTS_SQL = statement(
     lambda d: (
         f"""\

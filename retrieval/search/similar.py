@@ -183,6 +183,34 @@ FROM {d.rows("paper_ids", "j")}"""
     )
 )
 
+#: On a sharded index's coordinator: the in-degrees and the reference counts fetched at once by a key array (a
+#: subquery per paper is a round trip to each shard).
+DEGREES_SQL_SHARDED = """\
+WITH j AS MATERIALIZED (
+    SELECT value
+    FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
+),
+n AS MATERIALIZED (
+    SELECT n.paper_id,
+           n.cited_by
+    FROM cited_counts AS n
+    WHERE n.paper_id = ANY (ARRAY(SELECT value FROM j))
+),
+o AS MATERIALIZED (
+    SELECT c.citing_id,
+           count(*) AS cites
+    FROM citations AS c
+    WHERE c.citing_id = ANY (ARRAY(SELECT value FROM j))
+    GROUP BY c.citing_id
+)
+SELECT j.value AS paper_id,
+       coalesce(n.cited_by, 0) AS cited_by,
+       coalesce(o.cites, 0) AS cites
+FROM j
+LEFT JOIN n ON n.paper_id = j.value
+LEFT JOIN o ON o.citing_id = j.value"""
+register_sharded(DEGREES_SQL, DEGREES_SQL_SHARDED)
+
 #: How many of the candidates not scored in full are papers of the index (``matched`` counts them).
 MATCHED_SQL = statement(
     lambda d: (
