@@ -14,41 +14,42 @@ from ..store.sql.dialect import register_sharded, statement
 from ..store.sql.executor import Snapshot
 from ..validate import LIMITS, check_choice, check_int, quoted
 
-# What the blend needs of every candidate; the rest is loaded for the returned entries only.
-# In the list's order on both (SQLite's loop over json_each gives the rows so); ids ordered by their bytes.
-CANDIDATES_SQL = statement(
-    lambda d: (
-        f"""\
-SELECT p.id,
-       p.title,
-       p.year
+
+def by_id(*columns: str) -> str:
+    """A statement reading ``columns`` of the papers whose ids the JSON list ``:paper_ids`` names, in the list's
+    order on both dialects (SQLite's loop over json_each gives the rows so); returns its SQLite text. A sharded
+    index's coordinator has a text of its own: the papers read once, by the id array, then put in the list's
+    order (a lookup per id is a round trip to every shard)."""
+    listed = ",\n       ".join(f"p.{column}" for column in columns)
+    sqlite = statement(
+        lambda d: (
+            f"""\
+SELECT {listed}
 FROM {d.numbered_rows("paper_ids", "j")}
 JOIN papers AS p ON p.id = j.value{d.in_list_order("j")}"""
+        )
     )
-)
-# A sharded index's coordinator: the papers read once, by the id array, then put in the list's order.
-_IDS_SHARDED = """\
+    fetched = ",\n           ".join(f"p.{column}" for column in columns)
+    sharded = f"""\
 WITH j AS MATERIALIZED (
     SELECT value,
            position
     FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) WITH ORDINALITY AS j (value, position)
-),"""
-CANDIDATES_SQL_SHARDED = f"""\
-{_IDS_SHARDED}
+),
 p AS MATERIALIZED (
-    SELECT p.id,
-           p.title,
-           p.year
+    SELECT {fetched}
     FROM papers AS p
     WHERE p.id = ANY (ARRAY(SELECT value FROM j))
 )
-SELECT p.id,
-       p.title,
-       p.year
+SELECT {listed}
 FROM j
 JOIN p ON p.id = j.value
 ORDER BY j.position"""
-register_sharded(CANDIDATES_SQL, CANDIDATES_SQL_SHARDED)
+    return register_sharded(sqlite, sharded)
+
+
+# What the blend needs of every candidate; the rest is loaded for the returned entries only.
+CANDIDATES_SQL = by_id("id", "title", "year")
 
 
 def candidate_papers(snap: Snapshot, paper_ids: list[str], name: str) -> dict[str, Paper]:
@@ -96,60 +97,8 @@ def checked_counts(snap: Snapshot, counts: dict[str, int], what: str = "cited_co
     return counts
 
 
-PAPERS_SQL = statement(
-    lambda d: (
-        f"""\
-SELECT p.id,
-       p.title,
-       p.abstract,
-       p.year
-FROM {d.numbered_rows("paper_ids", "j")}
-JOIN papers AS p ON p.id = j.value{d.in_list_order("j")}"""
-    )
-)
-
-PAPERS_SQL_SHARDED = f"""\
-{_IDS_SHARDED}
-p AS MATERIALIZED (
-    SELECT p.id,
-           p.title,
-           p.abstract,
-           p.year
-    FROM papers AS p
-    WHERE p.id = ANY (ARRAY(SELECT value FROM j))
-)
-SELECT p.id,
-       p.title,
-       p.abstract,
-       p.year
-FROM j
-JOIN p ON p.id = j.value
-ORDER BY j.position"""
-register_sharded(PAPERS_SQL, PAPERS_SQL_SHARDED)
-
-ABSTRACTS_SQL = statement(
-    lambda d: (
-        f"""\
-SELECT p.id,
-       p.abstract
-FROM {d.numbered_rows("paper_ids", "j")}
-JOIN papers AS p ON p.id = j.value{d.in_list_order("j")}"""
-    )
-)
-ABSTRACTS_SQL_SHARDED = f"""\
-{_IDS_SHARDED}
-p AS MATERIALIZED (
-    SELECT p.id,
-           p.abstract
-    FROM papers AS p
-    WHERE p.id = ANY (ARRAY(SELECT value FROM j))
-)
-SELECT p.id,
-       p.abstract
-FROM j
-JOIN p ON p.id = j.value
-ORDER BY j.position"""
-register_sharded(ABSTRACTS_SQL, ABSTRACTS_SQL_SHARDED)
+PAPERS_SQL = by_id("id", "title", "abstract", "year")
+ABSTRACTS_SQL = by_id("id", "abstract")
 
 AUTHORS_SQL = statement(
     lambda d: (
