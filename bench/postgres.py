@@ -58,9 +58,12 @@ def _corpus(name: str) -> tuple[Path, list[str]]:
         CACHE.mkdir(parents=True, exist_ok=True)
         synthetic.write(corpus, size, seed=42)
     qfile = CACHE / f"synthetic-{size}-seed42.queries-200-seed7.json"
-    if qfile.exists():
-        return corpus, [q["text"] for q in json.loads(qfile.read_text())["queries"]]
-    raise SystemExit(f"no query set at {qfile}: run `python bench/scale.py --sizes {size} --no-hepth` once")
+    if not qfile.exists():  # the short set bench/scale.py draws (its default --queries and --query-seed)
+        import queries as qsets
+
+        short = qsets.synthetic_queries(qsets.doc_freqs(corpus, CACHE), 200, seed=7)
+        qfile.write_text(json.dumps({"queries": short}, indent=1))
+    return corpus, [q["text"] for q in json.loads(qfile.read_text())["queries"]]
 
 
 def _long_queries(name: str, corpus: Path, count: int) -> list[str]:
