@@ -12,6 +12,7 @@ import pytest
 from retrieval import RetrievalClient
 from retrieval.corpus.paper import Paper
 from retrieval.errors import ConfigError, InputError
+from retrieval.interfaces.cli import main
 from retrieval.search import similar as similar_module
 from retrieval.store.sql.executor import Trace
 from tests.helpers import BACKENDS, index_on
@@ -249,6 +250,64 @@ def test_a_hubs_co_citation_and_coupling_come_back_as_a_list_per_seed(hub_corpus
     expected = Counter(pid for pid, p in papers.items() for ref in p.references if ref in papers[HUB].references)
     expected.update(["o1", "o2", "o3"])  # they cite k00, which the hub cites
     assert counts[HUB] == expected - Counter({HUB: len(papers[HUB].references)})
+
+
+def _candidates(papers: dict, seeds: list[str], fanout=similar_module.COCITATION_FANOUT) -> tuple[set, set]:
+    """Every id with a signal, papers of the corpus or not (co-cited by a citing paper read, citing a seed's
+    reference, or among the text's best), and those of the text, from the records' lists alone."""
+    refs: dict[str, set[str]] = {pid: set(p.references) for pid, p in papers.items()}
+    for pid, p in papers.items():
+        for citer in p.citations:
+            refs.setdefault(citer, set()).add(pid)
+    cited_by: dict[str, set[str]] = {}
+    for pid, rs in refs.items():
+        for r in rs:
+            cited_by.setdefault(r, set()).add(pid)
+    out = set()
+    for s in seeds:
+        citers = sorted(cited_by.get(s, set()))
+        step = -(-len(citers) // fanout) if fanout and len(citers) > fanout else 1
+        out |= {r for citer in citers[::step] for r in refs[citer]} | {c for r in refs[s] for c in cited_by[r]}
+    text = " ".join(f"{papers[s].title} {papers[s].abstract}" for s in seeds)
+    bm25 = ReferenceBM25({pid: p.text for pid, p in papers.items()}).scores(text)
+    top = sorted(bm25.items(), key=lambda kv: (-round(kv[1], 10), kv[0]))[: similar_module.TEXT_DEPTH + len(seeds)]
+    texts = {pid for pid, _ in top} - set(seeds)
+    return (out | texts) - set(seeds), texts
+
+
+def test_a_hubs_count_of_papers_not_scored_is_estimated_from_an_even_sample_and_said_to_be(
+    hub_corpus, monkeypatch, capsys
+):
+    """Past ``MATCHED_EXACT_MAX`` candidates not scored (and not known papers from the text pass), ``matched``
+    looks up every k-th of them by id (``MATCHED_SAMPLE``) and scales the share of papers up, as ``matched_exact``
+    false says, and the CLI as "about"; within the limit it is the exact count."""
+    db, papers = hub_corpus
+    monkeypatch.setattr(similar_module, "MATCHED_EXACT_MAX", 50)
+    monkeypatch.setattr(similar_module, "MATCHED_SAMPLE", 40)
+    trace = Trace()
+    with RetrievalClient(db, tracer=trace) as client:
+        result = client.similar(HUB, limit=10)
+    everything, texts = _candidates(papers, [HUB])
+    scored = {pid for st in trace.statements if st.name == "similar: the candidates"
+              for pid in json.loads(st.params["paper_ids"])}  # fmt: skip
+    unknown = sorted(everything - scored - texts)
+    step = -(-len(unknown) // 40)
+    sample = unknown[::step]
+    assert len(unknown) > 300 and step > 1
+    [looked_up] = [json.loads(st.params["paper_ids"]) for st in trace.statements
+                   if st.name == "similar: candidates not scored"]  # fmt: skip
+    assert looked_up == sample
+    estimate = round(sum(pid in papers for pid in sample) * len(unknown) / len(sample))
+    assert result.matched == len(scored & papers.keys()) + len(texts - scored) + estimate
+    assert not result.matched_exact and result.to_dict()["matched_exact"] is False
+    exact = len(_expected(papers, [HUB]))
+    assert abs(result.matched - exact) <= 0.05 * exact
+    assert main(["similar", HUB, "--db", str(db)]) == 0
+    assert f"of about {result.matched:,} papers like {HUB}" in capsys.readouterr().out
+    monkeypatch.setattr(similar_module, "MATCHED_EXACT_MAX", len(unknown))
+    with RetrievalClient(db) as client:
+        again = client.similar(HUB, limit=10)
+    assert again.matched == exact and again.matched_exact
 
 
 def test_a_hubs_similar_papers_sorted_by_citations_score_every_candidate(hub_corpus):

@@ -104,11 +104,11 @@ Use it once you have ids (from `search`, `show` or an earlier `similar`); use `s
 
 Returns JSON: `seeds`, `results`, best first, each with `rank`, `id`, `title`, `year`, `authors`, `score`,
 `cocitation`, `coupling`, `text`, `cocited_with` and `shared_references_with` (counts per given paper) and `why`;
-`matched` (papers with any signal), `warnings`, `filters`, `offset`, `metrics`, `cocitation_read` (a given
-paper cited by more than {COCITATION_FANOUT} papers is read through an even sample of {COCITATION_FANOUT} of them:
-its `cocited_with` counts are estimates, `~` in `why`). An arXiv id may also be given as arXiv:ID or an
-arxiv.org address. An id not in the index is an error. Bounds: at most {BOUNDS["ids"]} ids in `paper_ids` and in
-`exclude`, `limit` 1 to {BOUNDS["limit"]}, `offset` 0 to {BOUNDS["offset"]:,}."""
+`matched` (papers with any signal; `matched_exact` false when estimated), `warnings`, `filters`, `offset`,
+`metrics`, `cocitation_read` (a given paper cited by more than {COCITATION_FANOUT} papers is read through an even
+sample of {COCITATION_FANOUT} of them: its `cocited_with` counts are estimates, `~` in `why`). An arXiv id may also
+be given as arXiv:ID or an arxiv.org address. An id not in the index is an error. Bounds: at most {BOUNDS["ids"]}
+ids in `paper_ids` and in `exclude`, `limit` 1 to {BOUNDS["limit"]}, `offset` 0 to {BOUNDS["offset"]:,}."""
 
 SHOW = f"""One paper, to read it and follow its citations by hand: its abstract and a page of its references
 and of the papers citing it.

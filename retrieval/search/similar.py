@@ -23,9 +23,10 @@ Only the candidates that can reach the page are scored in full (the best-bound-f
 threshold algorithm, exact). A co-citation count n of a candidate c is at most in(c), so its cosine
 ``n / sqrt(in(s) * in(c))`` is at most ``sqrt(n / in(s))``; shared references likewise at most
 ``sqrt(shared / out(s))``; the text signal is known. Candidates are read (titles, degrees) best bound first, twice
-the page, then every one whose bound still reaches the page's last score; the rest are only counted (``matched``).
-A hub's references are cited by thousands (hepth's most cited paper: 4,560 candidates, 38 of them scored), so
-this is what keeps its ``similar`` near an ordinary paper's. Another ``sort`` than relevance scores them all.
+the page, then every one whose bound still reaches the page's last score; the rest are only counted (``matched``,
+from an even sample past ``MATCHED_EXACT_MAX``). A hub's references are cited by thousands (hepth's most cited
+paper: 4,560 candidates, 38 of them scored), so this is what keeps its ``similar`` near an ordinary paper's.
+Another ``sort`` than relevance scores them all.
 """
 
 from __future__ import annotations
@@ -211,6 +212,14 @@ LEFT JOIN n ON n.paper_id = j.value
 LEFT JOIN o ON o.citing_id = j.value"""
 register_sharded(DEGREES_SQL, DEGREES_SQL_SHARDED)
 
+#: ``matched`` counts the candidates not scored in full that are papers of the index (a co-cited paper or one
+#: sharing a reference may be outside the corpus), a lookup each, up to this many whose status is unknown (those
+#: from the text pass are papers); above it, from an even sample of ``MATCHED_SAMPLE`` of them (every k-th by
+#: id), scaled up and said to be an estimate (``matched_exact``), as search's count is. A hub's 4,500 candidates
+#: not scored would otherwise cost as much as the lexical pass.
+MATCHED_EXACT_MAX = 1000
+MATCHED_SAMPLE = 250
+
 #: How many of the candidates not scored in full are papers of the index (``matched`` counts them).
 MATCHED_SQL = statement(
     lambda d: (
@@ -247,7 +256,7 @@ def upper_bounds(
             per = weight * up / n_seeds / math.sqrt(max(1, degrees[seed][degree]))
             scale, cap = (citing[seed] / read[seed], citing[seed]) if signals is together else (1.0, math.inf)
             of = {n: per * math.sqrt(min(n * scale, cap)) for n in set(counts.values())}  # few distinct counts
-            parts.append({pid: of[n] for pid, n in counts.items()})
+            parts.append(dict(zip(counts, map(of.__getitem__, counts.values()), strict=True)))
     parts.sort(key=len, reverse=True)  # the others are added into the largest: a hub's lists run to thousands
     bounds = parts[0]
     get = bounds.get
@@ -308,13 +317,33 @@ class SimilarPaper:
         }
 
 
-class SimilarResult:
-    """Papers like ``seeds``, best first, from ``offset`` on; ``matched`` papers had any signal at all."""
+def papers_among(snap: Snapshot, ids: set[str], known: set[str]) -> tuple[int, bool]:
+    """How many of ``ids`` are papers of the index, and whether that is exact: those in ``known`` are; of the
+    rest, each is looked up while they number at most ``MATCHED_EXACT_MAX``, else an even sample of about
+    ``MATCHED_SAMPLE`` (every k-th by id: ids of a period of the literature share a prefix) and its share is
+    scaled up to them all, rounded."""
+    certain = len(known & ids)
+    unknown = sorted(ids - known)  # in index order: each lookup lands near the last
+    if not unknown:
+        return certain, True
+    sample = unknown if len(unknown) <= MATCHED_EXACT_MAX else unknown[:: -(-len(unknown) // MATCHED_SAMPLE)]
+    found = snap.rows("similar: candidates not scored", MATCHED_SQL, {"paper_ids": json.dumps(sample)})[0][0]
+    if len(sample) == len(unknown):
+        return certain + found, True
+    return certain + round(found * len(unknown) / len(sample)), False
 
-    def __init__(self, seeds, ranked, matched, wall_time_ms, offset=0, warnings=None, filters=None) -> None:
+
+class SimilarResult:
+    """Papers like ``seeds``, best first, from ``offset`` on; ``matched`` papers had any signal at all (an estimate
+    when ``matched_exact`` is false: ``papers_among``)."""
+
+    def __init__(
+        self, seeds, ranked, matched, wall_time_ms, offset=0, warnings=None, filters=None, matched_exact=True
+    ) -> None:
         self.seeds = seeds
         self.ranked = ranked
         self.matched = matched
+        self.matched_exact = matched_exact
         self.wall_time_ms = wall_time_ms
         self.offset = offset
         self.warnings = [] if warnings is None else warnings
@@ -332,6 +361,7 @@ class SimilarResult:
             "results": [{"rank": i, **e.to_dict()} for i, e in enumerate(self.ranked, start=self.offset + 1)],
             "offset": self.offset,
             "matched": self.matched,
+            "matched_exact": self.matched_exact,
             "filters": None if not self.filters else self.filters.to_dict(),
             "warnings": list(self.warnings),
             "cocitation_read": dict(self.cocitation_read),
@@ -385,10 +415,12 @@ def similar(
     best = max(text_scores.values(), default=0.0)
     text_part = {pid: score / best if best > 0 else 0.0 for pid, score in text_scores.items()}
     bounds = upper_bounds(together, shared, text_part, len(seeds), citing, read, degrees)
-    pool = [pid for pid in bounds if pid not in skip]
-    if filters and pool:
-        rejected = set(failing(snap, pool, passing(snap, filters)))
-        pool = [pid for pid in pool if pid not in rejected]
+    for pid in skip:
+        bounds.pop(pid, None)
+    if filters and bounds:
+        for pid in failing(snap, list(bounds), passing(snap, filters)):
+            bounds.pop(pid, None)
+    pool = list(bounds)
     ranked: list[SimilarPaper] = []
 
     def score(ids: list[str]) -> None:
@@ -417,27 +449,23 @@ def similar(
                 entry.estimated = estimated & cocited.keys()
             ranked.append(entry)
 
-    matched = 0
+    matched, exact = 0, True
     if sort not in (None, "relevance"):  # ordered by citations or year: every candidate is scored
         score(pool)
     else:  # best bound first: twice the page, then every candidate whose bound reaches the page's last score
-        order = sorted(pool, key=bounds.__getitem__, reverse=True)
-        need, done = offset + limit, 0
-        while done < len(order):
-            if len(ranked) < need:
-                end = done + 2 * (need - len(ranked))
+        need, taken = offset + limit, set()
+        batch = heapq.nlargest(2 * need, pool, key=bounds.__getitem__)  # a hub's thousands are never sorted
+        while batch:
+            score(batch)
+            taken.update(batch)
+            if len(ranked) < need:  # ids outside the corpus are no results: the next best, at least twice as many
+                left = [pid for pid in pool if pid not in taken]
+                batch = heapq.nlargest(max(2 * (need - len(ranked)), 2 * len(batch)), left, key=bounds.__getitem__)
             else:  # the page's last score only rises as more are scored: what falls short of it now always will
                 floor = heapq.nlargest(need, (e.score for e in ranked))[-1] - TIE_SLACK
-                end = done
-                while end < len(order) and bounds[order[end]] >= floor:
-                    end += 1
-                if end == done:
-                    break
-            score(order[done:end])
-            done = end
-        if done < len(order):
-            rest = json.dumps(sorted(order[done:]))  # in index order: each lookup lands near the last
-            matched = snap.rows("similar: candidates not scored", MATCHED_SQL, {"paper_ids": rest})[0][0]
+                batch = [pid for pid, bound in bounds.items() if bound >= floor and pid not in taken]
+        if len(taken) < len(pool):
+            matched, exact = papers_among(snap, bounds.keys() - taken, text_part.keys() & bounds.keys())
     ranked.sort(key=lambda e: (-round(e.score, SCORE_DECIMALS), e.paper.id))  # last-bit sums tie on id
     ranked = reorder(ranked, sort, {e.paper.id: e.citations for e in ranked})
     warnings = []
@@ -445,6 +473,6 @@ def similar(
         warnings.append("the seeds have no citations in the index: ranked by text similarity only")
     page = ranked[offset : offset + limit]
     wall = (time.perf_counter() - start) * 1000.0
-    result = SimilarResult(seeds, page, len(ranked) + matched, wall, offset, warnings, filters)
+    result = SimilarResult(seeds, page, len(ranked) + matched, wall, offset, warnings, filters, exact)
     result.cocitation_read = {seed: {"citing": citing[seed], "read": read[seed]} for seed in sorted(estimated)}
     return result

@@ -569,8 +569,8 @@ def _print_similar(args: argparse.Namespace, result) -> int:
     if result.ranked:
         seeds = ", ".join(result.seeds[:3]) + (f" and {len(result.seeds) - 3} more" if len(result.seeds) > 3 else "")
         summary = [
-            f"{display.results_span(result.offset, len(result.ranked))} of {display.count(result.matched, 'paper')} "
-            f"like {seeds}",
+            f"{display.results_span(result.offset, len(result.ranked))} of {'' if result.matched_exact else 'about '}"
+            f"{display.count(result.matched, 'paper')} like {seeds}",
             f"{result.wall_time_ms:.1f} ms",
         ]
         lines += [""] + display.clauses(summary, width)
