@@ -40,10 +40,9 @@ def corpus(request):
     return index_on(request, request.param, papers, "similar"), {p.id: p for p in papers}
 
 
-def _expected(papers: dict, seeds: list[str], exclude=(), fanout=similar_module.COCITATION_FANOUT):
-    """The module's definition, from the records' lists alone (each reference, and each citing paper a record
-    names, is an edge): co-citation over every k-th citing paper by id, ``k = ceil(n / fanout)``, scaled up
-    (``cocitation_estimate``: at most either paper's citing papers), when a seed has more than ``fanout``."""
+def _edges(papers: dict) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Each id's references and citing papers, from the records' lists alone (each reference, and each citing
+    paper a record names, is an edge; either end may be outside the corpus)."""
     refs: dict[str, set[str]] = {pid: set() for pid in papers}
     for pid, p in papers.items():
         refs[pid] |= set(p.references)
@@ -53,11 +52,21 @@ def _expected(papers: dict, seeds: list[str], exclude=(), fanout=similar_module.
     for pid, rs in refs.items():
         for r in rs:
             cited_by.setdefault(r, set()).add(pid)
-    read: dict[str, set[str]] = {}
-    for s in seeds:
-        citers = sorted(cited_by.get(s, set()))
-        step = -(-len(citers) // fanout) if fanout and len(citers) > fanout else 1
-        read[s] = set(citers[::step])
+    return refs, cited_by
+
+
+def _read(cited_by: dict[str, set[str]], seed: str, fanout: int) -> list[str]:
+    """The citing papers of ``seed`` co-citation reads: every k-th by id, ``k = ceil(n / fanout)``."""
+    citers = sorted(cited_by.get(seed, set()))
+    return citers[:: -(-len(citers) // fanout) if fanout and len(citers) > fanout else 1]
+
+
+def _expected(papers: dict, seeds: list[str], exclude=(), fanout=similar_module.COCITATION_FANOUT):
+    """The module's definition, from the records' lists alone (each reference, and each citing paper a record
+    names, is an edge): co-citation over every k-th citing paper by id, ``k = ceil(n / fanout)``, scaled up
+    (``cocitation_estimate``: at most either paper's citing papers), when a seed has more than ``fanout``."""
+    refs, cited_by = _edges(papers)
+    read = {s: set(_read(cited_by, s, fanout)) for s in seeds}
     text = " ".join(f"{papers[s].title} {papers[s].abstract}" for s in seeds)
     bm25 = ReferenceBM25({pid: p.text for pid, p in papers.items()}).scores(text)
     skip = set(seeds) | set(exclude)
@@ -255,19 +264,12 @@ def test_a_hubs_co_citation_and_coupling_come_back_as_a_list_per_seed(hub_corpus
 def _candidates(papers: dict, seeds: list[str], fanout=similar_module.COCITATION_FANOUT) -> tuple[set, set]:
     """Every id with a signal, papers of the corpus or not (co-cited by a citing paper read, citing a seed's
     reference, or among the text's best), and those of the text, from the records' lists alone."""
-    refs: dict[str, set[str]] = {pid: set(p.references) for pid, p in papers.items()}
-    for pid, p in papers.items():
-        for citer in p.citations:
-            refs.setdefault(citer, set()).add(pid)
-    cited_by: dict[str, set[str]] = {}
-    for pid, rs in refs.items():
-        for r in rs:
-            cited_by.setdefault(r, set()).add(pid)
+    refs, cited_by = _edges(papers)
     out = set()
     for s in seeds:
-        citers = sorted(cited_by.get(s, set()))
-        step = -(-len(citers) // fanout) if fanout and len(citers) > fanout else 1
-        out |= {r for citer in citers[::step] for r in refs[citer]} | {c for r in refs[s] for c in cited_by[r]}
+        out |= {r for citer in _read(cited_by, s, fanout) for r in refs[citer]} | {
+            c for r in refs[s] for c in cited_by[r]
+        }
     text = " ".join(f"{papers[s].title} {papers[s].abstract}" for s in seeds)
     bm25 = ReferenceBM25({pid: p.text for pid, p in papers.items()}).scores(text)
     top = sorted(bm25.items(), key=lambda kv: (-round(kv[1], 10), kv[0]))[: similar_module.TEXT_DEPTH + len(seeds)]
