@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,15 @@ from tests.helpers import BACKENDS, shared_corpus
 def _no_index_env(monkeypatch):
     """Tests name their index files; an index location in the environment must not leak in."""
     monkeypatch.delenv("RETRIEVAL_DB", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _ids_as_in_a_fresh_process():
+    """Each test looks up the best papers' ids as a fresh process would, whatever the tests before it searched
+    on a shared index (``blobs.PaperIds`` keeps them after a few lookups; not imported here, which loads NumPy)."""
+    blobs = sys.modules.get("retrieval.search.blobs")
+    if blobs is not None:
+        blobs.PAPER_IDS.clear()
 
 
 @pytest.fixture(scope="session")

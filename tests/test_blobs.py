@@ -616,3 +616,60 @@ def test_postgresql_keeps_the_blobs_and_scores_them_as_sqlite(request, tmp_path,
         server.lexical.search(papers[sorted(papers)[0]].text, 10)
     assert sum(s.name == POSTINGS_STATEMENT for s in trace.statements) == 1  # one round trip for every list
     assert json.loads(json.dumps([s.params for s in trace.statements if s.name == POSTINGS_STATEMENT]))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_process_keeps_every_papers_id_after_repeated_lookups_and_never_past_a_write(
+    request, tmp_path, small_chunks, monkeypatch, backend
+):
+    """From the ``IDS_AFTER``-th lookup of the best papers' ids at one index state, the process reads every
+    paper's id once and looks them up in memory: the answers stay the reference's, the statement stops running;
+    an add or a remove is a new state, looked up by statement again and never answered from the old ids; a
+    budget too small for them keeps none."""
+    from retrieval.config import resolve_db
+    from retrieval.search import blobs
+    from retrieval.store.postgres.build import build_postgres
+
+    monkeypatch.setattr(blobs, "CACHE", blobs._Cache(2**30))
+    monkeypatch.setattr(blobs, "PAPER_IDS", blobs.PaperIds())
+    monkeypatch.setattr(blobs, "IDS_AFTER", 3)
+    rng = random.Random(5)
+    papers = {f"p{i:03d}": zipf_paper(rng, f"p{i:03d}") for i in range(90)}
+    if backend == "sqlite":
+        db = target = tmp_path / "ids.db"
+        build_index(papers.values(), db)
+    else:
+        db = request.getfixturevalue("pg_database")("blobids")
+        target = resolve_db(db)
+        build_postgres(papers.values(), target)
+    queries = [" ".join(rng.choices(VOCAB, weights=WEIGHTS, k=rng.randint(3, 40))) for _ in range(6)]
+
+    def run(query: str) -> list[str]:
+        """The statements of one search (a new client each time, as new requests of one process), its answer
+        checked against the reference."""
+        trace = Trace()
+        with RetrievalClient(db, tracer=trace) as client:
+            client.lexical.path = "blobs"
+            hits = client.lexical.search(query, 10)
+        expected = ReferenceBM25({pid: p.text for pid, p in papers.items()}).top(query, 10)
+        assert [p for p, _ in hits] == [p for p, _ in expected], query
+        assert all(close(a, b) for (_, a), (_, b) in zip(hits, expected, strict=True)), query
+        return [s.name for s in trace.statements]
+
+    lookup = "lexical: the best papers' ids"
+    names = [run(q) for q in queries]
+    assert [lookup in n for n in names] == [True, True, False, False, False, False]
+    assert [n.count(blobs.ALL_PAPER_IDS_STATEMENT) for n in names] == [0, 0, 1, 0, 0, 0]
+    newcomer = Paper("z-new", "v119 v119 v118", "v117 v119 v118 v116", 2001, source="t")
+    add_papers([newcomer], target)  # a new state: its ids looked up again, the new paper among them
+    papers[newcomer.id] = newcomer
+    after = run("v119 v118 v117")
+    assert lookup in after and blobs.ALL_PAPER_IDS_STATEMENT not in after
+    for q in queries[:3]:
+        run(q)
+    remove_papers([newcomer.id, "p000"], target)
+    del papers[newcomer.id], papers["p000"]
+    assert lookup in run("v119 v118 v117")  # the ids kept before the remove name a paper no longer there
+    monkeypatch.setattr(blobs, "PAPER_IDS", blobs.PaperIds())
+    monkeypatch.setattr(blobs, "CACHE", blobs._Cache(blobs.ID_BYTES * len(papers)))  # a quarter is too little
+    assert all(lookup in run(q) for q in queries)

@@ -253,7 +253,10 @@ def test_cocitation_and_coupling_alone_are_hash_joined_on_a_single_server(demo_p
     assert others and all(names[i - 1] != "planner: hash joins for the next statement" for i in others)
 
 
-def test_every_statement_a_search_runs_is_a_registered_postgresql_text(demo_pg, cacm_pg):
+def test_every_statement_a_search_runs_is_a_registered_postgresql_text(demo_pg, cacm_pg, monkeypatch):
+    from retrieval.search import blobs
+
+    monkeypatch.setattr(blobs, "IDS_AFTER", 3)  # the best papers' ids looked up, then kept (every paper's read)
     trace = Trace()
     with RetrievalClient(cacm_pg, tracer=trace) as pg:  # the demo corpus is too small to prune
         for query in CACM_SHORT:
@@ -277,7 +280,7 @@ def test_every_statement_a_search_runs_is_a_registered_postgresql_text(demo_pg, 
     assert {"lexical: top-k", "lexical: threshold", "lexical: top-k (plain aggregation)",
             "citation walk (recursive CTE)", "expansion: cocitation, hop 2", "similar: co-cited papers",
             "show: citations", "show: references", "lexical: the query terms' postings (BLOBs)",
-            "lexical: the best papers' ids"} <= ran  # fmt: skip
+            "lexical: the best papers' ids", blobs.ALL_PAPER_IDS_STATEMENT} <= ran  # fmt: skip
     for statement in trace.statements:
         assert statement.sql in texts, statement.name
     for sqlite, postgresql in registered().items():

@@ -362,6 +362,79 @@ def _cache_limit(value: str) -> int:
 CACHE = _Cache(_cache_limit(os.environ.get("RETRIEVAL_POSTINGS_CACHE_MB", "256")))
 
 
+#: Every paper's doc id, as ``_best`` reads them once ``PaperIds`` keeps them.
+ALL_PAPER_IDS_SQL = statement(
+    lambda d: (
+        """\
+SELECT dl.doc_id,
+       dl.paper_id
+FROM doc_len AS dl"""
+    ),
+    scatter="concat",  # sharded: each shard names its own papers
+)
+ALL_PAPER_IDS_STATEMENT = "lexical: every paper's doc id, kept by this process"
+#: A process that looks up the best papers' ids this many times at one index state reads every paper's at once
+#: (``PaperIds``) and answers the later lookups from memory: a long-lived process (a server, an evaluation, an
+#: agent's session) saves a statement per query, on PostgreSQL a round trip; a command of one query never reads
+#: them.
+IDS_AFTER = 8
+#: The share of ``CACHE``'s limit the kept ids may take, at an estimated ``ID_BYTES`` per paper beside its id's
+#: characters (the array's slot and the string's header): a corpus too large for it keeps looking them up.
+IDS_SHARE = 0.25
+ID_BYTES = 64
+
+
+class PaperIds:
+    """The paper id of every doc id at an index state (``index_info.generation``), which this process keeps once it
+    has looked them up ``IDS_AFTER`` times there (``of``); the states kept are bounded by ``IDS_SHARE`` of
+    ``CACHE``'s limit, least recently read first out. A write renews the state, so kept ids are never stale."""
+
+    def __init__(self) -> None:
+        self._held: OrderedDict[str, tuple[np.ndarray, int]] = OrderedDict()
+        self._asked: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def of(self, snap: Snapshot) -> np.ndarray | None:
+        """An object array by doc id of the paper ids at ``snap``'s index state (None where a doc id names no
+        paper), when kept; else None, and this lookup is counted (the ``IDS_AFTER``-th reads them all)."""
+        generation = snap.stats.info.get("generation")
+        budget = int(IDS_SHARE * CACHE.limit)
+        if not generation or snap.stats.n_papers * ID_BYTES > budget:
+            return None
+        with self._lock:
+            held = self._held.get(generation)
+            if held is not None:
+                self._held.move_to_end(generation)
+                return held[0]
+            if len(self._asked) > 1000:  # index states seen once and never again
+                self._asked.clear()
+            asked = self._asked[generation] = self._asked.get(generation, 0) + 1
+        if asked < IDS_AFTER:
+            return None
+        rows = snap.rows(ALL_PAPER_IDS_STATEMENT, ALL_PAPER_IDS_SQL, {})
+        ids = np.full(max((doc for doc, _ in rows), default=-1) + 1, None, dtype=object)
+        size = 8 * len(ids)
+        for doc, pid in rows:
+            ids[doc] = pid
+            size += ID_BYTES + len(pid)
+        with self._lock:
+            self._asked.pop(generation, None)
+            if size <= budget:
+                self._held[generation] = (ids, size)
+                while sum(held for _, held in self._held.values()) > budget:
+                    self._held.popitem(last=False)
+        return ids
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held.clear()
+            self._asked.clear()
+
+
+#: The paper ids kept by this process (bounded by ``RETRIEVAL_POSTINGS_CACHE_MB`` as ``CACHE``; 0 keeps none).
+PAPER_IDS = PaperIds()
+
+
 def holds(generation: str | None, term_id: int | None) -> bool:
     """Whether this process keeps the lists of ``term_id`` at the index state ``generation`` (``CACHE``)."""
     return bool(generation and CACHE.limit) and term_id is not None and CACHE.has((generation, term_id))
@@ -780,7 +853,11 @@ def _best(snap: Snapshot, docs: np.ndarray, scores: np.ndarray, k: int) -> list[
     if not len(docs):
         return []
     score_of = dict(zip(docs.tolist(), scores.tolist(), strict=True))
-    rows = snap.rows("lexical: the best papers' ids", PAPER_IDS_SQL, {"doc_ids": json.dumps(sorted(score_of))})
+    kept = PAPER_IDS.of(snap)
+    if kept is None:
+        rows = snap.rows("lexical: the best papers' ids", PAPER_IDS_SQL, {"doc_ids": json.dumps(sorted(score_of))})
+    else:
+        rows = [(doc, kept[doc]) for doc in score_of if doc < len(kept) and kept[doc] is not None]
     if len(rows) != len(score_of):  # a doc_len row deleted by hand: its paper would silently drop out
         lacking = sorted(set(score_of) - {doc for doc, _ in rows})
         raise _damaged(snap, f"the postings name the document {lacking[0]}, which doc_len lacks")
