@@ -21,11 +21,15 @@ def _no_index_env(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _ids_as_in_a_fresh_process():
-    """Each test looks up the best papers' ids as a fresh process would, whatever the tests before it searched
-    on a shared index (``blobs.PaperIds`` keeps them after a few lookups; not imported here, which loads NumPy)."""
+    """Each test looks up the best papers' ids and reads the citation graph as a fresh process would, whatever
+    the tests before it asked of a shared index (``blobs.PaperIds`` keeps the ids after a few lookups,
+    ``adjacency.Graphs`` the graph after a graph's worth of rows; not imported here, which loads NumPy)."""
     blobs = sys.modules.get("retrieval.search.blobs")
     if blobs is not None:
         blobs.PAPER_IDS.clear()
+    adjacency = sys.modules.get("retrieval.search.adjacency")
+    if adjacency is not None:
+        adjacency.GRAPHS.clear()
 
 
 @pytest.fixture(scope="session")

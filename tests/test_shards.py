@@ -417,11 +417,12 @@ def test_a_sharded_search_runs_registered_texts_the_postings_statements_on_every
     assert any(s.sql in registered(SHARDED).values() for s in trace.statements)  # the coordinator's own texts ran
 
 
-def test_similar_on_a_sharded_index_reads_each_foreign_table_by_a_key_array(sharded_database, tmp_path):
+def test_similar_on_a_sharded_index_reads_each_foreign_table_by_a_key_array(sharded_database, tmp_path, monkeypatch):
     """On a coordinator ``similar`` reads the seeds, their degrees, the co-cited papers and the papers sharing
     references with texts of its own (``register_sharded``: each foreign table read once per statement by a key
     array, where a lookup per id or per citing paper is a round trip to every shard), and its page, scores and
-    count equal a single file's of the same corpus."""
+    count equal a single file's of the same corpus, also once the process keeps the citation graph."""
+    from retrieval.search import adjacency
     from retrieval.store.sql.dialect import SHARDED, registered
     from retrieval.store.sql.executor import Trace
 
@@ -430,14 +431,28 @@ def test_similar_on_a_sharded_index_reads_each_foreign_table_by_a_key_array(shar
     build(db=coordinator, source=corpus, shards=shards)
     lite = tmp_path / "single.db"
     build(db=lite, source=corpus)
-    trace = Trace()
-    with RetrievalClient(coordinator, tracer=trace) as sharded, RetrievalClient(lite) as single:
-        for seeds in (["p030"], ["p010", "p020", "p045"]):
-            a, b = sharded.similar(seeds, limit=20), single.similar(seeds, limit=20)
-            assert [e.paper.id for e in a.ranked] == [e.paper.id for e in b.ranked]
-            assert all(abs(x.score - y.score) <= TOLERANCE for x, y in zip(a.ranked, b.ranked, strict=True))
-            assert a.matched == b.matched > 20
-    own = set(registered(SHARDED).values())
-    ran = {s.name for s in trace.statements if s.sql in own}
+
+    def same_as_a_file() -> tuple[set[str], set[str]]:
+        """The coordinator's pages, scores and counts against the file's: the names of the statements it ran
+        with texts of their own, and of all it ran."""
+        trace = Trace()
+        with RetrievalClient(coordinator, tracer=trace) as sharded, RetrievalClient(lite) as single:
+            for seeds in (["p030"], ["p010", "p020", "p045"]):
+                a, b = sharded.similar(seeds, limit=20), single.similar(seeds, limit=20)
+                assert [e.paper.id for e in a.ranked] == [e.paper.id for e in b.ranked]
+                assert all(abs(x.score - y.score) <= TOLERANCE for x, y in zip(a.ranked, b.ranked, strict=True))
+                assert a.matched == b.matched > 20
+        own = set(registered(SHARDED).values())
+        return {s.name for s in trace.statements if s.sql in own}, {s.name for s in trace.statements}
+
+    ran, _ = same_as_a_file()
     reads = {"the seed papers", "degrees", "co-cited papers", "papers sharing references", "the candidates"}
     assert {f"similar: {read}" for read in reads} <= ran, ran
+    # a process that keeps the graph reads every shard's citations once (in pages) and answers the same
+    monkeypatch.setattr(adjacency, "GRAPH_RENT", 1e-9)
+    trace = Trace()
+    with RetrievalClient(coordinator, tracer=trace) as sharded:
+        sharded.similar(["p030"])
+    assert adjacency.CITATIONS_STATEMENT in {s.name for s in trace.statements}
+    _, names = same_as_a_file()
+    assert not {"similar: co-cited papers", "similar: papers sharing references"} & names

@@ -13,6 +13,7 @@ from retrieval import RetrievalClient
 from retrieval.corpus.paper import Paper
 from retrieval.errors import ConfigError, InputError
 from retrieval.interfaces.cli import main
+from retrieval.search import adjacency
 from retrieval.search import similar as similar_module
 from retrieval.store.sql.executor import Trace
 from tests.helpers import BACKENDS, index_on
@@ -103,6 +104,25 @@ def test_similar_equals_the_definition(corpus, seeds):
     assert all(math.isclose(e.score, s, rel_tol=1e-9) for e, (_, s) in zip(result.ranked, expected, strict=False))
     assert result.matched == len(expected)
     assert not set(seeds) & {e.paper.id for e in result.ranked}
+
+
+@pytest.mark.parametrize("seeds", [["p000"], ["p005"], ["p010", "p011", "p012"], ["p003", "p007"]])
+def test_similar_from_the_kept_citation_graph_equals_the_definition(corpus, seeds, monkeypatch):
+    """The same signals counted from the kept arrays (references outside the corpus among the nodes): the
+    definition's ranking, its scores, its reasons and its count."""
+    db, papers = corpus
+    monkeypatch.setattr(adjacency, "GRAPH_RENT", 1e-9)  # the first call's rows are a graph's worth
+    expected = _expected(papers, seeds)
+    with RetrievalClient(db) as client:
+        by_statements = client.similar(seeds, limit=25)
+    trace = Trace()
+    with RetrievalClient(db, tracer=trace) as client:  # the process keeps the graph: another request reads none
+        kept = client.similar(seeds, limit=25)
+    assert not _graph_statements(trace)
+    assert [e.paper.id for e in kept.ranked] == [pid for pid, _ in expected[:25]]
+    assert all(math.isclose(e.score, s, rel_tol=1e-9) for e, (_, s) in zip(kept.ranked, expected, strict=False))
+    assert [(e.together, e.shared) for e in kept.ranked] == [(e.together, e.shared) for e in by_statements.ranked]
+    assert kept.matched == by_statements.matched == len(expected)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -323,3 +343,75 @@ def test_a_hubs_similar_papers_sorted_by_citations_score_every_candidate(hub_cor
         result = client.similar(HUB, limit=15, sort="citations")
     assert [e.paper.id for e in result.ranked] == [pid for pid, _ in order[:15]]
     assert result.matched == len(expected)
+
+
+def _graph_statements(trace: Trace) -> list[str]:
+    """The names of ``similar``'s graph statements and the kept graph's reads, in the order they ran."""
+    reads = (adjacency.CITATION_COUNT_STATEMENT, adjacency.CITATIONS_STATEMENT, adjacency.PAPERS_IN_GRAPH_STATEMENT)
+    return [st.name for st in trace.statements if st.name.startswith("similar: ") and (
+        st.name in reads or "cit" in st.name or "sharing" in st.name or "not scored" in st.name)]  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_process_keeps_the_citation_graph_after_a_graphs_worth_of_rows_and_ranks_as_the_statements_do(
+    request, backend, monkeypatch
+):
+    """Once ``similar``'s statements have read ``GRAPH_RENT`` rows per paper at one index state, the process reads
+    every citation once (in pages, after the answer) and counts the same signals from arrays: the same pages and
+    scores as the definition, ``matched`` exact where the statements estimate it, no graph statement run; a write
+    is a new state, read by statements again (its answer the new definition's); a budget too small keeps none."""
+    from retrieval.config import resolve_db
+    from retrieval.search import blobs
+    from retrieval.store.writer import add_papers, remove_papers
+
+    papers = {p.id: p for p in _hub_papers()}
+    db = index_on(request, backend, list(papers.values()), "similarkept")
+    target = resolve_db(db) if backend != "sqlite" else db
+    monkeypatch.setattr(similar_module, "MATCHED_EXACT_MAX", 50)  # the statements estimate the hub's count
+    monkeypatch.setattr(adjacency, "PAGE_ROWS", 500)
+
+    def run(seeds, offset=0, limit=10):
+        """One ``similar`` of a process that keeps asking: its page checked against the definition's."""
+        trace = Trace()
+        with RetrievalClient(db, tracer=trace) as client:
+            result = client.similar(seeds, limit=limit, offset=offset)
+        page = _expected(papers, seeds)[offset : offset + limit]
+        assert [e.paper.id for e in result.ranked] == [pid for pid, _ in page], seeds
+        assert all(math.isclose(e.score, s, rel_tol=1e-9) for e, (_, s) in zip(result.ranked, page, strict=True))
+        return result, _graph_statements(trace)
+
+    first, names = run([HUB])
+    assert "similar: co-cited papers" in names and adjacency.CITATIONS_STATEMENT not in names
+    assert not first.matched_exact
+    # the rent: a graph's worth of rows, here what two calls on the hub read
+    monkeypatch.setattr(adjacency, "GRAPH_RENT", 1.5 * adjacency.GRAPHS._paid[_generation(db)] / len(papers))
+    _, names = run([HUB])
+    assert adjacency.CITATIONS_STATEMENT in names, names
+    edges = sum(map(len, _edges(papers)[0].values()))
+    pages = names.count(adjacency.CITATIONS_STATEMENT)
+    assert pages == edges // adjacency.PAGE_ROWS + 1 and names.index(adjacency.CITATION_COUNT_STATEMENT) > names.index(
+        "similar: papers sharing references")  # fmt: skip
+    for seeds, offset in (([HUB], 0), ([HUB], 35), ([HUB, "c03"], 0), (["c05"], 0), (["x007"], 3)):
+        result, names = run(seeds, offset)
+        assert names == [], names  # no graph statement, nothing estimated
+        exact = len(_expected(papers, seeds))
+        assert (result.matched, result.matched_exact) == (exact, True)
+    newcomer = Paper("z-new", " ".join(HUB_WORDS[:3]), " ".join(HUB_WORDS), 2002, ["New Author"], [HUB, "k00", "k01"])
+    add_papers([newcomer], target)
+    papers[newcomer.id] = newcomer
+    result, names = run([HUB])  # a new state: read by statements, and the new paper is among the answers
+    assert "similar: co-cited papers" in names and "z-new" in {e.paper.id for e in run([HUB], limit=40)[0].ranked}
+    remove_papers(["z-new"], target)
+    del papers["z-new"]
+    assert "similar: co-cited papers" in run([HUB])[1]
+    adjacency.GRAPHS.clear()
+    monkeypatch.setattr(adjacency, "GRAPH_RENT", 0.001)
+    monkeypatch.setattr(blobs, "CACHE", blobs._Cache(4 * adjacency.EDGE_BYTES * edges))  # a quarter of it: too little
+    for _ in range(3):
+        _, names = run([HUB])
+        assert "similar: co-cited papers" in names and adjacency.CITATIONS_STATEMENT not in names
+
+
+def _generation(db) -> str:
+    with RetrievalClient(db) as client:
+        return client.stats.info["generation"]

@@ -21,6 +21,7 @@ from ..store.database import IndexStats, check_index
 from ..store.sql.executor import Executor, Snapshot, StatementCache, Tracer
 from ..validate import LIMITS, check_choice, check_int
 from . import expansion, learned, lexical, prf, semantic, vote
+from .adjacency import GRAPHS
 from .blend import SORTS, BeyondPaper, RetrievalResult, blend, reorder
 from .filters import Filters, author_papers, failing, passing
 from .graph import CitationGraph, walk
@@ -260,6 +261,9 @@ class RetrievalClient:
             exclude = {named[pid] or pid for pid in exclude}  # an id of no paper leaves nothing out
             result = find_similar(snap, seeds, limit, offset, exclude, filters if filters else None, sort)
             add_links(snap, {e.paper.id: e.paper for e in result.ranked}, links=False)  # authors: what it shows
+        if GRAPHS.due:  # the citation graph, once this process has read about as many rows of it (``adjacency``)
+            with self.snapshot() as snap:
+                GRAPHS.keep(snap)
         return result
 
     def show(

@@ -27,6 +27,10 @@ the page, then every one whose bound still reaches the page's last score; the re
 from an even sample past ``MATCHED_EXACT_MAX``). A hub's references are cited by thousands (hepth's most cited
 paper: 4,560 candidates, 38 of them scored), so this is what keeps its ``similar`` near an ordinary paper's.
 Another ``sort`` than relevance scores them all.
+
+The graph signals are read by statements (``CITERS_SQL``, ``COCITED_SQL``, ``COUPLED_SQL``) until the process
+keeps the citation graph (``retrieval.search.adjacency``), then counted from its arrays: the same counts, so the
+same page; ``matched`` is then exact, since the graph knows every paper's id.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from ..store.sql.dialect import register_sharded, statement
 from ..store.sql.executor import Snapshot
 from ..validate import quoted
 from . import lexical
+from .adjacency import GRAPHS
 from .blend import reorder
 from .filters import Filters, failing, passing
 from .papers import CANDIDATES_SQL, PAPERS_SQL, checked_counts
@@ -400,13 +405,22 @@ def similar(
         for pid, ins, outs in snap.rows("similar: degrees", DEGREES_SQL, {"paper_ids": json.dumps(sorted(seeds))})
     }
     checked_counts(snap, {pid: ins for pid, (ins, _) in degrees.items()})
-    citers = listed(snap, "similar: citing papers", CITERS_SQL, params)
-    sampled = {seed: sampled_citers(ids, fanout) for seed, ids in citers.items()}
-    together = counted(snap, "similar: co-cited papers", COCITED_SQL, {"sampled": json.dumps(sampled)})  # of those read
+    graph = GRAPHS.of(snap)
+    if graph is None:  # the statements, while the process does not keep the graph (``adjacency``)
+        citers = listed(snap, "similar: citing papers", CITERS_SQL, params)
+        sampled = {seed: sampled_citers(ids, fanout) for seed, ids in citers.items()}
+        together = counted(snap, "similar: co-cited papers", COCITED_SQL, {"sampled": json.dumps(sampled)})
+        shared = counted(snap, "similar: papers sharing references", COUPLED_SQL, params)
+        read_rows = sum(map(len, citers.values())) + sum(c.total() for c in (*together.values(), *shared.values()))
+        GRAPHS.paid(snap, read_rows)
+    else:  # the same lists, counted from the kept arrays
+        citers = {seed: ids for seed in seeds if (ids := graph.citing(seed))}
+        sampled = {seed: sampled_citers(ids, fanout) for seed, ids in citers.items()}
+        together = {seed: c for seed, ids in sampled.items() if (c := graph.cocited(seed, ids))}
+        shared = {seed: c for seed in seeds if (c := graph.coupled(seed))}
     citing = {seed: len(ids) for seed, ids in citers.items()}
     read = {seed: len(ids) for seed, ids in sampled.items()}
     estimated = frozenset(seed for seed in together if read[seed] < citing[seed])
-    shared = counted(snap, "similar: papers sharing references", COUPLED_SQL, params)
     text = " ".join(f"{found[s][0]} {found[s][1]}" for s in seeds)[:MAX_QUERY_CHARS]
     wq = lexical.weigh(snap, Query.parse(text))
     hits, _ = lexical.top_papers(snap, wq, TEXT_DEPTH + len(seeds) + len(exclude))
@@ -455,17 +469,25 @@ def similar(
     else:  # best bound first: twice the page, then every candidate whose bound reaches the page's last score
         need, taken = offset + limit, set()
         batch = heapq.nlargest(2 * need, pool, key=bounds.__getitem__)  # a hub's thousands are never sorted
+        rest = bounds[batch[-1]] if batch else -math.inf  # no candidate not taken has a larger bound
         while batch:
             score(batch)
             taken.update(batch)
             if len(ranked) < need:  # ids outside the corpus are no results: the next best, at least twice as many
                 left = [pid for pid in pool if pid not in taken]
                 batch = heapq.nlargest(max(2 * (need - len(ranked)), 2 * len(batch)), left, key=bounds.__getitem__)
+                rest = bounds[batch[-1]] if batch else -math.inf
             else:  # the page's last score only rises as more are scored: what falls short of it now always will
                 floor = heapq.nlargest(need, (e.score for e in ranked))[-1] - TIE_SLACK
+                if floor > rest or len(taken) == len(pool):  # a hub's thousands are not read again for nothing
+                    break
                 batch = [pid for pid, bound in bounds.items() if bound >= floor and pid not in taken]
+                rest = math.nextafter(floor, -math.inf)  # every bound left is below the floor
         if len(taken) < len(pool):
-            matched, exact = papers_among(snap, bounds.keys() - taken, text_part.keys() & bounds.keys())
+            if graph is None:
+                matched, exact = papers_among(snap, bounds.keys() - taken, text_part.keys() & bounds.keys())
+            else:  # the kept graph knows every paper's id: the count is exact
+                matched, exact = len(graph.papers.intersection(bounds.keys() - taken)), True
     ranked.sort(key=lambda e: (-round(e.score, SCORE_DECIMALS), e.paper.id))  # last-bit sums tie on id
     ranked = reorder(ranked, sort, {e.paper.id: e.citations for e in ranked})
     warnings = []

@@ -1,0 +1,248 @@
+"""The citation graph as adjacency arrays, kept by a process that asks ``similar`` about well-cited papers.
+
+``similar`` reads a seed's graph signals with statements (``retrieval.search.similar``): its citing papers, their
+references, and the papers citing its references, each row an id that Python counts. For hepth's most cited paper
+that is some 13,000 rows a call, most of the call. A process that has read about a graph's worth of such rows at
+one index state (``GRAPH_RENT`` per paper: a corpus lists some 10 to 40 references a paper) reads every citation
+once and keeps the graph as arrays (compressed sparse rows: each node's references and its citing papers), from
+which the same signals are counted in NumPy: the rent-or-buy rule, so the process never pays
+much more than twice what the better choice in hindsight would have cost. What it keeps is bounded by
+``GRAPH_SHARE`` of the postings cache's limit (``RETRIEVAL_POSTINGS_CACHE_MB``), estimated from the citation
+count before anything is read; a graph too large for it is never read. Every write renews the index state
+(``index_info.generation``), so a kept graph never answers past one. A command of one query never reads it.
+
+The statements stay what the signals are (and what the tests hold this path to): the arrays give the same
+counts, so the same page and scores. NumPy is imported only once a graph is read.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from ..errors import QueryTimeoutError
+from ..store.sql.dialect import statement
+from ..store.sql.executor import Snapshot
+
+#: Citation rows read by statements, per paper of the index, at which a process reads the whole graph.
+GRAPH_RENT = 10
+#: The share of the postings cache's limit a kept graph may take.
+GRAPH_SHARE = 0.25
+#: Estimated bytes a kept graph takes per citation (two int32 neighbour lists) and per node or paper (its id, the
+#: id -> node entry or the set's, the offsets), for the decision before reading it.
+EDGE_BYTES = 8
+NODE_BYTES = 160
+#: Citation rows read per statement while the graph is read (the rows are Python tuples until numbered).
+PAGE_ROWS = 65_536
+
+CITATION_COUNT_SQL = statement(
+    lambda d: (
+        """\
+SELECT count(*)
+FROM citations AS c"""
+    ),
+    scatter="sum",  # sharded: each shard holds its papers' reference lists
+)
+CITATION_COUNT_STATEMENT = "similar: how many citations, before the process keeps them"
+
+#: The graph read in pages, in key order (the primary key's: an index range per page).
+CITATIONS_PAGE_SQL = statement(
+    lambda d: (
+        """\
+SELECT c.citing_id,
+       c.cited_id
+FROM citations AS c
+WHERE (c.citing_id, c.cited_id) > (:after_citing, :after_cited)
+ORDER BY c.citing_id,
+         c.cited_id
+LIMIT :page"""
+    )
+)
+CITATIONS_STATEMENT = "similar: every citation, kept by this process"
+
+PAPERS_IN_GRAPH_SQL = statement(
+    lambda d: (
+        """\
+SELECT p.id
+FROM papers AS p"""
+    ),
+    scatter="concat",
+)
+PAPERS_IN_GRAPH_STATEMENT = "similar: every paper's id, beside the kept citations"
+
+
+class Graph:
+    """The citation graph at one index state: a node per id at either end of a citation (in the order first
+    read), each node's references and citing papers (compressed sparse rows, each list in the order read), and
+    every paper's id."""
+
+    def __init__(self, citing, cited, ids: list[str], papers: frozenset[str]) -> None:
+        import numpy as np
+
+        n = len(ids)
+        self.node = {pid: i for i, pid in enumerate(ids)}
+        self.ids = np.array(ids, dtype=object)
+        by_citing = np.argsort(citing, kind="stable")
+        self.references = cited[by_citing]
+        self.references_at = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(citing, minlength=n), out=self.references_at[1:])
+        by_cited = np.argsort(cited, kind="stable")
+        self.citers = citing[by_cited]
+        self.citers_at = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(cited, minlength=n), out=self.citers_at[1:])
+        #: Every paper's id (a node may be a reference outside the corpus, or a citing paper a record names).
+        self.papers = papers
+        self.size = (
+            self.references.nbytes + self.citers.nbytes + self.references_at.nbytes + self.citers_at.nbytes
+            + self.ids.nbytes + sum(NODE_BYTES // 2 + len(pid) for pid in ids)
+            + sum(NODE_BYTES // 2 + len(pid) for pid in papers)
+        )  # fmt: skip
+
+    @classmethod
+    def read(cls, snap: Snapshot) -> Graph:
+        """Every citation of ``snap``'s index state, read in pages of ``PAGE_ROWS``."""
+        import numpy as np
+
+        node: dict[str, int] = {}
+        number = node.setdefault
+        citing_parts, cited_parts = [], []
+        after = ("", "")
+        while True:
+            params = {"after_citing": after[0], "after_cited": after[1], "page": PAGE_ROWS}
+            rows = snap.rows(CITATIONS_STATEMENT, CITATIONS_PAGE_SQL, params)
+            if not rows:
+                break
+            citing_parts.append(np.fromiter((number(a, len(node)) for a, _ in rows), dtype=np.int32, count=len(rows)))
+            cited_parts.append(np.fromiter((number(b, len(node)) for _, b in rows), dtype=np.int32, count=len(rows)))
+            if len(rows) < PAGE_ROWS:
+                break
+            after = rows[-1]
+        papers = frozenset(pid for (pid,) in snap.rows(PAPERS_IN_GRAPH_STATEMENT, PAPERS_IN_GRAPH_SQL, {}))
+        empty = np.zeros(0, dtype=np.int32)
+        citing = np.concatenate(citing_parts) if citing_parts else empty
+        cited = np.concatenate(cited_parts) if cited_parts else empty
+        return cls(citing, cited, list(node), papers)
+
+    def _gathered(self, nodes, at, lists):
+        """The lists of ``nodes`` (an array of node numbers), one after another."""
+        import numpy as np
+
+        starts, ends = at[nodes], at[nodes + 1]
+        lengths = ends - starts
+        total = int(lengths.sum())
+        if not total:
+            return np.zeros(0, dtype=lists.dtype)
+        offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+        return lists[offsets + np.arange(total)]
+
+    def _counted(self, nodes, skip: int) -> dict[str, int]:
+        """Id -> how many times its node is in ``nodes``, but ``skip``'s."""
+        import numpy as np
+
+        values, counts = np.unique(nodes[nodes != skip], return_counts=True)
+        return dict(zip(self.ids[values].tolist(), counts.tolist(), strict=True))
+
+    def citing(self, pid: str) -> list[str]:
+        """The papers citing ``pid`` (``CITERS_SQL``'s list)."""
+        n = self.node.get(pid)
+        if n is None:
+            return []
+        return self.ids[self.citers[self.citers_at[n] : self.citers_at[n + 1]]].tolist()
+
+    def cocited(self, pid: str, citers: list[str]) -> dict[str, int]:
+        """Id -> how many of ``citers`` cite it, ``pid`` aside (``COCITED_SQL``'s list, counted)."""
+        import numpy as np
+
+        nodes = np.fromiter((self.node[c] for c in citers), dtype=np.int64, count=len(citers))
+        return self._counted(self._gathered(nodes, self.references_at, self.references), self.node[pid])
+
+    def coupled(self, pid: str) -> dict[str, int]:
+        """Id -> how many of ``pid``'s references it cites, ``pid`` aside (``COUPLED_SQL``'s list, counted)."""
+        n = self.node.get(pid)
+        if n is None:
+            return {}
+        refs = self.references[self.references_at[n] : self.references_at[n + 1]].astype("int64")
+        return self._counted(self._gathered(refs, self.citers_at, self.citers), n)
+
+
+class Graphs:
+    """The graphs this process keeps, one per index state (``index_info.generation``), least recently read first
+    out past the budget; the rows each state's statements have read (``paid``) until its graph is due; the states
+    whose graph is too large or too slow to read, never tried again."""
+
+    def __init__(self) -> None:
+        self._held: OrderedDict[str, Graph] = OrderedDict()
+        self._paid: dict[str, int] = {}
+        self._refused: set[str] = set()
+        self._due: set[str] = set()
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held.clear()
+            self._paid.clear()
+            self._refused.clear()
+            self._due.clear()
+
+    def of(self, snap: Snapshot) -> Graph | None:
+        """The graph of ``snap``'s index state, when this process keeps it."""
+        generation = snap.stats.info.get("generation")
+        with self._lock:
+            graph = self._held.get(generation) if generation else None
+            if graph is not None:
+                self._held.move_to_end(generation)
+            return graph
+
+    def paid(self, snap: Snapshot, rows: int) -> None:
+        """Count ``rows`` citation rows read by statements at ``snap``'s index state; once they reach the rent,
+        the state is ``due``: its graph is read by the next ``keep`` at that state."""
+        generation = snap.stats.info.get("generation")
+        if not generation or rows <= 0:
+            return
+        with self._lock:
+            if generation in self._refused or generation in self._held:
+                return
+            if len(self._paid) > 1000:  # index states seen a few times and never again
+                self._paid.clear()
+            paid = self._paid[generation] = self._paid.get(generation, 0) + rows
+            if paid >= GRAPH_RENT * max(1, snap.stats.n_papers):
+                self._due.add(generation)
+
+    @property
+    def due(self) -> bool:
+        """Whether some index state's graph is to be read (``keep``)."""
+        return bool(self._due)
+
+    def keep(self, snap: Snapshot) -> Graph | None:
+        """Read and keep the graph of ``snap``'s index state, if it is due and fits the budget (and return it);
+        else, or if reading it outlasts the read's time budget, never try again at that state. Called in a
+        snapshot of its own, after the answer that made it due: a slow read never costs an answer."""
+        generation = snap.stats.info.get("generation")
+        with self._lock:
+            if generation not in self._due:
+                return None
+            self._due.discard(generation)
+        from .blobs import CACHE  # NumPy, needed from here on
+
+        budget = int(GRAPH_SHARE * CACHE.limit)
+        graph = None
+        try:
+            if budget > 0:
+                count = snap.rows(CITATION_COUNT_STATEMENT, CITATION_COUNT_SQL, {})[0][0]
+                if count * EDGE_BYTES + snap.stats.n_papers * NODE_BYTES <= budget:
+                    graph = Graph.read(snap)
+        except QueryTimeoutError:  # a graph too slow to read is only not kept
+            graph = None
+        with self._lock:
+            self._paid.pop(generation, None)
+            if graph is None or graph.size > budget:
+                self._refused.add(generation)
+                return None
+            self._held[generation] = graph
+            while sum(held.size for held in self._held.values()) > budget:
+                self._held.popitem(last=False)
+        return graph
+
+
+#: The graphs kept by this process.
+GRAPHS = Graphs()
