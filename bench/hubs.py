@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"The process keeps the citation graph once `similar` has read {adjacency.GRAPH_RENT} citation rows per "
             f"paper by statements at one index state (`retrieval.search.adjacency`): {'; '.join(notes)}. A server "
-            "keeps it after as many requests; a command never does.",
+            "keeps it after as many requests; a command's one call is far from the rent.",
         ]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -135,12 +135,17 @@ class Graph:
         offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
         return lists[offsets + np.arange(total)]
 
-    def _counted(self, nodes, skip: int) -> dict[str, int]:
-        """Id -> how many times its node is in ``nodes``, but ``skip``'s."""
+    @staticmethod
+    def _counted(nodes, skip: int):
+        """The distinct nodes of ``nodes`` but ``skip`` (ascending) and how many times each is there."""
         import numpy as np
 
-        values, counts = np.unique(nodes[nodes != skip], return_counts=True)
-        return dict(zip(self.ids[values].tolist(), counts.tolist(), strict=True))
+        return np.unique(nodes[nodes != skip], return_counts=True)
+
+    def as_ids(self, counted) -> dict[str, int]:
+        """``(nodes, counts)`` as id -> count (what a statement's list, counted, gives)."""
+        nodes, counts = counted
+        return dict(zip(self.ids[nodes].tolist(), counts.tolist(), strict=True))
 
     def citing(self, pid: str) -> list[str]:
         """The papers citing ``pid`` (``CITERS_SQL``'s list)."""
@@ -149,19 +154,23 @@ class Graph:
             return []
         return self.ids[self.citers[self.citers_at[n] : self.citers_at[n + 1]]].tolist()
 
-    def cocited(self, pid: str, citers: list[str]) -> dict[str, int]:
-        """Id -> how many of ``citers`` cite it, ``pid`` aside (``COCITED_SQL``'s list, counted)."""
+    def cocited(self, pid: str, citers: list[str]):
+        """The nodes ``citers`` cite, ``pid`` aside, and how many of them cite each (``COCITED_SQL``'s list,
+        counted): ``(nodes, counts)``."""
         import numpy as np
 
         nodes = np.fromiter((self.node[c] for c in citers), dtype=np.int64, count=len(citers))
         return self._counted(self._gathered(nodes, self.references_at, self.references), self.node[pid])
 
-    def coupled(self, pid: str) -> dict[str, int]:
-        """Id -> how many of ``pid``'s references it cites, ``pid`` aside (``COUPLED_SQL``'s list, counted)."""
+    def coupled(self, pid: str):
+        """The nodes citing a reference of ``pid``, ``pid`` aside, and how many of its references each cites
+        (``COUPLED_SQL``'s list, counted): ``(nodes, counts)``."""
+        import numpy as np
+
         n = self.node.get(pid)
         if n is None:
-            return {}
-        refs = self.references[self.references_at[n] : self.references_at[n + 1]].astype("int64")
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
+        refs = self.references[self.references_at[n] : self.references_at[n + 1]].astype(np.int64)
         return self._counted(self._gathered(refs, self.citers_at, self.citers), n)
 
 

@@ -29,8 +29,9 @@ paper: 4,560 candidates, 38 of them scored), so this is what keeps its ``similar
 Another ``sort`` than relevance scores them all.
 
 The graph signals are read by statements (``CITERS_SQL``, ``COCITED_SQL``, ``COUPLED_SQL``) until the process
-keeps the citation graph (``retrieval.search.adjacency``), then counted from its arrays: the same counts, so the
-same page; ``matched`` is then exact, since the graph knows every paper's id.
+keeps the citation graph (``retrieval.search.adjacency``), then counted from its arrays, and the candidates'
+bounds and the best-bound-first selection computed in arrays too (``kept_bounds``, ``select_kept``): the same
+counts, so the same page; ``matched`` is then exact, since the graph knows every paper's id.
 """
 
 from __future__ import annotations
@@ -338,6 +339,116 @@ def papers_among(snap: Snapshot, ids: set[str], known: set[str]) -> tuple[int, b
     return certain + round(found * len(unknown) / len(sample)), False
 
 
+def select(
+    snap: Snapshot, graph, bounds: dict[str, float], text_part: dict[str, float], need: int, score, ranked: list
+) -> tuple[int, bool]:
+    """Best bound first: ``score`` twice the page (``need``), then every candidate whose bound reaches the page's
+    last score (a hub's thousands are never sorted); how many of those not scored are papers, and whether that
+    is exact (``papers_among``; the kept ``graph``, where there is one, knows every paper's id)."""
+    pool, taken = list(bounds), set()
+    batch = heapq.nlargest(2 * need, pool, key=bounds.__getitem__)
+    rest = bounds[batch[-1]] if batch else -math.inf  # no candidate not taken has a larger bound
+    while batch:
+        score(batch)
+        taken.update(batch)
+        if len(ranked) < need:  # ids outside the corpus are no results: the next best, at least twice as many
+            left = [pid for pid in pool if pid not in taken]
+            batch = heapq.nlargest(max(2 * (need - len(ranked)), 2 * len(batch)), left, key=bounds.__getitem__)
+            rest = bounds[batch[-1]] if batch else -math.inf
+        else:  # the page's last score only rises as more are scored: what falls short of it now always will
+            floor = heapq.nlargest(need, (e.score for e in ranked))[-1] - TIE_SLACK
+            if floor > rest or len(taken) == len(pool):  # a hub's thousands are not read again for nothing
+                break
+            batch = [pid for pid, bound in bounds.items() if bound >= floor and pid not in taken]
+            rest = math.nextafter(floor, -math.inf)  # every bound left is below the floor
+    if len(taken) == len(pool):
+        return 0, True
+    if graph is not None:
+        return len(graph.papers.intersection(bounds.keys() - taken)), True
+    return papers_among(snap, bounds.keys() - taken, text_part.keys() & bounds.keys())
+
+
+def _at(signal: dict, nodes) -> list[dict[str, int]]:
+    """For each of ``nodes`` (an array; -1 for none), per seed, its count in the seed's ``(nodes, counts)``
+    (nodes ascending), where it is there."""
+    out: list[dict[str, int]] = [{} for _ in range(len(nodes))]
+    for seed, (seed_nodes, counts) in signal.items():
+        for i, j in _positions(seed_nodes, nodes):
+            out[i][seed] = int(counts[j])
+    return out
+
+
+def _positions(nodes, wanted) -> list[tuple[int, int]]:
+    """``(i, j)`` for each ``wanted[i]`` found at ``nodes[j]`` (``nodes`` ascending; -1 is never there)."""
+    import numpy as np
+
+    at = nodes.searchsorted(wanted)
+    inside = at < len(nodes)
+    found = np.flatnonzero(inside)[nodes[at[inside]] == wanted[inside]]
+    return list(zip(found.tolist(), at[found].tolist(), strict=True))
+
+
+def kept_bounds(
+    graph, together: dict, shared: dict, text: dict[str, float], n_seeds: int,
+    citing: dict[str, int], read: dict[str, int], degrees: dict[str, tuple[int, int]], skip: set[str],
+):  # fmt: skip
+    """``upper_bounds`` over the kept graph's arrays (``together`` and ``shared``: per seed, its candidates'
+    nodes, ascending, and their counts), the seeds and ``skip`` left out: the candidates' ids and bounds, best
+    bound first."""
+    import numpy as np
+
+    up = 1.0 + BOUND_SLACK
+    lists = [nodes for nodes, _ in (*together.values(), *shared.values())]
+    nodes = np.unique(np.concatenate(lists)) if lists else np.zeros(0, dtype=np.int64)
+    bounds = np.zeros(len(nodes))
+    for signals, weight, degree in ((together, W_COCITATION, 0), (shared, W_COUPLING, 1)):
+        for seed, (seed_nodes, counts) in signals.items():
+            per = weight * up / n_seeds / math.sqrt(max(1, degrees[seed][degree]))
+            if signals is together:
+                counts = np.minimum(counts * (citing[seed] / read[seed]), citing[seed])
+            bounds[nodes.searchsorted(seed_nodes)] += per * np.sqrt(counts)  # a seed's nodes are distinct
+    texts = list(text)
+    parts = W_TEXT * up * np.fromiter(text.values(), dtype=float, count=len(texts))
+    alone = np.ones(len(texts), dtype=bool)  # papers found by their text alone
+    for i, j in _positions(nodes, _nodes(graph, texts)):
+        bounds[j] += parts[i]
+        alone[i] = False
+    for _, j in _positions(nodes, _nodes(graph, list(skip))):
+        bounds[j] = -math.inf
+    ids = np.concatenate([graph.ids[nodes], np.array(texts, dtype=object)[alone]])
+    bounds = np.concatenate([bounds, parts[alone]])
+    order = np.argsort(-bounds, kind="stable")[: int(np.count_nonzero(bounds > -math.inf))]
+    return ids[order], bounds[order]
+
+
+def _nodes(graph, ids: list[str]):
+    """The nodes of ``ids`` (-1 for an id no citation names), as an array."""
+    import numpy as np
+
+    node = graph.node
+    return np.fromiter((node.get(pid, -1) for pid in ids), dtype=np.int64, count=len(ids))
+
+
+def select_kept(graph, ordered, need: int, score, ranked: list) -> int:
+    """``select`` over ``kept_bounds``'s candidates, best bound first: what it scores is always a prefix of
+    them. How many of the rest are papers (exact)."""
+    import numpy as np
+
+    ids, bounds = ordered
+    done, last = 0, 0
+    while done < len(ids):
+        if not done or len(ranked) < need:  # twice the page; then, past ids outside the corpus, twice as many
+            end = min(len(ids), done + max(2 * (need - len(ranked)), 2 * last))
+        else:  # every candidate whose bound reaches the page's last score
+            floor = heapq.nlargest(need, (e.score for e in ranked))[-1] - TIE_SLACK
+            end = int(np.searchsorted(-bounds, -floor, side="right"))
+            if end <= done:
+                break
+        score(ids[done:end].tolist())
+        done, last = end, end - done
+    return len(graph.papers.intersection(ids[done:].tolist()))
+
+
 class SimilarResult:
     """Papers like ``seeds``, best first, from ``offset`` on; ``matched`` papers had any signal at all (an estimate
     when ``matched_exact`` is false: ``papers_among``)."""
@@ -413,11 +524,11 @@ def similar(
         shared = counted(snap, "similar: papers sharing references", COUPLED_SQL, params)
         read_rows = sum(map(len, citers.values())) + sum(c.total() for c in (*together.values(), *shared.values()))
         GRAPHS.paid(snap, read_rows)
-    else:  # the same lists, counted from the kept arrays
+    else:  # the same lists, counted from the kept arrays: per seed, its candidates' nodes and counts
         citers = {seed: ids for seed in seeds if (ids := graph.citing(seed))}
         sampled = {seed: sampled_citers(ids, fanout) for seed, ids in citers.items()}
-        together = {seed: c for seed, ids in sampled.items() if (c := graph.cocited(seed, ids))}
-        shared = {seed: c for seed in seeds if (c := graph.coupled(seed))}
+        together = {seed: c for seed, ids in sampled.items() if len((c := graph.cocited(seed, ids))[0])}
+        shared = {seed: c for seed in seeds if len((c := graph.coupled(seed))[0])}
     citing = {seed: len(ids) for seed, ids in citers.items()}
     read = {seed: len(ids) for seed, ids in sampled.items()}
     estimated = frozenset(seed for seed in together if read[seed] < citing[seed])
@@ -428,14 +539,25 @@ def similar(
     text_scores = {pid: score for pid, score in hits if pid not in skip}
     best = max(text_scores.values(), default=0.0)
     text_part = {pid: score / best if best > 0 else 0.0 for pid, score in text_scores.items()}
-    bounds = upper_bounds(together, shared, text_part, len(seeds), citing, read, degrees)
-    for pid in skip:
-        bounds.pop(pid, None)
-    if filters and bounds:
-        for pid in failing(snap, list(bounds), passing(snap, filters)):
-            bounds.pop(pid, None)
-    pool = list(bounds)
     ranked: list[SimilarPaper] = []
+    kept = graph is not None and not filters and sort in (None, "relevance")  # bounds and selection in arrays
+    if graph is not None and not kept:  # by id, as the statements give them
+        together = {seed: graph.as_ids(c) for seed, c in together.items()}
+        shared = {seed: graph.as_ids(c) for seed, c in shared.items()}
+
+    def counts_of(ids: list[str]) -> list[tuple[dict[str, int], dict[str, int]]]:
+        """For each of ``ids``, per seed: how many of its citing papers read cite it too, how many references
+        they share."""
+        if not kept:
+            return [
+                (
+                    {s: counts[pid] for s, counts in together.items() if pid in counts},
+                    {s: counts[pid] for s, counts in shared.items() if pid in counts},
+                )
+                for pid in ids
+            ]
+        nodes = _nodes(graph, ids)  # a paper found by its text alone may cite and be cited by nothing
+        return list(zip(_at(together, nodes), _at(shared, nodes), strict=True))
 
     def score(ids: list[str]) -> None:
         """Score ``ids`` in full: those that are papers of the index, with their titles and degrees."""
@@ -445,13 +567,8 @@ def similar(
         }  # co-cited or shared ids outside the corpus are not results
         rows = snap.rows("similar: degrees", DEGREES_SQL, {"paper_ids": json.dumps(sorted(papers))})
         checked_counts(snap, {pid: ins for pid, ins, _ in rows})
-        for pid, ins, outs in rows:
-            cocited = {
-                s: cocitation_estimate(counts[pid], citing[s], read[s], ins)
-                for s, counts in together.items()
-                if pid in counts
-            }
-            common = {s: counts[pid] for s, counts in shared.items() if pid in counts}
+        for (pid, ins, outs), (together_n, common) in zip(rows, counts_of([pid for pid, _, _ in rows]), strict=True):
+            cocited = {s: cocitation_estimate(n, citing[s], read[s], ins) for s, n in together_n.items()}
             cocitation = sum(n / math.sqrt(max(1, degrees[s][0]) * max(1, ins)) for s, n in cocited.items())
             coupling = sum(n / math.sqrt(max(1, degrees[s][1]) * max(1, outs)) for s, n in common.items())
             entry = SimilarPaper(
@@ -464,30 +581,21 @@ def similar(
             ranked.append(entry)
 
     matched, exact = 0, True
-    if sort not in (None, "relevance"):  # ordered by citations or year: every candidate is scored
-        score(pool)
-    else:  # best bound first: twice the page, then every candidate whose bound reaches the page's last score
-        need, taken = offset + limit, set()
-        batch = heapq.nlargest(2 * need, pool, key=bounds.__getitem__)  # a hub's thousands are never sorted
-        rest = bounds[batch[-1]] if batch else -math.inf  # no candidate not taken has a larger bound
-        while batch:
-            score(batch)
-            taken.update(batch)
-            if len(ranked) < need:  # ids outside the corpus are no results: the next best, at least twice as many
-                left = [pid for pid in pool if pid not in taken]
-                batch = heapq.nlargest(max(2 * (need - len(ranked)), 2 * len(batch)), left, key=bounds.__getitem__)
-                rest = bounds[batch[-1]] if batch else -math.inf
-            else:  # the page's last score only rises as more are scored: what falls short of it now always will
-                floor = heapq.nlargest(need, (e.score for e in ranked))[-1] - TIE_SLACK
-                if floor > rest or len(taken) == len(pool):  # a hub's thousands are not read again for nothing
-                    break
-                batch = [pid for pid, bound in bounds.items() if bound >= floor and pid not in taken]
-                rest = math.nextafter(floor, -math.inf)  # every bound left is below the floor
-        if len(taken) < len(pool):
-            if graph is None:
-                matched, exact = papers_among(snap, bounds.keys() - taken, text_part.keys() & bounds.keys())
-            else:  # the kept graph knows every paper's id: the count is exact
-                matched, exact = len(graph.papers.intersection(bounds.keys() - taken)), True
+    if kept:  # best bound first, the candidates in arrays (``kept_bounds``): the count is exact
+        ordered = kept_bounds(graph, together, shared, text_part, len(seeds), citing, read, degrees, skip)
+        matched = select_kept(graph, ordered, offset + limit, score, ranked)
+    else:
+        bounds = upper_bounds(together, shared, text_part, len(seeds), citing, read, degrees)
+        for pid in skip:
+            bounds.pop(pid, None)
+        if filters and bounds:
+            for pid in failing(snap, list(bounds), passing(snap, filters)):
+                bounds.pop(pid, None)
+        pool = list(bounds)
+        if sort not in (None, "relevance"):  # ordered by citations or year: every candidate is scored
+            score(pool)
+        else:
+            matched, exact = select(snap, graph, bounds, text_part, offset + limit, score, ranked)
     ranked.sort(key=lambda e: (-round(e.score, SCORE_DECIMALS), e.paper.id))  # last-bit sums tie on id
     ranked = reorder(ranked, sort, {e.paper.id: e.citations for e in ranked})
     warnings = []
