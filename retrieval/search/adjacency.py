@@ -1,15 +1,15 @@
 """The citation graph as adjacency arrays, kept by a process that asks ``similar`` about well-cited papers.
 
 ``similar`` reads a seed's graph signals with statements (``retrieval.search.similar``): its citing papers, their
-references, and the papers citing its references, each row an id that Python counts. For hepth's most cited paper
-that is some 13,000 rows a call, most of the call. A process that has read about a graph's worth of such rows at
-one index state (``GRAPH_RENT`` per paper: a corpus lists some 10 to 40 references a paper) reads every citation
-once and keeps the graph as arrays (compressed sparse rows: each node's references and its citing papers), from
-which the same signals are counted in NumPy: the rent-or-buy rule, so the process never pays
-much more than twice what the better choice in hindsight would have cost. What it keeps is bounded by
-``GRAPH_SHARE`` of the postings cache's limit (``RETRIEVAL_POSTINGS_CACHE_MB``), estimated from the citation
-count before anything is read; a graph too large for it is never read. Every write renews the index state
-(``index_info.generation``), so a kept graph never answers past one. A command of one query never reads it.
+references, and the papers citing its references, each row an id that Python counts. For a much-cited paper that
+is thousands of rows a call, most of the call. A process that has read about a graph's worth of such rows at one
+index state (``GRAPH_RENT`` per paper: a corpus lists some 10 to 40 references a paper) reads every citation once
+and keeps the graph as arrays (compressed sparse rows: each node's references and its citing papers), from which
+the same signals are counted in NumPy. That is the rent-or-buy rule: the process never pays much more than twice
+what the better choice in hindsight would have cost, and a command's one call rarely reaches the rent. What it
+keeps is bounded by ``GRAPH_SHARE`` of the postings cache's limit (``RETRIEVAL_POSTINGS_CACHE_MB``), estimated
+from the citation count before anything is read; a graph too large for it is never read. Every write renews the
+index state (``index_info.generation``), so a kept graph never answers past one.
 
 The statements stay what the signals are (and what the tests hold this path to): the arrays give the same
 counts, so the same page and scores. NumPy is imported only once a graph is read.
@@ -225,7 +225,7 @@ class Graphs:
     def keep(self, snap: Snapshot) -> Graph | None:
         """Read and keep the graph of ``snap``'s index state, if it is due and fits the budget (and return it);
         else, or if reading it outlasts the read's time budget, never try again at that state. Called in a
-        snapshot of its own, after the answer that made it due: a slow read never costs an answer."""
+        snapshot of its own, once the answer that made it due is made: a slow read never costs an answer."""
         generation = snap.stats.info.get("generation")
         with self._lock:
             if generation not in self._due:
