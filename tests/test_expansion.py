@@ -1,12 +1,13 @@
 """Expansion policies: each relation against a plain-Python computation, the gate, the caps, hub weighting."""
 
+import json
 import math
 
 import pytest
 
 from retrieval import ConfigError, RetrievalClient, RetrievalConfig
 from retrieval.commands import build
-from retrieval.search import expansion, lexical
+from retrieval.search import adjacency, expansion, lexical
 from retrieval.search.query import Query
 from tests.helpers import paper, write_jsonl
 from tests.reference import relation_weights
@@ -149,3 +150,46 @@ def test_policy_settings_are_checked():
     with pytest.raises(ConfigError, match="max_neighbours"):
         RetrievalConfig(max_neighbours=0)
     assert RetrievalConfig(relations=("citing", "citing")).relations == ("citing",)
+
+
+@pytest.mark.parametrize("cap", [None, 2, 1, 0])
+def test_the_kept_graph_gives_the_direct_relations_rows_and_degrees_as_the_statements_do(graph_db, cap):
+    """``adjacency.Graph`` answers the references and citing papers of any sources (live edges only: a reference
+    outside the corpus is none; the most cited first, then by id, at most ``cap``) and their degrees with the
+    very rows of ``relation_sql`` and ``DEGREE_SQL``, in their order."""
+    sources = sorted([*REFS, "outside", "nowhere"])  # in id order, as the callers give them
+    params = {"sources": json.dumps(sources), "fanout": 0, "max_neighbours": -1 if cap is None else cap}
+    with RetrievalClient(db=graph_db) as client, client.snapshot() as snap:
+        graph = adjacency.Graph.read(snap)
+        for relation in expansion.DIRECT:
+            rows = [tuple(row) for row in snap.rows("test", expansion.relation_sql(relation), params)]
+            assert graph.live_neighbours(relation, sources, cap) == rows, relation
+        degrees = dict(snap.rows("test", expansion.DEGREE_SQL, {"sources": json.dumps(sources)}))
+    assert graph.live_degrees(sources) == degrees
+    assert degrees["s"] == 5 and degrees["z"] == 0
+
+
+def test_searches_rank_the_same_from_the_kept_graph_and_read_no_edge_statement(cacm_index, monkeypatch):
+    """Once the process keeps the citation graph, the default ranking, the expansion ranking and the seeds' vote
+    take their references, citing papers and degrees from it: every CACM query's ranking and scores are the
+    statements' exactly, and no expansion or vote statement of a direct relation runs."""
+    from retrieval.store.sql.executor import Trace
+
+    index, corpus = cacm_index
+    queries = [json.loads(line)["query"] for line in corpus.with_name("queries-dev.jsonl").read_text().splitlines()]
+    configs = [RetrievalConfig(), RetrievalConfig(ranking="expansion")]
+
+    def rankings(trace=None):
+        with RetrievalClient(index, tracer=trace) as client:
+            return [[(e.paper.id, e.final_score) for e in client.search(q, cfg, limit=20, full=False).ranked]
+                    for cfg in configs for q in queries]  # fmt: skip
+
+    by_statements = rankings()
+    monkeypatch.setattr(adjacency, "GRAPH_RENT", 1e-9)  # one search's rows are a graph's worth
+    rankings()
+    trace = Trace()
+    assert rankings(trace) == by_statements
+    edges = {"expansion: references, hop 1", "expansion: citing, hop 1", "expansion: degrees of the hop-1 sources",
+             "vote: what the seeds cite", "vote: what cites the seeds"}  # fmt: skip
+    assert not edges & {s.name for s in trace.statements}
+    assert any(ranking for ranking in by_statements)

@@ -254,9 +254,10 @@ def test_cocitation_and_coupling_alone_are_hash_joined_on_a_single_server(demo_p
 
 
 def test_every_statement_a_search_runs_is_a_registered_postgresql_text(demo_pg, cacm_pg, monkeypatch):
-    from retrieval.search import blobs
+    from retrieval.search import adjacency, blobs
 
     monkeypatch.setattr(blobs, "IDS_AFTER", 3)  # the best papers' ids looked up, then kept (every paper's read)
+    monkeypatch.setattr(adjacency, "GRAPH_RENT", 1e9)  # the edges read by statements until the end
     trace = Trace()
     with RetrievalClient(cacm_pg, tracer=trace) as pg:  # the demo corpus is too small to prune
         for query in CACM_SHORT:
@@ -275,12 +276,15 @@ def test_every_statement_a_search_runs_is_a_registered_postgresql_text(demo_pg, 
         pg.lexical.scores("attention", ["p001", "p002"])
         pg.similar(["p001", "p002"], exclude=["p003"], year="2019-")
         pg.show("p001")
+        monkeypatch.setattr(adjacency, "GRAPH_RENT", 1e-9)  # and the citation graph's reads, once it is kept
+        pg.similar(["p001", "p002"])
     texts = set(registered().values())
     ran = {s.name for s in trace.statements}
     assert {"lexical: top-k", "lexical: threshold", "lexical: top-k (plain aggregation)",
             "citation walk (recursive CTE)", "expansion: cocitation, hop 2", "similar: co-cited papers",
             "show: citations", "show: references", "lexical: the query terms' postings (BLOBs)",
-            "lexical: the best papers' ids", blobs.ALL_PAPER_IDS_STATEMENT} <= ran  # fmt: skip
+            "lexical: the best papers' ids", blobs.ALL_PAPER_IDS_STATEMENT, adjacency.CITATION_COUNT_STATEMENT,
+            adjacency.CITATIONS_STATEMENT, adjacency.PAPERS_IN_GRAPH_STATEMENT} <= ran  # fmt: skip
     for statement in trace.statements:
         assert statement.sql in texts, statement.name
     for sqlite, postgresql in registered().items():

@@ -1,18 +1,21 @@
-"""The citation graph as adjacency arrays, kept by a process that asks ``similar`` about well-cited papers.
+"""The citation graph as adjacency arrays, kept by a long-lived process (a server, an agent's session, an
+evaluation) for the statements that read edges on every query.
 
 ``similar`` reads a seed's graph signals with statements (``retrieval.search.similar``): its citing papers, their
-references, and the papers citing its references, each row an id that Python counts. For a much-cited paper that
-is thousands of rows a call, most of the call. A process that has read about a graph's worth of such rows at one
-index state (``GRAPH_RENT`` per paper: a corpus lists some 10 to 40 references a paper) reads every citation once
-and keeps the graph as arrays (compressed sparse rows: each node's references and its citing papers), from which
-the same signals are counted in NumPy. That is the rent-or-buy rule: the process never pays much more than twice
-what the better choice in hindsight would have cost, and a command's one call rarely reaches the rent. What it
-keeps is bounded by ``GRAPH_SHARE`` of the postings cache's limit (``RETRIEVAL_POSTINGS_CACHE_MB``), estimated
-from the citation count before anything is read; a graph too large for it is never read. Every write renews the
-index state (``index_info.generation``), so a kept graph never answers past one.
+references, and the papers citing its references, each row an id that Python counts; for a much-cited paper that
+is thousands of rows a call, most of the call. A search reads its seeds' references and citing papers for the
+expansion and for the seeds' vote (``retrieval.search.expansion``, ``retrieval.search.vote``). A process whose
+statements have read about a graph's worth of such rows at one index state (``GRAPH_RENT`` per paper: a corpus
+lists some 10 to 40 references a paper) reads every citation once and keeps the graph as arrays (compressed
+sparse rows: each node's references and its citing papers), which then answer those reads. That is the
+rent-or-buy rule: the process never pays much more than twice what the better choice in hindsight would have
+cost, and a command's one call rarely reaches the rent. What it keeps is bounded by ``GRAPH_SHARE`` of the
+postings cache's limit (``RETRIEVAL_POSTINGS_CACHE_MB``), estimated from the citation count before anything is
+read; a graph too large for it is never read. Every write renews the index state (``index_info.generation``), so
+a kept graph never answers past one. Reads that leave papers out (``retrieval.search.cutoff``) stay statements.
 
-The statements stay what the signals are (and what the tests hold this path to): the arrays give the same
-counts, so the same page and scores. NumPy is imported only once a graph is read.
+The statements stay what these reads are (and what the tests hold the arrays to): the arrays give the same rows
+and counts, so the same rankings and scores. NumPy is imported only once a graph is read.
 """
 
 from __future__ import annotations
@@ -172,6 +175,36 @@ class Graph:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
         refs = self.references[self.references_at[n] : self.references_at[n + 1]].astype(np.int64)
         return self._counted(self._gathered(refs, self.citers_at, self.citers), n)
+
+    def live_neighbours(self, relation: str, sources: list[str], most: int | None) -> list[tuple[str, str, int]]:
+        """``expansion.relation_sql``'s rows for ``references`` or ``citing`` (live edges: both ends papers): per
+        source, in the order given, its neighbours that are papers, the most cited first and then by id, at most
+        ``most`` of them (None: all), each of weight 1."""
+        at, lists = (self.references_at, self.references) if relation == "references" else (self.citers_at, self.citers)
+        in_degree, papers, out = self.citers_at, self.papers, []
+        for source in sources:
+            n = self.node.get(source)
+            if n is None:
+                continue
+            nodes = lists[at[n] : at[n + 1]]
+            cited = (in_degree[nodes + 1] - in_degree[nodes]).tolist()
+            live = [(-c, pid) for pid, c in zip(self.ids[nodes].tolist(), cited, strict=True) if pid in papers]
+            live.sort()
+            out += [(source, pid, 1) for _, pid in live[:most]]
+        return out
+
+    def live_degrees(self, sources: list[str]) -> dict[str, int]:
+        """``expansion.DEGREE_SQL``'s rows: each source's references and citing papers that are papers."""
+        papers, out = self.papers, {}
+        for source in sources:
+            n = self.node.get(source)
+            if n is None:
+                out[source] = 0
+                continue
+            ends = (self.references[self.references_at[n] : self.references_at[n + 1]],
+                    self.citers[self.citers_at[n] : self.citers_at[n + 1]])  # fmt: skip
+            out[source] = sum(pid in papers for nodes in ends for pid in self.ids[nodes].tolist())
+        return out
 
 
 class Graphs:

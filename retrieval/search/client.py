@@ -226,6 +226,7 @@ class RetrievalClient:
         result.matched, result.matched_exact = found
         said = result.expansion.get("semantic", {}).get("warning")
         result.warnings, result.filters = warnings + ([said] if said else []), filters
+        self._keep_graph()
         return result
 
     def similar(
@@ -261,10 +262,15 @@ class RetrievalClient:
             exclude = {named[pid] or pid for pid in exclude}  # an id of no paper leaves nothing out
             result = find_similar(snap, seeds, limit, offset, exclude, filters if filters else None, sort)
             add_links(snap, {e.paper.id: e.paper for e in result.ranked}, links=False)  # authors: what it shows
-        if GRAPHS.due:  # the citation graph, once this process has read about as many rows of it (``adjacency``)
+        self._keep_graph()
+        return result
+
+    def _keep_graph(self) -> None:
+        """Read and keep the citation graph, in a snapshot of its own, once this process's statements have read
+        about as many of its rows at an index state (``adjacency``)."""
+        if GRAPHS.due:
             with self.snapshot() as snap:
                 GRAPHS.keep(snap)
-        return result
 
     def show(
         self,
@@ -321,12 +327,15 @@ class RetrievalClient:
         with self.snapshot() as snap:
             wq = query if isinstance(query, WeightedQuery) else lexical.weigh(snap, Query.parse(query))
             if not exclude:
-                return self._rank(snap, wq, hits, cfg, limit, full, start, memo)
-            if cfg.ranking == "hops":
+                result = self._rank(snap, wq, hits, cfg, limit, full, start, memo)
+            elif cfg.ranking == "hops":
                 raise ConfigError("an exclusion needs the expansion ranking: the lesson's hop walk does not support it")
-            return self._rank(
-                snap, wq, hits, cfg, limit, full, start, memo, allowed=exclude.passing, excluded=exclude.paper_ids
-            )
+            else:
+                result = self._rank(
+                    snap, wq, hits, cfg, limit, full, start, memo, allowed=exclude.passing, excluded=exclude.paper_ids
+                )
+        self._keep_graph()
+        return result
 
     def _candidates(
         self,

@@ -35,10 +35,13 @@ from collections import Counter, defaultdict, namedtuple
 from ..config import RELATIONS, RetrievalConfig
 from ..store.sql.dialect import DIALECTS, POSTGRESQL, Dialect, register_sharded, statement
 from ..store.sql.executor import Snapshot
+from .adjacency import GRAPHS
 from .query import WeightedQuery
 
 #: Multiplier of each relation's weight in the evidence sum (direct citations count fully).
 RELATION_WEIGHTS = {"references": 1.0, "citing": 1.0, "cocitation": 0.25, "coupling": 0.25}
+#: The relations the kept citation graph answers (``adjacency``): a paper's own references and citing papers.
+DIRECT = ("references", "citing")
 #: A hop-2 source passes on this share of its own evidence.
 HOP_DECAY = 0.5
 #: The most papers a hop starts from (the strongest; the defaults start hop 2 from at most 20 x 30 x 2 = 1,200).
@@ -430,15 +433,17 @@ def expand(
     top = seeds[0][1] if seeds and seeds[0][1] > 0 else 1.0
     seed_ids = {pid for pid, _ in seeds}
     strength = {pid: score / top for pid, score in seeds}
+    graph = None if excluded else GRAPHS.of(snap)  # the kept citation graph answers the direct relations
+    read = 0  # citation rows read by statements, toward the graph's rent
     for hop in range(1, cfg.max_hops + 1):
         if not strength:
             break
         sources = sorted(strength)
-        degrees = dict(
-            snap.rows(
-                f"expansion: degrees of the hop-{hop} sources", degree_sql, {"sources": json.dumps(sources), **extra}
-            )
-        )
+        if graph is not None:
+            degrees = graph.live_degrees(sources)
+        else:
+            named = f"expansion: degrees of the hop-{hop} sources"
+            degrees = dict(snap.rows(named, degree_sql, {"sources": json.dumps(sources), **extra}))
         params = {
             "sources": json.dumps(sources),
             "fanout": cfg.fanout,
@@ -447,7 +452,12 @@ def expand(
         }
         gained: dict[str, float] = defaultdict(float)
         for relation in cfg.relations:
-            for source, paper_id, weight in snap.rows(f"expansion: {relation}, hop {hop}", edges_sql(relation), params):
+            if graph is not None and relation in DIRECT:
+                rows = graph.live_neighbours(relation, sources, cfg.max_neighbours)
+            else:
+                rows = snap.rows(f"expansion: {relation}, hop {hop}", edges_sql(relation), params)
+                read += len(rows)
+            for source, paper_id, weight in rows:
                 out.edges_per_relation[relation] += 1
                 if paper_id in seed_ids and hop > 1:
                     continue
@@ -480,4 +490,6 @@ def expand(
                     out.capped += 1
     for reaches in out.reaches.values():
         reaches.sort(key=lambda r: (-r.contribution, r.hop, r.source, r.relation))
+    if not excluded:
+        GRAPHS.paid(snap, read)
     return out

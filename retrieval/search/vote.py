@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from ..store.sql.executor import Snapshot
 from . import lexical
+from .adjacency import GRAPHS
 from .expansion import relation_sql, relation_sql_excluding
 from .filters import Passing
 from .query import Query, WeightedQuery
@@ -136,15 +137,20 @@ def compute(
     out = Vote(seeds=p, subqueries=len(parts))
     if not p:
         return out
-    edges: set[tuple[str, str]] = set()
-    params = {"sources": json.dumps(sorted(p)), "fanout": 0, "max_neighbours": -1}
-    if excluded:
-        params["excluded"] = json.dumps(sorted(excluded))
-    statement = relation_sql_excluding if excluded else relation_sql
-    for seed, cited, _ in snap.rows("vote: what the seeds cite", statement("references"), params):
-        edges.add((seed, cited))
-    for seed, citing, _ in snap.rows("vote: what cites the seeds", statement("citing"), params):
-        edges.add((citing, seed))
+    graph = None if excluded else GRAPHS.of(snap)  # the kept citation graph (``adjacency``), where there is one
+    if graph is not None:
+        cite = graph.live_neighbours("references", sorted(p), None)
+        cited_by = graph.live_neighbours("citing", sorted(p), None)
+    else:
+        params = {"sources": json.dumps(sorted(p)), "fanout": 0, "max_neighbours": -1}
+        if excluded:
+            params["excluded"] = json.dumps(sorted(excluded))
+        statement = relation_sql_excluding if excluded else relation_sql
+        cite = snap.rows("vote: what the seeds cite", statement("references"), params)
+        cited_by = snap.rows("vote: what cites the seeds", statement("citing"), params)
+        if not excluded:
+            GRAPHS.paid(snap, len(cite) + len(cited_by))
+    edges = {(seed, cited) for seed, cited, _ in cite} | {(citing, seed) for seed, citing, _ in cited_by}
     scores, out.voters = tally(p, sorted(edges))
     top = max(scores.values(), default=0.0)
     out.scores = {pid: s / top for pid, s in scores.items()} if top > 0 else {}
