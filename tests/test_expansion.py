@@ -170,14 +170,14 @@ def test_the_kept_graph_gives_the_direct_relations_rows_and_degrees_as_the_state
 
 
 def test_searches_rank_the_same_from_the_kept_graph_and_read_no_edge_statement(cacm_index, monkeypatch):
-    """Once the process keeps the citation graph, the default ranking, the expansion ranking and the seeds' vote
-    take their references, citing papers and degrees from it: every CACM query's ranking and scores are the
-    statements' exactly, and no expansion or vote statement of a direct relation runs."""
+    """Once the process keeps the citation graph, the default, learned and expansion rankings and the seeds' vote
+    take their references, citing papers and degrees from it, and the learned ranking its candidates' in-degrees:
+    every CACM query's ranking and scores are the statements' exactly, and none of those statements runs."""
     from retrieval.store.sql.executor import Trace
 
     index, corpus = cacm_index
     queries = [json.loads(line)["query"] for line in corpus.with_name("queries-dev.jsonl").read_text().splitlines()]
-    configs = [RetrievalConfig(), RetrievalConfig(ranking="expansion")]
+    configs = [RetrievalConfig(), RetrievalConfig(ranking="learned"), RetrievalConfig(ranking="expansion")]
 
     def rankings(trace=None):
         with RetrievalClient(index, tracer=trace) as client:
@@ -190,6 +190,7 @@ def test_searches_rank_the_same_from_the_kept_graph_and_read_no_edge_statement(c
     trace = Trace()
     assert rankings(trace) == by_statements
     edges = {"expansion: references, hop 1", "expansion: citing, hop 1", "expansion: degrees of the hop-1 sources",
-             "vote: what the seeds cite", "vote: what cites the seeds"}  # fmt: skip
+             "vote: what the seeds cite", "vote: what cites the seeds",
+             "learned: the candidates' in-degrees"}  # fmt: skip
     assert not edges & {s.name for s in trace.statements}
     assert any(ranking for ranking in by_statements)

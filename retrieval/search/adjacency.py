@@ -206,6 +206,15 @@ class Graph:
             out[source] = sum(pid in papers for nodes in ends for pid in self.ids[nodes].tolist())
         return out
 
+    def in_degrees(self, ids) -> dict[str, int]:
+        """How many citation rows name each of ``ids`` (``cited_counts``' count), those never cited left out."""
+        at, node, out = self.citers_at, self.node, {}
+        for pid in ids:
+            n = node.get(pid)
+            if n is not None and (count := int(at[n + 1] - at[n])):
+                out[pid] = count
+        return out
+
 
 class Graphs:
     """The graphs this process keeps, one per index state (``index_info.generation``), least recently read first

@@ -61,6 +61,7 @@ from ..errors import ConfigError, InputError
 from ..store.sql.dialect import Dialect, statement
 from ..text import tokenise
 from . import vote
+from .adjacency import GRAPHS
 from .blend import RankedPaper, recency
 from .expansion import Reach, excluded, live
 from .papers import checked_counts
@@ -149,6 +150,9 @@ def in_degrees(snap, paper_ids: Sequence[str], excluded: frozenset[str] = frozen
     citing paper is not excluded; papers never cited are left out."""
     if not paper_ids:
         return {}
+    graph = None if excluded else GRAPHS.of(snap)
+    if graph is not None:  # the kept citation graph counts the same rows (``adjacency``)
+        return graph.in_degrees(paper_ids)
     params = {"paper_ids": json.dumps(list(paper_ids))}
     if excluded:
         params["excluded"] = json.dumps(sorted(excluded))
