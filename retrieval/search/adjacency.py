@@ -235,20 +235,24 @@ class Graphs:
             self._refused.clear()
             self._due.clear()
 
-    def of(self, snap: Snapshot) -> Graph | None:
-        """The graph of ``snap``'s index state, when this process keeps it."""
+    def of(self, snap: Snapshot, excluded: frozenset[str] = frozenset()) -> Graph | None:
+        """The graph of ``snap``'s index state, when this process keeps it; never for a read that leaves
+        ``excluded`` papers out (``retrieval.search.cutoff``), which its statements answer."""
         generation = snap.stats.info.get("generation")
+        if excluded:
+            return None
         with self._lock:
             graph = self._held.get(generation) if generation else None
             if graph is not None:
                 self._held.move_to_end(generation)
             return graph
 
-    def paid(self, snap: Snapshot, rows: int) -> None:
+    def paid(self, snap: Snapshot, rows: int, excluded: frozenset[str] = frozenset()) -> None:
         """Count ``rows`` citation rows read by statements at ``snap``'s index state; once they reach the rent,
-        the state is ``due``: its graph is read by the next ``keep`` at that state."""
+        the state is ``due``: its graph is read by the next ``keep`` at that state. Rows read leaving
+        ``excluded`` papers out do not count: the graph would not answer them."""
         generation = snap.stats.info.get("generation")
-        if not generation or rows <= 0:
+        if not generation or rows <= 0 or excluded:
             return
         with self._lock:
             if generation in self._refused or generation in self._held:

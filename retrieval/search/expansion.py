@@ -433,7 +433,7 @@ def expand(
     top = seeds[0][1] if seeds and seeds[0][1] > 0 else 1.0
     seed_ids = {pid for pid, _ in seeds}
     strength = {pid: score / top for pid, score in seeds}
-    graph = None if excluded else GRAPHS.of(snap)  # the kept citation graph answers the direct relations
+    graph = GRAPHS.of(snap, excluded)  # the kept citation graph answers the direct relations
     read = 0  # citation rows read by statements, toward the graph's rent
     for hop in range(1, cfg.max_hops + 1):
         if not strength:
@@ -490,6 +490,5 @@ def expand(
                     out.capped += 1
     for reaches in out.reaches.values():
         reaches.sort(key=lambda r: (-r.contribution, r.hop, r.source, r.relation))
-    if not excluded:
-        GRAPHS.paid(snap, read)
+    GRAPHS.paid(snap, read, excluded)
     return out

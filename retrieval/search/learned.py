@@ -150,7 +150,7 @@ def in_degrees(snap, paper_ids: Sequence[str], excluded: frozenset[str] = frozen
     citing paper is not excluded; papers never cited are left out."""
     if not paper_ids:
         return {}
-    graph = None if excluded else GRAPHS.of(snap)
+    graph = GRAPHS.of(snap, excluded)
     if graph is not None:  # the kept citation graph counts the same rows (``adjacency``)
         return graph.in_degrees(paper_ids)
     params = {"paper_ids": json.dumps(list(paper_ids))}

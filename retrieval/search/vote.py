@@ -137,7 +137,7 @@ def compute(
     out = Vote(seeds=p, subqueries=len(parts))
     if not p:
         return out
-    graph = None if excluded else GRAPHS.of(snap)  # the kept citation graph (``adjacency``), where there is one
+    graph = GRAPHS.of(snap, excluded)  # the kept citation graph (``adjacency``), where there is one
     if graph is not None:
         cite = graph.live_neighbours("references", sorted(p), None)
         cited_by = graph.live_neighbours("citing", sorted(p), None)
@@ -148,8 +148,7 @@ def compute(
         statement = relation_sql_excluding if excluded else relation_sql
         cite = snap.rows("vote: what the seeds cite", statement("references"), params)
         cited_by = snap.rows("vote: what cites the seeds", statement("citing"), params)
-        if not excluded:
-            GRAPHS.paid(snap, len(cite) + len(cited_by))
+        GRAPHS.paid(snap, len(cite) + len(cited_by), excluded)
     edges = {(seed, cited) for seed, cited, _ in cite} | {(citing, seed) for seed, citing, _ in cited_by}
     scores, out.voters = tally(p, sorted(edges))
     top = max(scores.values(), default=0.0)
