@@ -124,6 +124,7 @@ _FIELDS = {
     "w_recency": 0.05,
     "w_semantic": 1.0,
     "ranking": "auto",
+    "w_cocited": 0.3,
     "lexical_depth": 100,
     "expand": "always",
     "gate_threshold": 0.3,
@@ -166,6 +167,9 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
     - ``"learned"``: a linear model over the candidates' features (``retrieval.search.learned``): ``model`` (a
       ranker file's path or a loaded model), else ``<index>.ranker.json`` beside the index, else the shipped
       ``retrieval/models/ranker-v3.json``; the model's own candidate settings replace relations, hops and gate.
+
+    ``w_cocited`` (0.3; 0 turns it off): the default ranking, ``"auto"``, then re-ranks its top 100 by how often
+    they are cited beside its top 10 (``retrieval.search.cocited``); the rankings asked for by name do not.
 
     The policy's defaults were chosen on the development sets (docs/eval): seeds 20, one hop, references and
     citing papers, at most 30 neighbours per paper and relation, at most 100 papers added per query (the strongest by
@@ -225,7 +229,7 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
             # Said, not silent: the CLI prints it as a warning line (``retrieval.interfaces.cli``).
             warnings.warn(f"max_hops {self.max_hops} is more than {MAX_HOPS}: clamped to {MAX_HOPS}", stacklevel=4)
             changes["max_hops"] = MAX_HOPS
-        for name in ("w_bm25", "w_graph", "w_recency", "w_semantic", "gate_threshold"):
+        for name in ("w_bm25", "w_graph", "w_recency", "w_semantic", "w_cocited", "gate_threshold"):
             check_number(name, getattr(self, name))
         check_choice("ranking", self.ranking, RANKINGS)
         check_choice("expand", self.expand, EXPAND_MODES)

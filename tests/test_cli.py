@@ -86,7 +86,7 @@ def test_search_json_shape(demo_db, capsys):
     assert data["offset"] == 0 and data["filters"] is None and data["warnings"] == [] and data["matched"] > 5
     assert set(data["results"][0]) == {
         "rank", "id", "title", "year", "authors", "bm25_score", "graph_distance", "recency_score", "final_score",
-        "graph_score", "reached", "why", "features", "contributions", "model", "citations",
+        "graph_score", "reached", "why", "features", "contributions", "model", "citations", "cocited",
     }  # fmt: skip
     assert [r["rank"] for r in data["results"]] == [1, 2, 3, 4, 5] and data["results"][0]["authors"]
     assert set(data["expansion"]["gate"]) >= {"mode", "fired", "survivors", "reason"}
@@ -301,3 +301,14 @@ def test_help_imports_neither_typing_nor_inspect(tmp_path, argv):
     done = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "IMPORTED []"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_options_of_a_number_at_least_0_refuse_nan_and_infinity(demo_db, capsys, value):
+    """`explain --beta` and `fetch --backoff` took nan and inf (nan < 0 is false): a usage error now."""
+    for argv in (["explain", "--db", str(demo_db), "black holes", "--beta", value],
+                 ["fetch", "arxiv", "--category", "hep-th", "-o", "x.jsonl", "--backoff", value]):  # fmt: skip
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        assert "expected a finite number of at least 0" in capsys.readouterr().err

@@ -46,7 +46,7 @@ class RankedPaper:
 
     __slots__ = (
         "paper", "bm25_score", "graph_distance", "recency_score", "final_score", "bm25_norm", "graph_score", "reached",
-        "config", "citations", "semantic_norm",
+        "config", "citations", "semantic_norm", "cocited",
     )  # fmt: skip
 
     def __init__(
@@ -72,6 +72,7 @@ class RankedPaper:
         self.config = config  # what it was ranked under (``why()`` reads its weights)
         self.citations: int | None = None  # papers of the index citing it (set for the entries a search returns)
         self.semantic_norm: float | None = None  # the semantic signal, where the blend had one
+        self.cocited: float | None = None  # what the co-citation feedback added (``retrieval.search.cocited``)
 
     def __repr__(self) -> str:
         return f"RankedPaper({self.paper.id!r}, final_score={self.final_score:.4f})"
@@ -88,6 +89,7 @@ class RankedPaper:
             "final_score": self.final_score,
             "graph_score": self.graph_score,
             **({} if self.semantic_norm is None else {"semantic_norm": self.semantic_norm}),
+            **({} if self.cocited is None else {"cocited": self.cocited}),
             "reached": [r.to_dict() for r in self.reached],
             "citations": self.citations,
             "why": self.why(),
@@ -110,9 +112,11 @@ class RankedPaper:
         default the configuration the entry was ranked under)."""
         config = config or self.config or RetrievalConfig()
         semantic = "" if self.semantic_norm is None else f" + {config.w_semantic:g}*semantic {self.semantic_norm:.3f}"
+        cocited = "" if self.cocited is None else f" + cocited {self.cocited:.3f}"
         return (
             f"{config.w_bm25:g}*bm25 {self.bm25_norm:.3f} + {config.w_graph:g}*graph {self.graph_score:.3f} "
-            f"({self.how()}){semantic} + {config.w_recency:g}*recency {self.recency_score:.3f} = {self.final_score:.4f}"
+            f"({self.how()}){semantic} + {config.w_recency:g}*recency {self.recency_score:.3f}{cocited} "
+            f"= {self.final_score:.4f}"
         )
 
 

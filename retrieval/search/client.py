@@ -20,7 +20,7 @@ from ..store.backend import backend_of
 from ..store.database import IndexStats, check_index
 from ..store.sql.executor import Executor, Snapshot, StatementCache, Tracer
 from ..validate import LIMITS, check_choice, check_int
-from . import expansion, learned, lexical, prf, semantic, vote
+from . import cocited, expansion, learned, lexical, prf, semantic, vote
 from .adjacency import GRAPHS
 from .blend import SORTS, BeyondPaper, RetrievalResult, blend, reorder
 from .filters import Filters, author_papers, failing, passing
@@ -384,6 +384,8 @@ class RetrievalClient:
         sort: str | None = None,
     ) -> RetrievalResult:
         choice = None
+        # The default's second look at its top (``cocited``); not for a ranking asked for by name or by its settings.
+        feedback = cfg.w_cocited if cfg.ranking == "auto" and not cfg.sets_policy() else 0.0
         if cfg.ranking == "auto" and cfg.sets_policy():  # a policy asked for by its settings
             cfg = cfg.replace(ranking="expansion")
         elif cfg.ranking == "auto":  # per query: the learned ranking where the matching papers are cited enough
@@ -440,6 +442,8 @@ class RetrievalClient:
             if cfg.ranking == "expansion" and cfg.w_semantic:  # the lesson's blend stays the lesson's
                 similar = semantic.scores(snap, wq.text, list(distances), report)
             ranked = blend(cfg, papers, distances, bm25, best, graph_scores, reaches, years, similar)
+        if feedback:
+            ranked = cocited.rerank(snap, ranked, feedback, citations, excluded, report)
         scores = [r.final_score for r in ranked]
         hit_count, average, top = len(ranked), (sum(scores) / len(scores) if scores else 0.0), max(scores, default=0.0)
         cited: dict[str, int] = {}

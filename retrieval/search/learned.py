@@ -364,6 +364,8 @@ class LearnedPaper(RankedPaper):
         # Computed when read: a search reads them for the entries it returns, not for every candidate it ranks.
         if self._contributions is None:
             self._contributions = self.model.contributions(self.features)
+            if self.cocited is not None:  # the co-citation feedback's addition (``retrieval.search.cocited``)
+                self._contributions["cocited"] = self.cocited
         return self._contributions
 
     def why(self, config: RetrievalConfig | None = None) -> str:

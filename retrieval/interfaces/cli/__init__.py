@@ -22,7 +22,7 @@ from ...errors import RetrievalError
 from ...text import TOKENISER_VERSION
 from ...validate import LIMITS
 from .. import params
-from .options import DB_HELP, add_output_args, bounded, checked, hops, query, relations, unit
+from .options import DB_HELP, add_output_args, bounded, checked, hops, non_negative, query, relations, unit
 
 #: The input formats (``retrieval.corpus.jsonl.FORMATS``, which a test keeps equal), named here so that parsing
 #: a search does not import the readers.
@@ -217,6 +217,7 @@ def _config(args: argparse.Namespace) -> RetrievalConfig:
         "prf": getattr(args, "prf", None),
         "ranking": getattr(args, "ranking", None),
         "model": getattr(args, "model", None),
+        "w_cocited": getattr(args, "cocited_weight", None),
     }
     changes = {key: value for key, value in given.items() if value is not None}
     if args.no_hub_weighting:
@@ -425,6 +426,13 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     )
     ranking.add_argument("--model", metavar="FILE", help="the learned ranking's model file (implies --ranking learned)")
     ranking.add_argument("--lesson", action="store_true", help="the lesson's blend: 10 seeds, 2 hops, 0.5/0.3/0.2")
+    ranking.add_argument(
+        "--cocited-weight",
+        type=non_negative,
+        metavar="W",
+        help="the default ranking's co-citation feedback: its top 100 re-ranked by how often they are cited beside "
+        "its top 10, at this weight (default 0.3; 0 turns it off)",
+    )
     ranking.add_argument(
         "--top-k-lexical",
         type=bounded("top_k_lexical"),

@@ -119,8 +119,8 @@ def unit(text: str) -> float:
 
 def non_negative(text: str) -> float:
     value = _number(text, float, "a number")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {value}")
+    if not value >= 0 or value == float("inf"):  # NaN compares false
+        raise argparse.ArgumentTypeError(f"expected a finite number of at least 0, got {value}")
     return value
 
 

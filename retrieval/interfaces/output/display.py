@@ -389,6 +389,13 @@ def summary_lines(
             f"ranking auto: {chosen} (the matching papers are cited {auto['cited_by_mean']:.1f} times on average; "
             f"the policy below {auto['threshold']:g})", width, hanging=2,
         )  # fmt: skip
+    feedback = result.expansion.get("cocited")
+    if feedback:
+        lines += wrap(
+            f"co-citation feedback: the top {feedback['depth']} re-ranked by how often they are cited beside the top "
+            f"{feedback['feedback']} (weight {feedback['weight']:g}; {count(feedback['raised'], 'paper')} raised)",
+            width, hanging=2,
+        )  # fmt: skip
     gate = result.expansion.get("gate", {})
     if gate:
         state = "expanded" if gate["fired"] else "not expanded"

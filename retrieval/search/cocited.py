@@ -1,0 +1,155 @@
+"""Co-citation feedback: the default ranking (``ranking="auto"``) takes a second look at its own top.
+
+The papers a query should find tend to be cited together, so the first ranking's best papers vouch for the
+papers cited beside them. After the ranking (the learned model's or the policy's), each of its top ``DEPTH`` (100)
+papers gets
+
+``cocited = sum over the top FEEDBACK (10) papers f of weight(f) * together(f, p) / sqrt(in(f) * in(p))``
+
+where ``together(f, p)`` counts the papers citing both f and p, ``in(x)`` is how many papers cite x (at least 1),
+and ``weight(f)`` is f's score min-max scaled over the top ``DEPTH`` (1 for the first, 0 for the last). The
+ranking adds ``w_cocited * (first score - last score) * cocited / max cocited`` to each score of the top
+``DEPTH`` and sorts them again (score rounded to ``SCORE_DECIMALS``, then paper id): the papers below keep
+their places, since a score only grows. ``w_cocited`` (0.3) and the depths were chosen on the development sets'
+abstract and title queries, where the gain was alike (docs/eval/learned.md); a set whose top papers share no
+citing paper (CACM's, mostly) ranks as before. Each entry says what the feedback added (``RankedPaper.cocited``).
+
+The counts are one statement (``COCITATIONS_SQL``), or the kept citation graph's arrays
+(``retrieval.search.adjacency``), the same counts; under an exclusion (``retrieval.search.cutoff``) a citing
+paper left out counts for nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from ..bm25 import SCORE_DECIMALS
+from ..store.sql.dialect import statement
+from .adjacency import GRAPHS
+
+#: The ranking's papers that vouch (its best), and the papers they re-rank (its top).
+FEEDBACK = 10
+DEPTH = 100
+
+
+def _cocitations(d, excluding: bool) -> str:
+    # Each side's citing papers by the cited_id index, then joined on the citing paper: the rows read are the
+    # sources' and the candidates' in-degrees (``rerank`` pays them as such). Following each source's citing
+    # papers to all their references instead reads every reference of a much-cited source's citers.
+    live = "\n      AND {}.citing_id NOT IN (SELECT paper_id FROM excluded)" if excluding else ""
+    return f"""\
+vouching AS MATERIALIZED (
+    SELECT a.cited_id AS source,
+           a.citing_id
+    FROM {d.rows("sources", "s")}
+    JOIN citations AS a ON a.cited_id = s.value{live.format("a")}
+),
+vouched AS MATERIALIZED (
+    SELECT b.cited_id AS paper_id,
+           b.citing_id
+    FROM {d.rows("candidates", "k")}
+    JOIN citations AS b ON b.cited_id = k.value{live.format("b")}
+)
+SELECT v.source,
+       w.paper_id,
+       count(*) AS together
+FROM vouching AS v
+JOIN vouched AS w ON w.citing_id = v.citing_id
+WHERE w.paper_id <> v.source
+GROUP BY v.source,
+         w.paper_id"""
+
+
+#: Per source and candidate, the papers citing both.
+# A hash join of the two sides (PostgreSQL's read sessions plan joins as lookups, which would compare every pair).
+COCITATIONS_SQL = statement(lambda d: f"WITH {_cocitations(d, False)}", hash_joins=True)
+COCITATIONS_SQL_EXCLUDING = statement(
+    lambda d: (
+        f"""\
+WITH excluded AS MATERIALIZED (
+    SELECT value AS paper_id
+    FROM {d.rows("excluded")}
+),
+{_cocitations(d, True)}"""
+    ),
+    hash_joins=True,
+)
+COCITATIONS_STATEMENT = "co-citation feedback: the top papers cited beside the best"
+
+
+def cocitations(
+    snap, sources: list[str], candidates: list[str], excluded: frozenset[str] = frozenset()
+) -> dict[tuple[str, str], int]:
+    """How many papers (not ``excluded``) cite both a source and a candidate, per pair that has any."""
+    if not sources or not candidates:
+        return {}
+    graph = GRAPHS.of(snap, excluded)
+    if graph is not None:
+        return graph.cocitations(sources, candidates)
+    params = {"sources": json.dumps(sources), "candidates": json.dumps(candidates)}
+    if excluded:
+        params["excluded"] = json.dumps(sorted(excluded))
+        rows = snap.rows(COCITATIONS_STATEMENT, COCITATIONS_SQL_EXCLUDING, params)
+    else:
+        rows = snap.rows(COCITATIONS_STATEMENT, COCITATIONS_SQL, params)
+    return {(source, pid): int(n) for source, pid, n in rows}
+
+
+def scores(ranked: list, together: dict[tuple[str, str], int], cited: dict[str, int]) -> tuple[dict[str, float], float]:
+    """Each top paper's ``cocited`` sum (those with any) and the spread of the top's scores, from the ranking's
+    entries (best first), the pairs' counts and the in-degrees ``cited``."""
+    top = ranked[:DEPTH]
+    if len(top) < 2:
+        return {}, 0.0
+    last = top[-1].final_score
+    spread = top[0].final_score - last
+    if spread <= 0:
+        return {}, 0.0
+    ids = sorted(e.paper.id for e in top)
+    sums: dict[str, float] = {}
+    for entry in top[:FEEDBACK]:
+        source = entry.paper.id
+        weight = (entry.final_score - last) / spread
+        if weight <= 0:
+            continue
+        own = max(1, cited.get(source, 0))
+        for pid in ids:
+            n = together.get((source, pid))
+            if n:
+                sums[pid] = sums.get(pid, 0.0) + weight * n / math.sqrt(own * max(1, cited.get(pid, 0)))
+    return sums, spread
+
+
+def rerank(
+    snap, ranked: list, weight: float, cited_of, excluded: frozenset[str] = frozenset(), report: dict | None = None
+) -> list:
+    """``ranked`` (best first) with its top ``DEPTH`` re-scored by co-citation with its top ``FEEDBACK`` and
+    sorted again; ``cited_of(ids)`` gives in-degrees (``learned.in_degrees``'s). Where some paper is raised,
+    each entry of the top's ``cocited`` is what was added to it (0 for none); ``report["cocited"]`` says how
+    many were raised."""
+    top = ranked[:DEPTH]
+    if not weight or len(top) < 2:
+        return ranked
+    sources = [e.paper.id for e in top[:FEEDBACK]]
+    ids = [e.paper.id for e in top]
+    kept = GRAPHS.of(snap, excluded) is not None
+    together = cocitations(snap, sources, ids, excluded)
+    cited = cited_of(ids)
+    if not kept:  # the statement read each source's and each candidate's citation rows: rent toward the graph
+        GRAPHS.paid(snap, sum(cited.get(pid, 0) for pid in sources) + sum(cited.values()), excluded)
+    sums, spread = scores(ranked, together, cited)
+    best = max(sums.values(), default=0.0)
+    if report is not None:
+        report["cocited"] = {"feedback": len(sources), "depth": len(top), "weight": weight, "raised": len(sums)}
+    if best <= 0:
+        return ranked
+    for entry in top:
+        added = weight * spread * sums.get(entry.paper.id, 0.0) / best
+        entry.cocited = added
+        entry.final_score += added
+    top.sort(key=lambda e: (-round(e.final_score, SCORE_DECIMALS), e.paper.id))
+    return top + ranked[DEPTH:]
+
+
+__all__ = ["COCITATIONS_SQL", "DEPTH", "FEEDBACK", "cocitations", "rerank", "scores"]
