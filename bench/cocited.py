@@ -13,60 +13,37 @@ Medians per phase kind; read the ratios. No network at all.
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import hepth  # noqa: E402
 
 from retrieval import RetrievalClient, RetrievalConfig  # noqa: E402
-from retrieval.commands import build  # noqa: E402
-from retrieval.search import adjacency  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "data" / "hepth"
 OFF, ON = RetrievalConfig(w_cocited=0.0), RetrievalConfig()
 
 
 def phase(client: RetrievalClient, queries: list[str], cfg: RetrievalConfig, kept: bool) -> list[float]:
     """Each query's time (ms) under ``cfg``, with the graph kept or read by statements."""
-    adjacency.GRAPHS.clear()
-    rent = adjacency.GRAPH_RENT
-    adjacency.GRAPH_RENT = 1e-9 if kept else math.inf
-    try:
-        if kept:
-            client.search(queries[0], cfg, full=False)  # its rows pay the rent: the graph is read after it
-        times = []
+    times = []
+    with hepth.graph(client, queries[0], kept, config=cfg):
         for query in queries:
             start = time.perf_counter()
             client.search(query, cfg, full=False)
             times.append((time.perf_counter() - start) * 1000.0)
-        return times
-    finally:
-        adjacency.GRAPH_RENT = rent
+    return times
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", help="a hepth index (default: built into a temporary folder)")
-    parser.add_argument("--queries", type=int, default=100, help="queries per set (default 100)")
-    parser.add_argument("--rounds", type=int, default=2, help="phases of each kind per set (default 2)")
-    args = parser.parse_args(argv)
-    sets = {
-        name: [json.loads(line)["query"] for line in (SHARED / f"{name}.jsonl").read_text().splitlines()][
-            : args.queries
-        ]
-        for name in ("queries-dev", "queries-dev-titles")
-    }
-    with tempfile.TemporaryDirectory() as tmp:
-        db = args.db or str(Path(tmp) / "hepth.db")
-        if args.db is None:
-            build(db=db, source=SHARED / "papers.jsonl")
+    args = hepth.parser(__doc__).parse_args(argv)
+    sets = hepth.dev_sets(args.queries)
+    with hepth.index(args.db) as db:
         print("| queries | graph | without p50 / p95 (ms) | with p50 / p95 (ms) | with / without p50 |")
         print("|---|---|--:|--:|--:|")
         with RetrievalClient(db) as client:

@@ -13,63 +13,36 @@ for every query. Medians per phase kind; read the ratio. Loopback only: no netwo
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import hepth  # noqa: E402
 
 from retrieval import RetrievalClient  # noqa: E402
-from retrieval.commands import build  # noqa: E402
-from retrieval.search import adjacency  # noqa: E402
-
-SHARED = ROOT.parent / "shared" / "data" / "hepth"
 
 
 def phase(client: RetrievalClient, queries: list[str], kept: bool) -> tuple[list[float], list]:
     """Each query's time (ms) and ranking, with the graph kept or read by statements."""
-    adjacency.GRAPHS.clear()
-    rent = adjacency.GRAPH_RENT
-    adjacency.GRAPH_RENT = 1e-9 if kept else math.inf
-    try:
-        if kept:
-            client.search(queries[0], full=False)  # its rows pay the rent: the graph is read after it
-            with client.snapshot() as snap:
-                if adjacency.GRAPHS.of(snap) is None:
-                    raise SystemExit("the graph was not kept: is RETRIEVAL_POSTINGS_CACHE_MB too small?")
-        times, rankings = [], []
+    times, rankings = [], []
+    with hepth.graph(client, queries[0], kept):
         for query in queries:
             start = time.perf_counter()
             result = client.search(query, full=False)
             times.append((time.perf_counter() - start) * 1000.0)
             rankings.append([(e.paper.id, e.final_score) for e in result.ranked])
-        return times, rankings
-    finally:
-        adjacency.GRAPH_RENT = rent
+    return times, rankings
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", help="a hepth index (default: built into a temporary folder)")
-    parser.add_argument("--queries", type=int, default=100, help="queries per set (default 100)")
-    parser.add_argument("--rounds", type=int, default=2, help="phases of each kind per set (default 2)")
-    args = parser.parse_args(argv)
-    sets = {
-        name: [json.loads(line)["query"] for line in (SHARED / f"{name}.jsonl").read_text().splitlines()][
-            : args.queries
-        ]
-        for name in ("queries-dev", "queries-dev-titles")
-    }
-    with tempfile.TemporaryDirectory() as tmp:
-        db = args.db or str(Path(tmp) / "hepth.db")
-        if args.db is None:
-            build(db=db, source=SHARED / "papers.jsonl")
+    args = hepth.parser(__doc__).parse_args(argv)
+    sets = hepth.dev_sets(args.queries)
+    with hepth.index(args.db) as db:
         print("| queries | graph read by statements p50 (ms) | graph kept p50 (ms) | kept / statements |")
         print("|---|--:|--:|--:|")
         with RetrievalClient(db) as client:
