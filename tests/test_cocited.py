@@ -8,12 +8,15 @@ import math
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrieval import RetrievalClient, RetrievalConfig
 from retrieval.bm25 import SCORE_DECIMALS
 from retrieval.corpus.paper import Paper
 from retrieval.interfaces.cli import main
 from retrieval.search import adjacency, cocited
+from retrieval.search.blend import RankedPaper
 from retrieval.store.sql.executor import Trace
 from tests.helpers import BACKENDS, index_on
 
@@ -199,3 +202,64 @@ def test_postgresql_may_hash_join_the_two_sides():
     from retrieval.store.sql.dialect import HASH_JOINS
 
     assert {cocited.COCITATIONS_SQL, cocited.COCITATIONS_SQL_EXCLUDING} <= HASH_JOINS
+
+
+def _entries(scores: list[float]) -> list[RankedPaper]:
+    papers = [Paper(f"q{i:03d}", "t", "", 2000, [], [], source="t") for i in range(len(scores))]
+    ranked = [RankedPaper(p, 0.0, None, 0.0, s) for p, s in zip(papers, scores, strict=True)]
+    ranked.sort(key=lambda e: (-round(e.final_score, SCORE_DECIMALS), e.paper.id))
+    return ranked
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    scores=st.lists(st.floats(0, 10, allow_nan=False), min_size=0, max_size=130),
+    counts=st.dictionaries(st.tuples(st.integers(0, 12), st.integers(0, 129)), st.integers(1, 6), max_size=80),
+    degrees=st.dictionaries(st.integers(0, 129), st.integers(0, 50), max_size=60),
+    weight=st.sampled_from([0.3, 1.0, 2.5]),
+)
+def test_apply_is_the_definition_and_only_raises_the_top(scores, counts, degrees, weight):
+    """``cocited.apply`` on any ranking, pair counts and in-degrees equals the plain definition (``_expected``'s
+    arithmetic), raises only the top ``DEPTH``, never lowers a score, and leaves the rest in place."""
+    ranked = _entries(scores)
+    ids = [e.paper.id for e in ranked]
+    if not ids:
+        assert cocited.apply(ranked, {}, {}, weight) == ([], 0)
+        return
+    together = {
+        (ids[f % len(ids)], ids[p % len(ids)]): n for (f, p), n in counts.items() if f % len(ids) != p % len(ids)
+    }
+    cited = {ids[i % len(ids)]: d for i, d in degrees.items()}
+    before = [(e.paper.id, e.final_score) for e in ranked]
+    top, rest = before[: cocited.DEPTH], before[cocited.DEPTH :]
+    sums, reached = dict.fromkeys((pid for pid, _ in top), 0.0), set()
+    if len(top) >= 2 and top[0][1] > top[-1][1]:
+        last, spread = top[-1][1], top[0][1] - top[-1][1]
+        for source, score in top[: cocited.FEEDBACK]:
+            for pid in sorted(sums):
+                n = together.get((source, pid), 0)
+                if n and score > last:
+                    reached.add(pid)
+                    sums[pid] += (
+                        (score - last)
+                        / spread
+                        * n
+                        / math.sqrt(max(1, cited.get(source, 0)) * max(1, cited.get(pid, 0)))
+                    )
+    best = max(sums.values(), default=0.0)
+    after, raised = cocited.apply(ranked, together, cited, weight)
+    if best <= 0:
+        assert [(e.paper.id, e.final_score) for e in after] == before and raised == 0
+        assert all(e.cocited is None for e in after)
+        return
+    spread = top[0][1] - top[-1][1]
+    want = sorted(((pid, s + weight * spread * sums[pid] / best) for pid, s in top),
+                  key=lambda h: (-round(h[1], SCORE_DECIMALS), h[0]))  # fmt: skip
+    got = [(e.paper.id, e.final_score) for e in after]
+    assert [pid for pid, _ in got] == [pid for pid, _ in want] + [pid for pid, _ in rest]
+    assert got[len(top) :] == rest
+    for (_, a), (_, b) in zip(got[: len(want)], want, strict=True):
+        assert a == pytest.approx(b, rel=1e-12, abs=1e-12)
+    assert raised == len(reached)
+    old = dict(before)
+    assert all(e.final_score >= old[e.paper.id] and e.cocited is not None for e in after[: len(top)])

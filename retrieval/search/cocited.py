@@ -125,9 +125,7 @@ def rerank(
     snap, ranked: list, weight: float, cited_of, excluded: frozenset[str] = frozenset(), report: dict | None = None
 ) -> list:
     """``ranked`` (best first) with its top ``DEPTH`` re-scored by co-citation with its top ``FEEDBACK`` and
-    sorted again; ``cited_of(ids)`` gives in-degrees (``learned.in_degrees``'s). Where some paper is raised,
-    each entry of the top's ``cocited`` is what was added to it (0 for none); ``report["cocited"]`` says how
-    many were raised."""
+    sorted again (``apply``); ``cited_of(ids)`` gives in-degrees (``learned.in_degrees``'s)."""
     top = ranked[:DEPTH]
     if not weight or len(top) < 2:
         return ranked
@@ -138,18 +136,28 @@ def rerank(
     cited = cited_of(ids)
     if not kept:  # the statement read each source's and each candidate's citation rows: rent toward the graph
         GRAPHS.paid(snap, sum(cited.get(pid, 0) for pid in sources) + sum(cited.values()), excluded)
+    ranked, raised = apply(ranked, together, cited, weight)
+    if report is not None:
+        report["cocited"] = {"feedback": len(sources), "depth": len(top), "weight": weight, "raised": raised}
+    return ranked
+
+
+def apply(ranked: list, together: dict[tuple[str, str], int], cited: dict[str, int], weight: float) -> tuple[list, int]:
+    """The re-ranking itself, from the pairs' counts and the in-degrees: ``ranked`` with ``w * spread * cocited /
+    max cocited`` added to each score of its top ``DEPTH``, which is sorted again (rounded score, then id), and
+    how many papers were raised. Where some paper is, each entry of the top's ``cocited`` is what was added to it
+    (0 for none); where none is, the entries are left as they were."""
     sums, spread = scores(ranked, together, cited)
     best = max(sums.values(), default=0.0)
-    if report is not None:
-        report["cocited"] = {"feedback": len(sources), "depth": len(top), "weight": weight, "raised": len(sums)}
     if best <= 0:
-        return ranked
+        return ranked, 0
+    top = ranked[:DEPTH]
     for entry in top:
         added = weight * spread * sums.get(entry.paper.id, 0.0) / best
         entry.cocited = added
         entry.final_score += added
     top.sort(key=lambda e: (-round(e.final_score, SCORE_DECIMALS), e.paper.id))
-    return top + ranked[DEPTH:]
+    return top + ranked[DEPTH:], len(sums)
 
 
-__all__ = ["COCITATIONS_SQL", "DEPTH", "FEEDBACK", "cocitations", "rerank", "scores"]
+__all__ = ["COCITATIONS_SQL", "DEPTH", "FEEDBACK", "apply", "cocitations", "rerank", "scores"]
