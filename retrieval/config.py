@@ -124,7 +124,6 @@ _FIELDS = {
     "w_recency": 0.05,
     "w_semantic": 1.0,
     "ranking": "auto",
-    "w_cocited": 0.3,
     "lexical_depth": 100,
     "expand": "always",
     "gate_threshold": 0.3,
@@ -136,6 +135,7 @@ _FIELDS = {
     "fanout": 100,
     "model": None,
     "prf": "none",
+    "w_cocited": 0.3,
 }
 
 
