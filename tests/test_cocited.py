@@ -59,22 +59,37 @@ def _citers(papers: dict[str, Paper], excluded: frozenset[str] = frozenset()) ->
     return out
 
 
-def _expected(papers, first: list[tuple[str, float]], weight: float) -> list[tuple[str, float]]:
-    """The definition: the first ranking's top 100 re-scored by co-citation with its top 10, then the rest."""
+def _definition(first, together, cited, weight):
+    """The definition, in plain Python: the first ranking's top 100 re-scored by co-citation with its top 10 (from
+    the pairs' counts ``together`` and the in-degrees ``cited``), then the rest; and the papers raised. None for
+    the ranking where none is (the ranking stays as it was)."""
     top, rest = first[: cocited.DEPTH], first[cocited.DEPTH :]
-    citers = _citers(papers)
+    sums, reached = dict.fromkeys((pid for pid, _ in top), 0.0), set()
+    if len(top) < 2 or top[0][1] <= top[-1][1]:
+        return None, reached
     last, spread = top[-1][1], top[0][1] - top[-1][1]
-    sums = dict.fromkeys((pid for pid, _ in top), 0.0)
     for source, score in top[: cocited.FEEDBACK]:
-        for pid in sums:
-            both = len(citers.get(source, set()) & citers.get(pid, set())) if pid != source else 0
-            if both:
-                inn = max(1, len(citers.get(source, ()))) * max(1, len(citers.get(pid, ())))
-                sums[pid] += (score - last) / spread * both / math.sqrt(inn)
+        for pid in sorted(sums):
+            n = together.get((source, pid), 0)
+            if n and score > last:
+                reached.add(pid)
+                inn = max(1, cited.get(source, 0)) * max(1, cited.get(pid, 0))
+                sums[pid] += (score - last) / spread * n / math.sqrt(inn)
     best = max(sums.values())
+    if best <= 0:
+        return None, reached
     scored = [(pid, score + weight * spread * sums[pid] / best) for pid, score in top]
     scored.sort(key=lambda h: (-round(h[1], SCORE_DECIMALS), h[0]))
-    return scored + rest
+    return scored + rest, reached
+
+
+def _expected(papers, first: list[tuple[str, float]], weight: float) -> list[tuple[str, float]]:
+    """The definition with the pairs' counts and in-degrees taken from the papers' reference lists."""
+    citers = _citers(papers)
+    ids = [pid for pid, _ in first[: cocited.DEPTH]]
+    together = {(f, p): len(citers.get(f, set()) & citers.get(p, set())) for f in ids for p in ids if f != p}
+    want, _ = _definition(first, together, {pid: len(c) for pid, c in citers.items()}, weight)
+    return want
 
 
 def _ranking(client, query, cfg):
@@ -232,29 +247,13 @@ def test_apply_is_the_definition_and_only_raises_the_top(scores, counts, degrees
     cited = {ids[i % len(ids)]: d for i, d in degrees.items()}
     before = [(e.paper.id, e.final_score) for e in ranked]
     top, rest = before[: cocited.DEPTH], before[cocited.DEPTH :]
-    sums, reached = dict.fromkeys((pid for pid, _ in top), 0.0), set()
-    if len(top) >= 2 and top[0][1] > top[-1][1]:
-        last, spread = top[-1][1], top[0][1] - top[-1][1]
-        for source, score in top[: cocited.FEEDBACK]:
-            for pid in sorted(sums):
-                n = together.get((source, pid), 0)
-                if n and score > last:
-                    reached.add(pid)
-                    sums[pid] += (
-                        (score - last)
-                        / spread
-                        * n
-                        / math.sqrt(max(1, cited.get(source, 0)) * max(1, cited.get(pid, 0)))
-                    )
-    best = max(sums.values(), default=0.0)
+    want, reached = _definition(before, together, cited, weight)
     after, raised = cocited.apply(ranked, together, cited, weight)
-    if best <= 0:
+    if want is None:
         assert [(e.paper.id, e.final_score) for e in after] == before and raised == 0
         assert all(e.cocited is None for e in after)
         return
-    spread = top[0][1] - top[-1][1]
-    want = sorted(((pid, s + weight * spread * sums[pid] / best) for pid, s in top),
-                  key=lambda h: (-round(h[1], SCORE_DECIMALS), h[0]))  # fmt: skip
+    want = want[: len(top)]
     got = [(e.paper.id, e.final_score) for e in after]
     assert [pid for pid, _ in got] == [pid for pid, _ in want] + [pid for pid, _ in rest]
     assert got[len(top) :] == rest
