@@ -34,35 +34,34 @@ DEPTH = 100
 
 
 def _cocitations(d, excluding: bool) -> str:
-    # Each side's citing papers by the cited_id index, then joined on the citing paper: the rows read are the
-    # sources' and the candidates' in-degrees (``rerank`` pays them as such). Following each source's citing
-    # papers to all their references instead reads every reference of a much-cited source's citers.
-    live = "\n      AND {}.citing_id NOT IN (SELECT paper_id FROM excluded)" if excluding else ""
+    # The sources' citing papers (a few thousand rows at most) are kept aside; each candidate's citing papers are
+    # read by the cited_id index and looked up among them. The rows read are the sources' and the candidates'
+    # in-degrees (``rerank`` pays them as such). Keeping the candidates' side aside too, and joining the two, does
+    # the same reads and sorts the larger side besides; following each source's citing papers to all their
+    # references reads every reference of a much-cited source's citers. An excluded citing paper is left out of
+    # the sources' side, so no candidate's row meets it.
+    live = "\n      AND a.citing_id NOT IN (SELECT paper_id FROM excluded)" if excluding else ""
     return f"""\
 vouching AS MATERIALIZED (
     SELECT a.cited_id AS source,
            a.citing_id
     FROM {d.rows("sources", "s")}
-    JOIN citations AS a ON a.cited_id = s.value{live.format("a")}
-),
-vouched AS MATERIALIZED (
-    SELECT b.cited_id AS paper_id,
-           b.citing_id
-    FROM {d.rows("candidates", "k")}
-    JOIN citations AS b ON b.cited_id = k.value{live.format("b")}
+    JOIN citations AS a ON a.cited_id = s.value{live}
 )
 SELECT v.source,
-       w.paper_id,
+       b.cited_id AS paper_id,
        count(*) AS together
-FROM vouching AS v
-JOIN vouched AS w ON w.citing_id = v.citing_id
-WHERE w.paper_id <> v.source
+FROM {d.rows("candidates", "k")}
+JOIN citations AS b ON b.cited_id = k.value
+JOIN vouching AS v ON v.citing_id = b.citing_id
+WHERE b.cited_id <> v.source
 GROUP BY v.source,
-         w.paper_id"""
+         b.cited_id"""
 
 
 #: Per source and candidate, the papers citing both.
-# A hash join of the two sides (PostgreSQL's read sessions plan joins as lookups, which would compare every pair).
+# A hash join on the sources' side (PostgreSQL's read sessions plan joins as lookups, which would compare every
+# pair).
 COCITATIONS_SQL = statement(lambda d: f"WITH {_cocitations(d, False)}", hash_joins=True)
 COCITATIONS_SQL_EXCLUDING = statement(
     lambda d: (
