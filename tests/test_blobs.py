@@ -297,6 +297,36 @@ def test_a_planned_query_takes_the_path_its_plan_costs_least(demo_db, monkeypatc
         assert not any(name.startswith(absent) for name in names), (dearer, names)
 
 
+def test_on_a_postgresql_server_the_cost_model_counts_sql_dearer(demo_db, demo_pg, monkeypatch):
+    from retrieval.search import costs
+
+    # Each of SQL's statements is a round trip there: a query SQLite plans first and keeps in SQL goes straight
+    # to the BLOBs on a server.
+    wq = _weighted([300, 40_000, 60_000], 100_000)
+    assert lexical.blob_path(wq) is None and not lexical.blobs_after_plan(wq, _plan(wq, {0}))
+    assert lexical.blob_path(wq, costs.sql_factor("postgresql")) is True
+    assert costs.sql_factor("postgresql", sharded=True) == costs.sql_factor("sqlite") == 1.0
+    # Each backend's searches take its own factor: with the server's made huge, a query SQLite plans and answers
+    # in SQL is answered from the BLOBs there, unplanned, with the same top 5.
+    query = "perplexity of the retrieval index"
+    with RetrievalClient(demo_db) as client:
+        expected = client.lexical.search(query, 5, exhaustive=True)
+    for name, value in {"BLOB_FIXED_COST": 20_000.0, "SQL_PLANNED_COST": 0.5, "SQL_POSTING_COST": 1.0}.items():
+        monkeypatch.setattr(costs, name, value)
+    monkeypatch.setitem(costs.SQL_FACTOR, "postgresql", 1e6)
+    for db, planned in ((demo_db, True), (demo_pg, False)):
+        trace = Trace()
+        with RetrievalClient(db, tracer=trace) as client:
+            got = client.lexical.search(query, 5)
+            with client._executor.snapshot() as snap:
+                assert lexical.sql_factor(snap) == (1.0 if planned else 1e6)
+        assert [p for p, _ in got] == [p for p, _ in expected]
+        assert all(abs(a - b) <= 1e-9 for (_, a), (_, b) in zip(got, expected, strict=True))
+        names = [s.name for s in trace.statements]
+        assert ("lexical: threshold" in names) is planned, (db, names)
+        assert any(name.startswith("lexical: top-k") for name in names) is planned, (db, names)
+
+
 def test_search_sql_shows_the_blob_read_of_a_long_query(demo_db, capsys, monkeypatch):
     from retrieval.search import blobs
 

@@ -39,6 +39,16 @@ BLOB_DENSE_COST = 0.01
 SPARSE_ACCUMULATION = 16
 #: Importing NumPy, charged in a process that has not yet.
 NUMPY_IMPORT_COST = 60_000.0
+#: The SQL path's cost against the BLOBs' on each backend, as a multiple of what the constants above (fitted on
+#: SQLite) say. On a PostgreSQL server each of SQL's statements is a round trip whose aggregation runs at about
+#: four times SQLite's cost, where the BLOB path, whose lists cross the connection, pays about twice SQLite's
+#: (``bench/lexical_paths.py`` on both, hep-th and 100K papers). A sharded index is not measured: as SQLite.
+SQL_FACTOR = {"sqlite": 1.0, "postgresql": 3.0}
+
+
+def sql_factor(dialect: str, sharded: bool = False) -> float:
+    """The multiple of SQL's costs on ``dialect`` (``SQL_FACTOR``; 1 on a sharded index)."""
+    return 1.0 if sharded else SQL_FACTOR.get(dialect, 1.0)
 
 
 def blobs(postings: int, terms: int, papers: int) -> float:

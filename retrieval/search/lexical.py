@@ -14,10 +14,11 @@ How a top-k query runs (all statements in one read snapshot):
    exactly so at any average length, adds and removes included.
 2. ``blob_path``, the cost model (``retrieval.search.costs``), weighs the query: many terms, or only common
    ones, are costed before any plan (SQL pays about a microsecond for each posting row it reads and groups,
-   NumPy a few hundredths, plus its fixed costs and, in a process that has not paid it, its import) and go to
-   the BLOBs (``retrieval.search.blobs``, one statement for every list not kept from an earlier query) when
-   cheaper there; so does a query the BLOBs answer in less than SQL's two statements. A query of a few terms,
-   one of them rare, is planned first (step 3 and 4, without a second sample) and then costed by what its plan
+   NumPy a few hundredths, plus its fixed costs and, in a process that has not paid it, its import; on a
+   PostgreSQL server SQL's costs count double, ``costs.SQL_FACTOR``) and go to the BLOBs
+   (``retrieval.search.blobs``, one statement for every list not kept from an earlier query) when cheaper
+   there; so does a query the BLOBs answer in less than SQL's two statements. A query of a few terms, one of
+   them rare, is planned first (step 3 and 4, without a second sample) and then costed by what its plan
    would read (``blobs_after_plan``): pruning varies most there, from a few lookups to whole common lists.
 3. ``THRESHOLD_SQL`` scores exactly a sample: the best papers of the ``SAMPLE_TERMS`` terms of largest
    bound (those with at most ``SCAN_SAMPLE_MAX_DF`` postings, read whole), ranked by what those terms give them,
@@ -715,12 +716,12 @@ def top_papers(
     (``blob_path``). ``exhaustive`` runs the plain aggregation, the reference every other path equals."""
     if not wq.terms or k <= 0:
         return [], None
-    choice = _path_before_plan(wq, path, exhaustive)
+    choice = _path_before_plan(snap, wq, path, exhaustive)
     chosen = None
     if not choice and not exhaustive:
         chosen = plan(snap, wq, k, sample_size, refine=choice is not None)
         if choice is None:  # planned first: the BLOBs, if cheaper than the rest of this plan (before refining it)
-            choice = blobs_after_plan(wq, chosen)
+            choice = blobs_after_plan(wq, chosen, sql_factor(snap))
             chosen = None if choice else refined(snap, wq, k, chosen)
     if choice:
         from .blobs import top_k
@@ -734,37 +735,45 @@ def top_papers(
     return [(pid, score) for pid, score in checked(snap, wq, rows)], chosen
 
 
-def _path_before_plan(wq: WeightedQuery, path: str | None, exhaustive: bool) -> bool | None:
+def _path_before_plan(snap: Snapshot, wq: WeightedQuery, path: str | None, exhaustive: bool) -> bool | None:
     """``path`` forced (``"blobs"``: True; ``"sql"`` or ``exhaustive``: False), else ``blob_path``'s choice."""
     if exhaustive or path == "sql":
         return False
-    return True if path == "blobs" else blob_path(wq)
+    return True if path == "blobs" else blob_path(wq, sql_factor(snap))
 
 
-def blob_path(wq: WeightedQuery) -> bool | None:
+def sql_factor(snap: Snapshot) -> float:
+    """The multiple of the SQL path's costs on ``snap``'s backend (``costs.SQL_FACTOR``)."""
+    executor = snap.executor
+    return costs.sql_factor(executor.dialect, bool(executor.shards))
+
+
+def blob_path(wq: WeightedQuery, factor: float = 1.0) -> bool | None:
     """Where the cost model (``retrieval.search.costs``) sends ``wq``'s top k before any plan: True, the postings
     BLOBs (``retrieval.search.blobs``); False, SQL over ``term_freq``; None, plan in SQL first, and choose then
     (``blobs_after_plan``): a query of few terms, one of them rare enough to sample a threshold from, whose
     pruning varies most. Many terms, or only common ones, are costed as SQL reads them (a share, or all); a
     query the BLOBs answer in less than SQL's two statements, or than ``costs.PLAN_ABOVE``, goes there
-    unplanned."""
+    unplanned. ``factor``: SQL's costs on the backend, a multiple of SQLite's (``sql_factor``)."""
     postings = sum(t.df for t in wq.terms)
     sampled = any(t.df <= SCAN_SAMPLE_MAX_DF for t in wq.terms)
     blobs = costs.blobs(postings, len(wq.terms), wq.stats.n_papers)
-    if blobs <= max(costs.PLAN_ABOVE, costs.sql_least(len(wq.terms))):
+    if blobs <= max(costs.PLAN_ABOVE, factor * costs.sql_least(len(wq.terms))):
         return True
     if sampled and len(wq.terms) <= costs.FEW_TERMS:
         return None
-    return costs.sql_unplanned(postings, len(wq.terms), sampled) > blobs
+    return factor * costs.sql_unplanned(postings, len(wq.terms), sampled) > blobs
 
 
-def blobs_after_plan(wq: WeightedQuery, chosen: Plan) -> bool:
+def blobs_after_plan(wq: WeightedQuery, chosen: Plan, factor: float = 1.0) -> bool:
     """Whether the BLOBs are expected to cost less than the rest of the SQL path once ``chosen`` is known: its
-    top-k statement, pruned (``estimated_cost``) or the plain aggregation over every posting. In a process
-    without NumPy its import is charged, so a query SQL prunes well never imports it."""
+    top-k statement, pruned (``estimated_cost``) or the plain aggregation over every posting, times ``factor``
+    (``blob_path``'s). In a process without NumPy its import is charged, so a query SQL prunes well never imports
+    it."""
     postings = sum(t.df for t in wq.terms)
     work = estimated_cost(wq.terms, chosen.reads, wq.stats.n_papers) if chosen.pruned else None
-    return costs.sql_planned(work, postings, len(wq.terms)) > costs.blobs(postings, len(wq.terms), wq.stats.n_papers)
+    sql = factor * costs.sql_planned(work, postings, len(wq.terms))
+    return sql > costs.blobs(postings, len(wq.terms), wq.stats.n_papers)
 
 
 def _read_whole(wq: WeightedQuery, papers: int) -> str:
@@ -811,9 +820,9 @@ def filtered_top_papers(
         return [], Matched(0, True)
     n = max(1, wq.stats.n_papers)
     m = max(2 * k, math.ceil(1.5 * k * n / allowed.count))
-    choice = _path_before_plan(wq, path, exhaustive)
+    choice = _path_before_plan(snap, wq, path, exhaustive)
     if choice is None:  # planned as the unfiltered top m it would take
-        choice = m <= OVERFETCH_MAX and blobs_after_plan(wq, plan(snap, wq, m, refine=False))
+        choice = m <= OVERFETCH_MAX and blobs_after_plan(wq, plan(snap, wq, m, refine=False), sql_factor(snap))
     if choice:
         from .blobs import top_k
 
@@ -855,7 +864,8 @@ def scores_for(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str], path: st
     postings BLOBs where the cost model sends the query there (``blob_path``); else in SQL, where a term with at
     most ``READ_WHOLE_RATIO`` postings per paper asked for is read whole, a commoner one looked up per paper.
     ``path`` as ``top_papers``'s."""
-    if wq.terms and paper_ids and (path == "blobs" or (path is None and (snap.kept or blob_path(wq)))):
+    from_blobs = path == "blobs" or (path is None and (snap.kept or blob_path(wq, sql_factor(snap))))
+    if wq.terms and paper_ids and from_blobs:
         from .blobs import scores  # the lists a long query's top k read are kept by the snapshot: read for free
 
         found = scores(snap, wq, paper_ids)
