@@ -194,3 +194,20 @@ def test_searches_rank_the_same_from_the_kept_graph_and_read_no_edge_statement(c
              "learned: the candidates' in-degrees"}  # fmt: skip
     assert not edges & {s.name for s in trace.statements}
     assert any(ranking for ranking in by_statements)
+
+
+def test_the_candidate_cap_breaks_ties_on_the_id_whatever_the_order_of_the_sums(tmp_path):
+    # "y" gathers 0.1 + 0.2 from two seeds, "x" 0.3 from one: the same evidence but for the summation's last bit
+    # (0.30000000000000004 against 0.3), so the cap of one keeps the smaller id, as a tie.
+    refs = {"p1": [], "p2": ["y"], "p3": ["y"], "p4": ["x"], "x": [], "y": []}
+    records = [paper(pid, title=f"paper {pid}", abstract="graph", references=r) for pid, r in refs.items()]
+    build(db=tmp_path / "t.db", source=write_jsonl(tmp_path / "t.jsonl", records))
+    seeds = [("p1", 1.0), ("p2", 0.1), ("p3", 0.2), ("p4", 0.3)]
+    plain = dict(expand="always", relations=("references",), hub_weighting=False)
+    with RetrievalClient(db=tmp_path / "t.db") as client, client.snapshot() as snap:
+        gate = expansion.decide(lexical.weigh(snap, Query.parse("paper")), seeds, RetrievalConfig(**plain))
+        whole = expansion.expand(snap, seeds, RetrievalConfig(**plain, max_candidates=None), gate)
+        capped = expansion.expand(snap, seeds, RetrievalConfig(**plain, max_candidates=1), gate)
+    assert whole.evidence["y"] > whole.evidence["x"] == 0.3  # the raw floats differ...
+    assert round(whole.evidence["y"], 10) == round(whole.evidence["x"], 10)  # ...equal as scores are compared
+    assert set(capped.evidence) == {"x"} and capped.capped == 1

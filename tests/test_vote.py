@@ -236,3 +236,9 @@ def test_a_model_without_vote_features_does_not_compute_the_vote(index):
     for entry in voting.ranked:
         assert entry.features["vote_x_short"] == entry.features["vote"]
         assert entry.features["bm25_norm_x_short"] == entry.features["bm25_norm"]
+
+
+def test_the_votes_candidates_break_ties_on_the_id_whatever_the_order_of_the_sums():
+    ballot = vote.Vote(seeds={"s": 1.0}, scores={"s": 1.0, "b": 0.1 + 0.2, "a": 0.3, "c": 0.2})
+    assert ballot.candidates(1) == ["s", "a"]
+    assert ballot.candidates(3) == ["s", "a", "b", "c"]

@@ -32,6 +32,7 @@ import json
 import math
 from collections import Counter, defaultdict, namedtuple
 
+from ..bm25 import SCORE_DECIMALS
 from ..config import RELATIONS, RetrievalConfig
 from ..store.sql.dialect import DIALECTS, POSTGRESQL, Dialect, register_sharded, statement
 from ..store.sql.executor import Snapshot
@@ -414,6 +415,12 @@ def decide(wq: WeightedQuery, seeds: list[tuple[str, float]], cfg: RetrievalConf
     return Gate(fired=False, survivors=survivors, reason=reason, **common)
 
 
+def strongest(values: dict[str, float], n: int) -> list[str]:
+    """The ``n`` ids of largest value, the value rounded to ``SCORE_DECIMALS`` places, then by id: values equal but
+    for the order their parts were summed in tie, and the tie breaks on the id."""
+    return sorted(values, key=lambda pid: (-round(values[pid], SCORE_DECIMALS), pid))[:n]
+
+
 def expand(
     snap: Snapshot,
     seeds: list[tuple[str, float]],
@@ -476,12 +483,12 @@ def expand(
             pid: HOP_DECAY * value for pid, value in gained.items() if pid not in seed_ids and out.distance[pid] == hop
         }
         if len(strength) > MAX_SOURCES:  # the strongest only: bounds a hop's work whatever the settings
-            kept = sorted(strength, key=lambda pid: (-strength[pid], pid))[:MAX_SOURCES]
+            kept = strongest(strength, MAX_SOURCES)
             strength = {pid: strength[pid] for pid in kept}
     if cfg.max_candidates is not None:
         added = [pid for pid in out.evidence if pid not in seed_ids]
         if len(added) > cfg.max_candidates:
-            keep = set(sorted(added, key=lambda pid: (-out.evidence[pid], pid))[: cfg.max_candidates])
+            keep = set(strongest({pid: out.evidence[pid] for pid in added}, cfg.max_candidates))
             for pid in added:
                 if pid not in keep:
                     del out.evidence[pid]

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from ..store.sql.executor import Snapshot
 from . import lexical
 from .adjacency import GRAPHS
-from .expansion import relation_sql, relation_sql_excluding
+from .expansion import relation_sql, relation_sql_excluding, strongest
 from .filters import Passing
 from .query import Query, WeightedQuery
 from .split import split_query
@@ -61,9 +61,10 @@ class Vote:
     subqueries: int = 0
 
     def candidates(self, depth: int = VOTE_DEPTH) -> list[str]:
-        """The seeds, then the ``depth`` non-seed papers of highest vote (ties by id)."""
-        others = sorted((pid for pid in self.scores if pid not in self.seeds), key=lambda p: (-self.scores[p], p))
-        return [*sorted(self.seeds), *others[:depth]]
+        """The seeds, then the ``depth`` non-seed papers of highest vote (rounded to ``SCORE_DECIMALS`` places,
+        ties by id)."""
+        others = strongest({pid: vote for pid, vote in self.scores.items() if pid not in self.seeds}, depth)
+        return [*sorted(self.seeds), *others]
 
     def features(self, pid: str) -> dict[str, float]:
         return {
