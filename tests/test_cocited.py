@@ -83,13 +83,14 @@ def _definition(first, together, cited, weight):
     return scored + rest, reached
 
 
-def _expected(papers, first: list[tuple[str, float]], weight: float) -> list[tuple[str, float]]:
-    """The definition with the pairs' counts and in-degrees taken from the papers' reference lists."""
+def _expected(papers, first: list[tuple[str, float]], weight: float, cap: int = cocited.MAX_CITED) -> list:
+    """The definition with the pairs' counts and in-degrees taken from the papers' reference lists; a paper cited
+    more than ``cap`` times counts no pair."""
     citers = _citers(papers)
-    ids = [pid for pid, _ in first[: cocited.DEPTH]]
+    ids = [pid for pid, _ in first[: cocited.DEPTH] if len(citers.get(pid, ())) <= cap]
     together = {(f, p): len(citers.get(f, set()) & citers.get(p, set())) for f in ids for p in ids if f != p}
     want, _ = _definition(first, together, {pid: len(c) for pid, c in citers.items()}, weight)
-    return want
+    return first if want is None else want  # no pair at all: the ranking as it was
 
 
 def _ranking(client, query, cfg):
@@ -123,6 +124,31 @@ def test_the_default_reranks_its_top_by_co_citation_with_its_best_as_defined(cor
             assert result.expansion["cocited"]["raised"] > 0
             _same(_ranking(client, query, RetrievalConfig(w_cocited=0.6)), _expected(papers, first, 0.6))
     assert moved == len(QUERIES)
+
+
+def test_papers_cited_more_than_the_cap_neither_vouch_nor_are_vouched_for(corpus, monkeypatch):
+    """Above ``MAX_CITED`` a paper takes no part: the ranking is the definition's with that cap, which differs
+    from the uncapped one, and the statement is never given such a paper."""
+    db, papers = corpus
+    citers = _citers(papers)
+    cap = sorted(len(c) for c in citers.values())[len(citers) // 2]  # the median in-degree: the cap bites
+    monkeypatch.setattr(cocited, "MAX_CITED", cap)
+    monkeypatch.setattr(adjacency, "GRAPH_RENT", 10**9)  # by statement, so what it is given is seen
+    adjacency.GRAPHS.clear()
+    trace = Trace()
+    bitten = 0
+    with RetrievalClient(db, tracer=trace) as client:
+        for query in QUERIES:
+            first = _ranking(client, query, RetrievalConfig(w_cocited=0.0))
+            want = _expected(papers, first, 0.3, cap)
+            _same(_ranking(client, query, RetrievalConfig()), want)
+            bitten += [pid for pid, _ in want] != [pid for pid, _ in _expected(papers, first, 0.3, 10**9)]
+    assert bitten > 0
+    named = [s for s in trace.statements if s.name == cocited.COCITATIONS_STATEMENT]
+    assert named
+    for statement in named:
+        for side in ("sources", "candidates"):
+            assert all(len(citers.get(pid, ())) <= cap for pid in json.loads(statement.params[side]))
 
 
 def test_the_feedback_is_in_the_why_and_its_contributions_sum_to_the_score(corpus):
