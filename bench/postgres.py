@@ -4,7 +4,7 @@ client processes.
 
     python bench/postgres.py                              # hepth and the 100K synthetic corpus
     python bench/postgres.py --corpora hepth --queries 100
-    python bench/postgres.py --server postgresql://user@host/postgres   # a server of your own (databases made there)
+    python bench/postgres.py --server postgresql://user@host/postgres   # your own server (its databases dropped after)
 
 Without ``--server`` a throwaway server is started from the machine's packages (``.ci/postgres``, loopback,
 fsync off: builds on it are faster than on a durable server) and stopped at the end. Queries: the short query
@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         server = subprocess.run([str(ROOT / ".ci" / "postgres"), "start", str(started), str(port)],
                                 check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
     rows = []
+    made: list[str] = []  # the databases this run makes, dropped at its end (on a server of the user's own too)
     try:
         for name in args.corpora.split(","):
             corpus, queries = _corpus(name.strip())
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             database = f"bench_{name}_{int(time.time())}"
             with psycopg.connect(server, autocommit=True) as conn:
                 conn.execute(f'CREATE DATABASE "{database}"')
+            made.append(database)
             pg = server.rsplit("/", 1)[0] + "/" + database
             builds = {}
             for engine, db in (("sqlite", lite), ("postgresql", pg)):
@@ -175,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
             result["identical"] = answers["sqlite"] == answers["postgresql"]
             rows.append(result)
     finally:
+        if made and started is None:  # a throwaway server goes whole
+            with psycopg.connect(server, autocommit=True) as conn:
+                for database in made:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         if started is not None:
             subprocess.run([str(ROOT / ".ci" / "postgres"), "stop", str(started)], check=False)
             subprocess.run(["rm", "-rf", str(started)], check=False)
