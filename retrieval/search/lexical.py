@@ -15,7 +15,7 @@ How a top-k query runs (all statements in one read snapshot):
 2. ``blob_path``, the cost model (``retrieval.search.costs``), weighs the query: many terms, or only common
    ones, are costed before any plan (SQL pays about a microsecond for each posting row it reads and groups,
    NumPy a few hundredths, plus its fixed costs and, in a process that has not paid it, its import; on a
-   PostgreSQL server SQL's costs count double, ``costs.SQL_FACTOR``) and go to the BLOBs
+   PostgreSQL server SQL's costs count three times, ``costs.SQL_FACTOR``) and go to the BLOBs
    (``retrieval.search.blobs``, one statement for every list not kept from an earlier query) when cheaper
    there; so does a query the BLOBs answer in less than SQL's two statements. A query of a few terms, one of
    them rare, is planned first (step 3 and 4, without a second sample) and then costed by what its plan
