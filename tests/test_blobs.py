@@ -6,8 +6,10 @@ SQLite and PostgreSQL, with chunks small enough that every list spans several ro
 from __future__ import annotations
 
 import json
+import math
 import random
 import sqlite3
+import sys
 
 import numpy as np
 import pytest
@@ -18,7 +20,7 @@ from retrieval import Paper, RetrievalClient, Trace
 from retrieval.bm25 import TF_NORM_SQL
 from retrieval.errors import ConfigError, NotAnIndexError
 from retrieval.interfaces.cli import main
-from retrieval.search import lexical
+from retrieval.search import costs, lexical
 from retrieval.search.filters import Filters
 from retrieval.search.query import Query, QueryTerm, WeightedQuery
 from retrieval.store import postings
@@ -241,8 +243,6 @@ def _plan(wq: WeightedQuery, read: set[int], pruned: bool = True) -> lexical.Pla
 
 
 def test_the_cost_model_plans_short_queries_first_and_sends_long_ones_to_the_blobs(monkeypatch):
-    import sys
-
     assert "numpy" in sys.modules  # as in a server or an evaluation that has scored a long query
     # A few terms, one rare: planned in SQL first, the path chosen once the plan says what SQL would read...
     assert lexical.blob_path(_weighted([300, 90_000, 200_000], 500_000)) is None
@@ -260,6 +260,7 @@ def test_the_cost_model_plans_short_queries_first_and_sends_long_ones_to_the_blo
     # A process without NumPy pays its import first: a rare query is planned and stays in SQL, and so does one
     # SQL reads in less than that time, or a query of a few common terms; long queries and SQL's whole reads of
     # common lists still go to the blobs.
+    monkeypatch.setattr(costs, "NUMPY", costs.Import("numpy", costs.NUMPY_IMPORT_COST))
     monkeypatch.delitem(sys.modules, "numpy")
     small = _weighted([3, 40], 500_000)
     assert lexical.blob_path(small) is None
@@ -269,11 +270,82 @@ def test_the_cost_model_plans_short_queries_first_and_sends_long_ones_to_the_blo
     assert lexical.blobs_after_plan(wq, _plan(wq, {0, 1}))
     assert lexical.blob_path(_weighted([5_000, 6_000], 500_000)) is False
     assert lexical.blob_path(_weighted([20_000] * 40, 500_000)) is True
+    # ... until the queries the import's charge kept in SQL have cost, as the model expects them, the import more
+    # than the BLOBs would have: the next such query goes to the BLOBs.
+    already = costs.NUMPY.forgone
+    assert 0 < already < costs.NUMPY_IMPORT_COST
+    each = costs.sql_unplanned(11_000, 2, False) - costs.blobs_imported(11_000, 2, 500_000)
+    kept = 0
+    while lexical.blob_path(_weighted([5_000, 6_000], 500_000)) is False:
+        kept += 1
+        assert kept < 1000
+    assert kept == math.ceil((costs.NUMPY_IMPORT_COST - already) / each)
+    assert lexical.blob_path(small) is True and costs.NUMPY.charge() == 0.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1e5), st.floats(0, 1e5)), max_size=60), st.floats(1, 1e5))
+def test_an_import_is_charged_until_what_it_kept_away_has_cost_as_much(choices, cost):
+    """The break-even rule: the charge stops once the forgone differences reach the import's cost, and what was
+    forgone never exceeds it by more than the last query's difference (at most twice the import in all)."""
+    from retrieval.search.costs import Import
+
+    module = Import("retrieval_no_such_module", cost)
+    forgone = 0.0
+    for taken, imported in choices:
+        before = module.charge()
+        assert before == (cost if forgone < cost else 0.0)
+        module.forgo(taken, imported)
+        if before and taken > imported:
+            assert module.forgone <= max(forgone, cost) + (taken - imported)
+            forgone += taken - imported
+        assert module.forgone == pytest.approx(forgone, abs=1e-6)
+    module.reset()
+    assert module.forgone == 0.0 and module.charge() == cost
+    assert Import("json", cost).charge() == 0.0  # a module imported costs nothing
+
+
+_LONG_LIVED = """\
+import json, sys
+from retrieval import RetrievalClient, Trace
+from retrieval.search import costs
+query, runs, trace = sys.argv[2], [], Trace()
+with RetrievalClient(sys.argv[1], tracer=trace) as client:
+    while len(runs) < 2000:
+        ran = len(trace.statements)
+        hits = client.lexical.search(query, 5)
+        runs.append({"numpy": "numpy" in sys.modules, "statements": [s.name for s in trace.statements[ran:]],
+                     "hits": [[p, round(x, 9)] for p, x in hits]})
+        if runs[-1]["numpy"]:
+            break
+print(json.dumps({"runs": runs, "forgone": costs.NUMPY.forgone, "cost": costs.NUMPY_IMPORT_COST}))
+"""
+
+
+def test_a_long_lived_process_of_short_queries_imports_numpy_once_sql_has_cost_as_much(demo_db, tmp_path):
+    """A process that never imported NumPy answered every short query in SQL for its whole life (the import's
+    charge outweighed any one query's saving): a command of one query still does, a long-lived one goes to the
+    BLOBs once the queries kept in SQL have cost the import, as the cost model expects them."""
+    import subprocess
+
+    query = "perplexity of the retrieval index"
+    done = subprocess.run(
+        [sys.executable, "-c", _LONG_LIVED, str(demo_db), query], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    runs = out["runs"]
+    assert 2 < len(runs) < 2000, len(runs)
+    assert not any(run["numpy"] for run in runs[:-1])  # the first queries: SQL, no import
+    assert not any(POSTINGS_STATEMENT in run["statements"] for run in runs[:-1])
+    assert runs[-1]["numpy"] and POSTINGS_STATEMENT in runs[-1]["statements"]
+    assert out["forgone"] >= out["cost"]
+    with RetrievalClient(demo_db) as client:
+        expected = [[p, round(x, 9)] for p, x in client.lexical.search(query, 5, exhaustive=True)]
+    assert expected and all(run["hits"] == expected for run in runs)
 
 
 def test_a_planned_query_takes_the_path_its_plan_costs_least(demo_db, monkeypatch):
-    from retrieval.search import costs
-
     query = "perplexity of the retrieval index"
     with RetrievalClient(demo_db) as client:
         expected = client.lexical.search(query, 5, exhaustive=True)
@@ -298,8 +370,6 @@ def test_a_planned_query_takes_the_path_its_plan_costs_least(demo_db, monkeypatc
 
 
 def test_on_a_postgresql_server_the_cost_model_counts_sql_dearer(demo_db, demo_pg, monkeypatch):
-    from retrieval.search import costs
-
     # Each of SQL's statements is a round trip there: a query SQLite plans first and keeps in SQL goes straight
     # to the BLOBs on a server.
     wq = _weighted([300, 40_000, 60_000], 100_000)

@@ -11,6 +11,7 @@ once per process.
 from __future__ import annotations
 
 import sys
+import threading
 
 #: The fixed cost of one SQL statement of the lexical pass (its preparation, the JSON parameters, the rows out),
 #: and its cost per query term (each is read out of the JSON, sampled, looked up or joined).
@@ -37,7 +38,8 @@ BLOB_DENSE_COST = 0.01
 #: The dense array is used when the query's postings are not this many times fewer than the index's papers;
 #: fewer are summed by paper over their sorted doc ids, with no pass over the whole index.
 SPARSE_ACCUMULATION = 16
-#: Importing NumPy, charged in a process that has not yet.
+#: Importing NumPy, charged in a process that has not yet, until the queries the charge kept in SQL have cost
+#: that much more than the BLOBs would have (``NUMPY``).
 NUMPY_IMPORT_COST = 60_000.0
 #: The SQL path's cost against the BLOBs' on each backend, as a multiple of what the constants above (fitted on
 #: SQLite) say. On a PostgreSQL server each of SQL's statements is a round trip whose aggregation runs at about
@@ -52,15 +54,53 @@ def sql_factor(dialect: str, sharded: bool = False) -> float:
     return 1.0 if sharded else SQL_FACTOR.get(dialect, 1.0)
 
 
+class Import:
+    """A module's import, charged to the path that needs it in a process that has not made it (``charge``), until
+    the queries the charge kept off that path have cost, as this model expects them, the import's cost more than
+    the path would have (``forgo``). That is the break-even rule of renting skis until the rent has paid for a
+    pair: never more than twice what knowing the future would cost. A command of one short query never imports
+    NumPy, and a long-lived process of short queries (a server, an agent's session) does after a few of them,
+    where before it answered every one in SQL at ten times the BLOBs' time."""
+
+    def __init__(self, module: str, cost: float) -> None:
+        self.module = module
+        self.cost = cost
+        self.forgone = 0.0
+        self._lock = threading.Lock()
+
+    def charge(self) -> float:
+        """The import's cost to the next query: 0 once made, or once paid for by what the charge has forgone."""
+        return 0.0 if self.module in sys.modules or self.forgone >= self.cost else self.cost
+
+    def forgo(self, taken: float, imported: float) -> None:
+        """Count a query sent the other way at an expected cost of ``taken`` where this path, imported, would have
+        cost ``imported``: the difference, when the import's charge made the choice."""
+        if taken > imported and self.charge():
+            with self._lock:
+                self.forgone += taken - imported
+
+    def reset(self) -> None:
+        with self._lock:
+            self.forgone = 0.0
+
+
+#: NumPy's import, as the BLOB path is charged it.
+NUMPY = Import("numpy", NUMPY_IMPORT_COST)
+
+
 def blobs(postings: int, terms: int, papers: int) -> float:
-    """The BLOB path's expected cost for a query of ``terms`` covering ``postings`` in an index of ``papers``."""
+    """The BLOB path's expected cost for a query of ``terms`` covering ``postings`` in an index of ``papers``,
+    NumPy's import included where it is still charged (``NUMPY``)."""
+    return blobs_imported(postings, terms, papers) + NUMPY.charge()
+
+
+def blobs_imported(postings: int, terms: int, papers: int) -> float:
+    """``blobs`` in a process that has imported NumPy."""
     cost = BLOB_FIXED_COST + BLOB_TERM_COST * terms
     if postings * SPARSE_ACCUMULATION > papers:
         cost += BLOB_POSTING_COST * postings + BLOB_DENSE_COST * papers
     else:
         cost += BLOB_SPARSE_POSTING_COST * postings
-    if "numpy" not in sys.modules:
-        cost += NUMPY_IMPORT_COST
     return cost
 
 
@@ -76,10 +116,15 @@ def sql_least(terms: int) -> float:
     return 2 * (SQL_STATEMENT_COST + SQL_TERM_COST * terms)
 
 
+def sql_plan(terms: int) -> float:
+    """The cost of the SQL path's planning statement (its threshold sample) for a query of ``terms``."""
+    return SQL_STATEMENT_COST + SQL_TERM_COST * terms
+
+
 def sql_planned(estimate: float | None, postings: int, terms: int) -> float:
     """What is left of the SQL path's cost once planned: its top-k statement, pruned with an expected work of
     ``estimate`` (``lexical.estimated_cost``), or when None the plain aggregation over every posting."""
-    fixed = SQL_STATEMENT_COST + SQL_TERM_COST * terms
+    fixed = sql_plan(terms)
     if estimate is None:
         return fixed + SQL_POSTING_COST * postings
     return fixed + SQL_PLANNED_COST * estimate

@@ -762,18 +762,27 @@ def blob_path(wq: WeightedQuery, factor: float = 1.0) -> bool | None:
         return True
     if sampled and len(wq.terms) <= costs.FEW_TERMS:
         return None
-    return factor * costs.sql_unplanned(postings, len(wq.terms), sampled) > blobs
+    sql = factor * costs.sql_unplanned(postings, len(wq.terms), sampled)
+    if sql > blobs:
+        return True
+    costs.NUMPY.forgo(sql, costs.blobs_imported(postings, len(wq.terms), wq.stats.n_papers))
+    return False
 
 
 def blobs_after_plan(wq: WeightedQuery, chosen: Plan, factor: float = 1.0) -> bool:
     """Whether the BLOBs are expected to cost less than the rest of the SQL path once ``chosen`` is known: its
     top-k statement, pruned (``estimated_cost``) or the plain aggregation over every posting, times ``factor``
     (``blob_path``'s). In a process without NumPy its import is charged, so a query SQL prunes well never imports
-    it."""
+    it, until such queries have paid for it (``costs.NUMPY``: the plan's statement counted as theirs)."""
     postings = sum(t.df for t in wq.terms)
     work = estimated_cost(wq.terms, chosen.reads, wq.stats.n_papers) if chosen.pruned else None
     sql = factor * costs.sql_planned(work, postings, len(wq.terms))
-    return sql > costs.blobs(postings, len(wq.terms), wq.stats.n_papers)
+    if sql > costs.blobs(postings, len(wq.terms), wq.stats.n_papers):
+        return True
+    imported = costs.blobs_imported(postings, len(wq.terms), wq.stats.n_papers)
+    if sql > imported:
+        costs.NUMPY.forgo(sql + factor * costs.sql_plan(len(wq.terms)), imported)
+    return False
 
 
 def _read_whole(wq: WeightedQuery, papers: int) -> str:
