@@ -143,6 +143,9 @@ def test_papers_cited_more_than_the_cap_neither_vouch_nor_are_vouched_for(corpus
             want = _expected(papers, first, 0.3, cap)
             _same(_ranking(client, query, RetrievalConfig()), want)
             bitten += [pid for pid, _ in want] != [pid for pid, _ in _expected(papers, first, 0.3, 10**9)]
+            said = client.search(query, limit=None, full=False).expansion["cocited"]  # what --why and --json say
+            top = [pid for pid, _ in first[: cocited.DEPTH]]
+            assert said["left_out"] == sum(len(citers.get(pid, ())) > cap for pid in top) and said["max_cited"] == cap
     assert bitten > 0
     named = [s for s in trace.statements if s.name == cocited.COCITATIONS_STATEMENT]
     assert named
@@ -233,8 +236,22 @@ def test_why_says_the_feedback_ran_and_what_it_added(corpus, capsys):
     out = " ".join(capsys.readouterr().out.split())  # the summary wraps to the terminal's width
     assert "co-citation feedback: the top 100 re-ranked by how often they are cited beside the top 10 (weight" in out
     assert "cocited +" in out or "+ cocited " in out  # the learned model's contributions, or the policy's terms
+    assert "took no part" not in out  # no paper of this corpus is cited more than MAX_CITED times
     assert main(["search", "--db", str(db), QUERIES[0], "--why", "--limit", "5", "--cocited-weight", "0"]) == 0
     assert "co-citation feedback" not in capsys.readouterr().out
+
+
+def test_why_says_how_many_papers_were_cited_too_often_to_take_part(corpus, capsys, monkeypatch):
+    db, papers = corpus
+    monkeypatch.setattr(cocited, "MAX_CITED", 2)
+    adjacency.GRAPHS.clear()
+    with RetrievalClient(db) as client:
+        top = [e.paper.id for e in client.search(QUERIES[0], RetrievalConfig(w_cocited=0.0), limit=None).ranked]
+    hubs = sum(len(c) > 2 for pid, c in _citers(papers).items() if pid in top[: cocited.DEPTH])
+    assert hubs > 0
+    assert main(["search", "--db", str(db), QUERIES[0], "--why", "--limit", "5"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"; {hubs} papers cited more than 2 times took no part: cited beside everything)" in out
 
 
 def test_postgresql_may_hash_join_the_two_sides():

@@ -18,11 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval import RetrievalClient
+from retrieval.bm25 import SCORE_DECIMALS
 from retrieval.errors import ConfigError
 from retrieval.eval.evidence_modes import evidence_modes
 from retrieval.eval.records import LexicalPass
 from retrieval.evidence import EvidenceConfig, explain
-from retrieval.evidence.rank import seed_vote
+from retrieval.evidence.rank import WalkResult, seed_vote
 from retrieval.evidence.support import (
     CountingScorer,
     TfidfCosineScorer,
@@ -207,8 +208,20 @@ def test_seed_vote_matches_its_formula(seed):
     if sum(_reference_vote(nodes, edges, teleport, citing, 1.0).values()) and any(expected.values()):
         for pid in nodes:
             assert ours.scores[pid] == pytest.approx(expected[pid], abs=1e-12)
-    assert ours.ranking() == sorted(ours.ranking(), key=lambda item: (-item[1], item[0]))
+    assert ours.ranking() == sorted(ours.ranking(), key=lambda item: (-round(item[1], SCORE_DECIMALS), item[0]))
     assert seed_vote(nodes, edges, teleport, citing, own) == ours  # deterministic
+
+
+def test_papers_whose_evidence_is_equal_but_summed_in_another_order_tie_and_rank_by_id():
+    """z is cited by two seeds with weights 0.1 and 0.2, a by a third with 0.3: the same vote, whose float sums
+    differ in the last bit (0.1 + 0.2 is not 0.3). z ranked first; a comes first now, by id, as in every walk's
+    ranking (``WalkResult.ranking``)."""
+    edges = [("s1", "z", 0.1), ("s2", "z", 0.2), ("s3", "a", 0.3)]
+    result = seed_vote(["s1", "s2", "s3", "a", "z"], edges, {"s1": 1.0, "s2": 1.0, "s3": 1.0})
+    assert result.scores["z"] != result.scores["a"]  # the last bit that decided before
+    assert [pid for pid, _ in result.ranking()] == ["s1", "s2", "s3", "a", "z"]
+    walk = WalkResult({"b": 0.1 + 0.2, "a": 0.3, "c": 0.3 + 1e-9, "d": 0.0}, 1)
+    assert [pid for pid, _ in walk.ranking()] == ["c", "a", "b"]  # a real difference still counts; 0 is left out
 
 
 def test_a_default_run_ranks_by_the_vote(client):

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..bm25 import SCORE_DECIMALS
 from ..errors import ConfigError
 
 
@@ -47,8 +48,13 @@ class WalkResult:
     iterations: int
 
     def ranking(self, top_k: int | None = None) -> list[tuple[str, float]]:
-        """Papers with a positive score, best first, ties by id; the first ``top_k`` when given."""
-        ranked = sorted(((pid, s) for pid, s in self.scores.items() if s > 0.0), key=lambda item: (-item[1], item[0]))
+        """Papers with a positive score, best first, ties by id; the first ``top_k`` when given. Scores are compared
+        rounded to ``SCORE_DECIMALS`` places (the walks' tolerance): two papers whose evidence is equal but summed
+        in another order tie, and the id decides, not the sum's last bit."""
+        ranked = sorted(
+            ((pid, s) for pid, s in self.scores.items() if s > 0.0),
+            key=lambda item: (-round(item[1], SCORE_DECIMALS), item[0]),
+        )
         return ranked if top_k is None else ranked[:top_k]
 
 

@@ -146,7 +146,14 @@ def rerank(
         GRAPHS.paid(snap, sum(cited.get(pid, 0) for pid in sources + taking), excluded)
     ranked, raised = apply(ranked, together, cited, weight)
     if report is not None:
-        report["cocited"] = {"feedback": len(sources), "depth": len(top), "weight": weight, "raised": raised}
+        report["cocited"] = {
+            "feedback": len(sources),
+            "depth": len(top),
+            "weight": weight,
+            "raised": raised,
+            "left_out": len(top) - len(taking),  # cited more than max_cited times
+            "max_cited": MAX_CITED,
+        }
     return ranked
 
 

@@ -393,7 +393,9 @@ def summary_lines(
     if feedback:
         lines += wrap(
             f"co-citation feedback: the top {feedback['depth']} re-ranked by how often they are cited beside the top "
-            f"{feedback['feedback']} (weight {feedback['weight']:g}; {count(feedback['raised'], 'paper')} raised)",
+            f"{feedback['feedback']} (weight {feedback['weight']:g}; {count(feedback['raised'], 'paper')} raised"
+            + (f"; {count(feedback['left_out'], 'paper')} cited more than {feedback['max_cited']:,} times took no "
+               "part: cited beside everything" if feedback.get("left_out") else "") + ")",
             width, hanging=2,
         )  # fmt: skip
     gate = result.expansion.get("gate", {})
