@@ -60,7 +60,7 @@ class Import:
     the path would have (``forgo``). That is the break-even rule of renting skis until the rent has paid for a
     pair: never more than twice what knowing the future would cost. A command of one short query never imports
     NumPy, and a long-lived process of short queries (a server, an agent's session) does after a few of them,
-    where before it answered every one in SQL at ten times the BLOBs' time."""
+    where it would otherwise answer every one in SQL for its whole life."""
 
     def __init__(self, module: str, cost: float) -> None:
         self.module = module
@@ -78,10 +78,6 @@ class Import:
         if taken > imported and self.charge():
             with self._lock:
                 self.forgone += taken - imported
-
-    def reset(self) -> None:
-        with self._lock:
-            self.forgone = 0.0
 
 
 #: NumPy's import, as the BLOB path is charged it.
@@ -113,18 +109,19 @@ def sql_unplanned(postings: int, terms: int, sampled: bool) -> float:
 
 def sql_least(terms: int) -> float:
     """The least the SQL path can cost for a query of ``terms``: its two statements, however well it prunes."""
-    return 2 * (SQL_STATEMENT_COST + SQL_TERM_COST * terms)
+    return 2 * sql_statement(terms)
 
 
-def sql_plan(terms: int) -> float:
-    """The cost of the SQL path's planning statement (its threshold sample) for a query of ``terms``."""
+def sql_statement(terms: int) -> float:
+    """The fixed cost of one of the SQL path's statements (its plan's threshold sample, its top k) for a query of
+    ``terms``."""
     return SQL_STATEMENT_COST + SQL_TERM_COST * terms
 
 
 def sql_planned(estimate: float | None, postings: int, terms: int) -> float:
     """What is left of the SQL path's cost once planned: its top-k statement, pruned with an expected work of
     ``estimate`` (``lexical.estimated_cost``), or when None the plain aggregation over every posting."""
-    fixed = sql_plan(terms)
+    fixed = sql_statement(terms)
     if estimate is None:
         return fixed + SQL_POSTING_COST * postings
     return fixed + SQL_PLANNED_COST * estimate

@@ -781,7 +781,7 @@ def blobs_after_plan(wq: WeightedQuery, chosen: Plan, factor: float = 1.0) -> bo
         return True
     imported = costs.blobs_imported(postings, len(wq.terms), wq.stats.n_papers)
     if sql > imported:
-        costs.NUMPY.forgo(sql + factor * costs.sql_plan(len(wq.terms)), imported)
+        costs.NUMPY.forgo(sql + factor * costs.sql_statement(len(wq.terms)), imported)
     return False
 
 
