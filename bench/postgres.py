@@ -11,7 +11,9 @@ fsync off: builds on it are faster than on a durable server) and stopped at the 
 sets of ``bench/queries.py`` (synthetic: 2-6 terms by df band; hepth: the first words of dev-query titles).
 Long queries: hepth's dev queries (title + abstract); on a synthetic corpus, the title and abstract of papers
 taken at a stride through the file. Each engine answers the same queries on the same corpus; results must be
-identical (checked on every query).
+identical (checked on every query). Latencies are pooled over ``--rounds`` rounds (3), the engines taking turns
+to go first, each engine's round in a fresh interpreter with NumPy imported (as in a long-lived process) and 10
+queries to warm up: a slow spell of a shared machine falls on both engines.
 """
 
 from __future__ import annotations
@@ -84,6 +86,41 @@ def _answer(client: RetrievalClient, query: str, full: bool) -> list[tuple[str, 
     return [(pid, round(score, 9)) for pid, score in client.lexical.search(query, 10)]
 
 
+def _round(db: str, short: list[str], long: list[str]) -> dict[str, tuple[list[float], list]]:
+    """One engine's latencies (short lexical, full, long lexical), in a process of its own."""
+    import numpy  # noqa: F401  (imported, as a long-lived process has it: the cost model then weighs the BLOBs as such)
+
+    return {
+        "lexical": _latencies(db, short, full=False),
+        "full": _latencies(db, short, full=True),
+        "long": _latencies(db, long, full=False),
+    }
+
+
+def _rounds(dbs: dict[str, str], short: list[str], long: list[str], rounds: int) -> dict[str, dict]:
+    """Each engine's latencies over ``rounds`` rounds, the engines' order alternating, each engine's round in a
+    fresh interpreter (the postings, ids and graph a process keeps start empty each time): a slow spell of the
+    machine falls on both engines, not on whichever ran in it. Per engine: every latency of every round, the
+    answers of the first, and each round's short-lexical p50."""
+    ctx = multiprocessing.get_context("spawn")
+    out = {engine: {"lexical": [], "full": [], "long": [], "answers": None, "p50s": []} for engine in dbs}
+    engines = list(dbs)
+    for i in range(rounds):
+        for engine in engines if i % 2 == 0 else engines[::-1]:
+            with ctx.Pool(1) as pool:
+                measured = pool.apply(_round, (dbs[engine], short, long))
+            got = out[engine]
+            for part in ("lexical", "full", "long"):
+                got[part] += measured[part][0]
+            answers = tuple(measured[part][1] for part in ("lexical", "full", "long"))
+            if got["answers"] is None:
+                got["answers"] = answers
+            elif got["answers"] != answers:
+                got["answers"] = "changed between rounds"
+            got["p50s"].append(statistics.median(measured["lexical"][0]))
+    return out
+
+
 def _latencies(db: str, queries: list[str], full: bool) -> tuple[list[float], list]:
     out, answers = [], []
     with RetrievalClient(db) as client:
@@ -130,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--long-queries", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=15.0, help="seconds per throughput level (default 15)")
+    parser.add_argument("--rounds", type=int, default=3, help="latency rounds per engine, alternating (default 3)")
     parser.add_argument("--server", help="a PostgreSQL server's maintenance database URL (default: start one)")
     args = parser.parse_args(argv)
     import psycopg
@@ -161,20 +199,20 @@ def main(argv: list[str] | None = None) -> int:
                 summary = build(db=db, source=corpus)
                 builds[engine] = summary.papers / (time.perf_counter() - start)
             result = {"corpus": name, "papers": summary.papers}
-            answers = {}
-            for engine, db in (("sqlite", lite), ("postgresql", pg)):
-                lexical, a = _latencies(db, queries, full=False)
-                full, b = _latencies(db, queries, full=True)
-                long, c = _latencies(db, long_queries, full=False)
-                answers[engine] = (a, b, c)
+            dbs = {"sqlite": lite, "postgresql": pg}
+            measured = _rounds(dbs, queries, long_queries, args.rounds)
+            for engine, db in dbs.items():
+                m = measured[engine]
                 result[engine] = {
                     "build_papers_per_s": builds[engine],
-                    "lexical_p50": statistics.median(lexical), "lexical_p95": _p(lexical, 18),
-                    "long_p50": statistics.median(long), "long_p95": _p(long, 18),
-                    "full_p50": statistics.median(full), "full_p95": _p(full, 18),
+                    "lexical_p50": statistics.median(m["lexical"]), "lexical_p95": _p(m["lexical"], 18),
+                    "long_p50": statistics.median(m["long"]), "long_p95": _p(m["long"], 18),
+                    "full_p50": statistics.median(m["full"]), "full_p95": _p(m["full"], 18),
+                    "lexical_p50_by_round": m["p50s"],
                     "throughput": {c: _throughput(db, queries, c, args.seconds) for c in (1, 4, 8)},
                 }  # fmt: skip
-            result["identical"] = answers["sqlite"] == answers["postgresql"]
+            answers = measured["sqlite"]["answers"]
+            result["identical"] = isinstance(answers, tuple) and answers == measured["postgresql"]["answers"]
             rows.append(result)
     finally:
         if made and started is None:  # a throwaway server goes whole
@@ -207,6 +245,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{p['long_p50'] / s['long_p50']:.2f}x / {p['long_p95'] / s['long_p95']:.2f}x | "
             f"{p['throughput'][1] / s['throughput'][1]:.2f}x / {p['throughput'][4] / s['throughput'][4]:.2f}x / "
             f"{p['throughput'][8] / s['throughput'][8]:.2f}x |"
+        )
+    for r in rows:
+        by_round = zip(r["sqlite"]["lexical_p50_by_round"], r["postgresql"]["lexical_p50_by_round"], strict=True)
+        lines.append(
+            f"\n{r['corpus']}: short lexical p50 by round, sqlite / postgresql (ms): "
+            + ", ".join(f"{a:.2f} / {b:.2f}" for a, b in by_round)
         )
     identical = ", ".join(f"{r['corpus']}: {'identical' if r['identical'] else 'DIFFERENT'}" for r in rows)
     print("\n".join(lines))
