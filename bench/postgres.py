@@ -86,6 +86,10 @@ def _answer(client: RetrievalClient, query: str, full: bool) -> list[tuple[str, 
     return [(pid, round(score, 9)) for pid, score in client.lexical.search(query, 10)]
 
 
+#: What a round measures: short queries' lexical pass, their whole search, long queries' lexical pass.
+PARTS = ("lexical", "full", "long")
+
+
 def _round(db: str, short: list[str], long: list[str]) -> dict[str, tuple[list[float], list]]:
     """One engine's latencies (short lexical, full, long lexical), in a process of its own."""
     import numpy  # noqa: F401  (imported, as a long-lived process has it: the cost model then weighs the BLOBs as such)
@@ -103,16 +107,16 @@ def _rounds(dbs: dict[str, str], short: list[str], long: list[str], rounds: int)
     machine falls on both engines, not on whichever ran in it. Per engine: every latency of every round, the
     answers of the first, and each round's short-lexical p50."""
     ctx = multiprocessing.get_context("spawn")
-    out = {engine: {"lexical": [], "full": [], "long": [], "answers": None, "p50s": []} for engine in dbs}
+    out = {engine: {**{part: [] for part in PARTS}, "answers": None, "p50s": []} for engine in dbs}
     engines = list(dbs)
     for i in range(rounds):
         for engine in engines if i % 2 == 0 else engines[::-1]:
             with ctx.Pool(1) as pool:
                 measured = pool.apply(_round, (dbs[engine], short, long))
             got = out[engine]
-            for part in ("lexical", "full", "long"):
+            for part in PARTS:
                 got[part] += measured[part][0]
-            answers = tuple(measured[part][1] for part in ("lexical", "full", "long"))
+            answers = tuple(measured[part][1] for part in PARTS)
             if got["answers"] is None:
                 got["answers"] = answers
             elif got["answers"] != answers:
