@@ -33,6 +33,11 @@ def convert(sql: str) -> str:
     return out
 
 
+def several(sql: str) -> bool:
+    """Whether ``sql`` holds more than one statement (the project's statements have no ``;`` in a literal)."""
+    return ";" in sql.strip().rstrip(";")
+
+
 def _psycopg():
     try:
         import psycopg
@@ -97,7 +102,9 @@ class PgConnection:
 
     def execute(self, sql: str, params=None):
         self._settle()
-        cursor = self.raw.cursor()
+        # Rows in binary (a BLOB as its bytes, not as hex text twice its size), except for several statements in
+        # one text (``BEGIN_READ_SQL``): only the simple protocol takes those, and it answers in text.
+        cursor = self.raw.cursor(binary=not several(sql))
         cursor.execute(convert(sql), params or {})  # prepared on the server from its 5th run (psycopg)
         while cursor.nextset():  # several statements in one message: the rows are the last one's
             pass
@@ -110,7 +117,7 @@ class PgConnection:
         cursors = []
         with self.raw.pipeline():
             for sql, params in statements:
-                cursors.append(self.raw.cursor().execute(convert(sql), params or {}))
+                cursors.append(self.raw.cursor(binary=True).execute(convert(sql), params or {}))
         return [cursor.fetchall() if cursor.description is not None else [] for cursor in cursors]
 
     def end_read(self) -> None:
