@@ -42,10 +42,11 @@ SPARSE_ACCUMULATION = 16
 #: that much more than the BLOBs would have (``NUMPY``).
 NUMPY_IMPORT_COST = 60_000.0
 #: The SQL path's cost against the BLOBs' on each backend, as a multiple of what the constants above (fitted on
-#: SQLite) say. On a PostgreSQL server each of SQL's statements is a round trip whose aggregation runs at about
-#: four times SQLite's cost, where the BLOB path, whose lists cross the connection, pays about twice SQLite's
-#: (``bench/lexical_paths.py`` on both, hep-th and 100K papers); replayed through this model, the measured times
-#: were least with a factor of 2.5 to 3. A sharded index is not measured: as SQLite.
+#: SQLite) say. On a PostgreSQL server each of SQL's statements is a round trip whose aggregation runs at several
+#: times SQLite's cost, where the BLOB path, whose lists cross the connection (in binary), pays less than twice
+#: SQLite's (both paths timed on every query, hep-th and 100K papers); replayed through this model, the measured
+#: times were least with a factor of 2.5 to 3, and still are since the lists travel in binary. A sharded index is
+#: not measured: as SQLite.
 SQL_FACTOR = {"sqlite": 1.0, "postgresql": 3.0}
 
 
