@@ -441,10 +441,11 @@ def holds(generation: str | None, term_id: int | None) -> bool:
 
 
 #: On a server, a search sends with its snapshot's beginning (``lexical.TermsAhead``) the chunks of those of its
-#: terms whose lists are short (at most this many postings, a few dozen KB) and not kept by this process: a short
-#: query is then scored with no round trip of its own for its lists. A query that goes to SQL leaves them unread;
-#: a longer list is read when needed.
-AHEAD_MAX_DF = 10_000
+#: terms whose lists are short (at most this many postings, a few hundred KB in binary) and not kept by this
+#: process: a short query is then scored with no round trip of its own for its lists. A query that goes to SQL
+#: leaves them unread; a longer list is read when needed. Up to this length, a list's bytes cost less than the
+#: second round trip that reading it later would take.
+AHEAD_MAX_DF = 50_000
 POSTINGS_AHEAD_STATEMENT = "lexical: the query terms' short postings lists (BLOBs), sent ahead"
 #: ``POSTINGS_SQL``'s columns, the terms named by their text (the term ids are not known yet).
 POSTINGS_AHEAD_SQL = statement(
