@@ -29,6 +29,27 @@ def test_revision_constants_match_the_scripts():
     assert script_revisions() == list(KNOWN_REVISIONS) and KNOWN_REVISIONS[-1] == HEAD_REVISION
 
 
+def test_migration_messages_go_to_the_stream_of_the_moment(tmp_path):
+    """Alembic's default stream is sys.stdout as it was when alembic.config was first imported: under a stream
+    replaced since (a test's capture, closed after it; a caller's redirect), a migration's messages must go to
+    the stream in place now, not to a closed one ("I/O operation on closed file" when a server's index was
+    upgraded after such a test)."""
+    import contextlib
+    import io
+
+    import alembic.config  # noqa: F401  (imported under the stream of the moment: its default is bound now)
+    from alembic import command
+
+    from retrieval.store.schema.migrate import alembic_config
+
+    caught = io.StringIO()
+    with contextlib.redirect_stdout(caught):
+        cfg = alembic_config()
+        command.history(cfg)
+    assert cfg.stdout is caught
+    assert HEAD_REVISION in caught.getvalue()
+
+
 def test_upgrade_from_empty_gives_the_models_schema(tmp_path):
     db = tmp_path / "m.db"
     migrate(db)

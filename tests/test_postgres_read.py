@@ -777,3 +777,55 @@ def test_reads_come_back_in_binary_and_several_statements_in_one_text_still_run(
         conn.end_read()
     finally:
         conn.raw.close()
+
+
+def test_statements_sent_together_are_prepared_once_and_read_as_one_at_a_time(demo_pg):
+    """A snapshot's beginning goes in one round trip through libpq's pipeline, each text prepared on the server
+    at its first run on the connection (in that same round trip) and run by name after: the rows are those the
+    statements give one at a time (a BLOB as its bytes, NULL, text, numbers), a refused statement raises the
+    server's error and leaves the connection usable, and a text whose PREPARE the refusal cut short is prepared
+    at its next run."""
+    import psycopg
+
+    from retrieval.config import DatabaseURL
+    from retrieval.search.blobs import POSTINGS_SQL
+    from retrieval.store.postgres import connection
+    from retrieval.store.sql.dialect import POSTGRESQL, text_for
+    from retrieval.store.sql.executor import BEGIN_READ_PARTS
+
+    conn = connection.connect(DatabaseURL(demo_pg))
+    mine = "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'retrieval%'"
+    try:
+        term_ids = [row[0] for row in conn.execute("SELECT term_id FROM doc_freq ORDER BY df DESC LIMIT 3")]
+        values = "SELECT :word || '!' AS word, :n + 1 AS n, :x * 2 AS x, :none AS none, NOT :yes AS no"
+        statements = [(part, {}) for part in BEGIN_READ_PARTS]
+        statements += [
+            (text_for(POSTINGS_SQL, POSTGRESQL), {"term_ids": json.dumps(term_ids)}),
+            (values, {"word": "entropía", "n": 41, "x": 0.1, "none": None, "yes": True}),
+        ]
+        one_at_a_time = []
+        for sql, params in statements:
+            cursor = conn.execute(sql, params)
+            one_at_a_time.append(cursor.fetchall() if cursor.description is not None else [])
+        conn.execute("COMMIT")
+        assert one_at_a_time[-1] == [("entropía!", 42, 0.2, None, False)]
+        assert any(isinstance(row[6], bytes) and row[6] for row in one_at_a_time[3])
+        for _ in range(2):
+            assert conn.execute_together(statements) == one_at_a_time
+            conn.execute("COMMIT")
+            assert conn.execute(mine).fetchone()[0] == len(statements)  # prepared at the first run, not again
+        fresh = "SELECT :a * 10 AS tenfold"
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            conn.execute_together([*statements[:1], ("SELECT 1 / (:z - :z) AS never", {"z": 1}), (fresh, {"a": 4})])
+        assert not conn.lost and conn.in_transaction
+        conn.execute("ROLLBACK")
+        assert conn.execute_together([(fresh, {"a": 4})]) == [[(40,)]]  # prepared now, the refusal's PREPARE lost
+    finally:
+        conn.raw.close()
+    timed = connection.connect(DatabaseURL(demo_pg), timeout=0.05)
+    try:
+        with pytest.raises(psycopg.errors.QueryCanceled, match="statement timeout"):
+            timed.execute_together([("SELECT pg_sleep(:s)", {"s": 2.0})])
+        assert not timed.lost and timed.execute_together([("SELECT 1 AS one", {})]) == [[(1,)]]
+    finally:
+        timed.raw.close()

@@ -8,6 +8,7 @@ text. Server failures become ``StoreError`` messages that name the server (passw
 
 from __future__ import annotations
 
+import itertools
 import re
 import select
 
@@ -30,6 +31,31 @@ def convert(sql: str) -> str:
         escaped = sql.replace("%", "%%")
         out = _PLACEHOLDER.sub(lambda m: m.group(0) if m.group(1) is None else f"%({m.group(1)})s", escaped)
         _CONVERTED[sql] = out
+    return out
+
+
+def numbered(sql: str) -> tuple[str, list[str]]:
+    """``sql`` with ``:name`` placeholders as libpq's ``$1``, ``$2``, ... and the names in that order."""
+    names: list[str] = []
+
+    def number(m: re.Match) -> str:
+        if m.group(1) is None:
+            return m.group(0)
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    return _PLACEHOLDER.sub(number, sql), names
+
+
+_NUMBERED: dict[str, tuple[str, list[str]]] = {}
+
+
+def numbered_once(sql: str) -> tuple[str, list[str]]:
+    """``numbered(sql)``, worked out once per text."""
+    out = _NUMBERED.get(sql)
+    if out is None:
+        out = _NUMBERED[sql] = numbered(sql)
     return out
 
 
@@ -59,6 +85,10 @@ def server_error(exc: BaseException, url: DatabaseURL, doing: str) -> StoreError
     return StoreError(f"cannot {doing} the index at {url.shown}: {first}")
 
 
+#: The most statements ``PgConnection.execute_together`` keeps prepared in a session (a search's beginning takes a
+#: few); a text past them is parsed and planned at each run.
+PREPARED_MAX = 64
+
 #: Seconds a connection waits for the server to answer (libpq's ``connect_timeout``; its least is 2), unless the
 #: URL says otherwise: a host that accepts connections and never answers would otherwise hold a search for minutes.
 CONNECT_TIMEOUT = 10
@@ -85,6 +115,9 @@ class PgConnection:
         self.url = url
         self.readonly, self.schema, self.timeout = readonly, schema, timeout  # to open it again the same way
         self._unsettled = False  # a COMMIT sent by ``end_read`` whose answer is not read yet
+        self._prepared: dict[tuple[str, tuple[int, ...]], tuple[bytes, list[str]]] = {}  # ``execute_together``'s
+        self._serial = itertools.count()  # the prepared statements' names, never used twice in a session
+        self._transformer = None  # psycopg's adapter of values to and from the server's formats, made when needed
 
     @property
     def lost(self) -> bool:
@@ -99,6 +132,8 @@ class PgConnection:
             self.raw.close()
         self.raw = connect(self.url, self.readonly, self.schema, self.timeout).raw
         self._unsettled = False
+        self._prepared.clear()  # a session's prepared statements end with it
+        self._transformer = None
 
     def execute(self, sql: str, params=None):
         self._settle()
@@ -111,14 +146,84 @@ class PgConnection:
         return cursor
 
     def execute_together(self, statements: list[tuple[str, dict]]) -> list[list[tuple]]:
-        """Each of ``statements`` (``(sql, params)``, one statement each) in one round trip, in order (psycopg's
-        pipeline mode), and each one's rows (none for a statement that returns no rows)."""
+        """Each of ``statements`` (``(sql, params)``, one statement each) in one round trip, in order, and each
+        one's rows (none for a statement that returns no rows), in binary.
+
+        libpq's pipeline mode, driven here rather than through psycopg's ``pipeline()``: a search's snapshot begins
+        with these statements, and psycopg's cursors and its waits between them cost the client more time than the
+        server takes to run them. Each text is prepared on the server at its first run on this connection (in the
+        same round trip; again if its parameters' types change), then run by name; values are adapted both ways
+        by psycopg's own adapters, so the rows are those ``execute`` returns."""
         self._settle()
-        cursors = []
-        with self.raw.pipeline():
+        psycopg = _psycopg()
+        from psycopg import pq
+        from psycopg.adapt import PyFormat, Transformer
+
+        pgconn = self.raw.pgconn
+        if self._transformer is None:
+            self._transformer = Transformer(self.raw)
+        tx = self._transformer
+        sent: list[tuple[str, int] | None] = []  # per result to read: the text prepared, or None for a statement
+        try:
+            pgconn.enter_pipeline_mode()
             for sql, params in statements:
-                cursors.append(self.raw.cursor(binary=True).execute(convert(sql), params or {}))
-        return [cursor.fetchall() if cursor.description is not None else [] for cursor in cursors]
+                text, names = numbered_once(sql)
+                values = [(params or {})[name] for name in names]
+                dumped = tx.dump_sequence(values, [PyFormat.AUTO] * len(values))
+                key = (sql, tuple(tx.types))
+                name = self._prepared.get(key)
+                if name is None and len(self._prepared) >= PREPARED_MAX:  # parsed and planned at each run
+                    pgconn.send_query_params(
+                        text.encode(), dumped, tx.types, tx.formats, result_format=pq.Format.BINARY
+                    )
+                    sent.append(None)
+                    continue
+                if name is None:
+                    name = self._prepared[key] = f"retrieval_{next(self._serial)}".encode()
+                    pgconn.send_prepare(name, text.encode(), param_types=tx.types)
+                    sent.append(key)
+                pgconn.send_query_prepared(name, dumped, param_formats=tx.formats, result_format=pq.Format.BINARY)
+                sent.append(None)
+            pgconn.pipeline_sync()
+            while pgconn.flush():  # the connection is non-blocking: what the socket did not take yet
+                self._wait(pgconn, write=True, timeout=None)
+            results = []
+            for _ in sent:
+                results.append(self._result(pgconn))
+                if self._result(pgconn) is not None:  # a statement's results end with None
+                    raise psycopg.OperationalError("the server answered statements sent together out of turn")
+            if self._result(pgconn).status != pq.ExecStatus.PIPELINE_SYNC:
+                raise psycopg.OperationalError("the server did not end the statements sent together")
+            pgconn.exit_pipeline_mode()
+        except BaseException:
+            # A connection left halfway through a pipeline cannot be used again: dropped (``lost``), the next
+            # snapshot opens a new one. An interrupted wait (Ctrl-C) ends here too.
+            self._prepared.clear()
+            self._drop()
+            raise
+        failed = next((r for r in results if r.status == pq.ExecStatus.FATAL_ERROR), None)
+        if failed is not None:  # the server refused one (a timeout, a lock): its error; those after it did not run
+            for key, result in zip(sent, results, strict=True):
+                if key is not None and result.status != pq.ExecStatus.COMMAND_OK:
+                    del self._prepared[key]  # not prepared: prepared again at its next run
+            raise psycopg.errors.error_from_result(failed, encoding=self.raw.info.encoding)
+        out = []
+        for key, result in zip(sent, results, strict=True):
+            if key is not None:
+                continue
+            if result.status == pq.ExecStatus.TUPLES_OK:
+                tx.set_pgresult(result)
+                out.append(tx.load_rows(0, result.ntuples, tuple))
+            else:
+                out.append([])
+        return out
+
+    def _result(self, pgconn):
+        """libpq's next result on ``pgconn``, waited for (as long as the server takes: ``statement_timeout``)."""
+        while pgconn.is_busy():
+            self._wait(pgconn, write=False, timeout=None)
+            pgconn.consume_input()
+        return pgconn.get_result()
 
     def end_read(self) -> None:
         """End a read transaction without waiting for the server's answer: COMMIT is sent now (the server ends the
@@ -153,10 +258,12 @@ class PgConnection:
             self._drop()
 
     @staticmethod
-    def _wait(pgconn, write: bool) -> None:
+    def _wait(pgconn, write: bool, timeout: float | None = CONNECT_TIMEOUT) -> None:
+        """Wait until ``pgconn``'s socket can be written (``write``) or read; past ``timeout`` seconds (None: no
+        limit) a ``TimeoutError``."""
         sockets = [pgconn.socket]
         reading, writing = ([], sockets) if write else (sockets, [])
-        if not any(select.select(reading, writing, [], CONNECT_TIMEOUT)):
+        if not any(select.select(reading, writing, [], timeout)):
             raise TimeoutError("the server did not answer the end of a read")
 
     def _drop(self) -> None:

@@ -9,6 +9,7 @@ The scripts live in the repository's top-level ``migrations/`` folder, which the
 from __future__ import annotations
 
 import sqlite3
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -46,7 +47,9 @@ def alembic_config():
     (``migrate``), never as a URL in the configuration, so a path with ``%`` or ``?`` in it stays a path."""
     from alembic.config import Config
 
-    cfg = Config()
+    # Alembic's default stream is sys.stdout as it was when alembic.config was first imported: a stream replaced
+    # since (redirected, captured, closed) would take its messages. The stream of the moment instead.
+    cfg = Config(stdout=sys.stdout)
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.attributes["configure_logging"] = False
     return cfg
