@@ -780,11 +780,11 @@ def test_reads_come_back_in_binary_and_several_statements_in_one_text_still_run(
 
 
 def test_statements_sent_together_are_prepared_once_and_read_as_one_at_a_time(demo_pg):
-    """A snapshot's beginning goes in one round trip through libpq's pipeline, each text prepared on the server
-    at its first run on the connection (in that same round trip) and run by name after: the rows are those the
-    statements give one at a time (a BLOB as its bytes, NULL, text, numbers), a refused statement raises the
-    server's error and leaves the connection usable, and a text whose PREPARE the refusal cut short is prepared
-    at its next run."""
+    """Reads go through libpq's pipeline (a snapshot's beginning, several statements in one round trip), each
+    text prepared on the server at its first run on the connection (in that same round trip) and run by name
+    after: together or one at a time, the rows are the same (a BLOB as its bytes, NULL, text, numbers), a refused
+    statement raises the server's error and leaves the connection usable, and a text whose PREPARE the refusal
+    cut short is prepared at its next run."""
     import psycopg
 
     from retrieval.config import DatabaseURL
@@ -794,7 +794,7 @@ def test_statements_sent_together_are_prepared_once_and_read_as_one_at_a_time(de
     from retrieval.store.sql.executor import BEGIN_READ_PARTS
 
     conn = connection.connect(DatabaseURL(demo_pg))
-    mine = "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'retrieval%'"
+    mine = "SELECT name, statement FROM pg_prepared_statements WHERE name LIKE 'retrieval%'"
     try:
         term_ids = [row[0] for row in conn.execute("SELECT term_id FROM doc_freq ORDER BY df DESC LIMIT 3")]
         values = "SELECT :word || '!' AS word, :n + 1 AS n, :x * 2 AS x, :none AS none, NOT :yes AS no"
@@ -810,10 +810,12 @@ def test_statements_sent_together_are_prepared_once_and_read_as_one_at_a_time(de
         conn.execute("COMMIT")
         assert one_at_a_time[-1] == [("entropía!", 42, 0.2, None, False)]
         assert any(isinstance(row[6], bytes) and row[6] for row in one_at_a_time[3])
+        prepared = set(conn.execute(mine).fetchall())
+        assert {connection.numbered(sql)[0] for sql, _ in statements} <= {text for _, text in prepared}
         for _ in range(2):
             assert conn.execute_together(statements) == one_at_a_time
             conn.execute("COMMIT")
-            assert conn.execute(mine).fetchone()[0] == len(statements)  # prepared at the first run, not again
+            assert set(conn.execute(mine).fetchall()) == prepared  # prepared at their first run, not again
         fresh = "SELECT :a * 10 AS tenfold"
         with pytest.raises(psycopg.errors.DivisionByZero):
             conn.execute_together([*statements[:1], ("SELECT 1 / (:z - :z) AS never", {"z": 1}), (fresh, {"a": 4})])

@@ -85,9 +85,9 @@ def server_error(exc: BaseException, url: DatabaseURL, doing: str) -> StoreError
     return StoreError(f"cannot {doing} the index at {url.shown}: {first}")
 
 
-#: The most statements ``PgConnection.execute_together`` keeps prepared in a session (a search's beginning takes a
-#: few); a text past them is parsed and planned at each run.
-PREPARED_MAX = 64
+#: The most texts a ``PgConnection`` keeps prepared in a session (a search runs a few dozen); a text past them is
+#: parsed and planned at each run.
+PREPARED_MAX = 128
 
 #: Seconds a connection waits for the server to answer (libpq's ``connect_timeout``; its least is 2), unless the
 #: URL says otherwise: a host that accepts connections and never answers would otherwise hold a search for minutes.
@@ -101,6 +101,33 @@ def open_raw(url: str, **options):
     if "connect_timeout=" not in url:
         options.setdefault("connect_timeout", CONNECT_TIMEOUT)
     return psycopg.connect(url, autocommit=True, **options)
+
+
+class _Rows:
+    """A statement's rows (and libpq's result, ``pgresult``) with the part of a cursor's interface the executor
+    and the index checks use."""
+
+    def __init__(self, ran: tuple[list[tuple] | None, object]) -> None:
+        rows, self.pgresult = ran
+        self._returns_rows = rows is not None
+        self._rows = iter(rows or ())
+
+    @property
+    def description(self) -> list[tuple] | None:
+        """The columns' names (in DB-API's 7-tuples, the rest None), or None for a statement that returns no rows."""
+        if not self._returns_rows:
+            return None
+        result = self.pgresult
+        return [(result.fname(i).decode(), *(None,) * 6) for i in range(result.nfields)]
+
+    def fetchall(self) -> list[tuple]:
+        return list(self._rows)
+
+    def fetchone(self) -> tuple | None:
+        return next(self._rows, None)
+
+    def __iter__(self):
+        return self._rows
 
 
 class PgConnection:
@@ -136,53 +163,64 @@ class PgConnection:
         self._transformer = None
 
     def execute(self, sql: str, params=None):
+        """Run ``sql`` (``:name`` placeholders) with ``params`` and return its rows as a cursor does: one statement
+        through ``_pipeline`` (prepared, rows in binary); a text of several statements (``BEGIN_READ_SQL``) through
+        psycopg's simple protocol, the only one that takes them (it answers in text), the rows the last one's."""
+        if not several(sql):
+            return _Rows(self._pipeline([(sql, params)])[0])
         self._settle()
-        # Rows in binary (a BLOB as its bytes, not as hex text twice its size), except for several statements in
-        # one text (``BEGIN_READ_SQL``): only the simple protocol takes those, and it answers in text.
-        cursor = self.raw.cursor(binary=not several(sql))
-        cursor.execute(convert(sql), params or {})  # prepared on the server from its 5th run (psycopg)
-        while cursor.nextset():  # several statements in one message: the rows are the last one's
+        cursor = self.raw.cursor()
+        cursor.execute(convert(sql), params or {})
+        while cursor.nextset():
             pass
         return cursor
 
     def execute_together(self, statements: list[tuple[str, dict]]) -> list[list[tuple]]:
         """Each of ``statements`` (``(sql, params)``, one statement each) in one round trip, in order, and each
-        one's rows (none for a statement that returns no rows), in binary.
+        one's rows (none for a statement that returns no rows)."""
+        return [rows or [] for rows, _ in self._pipeline(statements)]
 
-        libpq's pipeline mode, driven here rather than through psycopg's ``pipeline()``: a search's snapshot begins
-        with these statements, and psycopg's cursors and its waits between them cost the client more time than the
-        server takes to run them. Each text is prepared on the server at its first run on this connection (in the
-        same round trip; again if its parameters' types change), then run by name; values are adapted both ways
-        by psycopg's own adapters, so the rows are those ``execute`` returns."""
+    def _pipeline(self, statements: list[tuple[str, dict | None]]) -> list[tuple[list[tuple] | None, object]]:
+        """Each of ``statements`` run in one round trip, in order: per statement its rows (None for a statement
+        that returns none) and libpq's result.
+
+        libpq's pipeline mode, driven here rather than through psycopg's cursors: a search's statements are short,
+        and psycopg's cursors and its waits between them cost the client more time than the server takes to run
+        them. Each text is prepared on the server at its first run on this connection (in the same round trip;
+        again if its parameters' types change; past ``PREPARED_MAX`` texts, parsed at each run) and run by name,
+        its rows in binary (a BLOB as its bytes, not as hex text twice its size); values are adapted both ways by
+        psycopg's own adapters, so the rows are those its cursors return."""
         self._settle()
         psycopg = _psycopg()
         from psycopg import pq
         from psycopg.adapt import PyFormat, Transformer
 
-        pgconn = self.raw.pgconn
         if self._transformer is None:
             self._transformer = Transformer(self.raw)
         tx = self._transformer
-        sent: list[tuple[str, int] | None] = []  # per result to read: the text prepared, or None for a statement
+        planned = []  # (text, name or None to parse it at this run, whether to prepare it, values, types, formats)
+        for sql, params in statements:
+            text, names = numbered_once(sql)
+            values = [(params or {})[name] for name in names]
+            dumped = tx.dump_sequence(values, [PyFormat.AUTO] * len(values))
+            key = (sql, tuple(tx.types))
+            name = self._prepared.get(key)
+            fresh = name is None and len(self._prepared) < PREPARED_MAX
+            if fresh:
+                name = self._prepared[key] = f"retrieval_{next(self._serial)}".encode()
+            planned.append((text.encode(), name, key if fresh else None, dumped, tx.types, tx.formats))
+        pgconn = self.raw.pgconn
+        sent: list[tuple | None] = []  # per result to read: the key of a text prepared, or None for a statement
         try:
             pgconn.enter_pipeline_mode()
-            for sql, params in statements:
-                text, names = numbered_once(sql)
-                values = [(params or {})[name] for name in names]
-                dumped = tx.dump_sequence(values, [PyFormat.AUTO] * len(values))
-                key = (sql, tuple(tx.types))
-                name = self._prepared.get(key)
-                if name is None and len(self._prepared) >= PREPARED_MAX:  # parsed and planned at each run
-                    pgconn.send_query_params(
-                        text.encode(), dumped, tx.types, tx.formats, result_format=pq.Format.BINARY
-                    )
-                    sent.append(None)
-                    continue
+            for text, name, prepare, dumped, types, formats in planned:
+                if prepare is not None:
+                    pgconn.send_prepare(name, text, param_types=types)
+                    sent.append(prepare)
                 if name is None:
-                    name = self._prepared[key] = f"retrieval_{next(self._serial)}".encode()
-                    pgconn.send_prepare(name, text.encode(), param_types=tx.types)
-                    sent.append(key)
-                pgconn.send_query_prepared(name, dumped, param_formats=tx.formats, result_format=pq.Format.BINARY)
+                    pgconn.send_query_params(text, dumped, types, formats, result_format=pq.Format.BINARY)
+                else:
+                    pgconn.send_query_prepared(name, dumped, param_formats=formats, result_format=pq.Format.BINARY)
                 sent.append(None)
             pgconn.pipeline_sync()
             while pgconn.flush():  # the connection is non-blocking: what the socket did not take yet
@@ -213,9 +251,9 @@ class PgConnection:
                 continue
             if result.status == pq.ExecStatus.TUPLES_OK:
                 tx.set_pgresult(result)
-                out.append(tx.load_rows(0, result.ntuples, tuple))
+                out.append((tx.load_rows(0, result.ntuples, tuple), result))
             else:
-                out.append([])
+                out.append((None, result))
         return out
 
     def _result(self, pgconn):
