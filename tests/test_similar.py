@@ -420,3 +420,20 @@ def test_a_process_keeps_the_citation_graph_after_a_graphs_worth_of_rows_and_ran
 def _generation(db) -> str:
     with RetrievalClient(db) as client:
         return client.stats.info["generation"]
+
+
+def test_similar_with_nothing_to_show_says_so_in_the_table(demo_db, capsys):
+    """A page past the end, or filters that let no paper through: one line that says which, exit 0 (it printed
+    a traceback: the table's "no results" line asked the result for a search's metrics)."""
+    with RetrievalClient(demo_db) as client:
+        matched = client.similar("p001", limit=10).matched
+    assert matched > 0
+    cases = [
+        (["--offset", "9000"], f"no papers like p001 past 9,000 (the list ends at {matched:,};"),
+        (["--year", "2050"], "no papers like p001 pass the filters ("),
+        (["--author", "Nobody Atall"], "no papers like p001 pass the filters ("),
+    ]
+    for extra, expected in cases:
+        assert main(["similar", "p001", "--db", str(demo_db), *extra]) == 0
+        out, err = capsys.readouterr()
+        assert out.startswith(expected) and err == ""

@@ -573,9 +573,12 @@ def _print_similar(args: argparse.Namespace, result) -> int:
     for warning in result.warnings:
         _error(warning, prefix="retrieval: warning: ")
     width = display.terminal_width()
+    seeds = ", ".join(result.seeds[:3]) + (f" and {len(result.seeds) - 3} more" if len(result.seeds) > 3 else "")
+    if not result.ranked:
+        print("\n".join(display.no_similar_lines(result, seeds, width)))
+        return 0
     lines = display.result_lines(result, width, why=True, offset=result.offset, scores=args.verbose)
     if result.ranked:
-        seeds = ", ".join(result.seeds[:3]) + (f" and {len(result.seeds) - 3} more" if len(result.seeds) > 3 else "")
         summary = [
             f"{display.results_span(result.offset, len(result.ranked))} of {'' if result.matched_exact else 'about '}"
             f"{display.count(result.matched, 'paper')} like {seeds}",

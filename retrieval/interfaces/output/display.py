@@ -342,6 +342,21 @@ def no_results_line(result: RetrievalResult, width: int, offset: int = 0) -> str
     return "\n".join(wrap(text, width, hanging=2))
 
 
+def no_similar_lines(result, seeds: str, width: int) -> list[str]:
+    """The lines saying ``similar`` found no papers (a ``SimilarResult``): past the last page, how far it went;
+    with filters, that they let none through."""
+    ms = result.wall_time_ms
+    if result.offset and result.matched:
+        about = "" if result.matched_exact else "about "
+        ends = f"the list ends at {about}{result.matched:,}"
+        text = f"no papers like {seeds} past {result.offset:,} ({ends}; {ms:.1f} ms)"
+    elif result.filters:
+        text = f"no papers like {seeds} pass the filters ({ms:.1f} ms)"
+    else:
+        text = f"no papers like {seeds} ({ms:.1f} ms)"
+    return wrap(text, width, hanging=2)
+
+
 def results_span(offset: int, n: int) -> str:
     """Which results a page holds: "result 1", "results 1-10", "results 11-20"."""
     return f"result {offset + 1:,}" if n == 1 else f"results {offset + 1:,}-{offset + n:,}"
