@@ -380,6 +380,32 @@ def test_a_locked_index_is_a_message(base, monkeypatch, capsys):
     assert healthy(db) == 300
 
 
+def test_a_rebuild_gives_up_on_another_programs_write_lock_as_a_writer_does(base, monkeypatch, capsys):
+    """Another program's write transaction on the index: the rebuild's copy waits ``LOCK_TIMEOUT`` for it, then
+    says the file is locked, the index as it was (the copy retried for ever, silently: here it would finish only
+    when the other program let go, after some seconds)."""
+    import threading
+
+    db, _, other = base
+    monkeypatch.setattr(files, "LOCK_TIMEOUT", 0.3)
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    letting_go = threading.Timer(8.0, lambda: holder.execute("ROLLBACK"))
+    letting_go.start()
+    try:
+        assert main(["build", "--from", str(other), "--db", str(db)]) == 1
+    finally:
+        letting_go.cancel()
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+    err = capsys.readouterr().err
+    assert "is locked by another process" in err and "try again" in err
+    assert healthy(db) == 300
+    assert not [p for p in db.parent.iterdir() if p.name.endswith(".building")]
+    assert main(["build", "--from", str(other), "--db", str(db)]) == 0 and healthy(db) == 200
+
+
 def test_a_writer_waits_for_another_writer_then_says_so(base, monkeypatch, capsys):
     db, more, _ = base
     monkeypatch.setattr(files, "LOCK_TIMEOUT", 0.3)

@@ -255,7 +255,10 @@ def _swap_in(new: Path, target: Path, expected: tuple | None) -> None:
                 )
             source = sqlite3.connect(f"{_uri(new)}?mode=ro", uri=True)
             try:
-                source.backup(dest)  # one write transaction on the target: readers see old or new, never a mix
+                # One write transaction on the target: readers see old or new, never a mix. The copy asks for the
+                # target's write lock without its busy timeout (Python retries a busy step for ever): waited for
+                # here, as long as any writer waits.
+                source.backup(dest, progress=_lock_waited(target))
             finally:
                 source.close()
             try:  # best effort, after the commit: a reader may hold the WAL for now, and its close checkpoints
@@ -266,6 +269,23 @@ def _swap_in(new: Path, target: Path, expected: tuple | None) -> None:
         finally:
             dest.close()
     discard(new)
+
+
+def _lock_waited(target: Path):
+    """A backup's progress callback that gives up, with the message a locked index gets, once the copy has waited
+    ``LOCK_TIMEOUT`` seconds for the target's write lock (another program's transaction)."""
+    since: list[float] = []
+
+    def progress(status: int, remaining: int, total: int) -> None:
+        if status not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            since.clear()
+            return
+        if not since:
+            since.append(time.monotonic())
+        elif time.monotonic() - since[0] > LOCK_TIMEOUT:
+            raise store_error(sqlite3.OperationalError("database is locked"), target, "write to")
+
+    return progress
 
 
 @contextmanager
