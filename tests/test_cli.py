@@ -210,6 +210,34 @@ def test_usage_errors_exit_two(argv, capsys):
     assert "usage:" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["search", "black hole", "--json", "--sql"], "--sql prints the statements a search ran instead of"),
+        (["search", "black hole", "--format", "csv", "--sql"], "leave out --sql for the csv results"),
+        (["remove", "p001", "--db", ""], "argument --db: is empty"),
+        (["stats", "--db", "  "], "argument --db: is empty"),
+        (["similar", *[f"p{i:03d}" for i in range(1, 102)]], "similar takes at most 100 paper ids, got 101"),
+        (["search", "attention", "--author", ""], "--author '' has no letters"),
+        (["similar", "p001", "--author", "!!!"], "--author '!!!' has no letters"),
+        (["show", "p001", "--citations-offset", "99999999999"], "argument --citations-offset: expected at most"),
+    ],
+)
+def test_usage_errors_found_after_parsing_exit_two_too(argv, says, demo_db, capsys, monkeypatch):
+    """Options that could not run as given are usage errors (exit 2, nothing done): --sql with an export format
+    (it printed the statements alone where JSON was asked for), an empty --db (it meant the default index: a
+    script's `--db "$UNSET"` removed papers from ./retrieval.db), and bounds the library checked (exit 1, the
+    message naming the library's parameter rather than the option)."""
+    monkeypatch.setenv("RETRIEVAL_DB", str(demo_db))
+    before = demo_db.stat().st_mtime_ns
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    out, err = capsys.readouterr()
+    assert info.value.code == 2 and out == ""
+    assert says in err and "usage:" in err and "Traceback" not in err
+    assert demo_db.stat().st_mtime_ns == before
+
+
 def test_db_from_environment(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RETRIEVAL_DB", str(tmp_path / "env.db"))
     assert run(capsys, "build")[0] == 0

@@ -85,6 +85,15 @@ YEAR = Param(
     example="1998-2001",
     check=parse_years,
 )
+
+
+def _author(name: str) -> None:
+    """Refuse (``ConfigError``) an author name that no paper's author can match: one without letters."""
+    from ..search.filters import Filters  # the search code's own check, imported when a name is given
+
+    Filters.make(authors=(name,))
+
+
 AUTHORS = Param(
     "authors",
     "only papers by all of these authors: a surname (Maldacena) or a name (J. Maldacena, 'Maldacena, Juan'); case, "
@@ -95,6 +104,7 @@ AUTHORS = Param(
     http="author",
     metavar="NAME",
     example="Maldacena",
+    check=_author,
 )
 SORT = Param(
     "sort",

@@ -22,7 +22,18 @@ from ...errors import RetrievalError
 from ...text import TOKENISER_VERSION
 from ...validate import LIMITS
 from .. import params
-from .options import DB_HELP, add_output_args, bounded, checked, hops, non_negative, query, relations, unit
+from .options import (
+    DB_HELP,
+    add_output_args,
+    bounded,
+    checked,
+    hops,
+    index_location,
+    non_negative,
+    query,
+    relations,
+    unit,
+)
 
 #: The input formats (``retrieval.corpus.jsonl.FORMATS``, which a test keeps equal), named here so that parsing
 #: a search does not import the readers.
@@ -236,6 +247,11 @@ def _cmd_search(args: argparse.Namespace) -> int:
     from ... import commands  # loaded when a command runs, not for --help
     from ...store.sql.executor import Trace
 
+    if args.sql and args.format is not None:  # the statements are printed instead of the results
+        args.search_parser.error(
+            f"--sql prints the statements a search ran instead of its results: leave out --sql for the {args.format} "
+            "results, or --format/--json for the statements"
+        )
     config = _config(args)
     trace = Trace() if args.sql else None
     result = commands.search(
@@ -318,7 +334,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument(
         "--examples",
         type=bounded("limit"),
@@ -358,7 +374,7 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         help="also encode every paper's text with this model for the semantic signal (pip install "
         "'retrieval[semantic]'; recorded in the index, later adds encode with it); default: none",
     )
-    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument(
         "--shards",
         metavar="URL,URL,...",
@@ -373,14 +389,14 @@ def _add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", metavar="FILE", help="papers to add (JSONL, OpenAlex or S2 lines; plain or gzip)")
     p.add_argument("--format", choices=FORMATS, help=FORMAT_HELP)
     p.add_argument("--replace", action="store_true", help="overwrite papers whose id is already in the index")
-    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument("--json", action="store_true", help=SUMMARY_JSON_HELP)
     p.set_defaults(func=_cmd_add)
 
 
 def _remove_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("ids", nargs="+", metavar="ID", help="paper ids")
-    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument("--json", action="store_true", help=SUMMARY_JSON_HELP)
     p.set_defaults(func=_cmd_remove)
 
@@ -409,7 +425,7 @@ def _search_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help='read the query as plain words: no "phrases", -exclusions, author: or year: (long queries always are)',
     )
-    asked.add_argument("--db", help=DB_HELP)
+    asked.add_argument("--db", type=index_location, help=DB_HELP)
     shown = p.add_argument_group("output")
     add_output_args(shown)
     shown.add_argument("--sql", action="store_true", help="print every statement the search ran, with its parameters")
@@ -474,7 +490,7 @@ def _search_args(p: argparse.ArgumentParser) -> None:
         choices=PRF_METHODS,
         help="pseudo-relevance feedback: rm3 expands the query by its top 10 papers' 10 best terms (default none)",
     )
-    p.set_defaults(func=_cmd_search)
+    p.set_defaults(func=_cmd_search, search_parser=p)
 
 
 def _filter_args(p) -> None:
@@ -482,7 +498,10 @@ def _filter_args(p) -> None:
     ranks papers (``p``: a parser, or one of its argument groups)."""
     for f in params.FILTERS:
         if f.repeat:
-            p.add_argument(f.option, dest=f.name, action="append", default=[], metavar=f.metavar, help=f.cli_help())
+            kind = checked(f) if f.check is not None else str
+            p.add_argument(
+                f.option, dest=f.name, action="append", type=kind, default=[], metavar=f.metavar, help=f.cli_help()
+            )
         elif f.choices:
             p.add_argument(f.option, dest=f.name, choices=f.choices, default=None, help=f.cli_help())
         else:
@@ -500,6 +519,10 @@ def _cmd_similar(args: argparse.Namespace) -> int:
         ids += commands.read_ids(args.from_file)
     if not ids:
         args.similar_parser.error("give at least one paper id (or --from FILE of ids)")
+    if len(ids) > LIMITS["similar_seeds"]:
+        args.similar_parser.error(
+            f"similar takes at most {LIMITS['similar_seeds']:,} paper ids, got {len(ids):,}: split the reading list"
+        )
     exclude = commands.read_ids(args.exclude) if args.exclude else []
     result = commands.similar(
         ids, db=args.db, limit=args.limit, offset=args.offset, exclude=exclude, **params.filter_values(vars(args))
@@ -511,7 +534,7 @@ def _similar_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("ids", nargs="*", type=_paper_id, metavar="PAPER_ID", help="one paper, or several (a reading list)")
     p.add_argument("--from", dest="from_file", metavar="FILE", help="more paper ids, one per line")
     p.add_argument("--exclude", metavar="FILE", help="paper ids to leave out (those you have), one per line")
-    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument(
         "--limit", type=bounded("limit"), default=10, help=f"results to show (default 10, at most {LIMITS['limit']:,})"
     )
@@ -532,7 +555,7 @@ def _show_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "paper_id", type=_paper_id, metavar="PAPER_ID", help=f"{params.PAPER_ID.help}, or its DOI where that is its id"
     )
-    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--db", type=index_location, help=DB_HELP)
     limit, sort = params.LINKS_LIMIT, params.LINKS_SORT
     p.add_argument(
         "--limit", type=bounded("limit"), default=limit.default, metavar="N",
@@ -555,12 +578,13 @@ def _paper_id(text: str) -> str:
 
 
 def _link_offset(text: str) -> int:
-    """An offset into a paper's references or citing papers: 0 or more, with no bound of its own (a page past the
-    end is empty; the work does not grow with the offset). A much-cited paper's citing papers may number more
-    than ``--offset``'s 9,000."""
+    """An offset into a paper's references or citing papers: 0 or more, up to the library's ``MAX_LINK_OFFSET``
+    (a page past the end is empty; the work does not grow with the offset). A much-cited paper's citing papers
+    may number more than ``--offset``'s 9,000."""
+    from ...search.papers import MAX_LINK_OFFSET
     from .options import _whole_number
 
-    return _whole_number(text, 0, "0 or more")
+    return _whole_number(text, 0, "0 or more", MAX_LINK_OFFSET)
 
 
 def _print_similar(args: argparse.Namespace, result) -> int:
@@ -605,13 +629,13 @@ def _print_show(args: argparse.Namespace, page) -> int:
 
 
 def _stats_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_stats)
 
 
 def _upgrade_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument("--json", action="store_true", help=SUMMARY_JSON_HELP)
     p.set_defaults(func=_cmd_upgrade)
 
@@ -673,7 +697,7 @@ def _since(text: str) -> str:
 
 def _log_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("switch", nargs="?", choices=("on", "off"), help="turn the log on or off (default: list it)")
-    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument("--since", type=_since, metavar="DATE", help="entries from this ISO 8601 date or time on (UTC)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE", help="draw hit count, top score and latency over time as a PNG")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
 from ...evidence.config import CAP_POLICIES, COVERAGES, RANKERS, RECENCY, EvidenceConfig
-from .options import DB_HELP, add_output_args, bounded, non_negative, query, unit, year
+from .options import DB_HELP, add_output_args, bounded, index_location, non_negative, query, unit, year
 
 if TYPE_CHECKING:  # the pipeline (and NumPy) is imported when the command runs, not when it is registered
     from ...evidence.records import EvidenceRun
@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``retrieval explain`` on its parser ``p``."""
     p.description = DESCRIPTION
     p.add_argument("query", type=query, help="free-text query (it is always sub-query 0)")
-    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument("--subquery", action="append", default=[], metavar="TEXT", help="a sub-query (repeatable)")
     p.add_argument(
         "--plan",

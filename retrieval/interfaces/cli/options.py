@@ -12,6 +12,16 @@ from ...validate import LIMITS, YEAR_RANGE
 DB_HELP = f"index file or PostgreSQL URL (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})"
 
 
+def index_location(text: str) -> str:
+    """``--db``'s value: an empty one is refused (``--db "$UNSET"`` would otherwise mean the default index)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"is empty: give the index's file or PostgreSQL URL, or leave --db out for the default (${DB_ENV_VAR}, "
+            f"else ./{DEFAULT_DB})"
+        )
+    return text
+
+
 def _number(text: str, kind: type, expected: str):
     try:
         return kind(text)

@@ -26,7 +26,7 @@ import socket
 import sys
 
 from ...errors import RetrievalError
-from .options import DB_HELP, add_query_timeout, seconds
+from .options import DB_HELP, add_query_timeout, index_location, seconds
 
 # The limits' defaults, as plain numbers: ``retrieval.interfaces.http.limits`` needs uvicorn, and
 # ``retrieval serve --help`` works without the serve extra.
@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Serve the index over HTTP: a JSON API (/search, /similar/ID, /papers/ID, POST /explain, /stats, /health; "
         "described at /openapi.json). Read-only. Needs the serve extra: pip install 'retrieval[serve]'."
     )
-    p.add_argument("--db", help=DB_HELP)
+    p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument(
         "--host",
         default="127.0.0.1",

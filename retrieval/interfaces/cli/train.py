@@ -12,7 +12,7 @@ import sys
 
 from ...eval.cache import DEFAULT_CACHE_DIR
 from ...eval.protocol import AUTO, PROTOCOLS
-from .options import positive_int, relations
+from .options import index_location, positive_int, relations
 
 DESCRIPTION = (
     "Fit the learned ranking (a linear model over BM25, citation-evidence, in-degree and recency features, by "
@@ -29,7 +29,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "repeat with --queries for several sets")  # fmt: skip
     p.add_argument("--queries", required=True, action="append", metavar="FILE",
                    help='judged queries (JSONL {"qid", "query", "relevant"}), one per --corpus')  # fmt: skip
-    p.add_argument("--db", help="the index whose searches use the model: written beside it as INDEX.ranker.json")
+    p.add_argument(
+        "--db",
+        type=index_location,
+        help="the index whose searches use the model: written beside it as INDEX.ranker.json",
+    )
     p.add_argument("--out", metavar="FILE", help="write the model here instead of beside the index")
     p.add_argument("--name", default="ranker", help="the model's name, shown by --why (default: ranker)")
     p.add_argument("--cache-dir", metavar="DIR", help=f"evaluation indexes' cache (default: {DEFAULT_CACHE_DIR})")
