@@ -48,3 +48,51 @@ def test_a_postgresql_read_past_its_statement_timeout_is_stopped_and_the_client_
             held.close()
         assert "0.5 s budget" in str(stopped.value) and "postgres@" in str(stopped.value)
         assert [r.paper.id for r in client.search("attention sparsity").ranked] == expected
+
+
+_UNTIL_STOPPED = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n WHERE x > 0"
+_CTRL_C_SCRIPT = """
+import sys
+from retrieval import RetrievalClient
+from retrieval.errors import RetrievalError
+with RetrievalClient(sys.argv[1]) as client, client.snapshot() as snap:
+    print("ready", flush=True)
+    try:
+        snap.rows("a statement that runs until stopped", sys.argv[2])
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt")
+    except RetrievalError as exc:
+        print(type(exc).__name__, exc)
+"""
+
+
+def test_ctrl_c_during_a_sqlite_read_is_an_interrupt_not_a_file_error(demo_db):
+    """A Ctrl-C that arrives while SQLite runs a statement reaches Python as the deadline's progress handler is
+    called, and the sqlite3 module turns it into an "interrupted" error: it is the interrupt again (the CLI says
+    "interrupted", exit 130), not "cannot read the index (interrupted)". A statement stopped by ``interrupt``
+    from another thread stays a store error; one past its deadline a timeout."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CTRL_C_SCRIPT, str(demo_db), _UNTIL_STOPPED],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's process has it
+    )
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert out.strip() == "KeyboardInterrupt"
+    from retrieval.errors import StoreError
+
+    with RetrievalClient(demo_db) as client, client.snapshot() as snap:
+        threading.Timer(0.3, client.interrupt).start()
+        with pytest.raises(StoreError, match="interrupted"):
+            snap.rows("a statement stopped from another thread", _UNTIL_STOPPED)

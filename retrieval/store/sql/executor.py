@@ -109,6 +109,7 @@ class Executor:
         self.timeout = timeout
         self._deadline = 0.0
         self._timed_out = False
+        self._stopped = False  # ``interrupt`` was called: an "interrupted" statement is not a Ctrl-C
         # A PostgreSQL connection says so (retrieval.store.postgres.connection).
         self.dialect = getattr(conn, "dialect", SQLITE)
         self.tracer = tracer
@@ -148,12 +149,17 @@ class Executor:
         except Exception as exc:
             raise self._translated(exc) from None
 
-    def _translated(self, exc: Exception) -> Exception:
+    def _translated(self, exc: Exception) -> BaseException:
         """What a read's failure becomes: an environment failure (locked, damaged, unreadable, a server gone) a
-        ``RetrievalError`` that names the index and what to do; anything else itself, unchanged."""
+        ``RetrievalError`` that names the index and what to do, a Ctrl-C the ``KeyboardInterrupt`` it was;
+        anything else itself, unchanged."""
         if isinstance(exc, sqlite3.DatabaseError):
-            if self._timed_out and str(exc) == "interrupted":
+            if str(exc) == "interrupted" and self._timed_out:
                 return self._timeout_error()
+            if str(exc) == "interrupted" and not self._stopped:
+                # Neither the deadline nor ``interrupt``: a Ctrl-C that arrived as SQLite called back into Python
+                # (the deadline's progress handler), which the sqlite3 module turned into this error.
+                return KeyboardInterrupt()
             return store_error(exc, self.path, "read")
         if self.dialect != SQLITE and is_server_error(exc):
             if "statement timeout" in str(exc):
@@ -258,6 +264,7 @@ class Executor:
         """Stop the statement running on this executor's connections now, from another thread (SQLite's
         ``interrupt``, PostgreSQL's cancel request): it raises in the thread that runs it."""
         for executor in (self, *(self.shards or ())):
+            executor._stopped = True
             executor.conn.interrupt()
 
     def close_shards(self) -> None:
@@ -322,7 +329,7 @@ class _SnapshotScope:
         if executor.dialect == SQLITE:
             if executor.timeout is not None:
                 executor._deadline = time.monotonic() + executor.timeout
-                executor._timed_out = False
+                executor._timed_out = executor._stopped = False
                 executor.conn.set_progress_handler(executor._over_budget, BUDGET_STEPS)
             executor.run("begin the read snapshot", "BEGIN")
         try:
