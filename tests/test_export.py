@@ -323,6 +323,19 @@ def test_search_json_is_format_json_and_every_format_parses(output_db, capsys): 
     assert [r["ID"] for r in parse_ris(out)] == [[pid] for pid in ids]
 
 
+def test_show_csv_gives_the_papers_citation_count_as_search_does(output_db, capsys):  # noqa: F811
+    # the citations column is a count (papers of the index citing the paper), never the page's list of citing
+    # papers; a page of 2 of the 3 citing papers still counts all 3, and a paper nobody cites gives 0
+    _, out, _ = run(capsys, "search", "Large N Limit Superconformal", "--db", str(output_db), "--format", "csv")
+    searched = {row[1]: row[5] for row in list(csv.reader(io.StringIO(out)))[1:]}
+    for pid, cited in (("hep-th/9711200", "3"), ("bh-8", "0")):
+        code, out, _ = run(capsys, "show", pid, "--db", str(output_db), "--limit", "2", "--format", "csv")
+        rows = list(csv.reader(io.StringIO(out)))
+        assert code == 0 and rows[0][5] == "citations" and len(rows) == 2
+        assert rows[1][1] == pid and rows[1][5] == cited, rows
+    assert searched["hep-th/9711200"] == "3"
+
+
 def test_explain_exports_its_returned_papers(output_db, capsys):  # noqa: F811
     argv = ["explain", "black hole entropy", "--db", str(output_db), "--top-k", "4"]
     code, out, _ = run(capsys, *argv, "--json")

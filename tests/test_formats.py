@@ -91,6 +91,33 @@ def test_s2_citations_lists_make_edges_and_keep_outside_citers(tmp_path):
         ("s2", {"paperId": "p", "references": "nope"}, "'references' must be a list"),
         ("s2", {"paperId": "", "title": "t"}, "missing 'paperId'"),
         ("s2", {"paperId": "p", "year": 2020.5}, "'year' must be an integer"),
+        # a field of the wrong type, at any depth, as the project's own format refuses one
+        ("openalex", {"id": "W1", "title": "T", "authorships": "x"}, "'authorships' must be a list of objects"),
+        ("openalex", {"id": "W1", "title": "T", "authorships": ["x"]}, "'authorships' must be a list of objects"),
+        ("openalex", {"id": "W1", "title": "T", "authorships": [None]}, "'authorships' must be a list of objects"),
+        ("openalex", {"id": "W1", "title": "T", "authorships": [{"author": "x"}]}, "'author' must be an object"),
+        ("openalex", {"id": "W1", "authorships": [{"author": {"display_name": 5}}]}, "'display_name' must be a"),
+        ("openalex", {"id": "W1", "title": 5}, "'title' must be a string or null"),
+        ("openalex", {"id": "W1", "title": ["T"]}, "'title' must be a string or null"),
+        ("openalex", {"id": "W1", "title": None, "display_name": 5}, "'display_name' must be a string or null"),
+        ("openalex", {"id": "W1", "title": "T", "referenced_works": "W2"}, "'referenced_works' must be a list"),
+        ("openalex", {"id": "W1", "title": "T", "referenced_works": [2]}, "'referenced_works' must be a list"),
+        ("openalex", {"id": "W1", "title": "T", "abstract_inverted_index": ["a"]}, "'abstract_inverted_index' must"),
+        ("openalex", {"id": "W1", "title": "T", "publication_year": True}, "'publication_year' must be an integer"),
+        ("openalex", {"id": 1, "title": "T"}, "missing 'id'"),
+        ("s2", {"paperId": "p1", "title": "T", "authors": "x"}, "'authors' must be a list of objects"),
+        ("s2", {"paperId": "p1", "title": "T", "authors": ["x"]}, "'authors' must be a list of objects"),
+        ("s2", {"paperId": "p1", "title": "T", "authors": [{"name": 5}]}, "'name' must be a string or null"),
+        ("s2", {"paperId": "p1", "title": "T", "citations": [{"paperId": 5}]}, "'paperId' must be a string or null"),
+        ("s2", {"paperId": "p1", "title": "T", "references": [{"paperId": ["x"]}]}, "'paperId' must be a string"),
+        ("s2", {"paperId": "p1", "title": "T", "citations": "x"}, "'citations' must be a list"),
+        ("s2", {"paperId": "p1", "title": 5}, "'title' must be a string or null"),
+        ("s2", {"paperId": "p1", "title": "T", "abstract": 5}, "'abstract' must be a string or null"),
+        (
+            "s2",
+            {"id": "x1", "title": "T"},
+            "missing 'paperId'.*it looks like the project's own format: give --format jsonl",
+        ),
     ],
 )
 def test_malformed_records_name_file_and_line_and_write_nothing(tmp_path, fmt, line, reason):
@@ -99,6 +126,109 @@ def test_malformed_records_name_file_and_line_and_write_nothing(tmp_path, fmt, l
     with pytest.raises(InputError, match=rf"bad\.jsonl:3: .*{reason}"):
         build(db=tmp_path / "x.db", source=src, format=fmt)
     assert not (tmp_path / "x.db").exists()
+
+
+def test_nulls_and_gaps_the_sources_allow_are_accepted(tmp_path):
+    """What OpenAlex and Semantic Scholar give as null (or leave out) is read as absent, not refused."""
+    openalex = [
+        {"id": "https://openalex.org/W1", "title": None, "display_name": None, "publication_year": None,
+         "authorships": None, "referenced_works": None, "abstract_inverted_index": None},
+        {"id": "W2", "title": "Two", "authorships": [{"author": None}, {"author": {"display_name": None}},
+         {"author": {"id": None, "display_name": ""}}, {"author_position": "first"},
+         {"author": {"display_name": "A"}}]},
+        {"id": "https://openalex.org/W3", "title": None, "display_name": "Three", "referenced_works": []},
+    ]  # fmt: skip
+    a, b, c = [p for _, p in read_papers(write_jsonl(tmp_path / "oa.jsonl", openalex), "openalex")]
+    assert (a.id, a.title, a.abstract, a.year, a.authors, a.references) == ("W1", "", "", None, [], [])
+    assert (b.id, b.authors) == ("W2", ["A"])
+    assert c.title == "Three"
+    s2 = [
+        {"paperId": "p1", "title": None, "abstract": None, "year": None, "authors": None, "references": None,
+         "citations": None},
+        {"paperId": "p2", "title": "Two", "authors": [{"authorId": None, "name": None}, {"authorId": "1"},
+         {"name": "B"}], "references": [{"paperId": None}, {"title": "unresolved"}, {"paperId": "p1"}],
+         "citations": [{"paperId": None, "title": "unresolved"}]},
+    ]  # fmt: skip
+    a, b = [p for _, p in read_papers(write_jsonl(tmp_path / "s2.jsonl", s2), "s2")]
+    assert (a.title, a.abstract, a.year, a.authors, a.references, a.citations) == ("", "", None, [], [], [])
+    assert (b.authors, b.references, b.citations) == (["B"], ["p1"], [])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"id":"https://openalex.org/W1","title":"T","authorships":"x"}',
+        '{"id":"https://openalex.org/W1","title":"T","authorships":["x"]}',
+        '{"id":"https://openalex.org/W1","title":"T","authorships":[{"author":"x"}]}',
+    ],
+)
+@pytest.mark.parametrize("command", ["build", "add"])
+def test_cli_openalex_authorships_of_the_wrong_shape_are_a_message_not_a_traceback(tmp_path, capsys, line, command):
+    src = tmp_path / "oa1.jsonl"
+    src.write_text(line + "\n", encoding="utf-8")
+    db = tmp_path / "t.db"
+    if command == "add":
+        build(db=db, source=FIXTURES / "openalex-works.jsonl")
+    before = db.read_bytes() if db.exists() else None
+    code = main([command, *(["--from"] if command == "build" else []), str(src), "--db", str(db)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"{src}:1: 'authorships' must be a list of objects" in err or f"{src}:1: 'authorships' entry 1:" in err
+    assert "Traceback" not in err
+    assert (db.read_bytes() if db.exists() else None) == before
+
+
+def test_fetch_openalex_skips_a_work_whose_authorships_are_malformed(tmp_path):
+    """A work of an OpenAlex answer that the reader would refuse is skipped with its reason, never a traceback."""
+    pytest.importorskip("httpx")
+    from retrieval.corpus.fetch import Policy, fetch_openalex
+    from tests.fetch_servers import OpenAlexAPI, Server, work
+
+    works = [work(1, "Sparse attention one"), work(2, "Sparse attention two"), work(3, "Sparse attention three")]
+    works[1]["authorships"] = ["x"]
+    works[2]["authorships"] = [{"author": "x"}]
+    out = tmp_path / "papers.jsonl"
+    with Server(OpenAlexAPI(works)) as server:
+        summary = fetch_openalex(
+            out, search="sparse attention", base_url=server.url, policy=Policy(tries=2, backoff=0.01, interval=0.0)
+        )
+    assert [json.loads(x)["id"] for x in out.read_text(encoding="utf-8").splitlines()] == ["W1"]
+    assert summary.skipped == 2
+    assert any("'authorships'" in reason for reason in map(str, summary.skip_reasons))
+
+
+@pytest.mark.parametrize(
+    ("record", "suggested"),
+    [
+        ({"id": "1", "title": "Preliminary Report", "abstract": "", "year": 1958, "authors": ["Perlis, A. J."],
+          "references": []}, "--format jsonl"),  # CACM's first line
+        ({"id": "hep-th/9201001", "title": "T", "year": 1992}, "--format jsonl"),
+        # a set fetched from OpenAlex, written in the project's format: OpenAlex ids, but not an OpenAlex work
+        ({"id": "W3", "title": "T", "abstract": "A.", "year": 2003, "authors": ["Ada Lovelace"],
+          "references": ["W2"], "doi": "10.1000/sa3"}, "--format jsonl"),
+        ({"paperId": "a1b2c3", "title": "T"}, "--format s2"),
+        ({"id": "https://openalex.org/A5023888391", "display_name": "Ada Lovelace"}, "an OpenAlex work id"),
+    ],
+)  # fmt: skip
+def test_a_record_that_is_not_an_openalex_work_is_refused_with_the_format_to_give(tmp_path, record, suggested):
+    good = [json.loads(x) for x in (FIXTURES / "openalex-works.jsonl").open()]
+    src = write_jsonl(tmp_path / "bad.jsonl", [*good[:2], record])
+    with pytest.raises(InputError, match=r"bad\.jsonl:3: .*not .*an OpenAlex work") as info:
+        build(db=tmp_path / "x.db", source=src, format="openalex")
+    assert suggested in str(info.value)
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_cli_wrong_format_openalex_on_the_projects_own_format_is_refused(tmp_path, capsys):
+    """The project's own records read as OpenAlex works would make an index without abstracts, years, authors or
+    edges: refused at the first line, with the format to give."""
+    code = main(
+        ["build", "--from", str(FIXTURES / "papers.jsonl"), "--format", "openalex", "--db", str(tmp_path / "x.db")]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "papers.jsonl:1: " in err and "--format jsonl" in err and "Traceback" not in err
+    assert not (tmp_path / "x.db").exists()
+    assert main(["build", "--from", str(FIXTURES / "papers.jsonl"), "--db", str(tmp_path / "x.db")]) == 0
 
 
 def test_undetectable_format_asks_for_format(tmp_path):

@@ -288,6 +288,64 @@ def test_a_bad_model_file_is_a_clear_error(files, tmp_path, capsys):
         RetrievalConfig(ranking="learned", model=3)
 
 
+N_SHIPPED = len(json.loads(SHIPPED_MODEL.read_text(encoding="utf-8"))["features"])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("candidates", "x", "candidates"),
+        ("candidates", ["top_k_lexical", 20], "candidates"),
+        ("candidates", None, "candidates"),
+        ("candidates", {"relations": "foo"}, "candidates.relations"),
+        ("candidates", {"relations": ["foo"]}, "candidates.relations"),
+        ("candidates", {"relations": []}, "candidates.relations"),
+        ("candidates", {"relations": [["references"]]}, "candidates.relations"),
+        ("candidates", {"max_hops": "1"}, "candidates.max_hops"),
+        ("candidates", {"max_hops": 3}, "candidates.max_hops"),
+        ("candidates", {"top_k_lexical": 2.5}, "candidates.top_k_lexical"),
+        ("candidates", {"lexical_depth": 0}, "candidates.lexical_depth"),
+        ("candidates", {"max_neighbours": "30"}, "candidates.max_neighbours"),
+        ("candidates", {"max_candidates": True}, "candidates.max_candidates"),
+        ("candidates", {"fanout": [100]}, "candidates.fanout"),
+        ("candidates", {"hub_weighting": "yes"}, "candidates.hub_weighting"),
+        ("candidates", {"expand": 3}, "candidates.expand"),
+        ("candidates", {"hopz": 3}, "candidates"),
+        ("features", "bm25_norm", "features"),
+        ("features", None, "features"),
+        ("features", {"bm25_norm": 1}, "features"),
+        ("features", [1] * N_SHIPPED, "features"),
+        ("features", ["bm25_norm"] * N_SHIPPED, "features"),
+        ("weights", "abc", "weights"),
+        ("weights", {"a": 1}, "weights"),
+        ("weights", 0.5, "weights"),
+        ("weights", [True] * N_SHIPPED, "weights"),
+        ("weights", ["1"] * N_SHIPPED, "weights"),
+        ("scales", None, "scales"),
+        ("scales", [[1.0]] * N_SHIPPED, "scales"),
+        ("name", 5, "name"),
+        ("name", None, "name"),
+        ("version", True, "version"),
+    ],
+)
+def test_a_model_file_with_a_field_of_the_wrong_type_names_the_file_and_the_field(
+    files, tmp_path, capsys, field, value, named
+):
+    # every field of the shipped model set to a value of the wrong type or out of range: an InputError naming
+    # the file, the field and what it must be, never a ValueError or TypeError from inside the loader
+    data = json.loads(SHIPPED_MODEL.read_text(encoding="utf-8"))
+    data[field] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        RankerModel.load(bad)
+    message = str(caught.value)
+    assert str(bad) in message and named in message and "must" in message, message
+    assert main(["search", "quark", "--db", str(files["db"]), "--model", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert str(bad) in err and named in err and "Traceback" not in err
+
+
 # -- fitting -------------------------------------------------------------------------------------------------
 
 

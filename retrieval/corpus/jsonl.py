@@ -5,7 +5,8 @@
 - ``openalex``: OpenAlex works as the API and the snapshot give them. The id is the work id without its URL
   prefix (``W2741809807``); the title is ``title``, else ``display_name``; the abstract is rebuilt from
   ``abstract_inverted_index`` (each word placed at its positions, joined by single spaces); ``publication_year``;
-  the authorships' ``author.display_name`` in order; ``referenced_works`` as work ids.
+  the authorships' ``author.display_name`` in order; ``referenced_works`` as work ids. A record whose id is not a
+  work id (``W`` and digits), or that has the project's own fields and none of a work's, is not a work: refused.
 - ``s2``: Semantic Scholar Graph API papers: ``paperId``, ``title``, ``abstract``, ``year``, ``authors[].name``,
   ``references[].paperId`` and ``citations[].paperId`` where present (entries without a ``paperId`` are
   unresolved references and are skipped). A ``citations`` entry becomes an edge from that paper to this one.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +32,16 @@ from .paper import Paper
 
 FORMATS = ("jsonl", "openalex", "s2")
 _OPENALEX_PREFIX = "https://openalex.org/"
+#: An OpenAlex work id without its URL prefix: ``W`` and digits (``W2741809807``); authors are ``A...``, sources
+#: ``S...``, and so on.
+_OPENALEX_WORK = re.compile(r"W\d+")
+#: The fields the OpenAlex reader takes from a work besides ``id`` and ``title``, and the project's own fields that
+#: an OpenAlex work never has: a record with some of the latter and none of the former is not a work (read as one,
+#: its abstract, year, authors and references would be lost).
+_OPENALEX_FIELDS = ("display_name", "publication_year", "authorships", "referenced_works", "abstract_inverted_index")
+_OWN_FIELDS = ("abstract", "year", "authors", "references")
+#: What each format's records look like, for a message suggesting ``--format``.
+_FORMAT_NAMES = {"jsonl": "the project's own format", "openalex": "an OpenAlex work", "s2": "a Semantic Scholar paper"}
 
 Where = tuple[str, int]
 
@@ -76,6 +88,11 @@ def _check_unicode(paper: Paper, where: Where) -> None:
                 ) from None
 
 
+def _shown(value: object) -> str:
+    """``value`` as JSON, cut to 80 characters, for a message."""
+    return json.dumps(value, ensure_ascii=False)[:80]
+
+
 def _string_list(value: object, field: str, where: Where) -> list[str]:
     if value is None:
         return []
@@ -100,6 +117,22 @@ def _text(value: object, pid: str, field: str, where: Where) -> str:
         return ""
     if not isinstance(value, str):
         raise InputError.at(*where, f"paper {pid!r}: '{field}' must be a string or null")
+    return value
+
+
+def _objects(value: object, field: str, where: Where, prefix: str = "") -> list[dict]:
+    """``value``, a list of JSON objects or null (read as empty); ``InputError`` for anything else."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise InputError.at(*where, f"{prefix}'{field}' must be a list of objects or null, got {_shown(value)}")
+    return value
+
+
+def _optional_text(value: object, what: str, where: Where) -> str | None:
+    """``value``, a string or null; ``InputError`` saying ``what`` must be one otherwise."""
+    if value is not None and not isinstance(value, str):
+        raise InputError.at(*where, f"{what} must be a string or null, got {_shown(value)}")
     return value
 
 
@@ -147,26 +180,72 @@ def rebuild_abstract(inverted: object, pid: str, where: Where) -> str:
     return " ".join(placed[i] for i in sorted(placed))
 
 
+def _suggest(record: dict, wanted: str) -> str:
+    """The end of a message for a record that is not of the format ``wanted``: the format it looks like, if any."""
+    other = detect_format(record)
+    if other is not None and other != wanted:
+        return f"; it looks like {_FORMAT_NAMES[other]}: give --format {other}, or leave --format out to detect it"
+    return f"; check that each line is {_FORMAT_NAMES[wanted]}, or give --format " + "|".join(FORMATS)
+
+
+def _work_id(record: dict, where: Where) -> str:
+    """The id of the OpenAlex work ``record`` without its URL prefix; ``InputError`` when the record is not one."""
+    value = record.get("id")
+    if value is None and "paperId" in record:
+        raise InputError.at(
+            *where, "not an OpenAlex work: it has no 'id' but a 'paperId'" + _suggest(record, "openalex")
+        )
+    pid = _openalex_id(_id(value, "id", where))
+    if not _OPENALEX_WORK.fullmatch(pid):
+        raise InputError.at(
+            *where,
+            f"not an OpenAlex work: its id {value!r} is not an OpenAlex work id (W and digits, such as "
+            f"{_OPENALEX_PREFIX}W2741809807)" + _suggest(record, "openalex"),
+        )
+    own = [field for field in _OWN_FIELDS if field in record]
+    if own and not any(field in record for field in _OPENALEX_FIELDS):
+        raise InputError.at(
+            *where,
+            f"not an OpenAlex work: it has {', '.join(repr(f) for f in own)}, which OpenAlex works do not, and none "
+            f"of theirs ({', '.join(repr(f) for f in _OPENALEX_FIELDS)})" + _suggest(record, "openalex"),
+        )
+    return pid
+
+
+def _openalex_authors(value: object, where: Where) -> list[str]:
+    """The ``author.display_name`` of each authorship, in order (null or empty names left out)."""
+    authors = []
+    for number, authorship in enumerate(_objects(value, "authorships", where), start=1):
+        author = authorship.get("author")
+        if author is None:
+            continue
+        if not isinstance(author, dict):
+            raise InputError.at(
+                *where, f"'authorships' entry {number}: 'author' must be an object or null, got {_shown(author)}"
+            )
+        name = _optional_text(
+            author.get("display_name"), f"'authorships' entry {number}: the author's 'display_name'", where
+        )
+        if name:
+            authors.append(name)
+    return authors
+
+
 def parse_openalex(record: dict, where: Where, source: str) -> Paper:
     """An OpenAlex work."""
-    pid = _openalex_id(_id(record.get("id"), "id", where))
-    title = record.get("title")
+    pid = _work_id(record, where)
+    title = _optional_text(record.get("title"), f"work {pid!r}: 'title'", where)
     if title is None:
-        title = record.get("display_name")
-    if not isinstance(title, str):
-        title = ""  # OpenAlex has works without a title; their abstract is still worth indexing
-    authors = []
-    for authorship in record.get("authorships") or []:
-        name = ((authorship or {}).get("author") or {}).get("display_name")
-        if isinstance(name, str) and name:
-            authors.append(name)
+        title = _optional_text(
+            record.get("display_name"), f"work {pid!r} has a null 'title', so its 'display_name'", where
+        )
     refs = _string_list(record.get("referenced_works"), "referenced_works", where)
     return Paper(
         id=pid,
-        title=title,
+        title=title or "",  # OpenAlex has works without a title; their abstract is still worth indexing
         abstract=rebuild_abstract(record.get("abstract_inverted_index"), pid, where),
         year=_year(record.get("publication_year"), pid, "publication_year", where),
-        authors=authors,
+        authors=_openalex_authors(record.get("authorships"), where),
         references=[_openalex_id(r) for r in refs],
         source=source,
     )
@@ -176,27 +255,38 @@ def _paper_ids(value: object, field: str, pid: str, where: Where) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise InputError.at(*where, f"paper {pid!r}: '{field}' must be a list of objects")
+        raise InputError.at(*where, f"paper {pid!r}: '{field}' must be a list of objects, got {_shown(value)}")
     out = []
-    for entry in value:
+    for number, entry in enumerate(value, start=1):
         if not isinstance(entry, dict):
             raise InputError.at(*where, f"paper {pid!r}: each entry of '{field}' must be an object with a paperId")
-        other = entry.get("paperId")
-        if isinstance(other, str) and other:  # None: a reference Semantic Scholar could not resolve
+        other = _optional_text(entry.get("paperId"), f"paper {pid!r}: '{field}' entry {number}: 'paperId'", where)
+        if other:  # None: a reference Semantic Scholar could not resolve
             out.append(other)
     return out
 
 
+def _s2_authors(value: object, pid: str, where: Where) -> list[str]:
+    """The ``name`` of each author, in order (null names left out)."""
+    authors = []
+    for number, author in enumerate(_objects(value, "authors", where, f"paper {pid!r}: "), start=1):
+        name = _optional_text(author.get("name"), f"paper {pid!r}: 'authors' entry {number}: 'name'", where)
+        if name is not None:
+            authors.append(name)
+    return authors
+
+
 def parse_s2(record: dict, where: Where, source: str) -> Paper:
     """A Semantic Scholar Graph API paper."""
+    if "paperId" not in record and "id" in record:
+        raise InputError.at(*where, "missing 'paperId' (a non-empty string)" + _suggest(record, "s2"))
     pid = _id(record.get("paperId"), "paperId", where)
-    authors = [a["name"] for a in record.get("authors") or [] if isinstance(a, dict) and isinstance(a.get("name"), str)]
     return Paper(
         id=pid,
         title=_text(record.get("title"), pid, "title", where),
         abstract=_text(record.get("abstract"), pid, "abstract", where),
         year=_year(record.get("year"), pid, "year", where),
-        authors=authors,
+        authors=_s2_authors(record.get("authors"), pid, where),
         references=_paper_ids(record.get("references"), "references", pid, where),
         citations=_paper_ids(record.get("citations"), "citations", pid, where),
         source=source,

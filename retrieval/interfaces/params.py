@@ -185,3 +185,23 @@ def with_filters(fn: Callable, annotate: Callable[[Param], object], rename: bool
 def library_names(values: dict[str, object]) -> dict[str, object]:
     """``values`` keyed by the HTTP API's names, keyed by the library's instead."""
     return {f.name: values[f.query_name] for f in FILTERS if f.query_name in values}
+
+
+def check_filters(values: dict[str, object]) -> None:
+    """A request's filters (by their library names, as ``library_names`` gives them) checked as the library checks
+    them (``parse_years``; an author name needs a letter), with a ``ConfigError`` that names the HTTP API's
+    parameter (``year``, ``author``) where the library's names the command line's option (``--year``,
+    ``--author``): a client of the API has no options."""
+    from ..corpus.names import name_words
+    from ..errors import ConfigError
+    from ..validate import quoted
+
+    year = values.get(YEAR.name)
+    if year is not None:
+        parse_years(str(year), name=YEAR.query_name)
+    for name in values.get(AUTHORS.name) or ():
+        if not name_words(str(name)):
+            raise ConfigError(
+                f"{AUTHORS.query_name} {quoted(str(name))} has no letters: give a surname, such as "
+                f"{AUTHORS.query_name}=Maldacena"
+            )

@@ -42,7 +42,10 @@ Which model: ``RetrievalConfig.model`` (a path to a model file, or a loaded ``Ra
 ``<index>.ranker.json`` beside the index when it exists (what ``retrieval train`` writes), else the shipped
 ``retrieval/models/ranker-v3.json`` (fitted on the development sets' abstract and title queries; see
 docs/eval/learned.md; the previous ``ranker-v2.json`` and ``ranker-v1.json``, over the 18 ``CANDIDATE_FEATURES``
-and ranker-v2's five density products, stay loadable).
+and ranker-v2's five density products, stay loadable). A model file is checked whole when it is read: a field of
+the wrong type or out of range (``features`` not a list of known feature names, a weight that is not a finite
+number, ``candidates`` not an object of known settings, each of its type and in its range) is an ``InputError``
+naming the file, the field and what it must be.
 """
 
 from __future__ import annotations
@@ -51,15 +54,16 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..bm25 import SCORE_DECIMALS
-from ..config import RetrievalConfig
+from ..config import EXPAND_MODES, MAX_HOPS, RetrievalConfig
 from ..corpus.paper import Paper
 from ..errors import ConfigError, InputError
 from ..store.sql.dialect import Dialect, statement
 from ..text import tokenise
+from ..validate import LIMITS, check_choice, check_int, quoted
 from . import vote
 from .adjacency import GRAPHS
 from .blend import RankedPaper, recency
@@ -183,24 +187,41 @@ class RankerModel:
         source: str = "",
         sha256: str = "",
     ) -> None:
-        features = tuple(features)
+        where = f"the model file {source}" if source else f"the model {name!r}"
+        if not isinstance(name, str) or not name:
+            raise InputError(f"{where}: name must be a non-empty string, got {_shown(name)}: {_FIX}")
+        features = _listed(where, "features", features, "feature names")
+        weights = _listed(where, "weights", weights, "numbers")
+        scales = _listed(where, "scales", scales, "numbers")
+        for f in features:
+            if not isinstance(f, str):
+                raise InputError(f"{where}: features must be a list of feature names, got {_shown(f)} in it: {_FIX}")
         unknown = [f for f in features if f not in FEATURES]
         if unknown:
-            raise InputError(f"model {name!r} uses unknown feature(s) {', '.join(unknown)}: known are {FEATURES}")
+            raise InputError(
+                f"{where} uses unknown feature(s) {', '.join(unknown)}: features must be some of {', '.join(FEATURES)}"
+            )
+        twice = sorted({f for f in features if features.count(f) > 1})
+        if twice:
+            raise InputError(f"{where}: features must name each feature once, got {', '.join(twice)} twice: {_FIX}")
         if not (len(features) == len(weights) == len(scales)):
-            raise InputError(f"model {name!r}: features, weights and scales must have the same length")
-        for value in (*weights, *scales):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise InputError(f"model {name!r}: weights and scales must be finite numbers, got {value!r}")
+            raise InputError(
+                f"{where}: features, weights and scales must have the same length, got {len(features)}, "
+                f"{len(weights)} and {len(scales)}: {_FIX}"
+            )
+        for field, values in (("weights", weights), ("scales", scales)):
+            for value in values:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                    raise InputError(f"{where}: {field} must be finite numbers, got {_shown(value)} in it: {_FIX}")
         if any(s <= 0 for s in scales):
-            raise InputError(f"model {name!r}: every scale must be positive")
+            raise InputError(f"{where}: every one of scales must be positive: {_FIX}")
         self.name = name
         self.features = features
         self.weights = tuple(float(w) for w in weights)
         self.scales = tuple(float(s) for s in scales)
         # What ``score`` reads per candidate.
         self._terms = tuple(zip(self.features, self.weights, self.scales, strict=True))
-        self.candidates = {**DEFAULT_CANDIDATES, **(dict(candidates) if candidates else {})}
+        self.candidates = _checked_candidates(where, candidates)
         self.meta = dict(meta) if meta else {}
         self.source = source
         self.sha256 = sha256
@@ -283,17 +304,26 @@ class RankerModel:
     def from_dict(cls, data: Mapping, source: str = "", sha256: str = "") -> RankerModel:
         if not isinstance(data, Mapping) or data.get("format") != MODEL_FORMAT:
             raise InputError(f"{source or 'the model'} is not a retrieval ranker file (format {MODEL_FORMAT!r})")
-        if data.get("version") != MODEL_VERSION:
+        version = data.get("version")
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise InputError(
+                f"{source or 'the model'}: version must be the whole number {MODEL_VERSION}, got {_shown(version)}"
+            )
+        if version != MODEL_VERSION:
             raise InputError(
                 f"{source or 'the model'} is a ranker file of version {data.get('version')!r}; this retrieval "
                 f"reads version {MODEL_VERSION}: refit it with `retrieval train`"
             )
-        try:
-            meta = {k: v for k, v in data.items() if k not in _OWN_KEYS}
-            return cls(data["features"], data["weights"], data["scales"], name=data.get("name", "ranker"),
-                       candidates=data.get("candidates"), meta=meta, source=source, sha256=sha256)  # fmt: skip
-        except (KeyError, TypeError) as exc:
-            raise InputError(f"{source or 'the model'} lacks a field of a ranker file ({exc})") from None
+        missing = [k for k in ("features", "weights", "scales") if k not in data]
+        if missing:
+            raise InputError(
+                f"{source or 'the model'} lacks the field(s) {', '.join(missing)} of a ranker file: {_FIX}"
+            )
+        if "candidates" in data and data["candidates"] is None:  # absent is ranker-v1's settings; null is broken
+            raise _not_settings(f"the model file {source}" if source else "the model", None)
+        meta = {k: v for k, v in data.items() if k not in _OWN_KEYS}
+        return cls(data["features"], data["weights"], data["scales"], name=data.get("name", "ranker"),
+                   candidates=data.get("candidates"), meta=meta, source=source, sha256=sha256)  # fmt: skip
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> RankerModel:
@@ -308,6 +338,73 @@ class RankerModel:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InputError(f"{path} is not a JSON ranker file ({exc})") from None
         return cls.from_dict(data, source=str(path), sha256=hashlib.sha256(raw).hexdigest())
+
+
+#: What a message about a broken model says to do.
+_FIX = "correct the file, or write a new one with `retrieval train`"
+
+
+def _shown(value: object) -> str:
+    """A value of a model file as a message shows it: a string quoted and cut, anything else's repr cut."""
+    return quoted(value) if isinstance(value, str) else repr(value)[:60]
+
+
+def _listed(where: str, field: str, value: object, what: str) -> tuple:
+    """``value`` (a model's ``field``) as a tuple: it must be a list (not a string, an object or a number)."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InputError(f"{where}: {field} must be a list of {what}, got {_shown(value)}: {_FIX}")
+    return tuple(value)
+
+
+def _not_settings(where: str, value: object) -> InputError:
+    """The error for a model's ``candidates`` that is not an object."""
+    return InputError(
+        f"{where}: candidates must be an object of candidate settings ({', '.join(DEFAULT_CANDIDATES)}), got "
+        f"{_shown(value)}: {_FIX}"
+    )
+
+
+def _checked_candidates(where: str, candidates: object) -> dict:
+    """A model's candidate settings (``candidates``) over ``DEFAULT_CANDIDATES``, each of its type and in its
+    range (an ``InputError`` naming ``where`` and the setting otherwise); None is the defaults."""
+    if candidates is None:
+        candidates = {}
+    if not isinstance(candidates, Mapping):
+        raise _not_settings(where, candidates)
+    unknown = [str(k) for k in candidates if k not in DEFAULT_CANDIDATES]
+    if unknown:
+        raise InputError(
+            f"{where}: candidates has unknown setting(s) {', '.join(unknown)}: its settings must be some of "
+            f"{', '.join(DEFAULT_CANDIDATES)}"
+        )
+    c = {**DEFAULT_CANDIDATES, **candidates}
+    try:
+        check_int("candidates.top_k_lexical", c["top_k_lexical"], 1, LIMITS["top_k_lexical"])
+        check_int("candidates.lexical_depth", c["lexical_depth"], 1, LIMITS["lexical_depth"])
+        check_int("candidates.max_hops", c["max_hops"], 0, MAX_HOPS)
+        check_choice("candidates.expand", c["expand"], EXPAND_MODES)
+        check_int("candidates.max_neighbours", c["max_neighbours"], 1, LIMITS["max_neighbours"], allow_none=True)
+        check_int("candidates.max_candidates", c["max_candidates"], 0, LIMITS["max_candidates"], allow_none=True)
+        check_int("candidates.fanout", c["fanout"], 1, LIMITS["fanout"])
+    except ConfigError as exc:
+        raise InputError(f"{where}: {exc}: {_FIX}") from None
+    if not isinstance(c["hub_weighting"], bool):
+        raise InputError(
+            f"{where}: candidates.hub_weighting must be true or false, got {_shown(c['hub_weighting'])}: {_FIX}"
+        )
+    relations = c["relations"]
+    if (
+        isinstance(relations, (str, bytes, Mapping))
+        or not isinstance(relations, Iterable)
+        or not (relations := list(relations))
+        or any(not isinstance(r, str) or r not in RELATIONS for r in relations)
+    ):
+        raise InputError(
+            f"{where}: candidates.relations must be a list of some of {', '.join(RELATIONS)}, got "
+            f"{_shown(c['relations'])}: {_FIX}"
+        )
+    c["relations"] = list(dict.fromkeys(relations))
+    return c
 
 
 _OWN_KEYS = {"format", "version", "name", "algorithm", "features", "weights", "scales", "candidates"}

@@ -16,8 +16,10 @@ Errors are JSON, ``{"error": message, "kind": name}``: a ``ConfigError`` or ``In
 413, a ``PaperNotFoundError`` 404, an index that cannot be read (missing, not an index, another schema revision,
 locked or damaged) 503, and anything else 500 with a generic message (the traceback goes to the server's log
 only). A parameter of the wrong type or a missing one (FastAPI's own check) is 400 too, kind
-``RequestValidationError``: for a client it is the same mistake as a limit out of range. An unknown path is 404 and
-a wrong method 405, kind ``HTTPException``.
+``RequestValidationError``: for a client it is the same mistake as a limit out of range; each names the parameter or
+the body's field (``limit``, ``query``). A bad filter names the query parameter (``year``, ``author``:
+``params.check_filters``), not the command line's option. An unknown path is 404 and a wrong method 405, kind
+``HTTPException``.
 
 Routes are plain functions, which Starlette runs in its thread pool; each thread reads through its own client
 (``Service.client()``). How the server bounds its work (requests in flight, a pool of its own for the slow
@@ -55,6 +57,7 @@ from ..params import (
     PAPER_ID,
     REFERENCES_OFFSET,
     Param,
+    check_filters,
     library_names,
     with_filters,
 )
@@ -260,7 +263,14 @@ async def _send_raw(send, status: int, payload: bytes, retry: bool = False) -> N
     await send({"type": "http.response.body", "body": payload})
 
 
+#: Where FastAPI says it found a bad value: the first part of an error's ``loc``, before the parameter's name.
+_LOCATIONS = ("query", "path", "body", "header", "cookie")
+
+
 def _validation_message(exc: RequestValidationError, request: Request | None = None) -> str:
+    """FastAPI's errors as one message, each naming the parameter or the body's field (``limit``, ``query``,
+    ``subqueries.0``) by its ``loc`` without the location it was found in (only the first part of ``loc`` is a
+    location: ``("body", "query")`` is the body's field ``query``)."""
     parts = []
     for error in exc.errors():
         if error.get("type") == "model_attributes_type" and tuple(error.get("loc", ())) == ("body",):
@@ -271,7 +281,9 @@ def _validation_message(exc: RequestValidationError, request: Request | None = N
         if error.get("type") == "json_invalid":
             parts.append(f"the body is not valid JSON ({error.get('ctx', {}).get('error', 'JSON decode error')})")
             continue
-        loc = [str(p) for p in error.get("loc", ()) if p not in ("query", "path", "body")]
+        loc = [str(p) for p in error.get("loc", ())]
+        if loc and loc[0] in _LOCATIONS:
+            loc = loc[1:]
         parts.append(f"{'.'.join(loc) or 'body'}: {error.get('msg', 'invalid')}")
     return "; ".join(parts) or "the request is not valid"
 
@@ -340,7 +352,9 @@ def create_app(service: Service, limits: bounds.Limits | None = None) -> FastAPI
     ) -> JSONResponse:  # fmt: skip
         """Rank papers for a query (`retrieval search --json`): each result with its authors, abstract, scores
         and why it is where it is; the metrics, the filters and the expansion's report."""
-        return JSONResponse(service.search(q, limit=limit, offset=offset, **library_names(filters)))
+        values = library_names(filters)
+        check_filters(values)
+        return JSONResponse(service.search(q, limit=limit, offset=offset, **values))
 
     def similar(
         paper_id: PaperId,
@@ -351,7 +365,9 @@ def create_app(service: Service, limits: bounds.Limits | None = None) -> FastAPI
     ) -> JSONResponse:
         """Papers like this one (`retrieval similar --json`): co-citation, shared references and text similarity,
         each with the seeds it is co-cited with, the references it shares and its text score."""
-        data = service.similar([paper_id], limit=limit, offset=offset, exclude=exclude, **library_names(filters))
+        values = library_names(filters)
+        check_filters(values)
+        data = service.similar([paper_id], limit=limit, offset=offset, exclude=exclude, **values)
         return JSONResponse(data)
 
     app.get("/search", tags=["api"], responses=_errors(400, 413))(with_filters(search, _query, rename=True))

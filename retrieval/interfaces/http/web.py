@@ -264,6 +264,8 @@ def _search(service: Service, request: Request, values: dict) -> tuple[int, int,
     offset = _int_param(request, "offset", 0)
     limit = _int_param(request, "limit", PAGE_SIZE)
     q = request.query_params.get("q", "")
+    # Messages that name the form's fields (year, author), not the command line's options.
+    parameters.check_filters(values)
     return offset, limit, service.search(q, limit=limit, offset=offset, **values)
 
 

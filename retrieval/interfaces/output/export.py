@@ -10,7 +10,7 @@ record)`` tuples, or one object with ``.paper`` (a page of ``show``), so that ev
 - ``jsonl``: one object per entry: ``{"rank": ..., **record}``, the record being the entry's ``to_dict()`` (a
   ranked entry's, with the paper's authors added) or the record given in a tuple.
 - ``csv``: a header, then one row per entry: rank, id, year, title, authors (``; ``-joined), citations (papers of
-  the index citing it, where known), score.
+  the index citing it, where known: ``citation_count``; for ``show``, all of them, not the page listed), score.
 - ``bibtex``: one ``@misc`` entry per paper (see ``to_bibtex``); ``ris``: one record per paper, ``TY  - UNPB``
   for an arXiv e-print (see ``to_ris``).
 
@@ -104,9 +104,19 @@ def to_csv(listed: Sequence[Entry]) -> str:
         year = "" if p.year is None else p.year
         score = "" if e.score is None else repr(e.score)
         names = "; ".join(readable(a) for a in joined_authors(p.authors))
-        cited = e.record.get("citations")
-        writer.writerow([e.rank, p.id, year, readable(p.title), names, "" if cited is None else cited, score])
+        writer.writerow([e.rank, p.id, year, readable(p.title), names, citation_count(e.record), score])
     return out.getvalue()
+
+
+def citation_count(record: dict) -> int | str:
+    """The CSV's ``citations`` of a record: how many papers of the index cite the paper (a ranked entry's
+    ``citations``, a ``show`` page's ``citations_total``, its ``citations`` being the page of citing papers), or
+    empty where the record does not know."""
+    for key in ("citations", "citations_total"):
+        count = record.get(key)
+        if isinstance(count, int) and not isinstance(count, bool):
+            return count
+    return ""
 
 
 # -- identifiers -------------------------------------------------------------------------------------------------
