@@ -340,3 +340,15 @@ def test_options_of_a_number_at_least_0_refuse_nan_and_infinity(demo_db, capsys,
             main(argv)
         assert exit_.value.code == 2
         assert "expected a finite number of at least 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["search", "black hole"], ["stats"], ["remove", "p001"], ["check"]])
+def test_a_folder_given_as_the_index_is_named_as_one(argv, tmp_path, capsys):
+    """SQLite reads a folder as a disk I/O error ("check the disk (full, removed, read-only?)"): the message says
+    it is a folder and which path to give."""
+    folder = tmp_path / "indexes"
+    folder.mkdir()
+    code, out, err = run(capsys, *argv, "--db", str(folder))
+    assert code == 1 and out == ""
+    assert f"{folder} is a folder, not an index file" in err and str(folder / "retrieval.db") in err
+    assert "disk" not in err and list(folder.iterdir()) == []

@@ -21,7 +21,7 @@ from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
 
-from ..config import DatabaseURL
+from ..config import DEFAULT_DB, DatabaseURL
 from ..errors import IndexNotFoundError, NotAnIndexError, RetrievalError, SchemaVersionError, StoreError
 from ..text import TOKENISER_NAME, TOKENISER_VERSION, Analyser
 from .schema.catalogue import required
@@ -68,6 +68,10 @@ def connect(path: Path, readonly: bool = True) -> sqlite3.Connection:
     right for a read-only copy: nothing can write to it. Statements use named parameters (``:name``) with a
     dict, so the SQL text is what ``--sql`` prints.
     """
+    if os.path.isdir(path):  # SQLite calls it a disk I/O error
+        raise StoreError(
+            f"{path} is a folder, not an index file: give the index file's path (such as {Path(path) / DEFAULT_DB})"
+        )
     try:
         conn = _open(_uri(path) + ("?mode=ro" if readonly else ""), readonly)
     except sqlite3.DatabaseError as exc:
