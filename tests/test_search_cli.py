@@ -52,6 +52,25 @@ def test_year_author_and_offset_filter_and_page(db, capsys):
     assert paged["results"][0]["rank"] == 2
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["author:Maldacena"], "no words to rank by, only filters (an author)"),
+        (["year:1998"], "no words to rank by, only filters (a year)"),
+        (["-black -hole"], "no words to rank by, only filters (exclusions)"),
+        (["", "--author", "Maldacena", "--year", "1998"], "no words to rank by, only filters (a year, an author)"),
+        ([""], "the query is empty: nothing to rank"),
+        (["!!! ..."], "no words to search (only punctuation)"),
+    ],
+)
+def test_a_query_without_words_says_what_it_has_instead(argv, says, db, capsys):
+    """A query of filters alone was told it had "only punctuation": it says it has only filters, and how to add
+    words; an empty query says it is empty."""
+    code, out, err = run(capsys, "search", *argv, "--db", db)
+    assert code == 0 and "no results" in out
+    assert err.startswith("retrieval: warning: the query ") and says in err
+
+
 def test_syntax_and_warnings_on_stderr(db, capsys):
     code, out, err = run(capsys, "search", '"black hole" -entropy', "--db", db, "--json")
     assert code == 0 and [r["id"] for r in json.loads(out)["results"]] == ["a2"]

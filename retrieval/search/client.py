@@ -495,6 +495,13 @@ def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Fil
         if analysed.stopped:
             return [f"the query has only stop words ({_listed(list(analysed.stopped))}), which this index does not "
                     "search: nothing to rank"]  # fmt: skip
+        if filters.years or filters.authors or filters.exclude:
+            given = [*(["a year"] if filters.years else []), *(["an author"] if filters.authors else []),
+                     *(["exclusions"] if filters.exclude else [])]  # fmt: skip
+            return [f"the query has no words to rank by, only filters ({', '.join(given)}): add words, such as "
+                    "'black hole author:Maldacena' (filters choose among the papers that words find)"]  # fmt: skip
+        if not query.text.strip():
+            return ["the query is empty: nothing to rank"]
         return ["the query has no words to search (only punctuation): nothing to rank"]
     found = {t.term for t in wq.terms}
     if analysed.analyser == query.analyser:  # the words are the terms: nothing to analyse again
