@@ -71,6 +71,16 @@ def test_a_query_without_words_says_what_it_has_instead(argv, says, db, capsys):
     assert err.startswith("retrieval: warning: the query ") and says in err
 
 
+def test_a_year_in_the_query_and_a_year_option_that_differ_say_which_is_used(db, capsys):
+    """``year:1996`` in the query and ``--year 1999``: the option's years are used, and a warning says so (it
+    was silent); the same years in both, no warning."""
+    code, out, err = run(capsys, "search", "black hole year:1996", "--year", "1999", "--db", db, "--json")
+    assert code == 0 and [r["id"] for r in json.loads(out)["results"]] == ["a2"]
+    assert "the query's year:1996 and the year filter (1999) both ask for years: the filter's, 1999, is used" in err
+    code, out, err = run(capsys, "search", "black hole year:1999", "--year", "1999", "--db", db, "--json")
+    assert code == 0 and [r["id"] for r in json.loads(out)["results"]] == ["a2"] and err == ""
+
+
 def test_syntax_and_warnings_on_stderr(db, capsys):
     code, out, err = run(capsys, "search", '"black hole" -entropy', "--db", db, "--json")
     assert code == 0 and [r["id"] for r in json.loads(out)["results"]] == ["a2"]

@@ -192,6 +192,11 @@ class RetrievalClient:
                 raise ConfigError(f"a query is a string, got {type(query).__name__}")
             asked = syntax_parse(query, syntax)
         warnings = list(asked.warnings)
+        if year is not None and asked.year is not None and str(year).strip() != str(asked.year).strip():
+            warnings.append(
+                f"the query's year:{asked.year} and the year filter ({year}) both ask for years: the filter's, "
+                f"{year}, is used"
+            )
         depth = lexical_depth(cfg) if limit is None else max(lexical_depth(cfg), offset + limit)
         ahead = lexical.TermsAhead(query if isinstance(query, Query) else asked.text)
         with self._executor.snapshot(ahead) as snap:  # one state of the file, even while another process adds papers
