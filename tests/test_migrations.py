@@ -181,3 +181,24 @@ def test_a_bulk_build_leaves_the_migrated_schema(tmp_path):
             return {name: " ".join(sql.replace('"', "").split()) for name, sql in rows}
 
     assert indexes(built) == indexes(migrated)
+
+
+def test_an_index_whose_tables_are_not_its_recorded_revision_is_refused_with_a_message(tmp_path, capsys):
+    """A file that records an older revision than its tables are (edited by hand, or written by something else):
+    the migration fails on a table that already exists. The upgrade says so and what to do, exit 1, and leaves
+    the file as it was (it printed SQLAlchemy's traceback)."""
+    from retrieval.interfaces.cli import main
+
+    db = tmp_path / "x.db"
+    build(db=db)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE alembic_version SET version_num = '0004'")
+    conn.commit()
+    conn.close()
+    before = db.read_bytes()
+    assert main(["upgrade", "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot upgrade {db} from schema revision 0004: its tables are not those of that revision" in err
+    assert "already exists" in err and "retrieval build --from" in err and "Traceback" not in err
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

@@ -163,7 +163,21 @@ def _upgrade(path: Path) -> Upgrade:
         finally:
             source.close()
             copy.close()
-        migrate(tmp)
+        try:
+            migrate(tmp)
+        except Exception as exc:
+            from sqlalchemy.exc import SQLAlchemyError
+
+            if not isinstance(exc, SQLAlchemyError):
+                raise
+            # The tables do not look like the revision the file records (edited by hand, or written by something
+            # else): the migration's first line, and what to do; the copy is discarded below.
+            cause = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            raise SchemaVersionError(
+                f"cannot upgrade {path} from schema revision {before}: its tables are not those of that revision "
+                f"({cause}); nothing was changed. Rebuild the index from its corpus (`retrieval build --from FILE "
+                f"--db {path}`), or check it (`retrieval check --db {path}`)"
+            ) from None
         if outdated:
             from ..sqlite.reindex import reindex
 
