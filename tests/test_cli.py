@@ -352,3 +352,15 @@ def test_a_folder_given_as_the_index_is_named_as_one(argv, tmp_path, capsys):
     assert code == 1 and out == ""
     assert f"{folder} is a folder, not an index file" in err and str(folder / "retrieval.db") in err
     assert "disk" not in err and list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("content", ["", "\n\n"])
+def test_building_from_a_file_without_papers_names_the_file(content, tmp_path, capsys):
+    """An empty corpus file (or one of blank lines): the message names it ("the index would hold no papers"
+    named nothing), and no index is left."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text(content)
+    code, out, err = run(capsys, "build", "--from", str(empty), "--db", str(tmp_path / "x.db"))
+    assert code == 1 and out == ""
+    assert "empty.jsonl holds no papers: nothing to index" in err
+    assert not (tmp_path / "x.db").exists()

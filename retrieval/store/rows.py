@@ -162,6 +162,9 @@ def write_statistics(
     ``count_edges`` also counts live and dangling edges, a scan of ``citations`` that a build can afford and
     an add, whose cost should follow its size, leaves to ``retrieval stats``."""
     if counts.n_papers == 0:
+        source = (extra or {}).get("source")
+        if source:
+            raise InputError(f"{source} holds no papers: nothing to index; check the file (a paper per line)")
         raise InputError("the index would hold no papers: nothing to index (check the input)")
     lo, hi = conn.execute(YEARS_SQL).fetchone()
     info = {
