@@ -364,3 +364,13 @@ def test_building_from_a_file_without_papers_names_the_file(content, tmp_path, c
     assert code == 1 and out == ""
     assert "empty.jsonl holds no papers: nothing to index" in err
     assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize("option", ["--graphml", "--dot"])
+def test_explain_says_which_graph_file_it_cannot_write(option, demo_db, tmp_path, capsys):
+    """A folder, or a file in a folder that does not exist, given as the graph's file: the message names the
+    option and the path (it printed the system's error alone: "[Errno 21] Is a directory: ...")."""
+    for target, reason in ((tmp_path, "Is a directory"), (tmp_path / "absent" / "g.out", "No such file")):
+        code, out, err = run(capsys, "explain", "attention", "--db", str(demo_db), option, str(target))
+        assert code == 1
+        assert "cannot write the graph as" in err and f"to {target} ({reason}" in err and f"give {option} a file" in err

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ...errors import ConfigError
+from ...errors import ConfigError, InputError
 from ...evidence.config import CAP_POLICIES, COVERAGES, RANKERS, RECENCY, EvidenceConfig
 from .options import DB_HELP, add_output_args, bounded, index_location, non_negative, query, unit, year
 
@@ -115,10 +115,17 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     run = explain_index(args.query, db=args.db, subqueries=args.subquery, plan=args.plan, config=config, save=args.save)
     written = []
-    if args.graphml:
-        written.append(("GraphML", write_graphml(run, args.graphml)))
-    if args.dot:
-        written.append(("DOT", write_dot(run, args.dot)))
+    for kind, option, path, write in (("GraphML", "--graphml", args.graphml, write_graphml),
+                                      ("DOT", "--dot", args.dot, write_dot)):  # fmt: skip
+        if not path:
+            continue
+        try:
+            written.append((kind, write(run, path)))
+        except OSError as exc:
+            raise InputError(
+                f"cannot write the graph as {kind} to {path} ({exc.strerror or exc}): give {option} a file in a "
+                "folder you may write to"
+            ) from None
     if args.format is not None:
         from ..output.export import export
 
