@@ -374,3 +374,23 @@ def test_explain_says_which_graph_file_it_cannot_write(option, demo_db, tmp_path
         code, out, err = run(capsys, "explain", "attention", "--db", str(demo_db), option, str(target))
         assert code == 1
         assert "cannot write the graph as" in err and f"to {target} ({reason}" in err and f"give {option} a file" in err
+
+
+def test_explain_exports_carry_each_papers_citation_count(demo_db, capsys):
+    """explain's CSV left its citations column empty and its JSON lines had no count: both give the papers of the
+    index citing each paper, as a search's exports do."""
+    import csv
+    import io
+
+    from retrieval import RetrievalClient
+
+    code, out, _ = run(capsys, "explain", "attention", "--db", str(demo_db), "--top-k", "5", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and rows
+    with RetrievalClient(demo_db) as client:
+        papers = client.papers([row["id"] for row in rows])
+    assert [int(row["citations"]) for row in rows] == [len(papers[row["id"]].citations) for row in rows]
+    assert any(int(row["citations"]) > 0 for row in rows)
+    code, out, _ = run(capsys, "explain", "attention", "--db", str(demo_db), "--top-k", "5", "--format", "jsonl")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line["citations"] for line in lines] == [int(row["citations"]) for row in rows]
