@@ -231,6 +231,18 @@ def test_cli_wrong_format_openalex_on_the_projects_own_format_is_refused(tmp_pat
     assert main(["build", "--from", str(FIXTURES / "papers.jsonl"), "--db", str(tmp_path / "x.db")]) == 0
 
 
+@pytest.mark.parametrize(("fixture", "fmt"), [("openalex-works.jsonl", "openalex"), ("s2-papers.jsonl", "s2")])
+def test_cli_format_jsonl_on_openalex_works_or_s2_papers_is_refused(fixture, fmt, tmp_path, capsys):
+    """OpenAlex works read as the project's own records lost their abstracts, years, authors and references (the
+    build succeeded with titles alone), and S2 papers were refused for a missing 'id': refused at the first line
+    with the format to give."""
+    code = main(["build", "--from", str(FIXTURES / fixture), "--format", "jsonl", "--db", str(tmp_path / "x.db")])
+    err = capsys.readouterr().err
+    assert code == 1 and f"{fixture}:1: not a record of the project's own format" in err
+    assert f"give --format {fmt}" in err and "Traceback" not in err
+    assert not (tmp_path / "x.db").exists()
+
+
 def test_undetectable_format_asks_for_format(tmp_path):
     src = write_jsonl(tmp_path / "odd.jsonl", [{"name": "no id here"}])
     with pytest.raises(InputError, match=r"odd\.jsonl:1: cannot tell the format .* --format"):

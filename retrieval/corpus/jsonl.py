@@ -146,6 +146,10 @@ def _id(value: object, field: str, where: Where) -> str:
 
 def parse_jsonl(record: dict, where: Where, source: str) -> Paper:
     """A record of the project's own format."""
+    other = detect_format(record)
+    if other not in (None, "jsonl") and ("id" not in record or not any(field in record for field in _OWN_FIELDS)):
+        # Read as this format, an OpenAlex work or an S2 paper would lose its abstract, year, authors and references.
+        raise InputError.at(*where, "not a record of the project's own format" + _suggest(record, "jsonl"))
     pid = _id(record.get("id"), "id", where)
     title = record.get("title")
     if not isinstance(title, str):  # an empty title is allowed: real corpora have a few (CACM does)
