@@ -510,6 +510,42 @@ def test_the_threshold_equals_a_partition_of_every_partial_score(seed, k, size, 
         assert (values >= _kth_bound(values, k)).sum() >= k
 
 
+def test_a_chunk_marked_kept_by_another_thread_while_gathered_leaves_the_batch_aligned():
+    """Short chunks are unpacked in one batch, each chunk then taking its span of it; another thread's search may
+    mark a chunk kept (``CACHE``) while this one gathers. Which chunks the batch holds is decided once: the
+    spans stay those of the chunks unpacked (they were decided twice, and a chunk marked in between shifted every
+    span after it: a wrong-shape error under threads, or parts given to the wrong papers)."""
+    from retrieval.search.blobs import _Chunk, _gathered, _Scoring
+
+    class MarkedMidway(_Chunk):
+        """A chunk that another thread marks kept right after this one first asks."""
+
+        __slots__ = ("asked",)
+
+        @property
+        def keep(self) -> bool:
+            self.asked = getattr(self, "asked", 0) + 1
+            return self.asked > 1
+
+        @keep.setter
+        def keep(self, value: bool) -> None:
+            pass
+
+    rng = np.random.default_rng(11)
+    docs = np.sort(rng.choice(np.arange(1, 50_000), 2_100, replace=False))
+    counts = rng.integers(1, 9, len(docs))
+    lengths = rng.integers(20, 400, len(docs))
+    scoring = _Scoring(1.5, 0.75, 120.0)
+    rows = [postings.encode(7, docs[a : a + 700], counts[a : a + 700], lengths[a : a + 700]) for a in (0, 700, 1400)]
+    weights = [1.0, 2.0, 3.0]
+    expected = _gathered(list(zip(weights, [_Chunk(row) for row in rows], strict=True)), scoring)
+    chunks = [_Chunk(rows[0]), MarkedMidway(rows[1]), _Chunk(rows[2])]
+    got = _gathered(list(zip(weights, chunks, strict=True)), scoring)
+    assert chunks[1].asked >= 1  # asked while gathered (kept from its second ask on)
+    assert got[0].tolist() == expected[0].tolist() == docs.tolist()
+    assert got[1].tolist() == expected[1].tolist()
+
+
 @pytest.mark.parametrize("keep", [False, True])
 def test_a_chunk_scored_whole_adds_the_sql_parts_whichever_way_it_is_decoded(keep):
     """A chunk scored whole adds to the dense array the doubles ``_Scoring.parts`` gives (the SQL's, operation for

@@ -720,13 +720,16 @@ def _gathered(
     page), for a caller done with them before it asks again."""
     if not chunks:
         return np.empty(0, dtype=np.int64), np.empty(0)
-    packed = [chunk for _, chunk in chunks if chunk.whole is None and not chunk.keep]
+    # Which chunks are unpacked together, decided once: another thread's search may mark a chunk kept (``CACHE``)
+    # or keep its arrays meanwhile, and the spans of the batch must stay those of the chunks it unpacked.
+    fresh = [chunk.whole is None and not chunk.keep for _, chunk in chunks]
+    packed = [chunk for (_, chunk), new in zip(chunks, fresh, strict=True) if new]
     spans = iter(())
     if packed:
         batch = _unpacked(packed, scoring)
         ends = np.cumsum([chunk.df for chunk in packed]).tolist()
         spans = (tuple(a[end - chunk.df : end] for a in batch) for chunk, end in zip(packed, ends, strict=True))
-    arrays = [chunk.decoded(scoring) if chunk.whole is not None or chunk.keep else next(spans) for _, chunk in chunks]
+    arrays = [next(spans) if new else chunk.decoded(scoring) for (_, chunk), new in zip(chunks, fresh, strict=True)]
     n = sum(chunk.df for _, chunk in chunks)
     if into is None:
         into = _Scratch(n)
