@@ -96,3 +96,52 @@ def test_ctrl_c_during_a_sqlite_read_is_an_interrupt_not_a_file_error(demo_db):
         threading.Timer(0.3, client.interrupt).start()
         with pytest.raises(StoreError, match="interrupted"):
             snap.rows("a statement stopped from another thread", _UNTIL_STOPPED)
+
+
+_SHARED_SCRIPT = """
+import json, sys, threading
+from retrieval import RetrievalClient
+queries = ["attention sparsity", "routing block", "pruning"]
+with RetrievalClient(sys.argv[1]) as client:
+    got, errors = [], []
+    def work(i):
+        try:
+            for j in range(20):
+                q = queries[(i + j) % 3]
+                got.append((q, [[r.paper.id, r.final_score] for r in client.search(q, limit=5).ranked]))
+                if j % 5 == 0:
+                    got.append(("similar", [r.paper.id for r in client.similar("p001", limit=5).ranked]))
+                if j % 7 == 0:
+                    got.append(("paper", client.paper("p002").id))
+        except BaseException as exc:
+            errors.append(repr(exc))
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+print(json.dumps({"got": got, "errors": errors}))
+"""
+
+
+def test_one_client_shared_by_threads_takes_turns_and_answers_as_alone(demo_db):
+    """Threads sharing one client (with its default read budget, a progress handler that calls back into
+    Python): each snapshot has the connection to itself, and every answer is the one a thread alone gets (the
+    process hung for good: one thread held the connection inside SQLite, waiting for the interpreter in the
+    progress handler, while another held the interpreter, waiting for the connection)."""
+    import json
+    import subprocess
+    import sys
+
+    queries = ["attention sparsity", "routing block", "pruning"]
+    with RetrievalClient(demo_db) as client:
+        alone = {q: [[r.paper.id, r.final_score] for r in client.search(q, limit=5).ranked] for q in queries}
+        alone["similar"] = [r.paper.id for r in client.similar("p001", limit=5).ranked]
+        alone["paper"] = "p002"
+    done = subprocess.run(
+        [sys.executable, "-c", _SHARED_SCRIPT, str(demo_db)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["errors"] == [] and len([q for q, _ in out["got"] if q in queries]) == 80
+    assert all(answer == alone[q] for q, answer in out["got"])

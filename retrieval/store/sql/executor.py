@@ -8,6 +8,7 @@ its name and parameters, just before it runs, so a trace of a search is complete
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections import namedtuple
 from collections.abc import Callable, Mapping
@@ -116,6 +117,7 @@ class Executor:
         self.path = path  # for messages
         self.cache: StatementCache | None = None
         self._snapshot: Snapshot | None = None
+        self._turn = threading.RLock()  # held by the thread whose snapshot is open (``snapshot``)
         self.last_stats: IndexStats | None = None  # what the latest snapshot read (its ``info`` too)
         # A sharded index: one executor per shard (retrieval.store.postgres.shards).
         self.shards: list[Executor] | None = None
@@ -322,6 +324,17 @@ class _SnapshotScope:
         self.outer = False
 
     def __enter__(self) -> Snapshot:
+        # One snapshot at a time per connection: a client shared by threads takes turns (its connection, its
+        # snapshot and the SQLite progress handler's deadline are one thread's at a time); nested scopes of the
+        # same thread join the open snapshot.
+        self.executor._turn.acquire()
+        try:
+            return self._enter()
+        except BaseException:
+            self.executor._turn.release()
+            raise
+
+    def _enter(self) -> Snapshot:
         executor = self.executor
         if executor._snapshot is not None:
             self.outer = True
@@ -350,8 +363,11 @@ class _SnapshotScope:
         return executor._snapshot
 
     def __exit__(self, *exc: object) -> None:
-        if not self.outer:
-            self._end()
+        try:
+            if not self.outer:
+                self._end()
+        finally:
+            self.executor._turn.release()
 
     def _begin_on_server(self) -> tuple[list[tuple], dict]:
         """``BEGIN_READ_SQL``'s rows, and the ahead statements as they ran with them (``sql: (params, rows)``);
