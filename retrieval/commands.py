@@ -75,7 +75,9 @@ def build(
         papers = merge_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus))
         return backend.build(papers, shards=shards, source=BUILTIN, **options)
     if not isinstance(source, (str, os.PathLike)):
-        return backend.build(source, shards=shards, **options)
+        from .corpus.jsonl import checked_papers
+
+        return backend.build(checked_papers(source), shards=shards, **options)
     src = _corpus_file(source)
     return backend.build(PaperFile(src, format), shards=shards, source=src.name, **options)
 
@@ -90,12 +92,14 @@ def add(
     """Add the papers of ``source`` (a corpus file, or ``Paper``s) to the index at ``db`` (a file or a PostgreSQL
     URL) in one transaction; an id already there is an error unless ``replace``. Cost is proportional to the
     papers added, not to the index, and statistics stay exact: the index equals a rebuild from the new corpus."""
-    from .corpus.jsonl import read_papers
+    from .corpus.jsonl import checked_papers, read_papers
     from .store.writer import add_papers
 
     if isinstance(source, (str, os.PathLike)):
         src = _corpus_file(source)
         source = (p for _, p in read_papers(src, format))
+    else:
+        source = checked_papers(source)
     return add_papers(source, backend_of(db), replace=replace, progress=progress)
 
 
@@ -104,6 +108,8 @@ def remove(ids: list[str], db: str | os.PathLike[str] | None = None) -> WriteSum
     transaction."""
     from .store.writer import remove_papers
 
+    if isinstance(ids, str):  # one id, not its characters
+        ids = [ids]
     return remove_papers(ids, backend_of(db))
 
 

@@ -286,3 +286,50 @@ def test_one_public_name_per_operation_and_the_old_names_still_work_with_a_warni
     with pytest.warns(DeprecationWarning, match=r"use retrieval\.upgrade"):
         retrieval.upgrade_index(old)
     assert snapshot(old) == snapshot(db)  # the same index either way
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        (Paper("x\x00y", "attention sparsity"), "'id' 'x\\x00y' holds a control character"),
+        (Paper("", "attention sparsity"), "missing 'id'"),
+        (Paper(5, "attention sparsity"), "missing 'id'"),
+        (Paper("z1", 5), "'title' must be a string, got int"),
+        (Paper("z2", "t", abstract=b"x"), "'abstract' must be a string, got bytes"),
+        (Paper("z3", "t\ud800"), "'title' holds a lone surrogate"),
+        (Paper("z4", "t", authors="Bob Smith"), "'authors' must be a list of strings, got \"Bob Smith\""),
+        (Paper("z5", "t", references="p001"), "'references' must be a list of strings"),
+        (Paper("z6", "t", year=3000), "'year' 3000 is not a year between"),
+        ({"id": "z7", "title": "t"}, "item 2 is a dict, not a Paper"),
+    ],
+)
+def test_papers_a_program_hands_over_are_checked_as_a_files_records_are(given, says, tmp_path):
+    """``add`` and ``build`` from ``Paper`` objects check each as the readers check a record (an id with a NUL
+    was stored, and the index then refused every search as damaged, while ``remove`` could not find the paper;
+    a string of authors became one author per letter): ``InputError`` naming the paper, nothing written."""
+    from retrieval import add
+
+    db = tmp_path / "x.db"
+    build(db=db)
+    before = db.read_bytes()
+    papers = [Paper("ok1", "a fine paper"), given]
+    with pytest.raises(RetrievalError) as raised:
+        add(papers, db=db)
+    assert says in str(raised.value) and "the papers given" in str(raised.value)
+    assert db.read_bytes() == before
+    with pytest.raises(RetrievalError, match="the papers given"):
+        build(db=tmp_path / "new.db", source=papers)
+    assert not (tmp_path / "new.db").exists()
+    with RetrievalClient(db) as client:
+        assert client.search("attention sparsity").ranked
+
+
+def test_remove_takes_one_id_as_a_string(tmp_path):
+    """``remove("p001")`` removes that paper (it read the string as the ids 'p', '0' and '1')."""
+    from retrieval import remove
+
+    db = tmp_path / "x.db"
+    build(db=db)
+    assert remove("p001", db=db).removed == 1
+    with RetrievalClient(db) as client:
+        assert client.paper("p001") is None and client.paper("p002") is not None

@@ -22,7 +22,7 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -142,6 +142,40 @@ def _id(value: object, field: str, where: Where) -> str:
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise InputError.at(*where, f"'{field}' {value!r} holds a control character (NUL, tab, newline, ...)")
     return value
+
+
+def checked_papers(papers: Iterable[Paper], what: str = "the papers given") -> Iterator[Paper]:
+    """``papers`` (``Paper`` objects a program hands to ``build`` or ``add``), each checked as the readers check a
+    file's records: a non-empty id without control characters, texts that are strings (valid Unicode), a year
+    in range or None, lists of strings for authors, references and citations. ``InputError`` names the paper's
+    place among ``what`` and the field (an unchecked one could leave an index no search can read)."""
+    if isinstance(papers, (str, bytes, Paper)) or not hasattr(papers, "__iter__"):
+        raise InputError(f"{what} must be an iterable of Paper objects (or a corpus file's path), got "
+                         f"{type(papers).__name__}")  # fmt: skip
+    for number, paper in enumerate(papers, start=1):
+        if not isinstance(paper, Paper):
+            raise InputError(
+                f"{what}: item {number} is a {type(paper).__name__}, not a Paper: give retrieval.Paper objects, "
+                "or a corpus file's path"
+            )
+        where = (what, number)
+        try:
+            pid = _id(paper.id, "id", where)
+            for field in ("title", "abstract"):
+                if not isinstance(getattr(paper, field), str):
+                    raise InputError.at(
+                        *where, f"paper {pid!r}: '{field}' must be a string, got {type(getattr(paper, field)).__name__}"
+                    )
+            _year(paper.year, pid, "year", where)
+            for field in ("authors", "references", "citations"):
+                values = getattr(paper, field)
+                if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
+                    got = _shown(values if isinstance(values, str) else repr(values))
+                    raise InputError.at(*where, f"paper {pid!r}: '{field}' must be a list of strings, got {got}")
+            _check_unicode(paper, where)
+        except InputError as exc:
+            raise InputError(f"{what}, paper {number}: {exc.reason}") from None
+        yield paper
 
 
 def parse_jsonl(record: dict, where: Where, source: str) -> Paper:
