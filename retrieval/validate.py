@@ -97,3 +97,26 @@ def parse_years(text: str | None, name: str = "--year") -> tuple[int | None, int
     if lo is not None and hi is not None and lo > hi:
         raise ConfigError(f"{name} {quoted(str(text))} ends before it starts: give the earlier year first")
     return lo, hi
+
+
+def year_range(value: object, name: str = "--year") -> tuple[int | None, int | None] | None:
+    """A year filter as a program may give it: a range's text (``parse_years``), one year (``1998``), or
+    ``(first, last)`` with None for an open end; checked as the text is (years in ``YEAR_RANGE``, the earlier
+    first). ``ConfigError`` for anything else."""
+    if value is None or isinstance(value, str):
+        return parse_years(value, name)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return parse_years(str(value), name)
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        lo, hi = value
+        if all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in (lo, hi)):
+            for year in (lo, hi):
+                if year is not None and not YEAR_RANGE[0] <= year <= YEAR_RANGE[1]:
+                    raise ConfigError(f"year {_shown(value)}: years run from {YEAR_RANGE[0]} to {YEAR_RANGE[1]}")
+            if lo is not None and hi is not None and lo > hi:
+                raise ConfigError(f"year {_shown(value)} ends before it starts: give the earlier year first")
+            return None if lo is None and hi is None else (lo, hi)
+    raise ConfigError(
+        f"year must be a range such as '1998-2001', a year (1998) or (first, last) with None for an open end; "
+        f"got {_shown(value)}"
+    )

@@ -12,7 +12,8 @@ from retrieval.corpus.names import matches, name_key, name_words
 from retrieval.corpus.paper import Paper
 from retrieval.errors import ConfigError
 from retrieval.search import lexical
-from retrieval.search.filters import Filters, contains, parse_years
+from retrieval.search.filters import Filters, contains
+from retrieval.validate import parse_years
 from tests.helpers import BACKENDS, index_on
 from tests.reference import ReferenceBM25, close, tokens
 
@@ -239,3 +240,47 @@ def test_surname_forms():
     assert name_key('E. Schr\\"odinger')[0] == "schrodinger"
     assert name_key("Ana van der Berg") == ("berg", "ana van der berg")
     assert name_key("  ") == ("", "")
+
+
+def test_the_python_api_takes_a_year_as_text_a_number_or_a_pair_and_checks_each(demo_db):
+    """A program's ``year``: a range's text, one year, or ``(first, last)`` (None an open end), each checked as
+    the option's text is (an int raised TypeError; a reversed pair or ``("a", "b")`` returned nothing, silently;
+    a pair of huge ints raised OverflowError)."""
+    with RetrievalClient(demo_db) as client:
+        for given, as_text in (
+            (2020, "2020"),
+            ((2019, 2021), "2019-2021"),
+            ((2019, None), "2019-"),
+            ([None, 2019], "-2019"),
+        ):
+            got = [(r.paper.id, r.paper.year) for r in client.search("attention", limit=100, year=given).ranked]
+            assert got and got == [(r.paper.id, r.paper.year) for r in client.search(
+                "attention", limit=100, year=as_text).ranked]  # fmt: skip
+        for bad, says in (((2025, 2000), "ends before it starts"), (("a", "b"), "year must be a range"),
+                          ((float("nan"), None), "year must be a range"), ((-10**30, 10**30), "years run from"),
+                          ([1998, 1999, 2000], "year must be a range"), (True, "year must be a range")):  # fmt: skip
+            with pytest.raises(ConfigError, match=says):
+                client.search("attention", year=bad)
+            with pytest.raises(ConfigError, match=says):
+                client.similar("p001", year=bad)
+
+
+def test_the_python_api_takes_one_id_as_a_string_and_refuses_what_is_no_id(demo_db):
+    """``exclude="p002"`` and ``papers("p001")`` take the string as one id (they read its characters:
+    nothing was excluded, no paper found); what is not a string is a ``ConfigError`` naming the argument, and
+    a closed client says it is closed (a raw sqlite3 error before)."""
+    from retrieval.errors import StoreError
+
+    client = RetrievalClient(demo_db)
+    assert "p002" in [r.paper.id for r in client.similar("p001", limit=20).ranked]
+    assert "p002" not in [r.paper.id for r in client.similar("p001", limit=20, exclude="p002").ranked]
+    assert list(client.papers("p001")) == ["p001"]
+    for bad in (5, None, [None], b"p001"):
+        with pytest.raises(ConfigError, match="paper_ids"):
+            client.similar(bad)
+    with pytest.raises(ConfigError, match="paper_ids: a paper id is a string, got bytes"):
+        client.papers([b"p001"])
+    client.close()
+    for read in (lambda: client.search("attention"), lambda: client.similar("p001"), lambda: client.paper("p002")):
+        with pytest.raises(StoreError, match="is closed: open a new one"):
+            read()

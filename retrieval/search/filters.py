@@ -23,7 +23,7 @@ from ..corpus.names import matches, name_words
 from ..errors import ConfigError
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
-from ..validate import YEAR_RANGE, parse_years, quoted
+from ..validate import YEAR_RANGE, quoted, year_range
 
 YEAR_DOCS_SQL = statement(
     lambda d: (
@@ -104,7 +104,7 @@ class Filters(namedtuple("Filters", "years authors exclude phrases", defaults=(N
     @classmethod
     def make(cls, year=None, authors=(), exclude=(), phrases=()) -> Filters:
         """Filters from option values: ``year`` a range string or ``(first, last)``, ``authors`` names."""
-        years = parse_years(year) if isinstance(year, str) or year is None else tuple(year)
+        years = year_range(year)
         if isinstance(authors, str):
             authors = (authors,)
         for name in authors:

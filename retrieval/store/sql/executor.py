@@ -13,7 +13,7 @@ import time
 from collections import namedtuple
 from collections.abc import Callable, Mapping
 
-from ...errors import QueryTimeoutError
+from ...errors import QueryTimeoutError, StoreError
 from ..database import INDEX_INFO_SQL, IndexStats, store_error
 from ..postgres.connection import is_error as is_server_error
 from ..postgres.connection import server_error
@@ -118,6 +118,7 @@ class Executor:
         self.cache: StatementCache | None = None
         self._snapshot: Snapshot | None = None
         self._turn = threading.RLock()  # held by the thread whose snapshot is open (``snapshot``)
+        self.closed = False  # set by the client that closed the connection: a read then says so
         self.last_stats: IndexStats | None = None  # what the latest snapshot read (its ``info`` too)
         # A sharded index: one executor per shard (retrieval.store.postgres.shards).
         self.shards: list[Executor] | None = None
@@ -336,6 +337,9 @@ class _SnapshotScope:
 
     def _enter(self) -> Snapshot:
         executor = self.executor
+        if executor.closed:
+            where = getattr(executor.path, "shown", executor.path)
+            raise StoreError(f"this client of {where} is closed: open a new one (RetrievalClient) to read the index")
         if executor._snapshot is not None:
             self.outer = True
             return executor._snapshot
