@@ -38,16 +38,16 @@ def check_int(name: str, value: object, minimum: int, maximum: int | None = None
         return
     extra = " or None" if allow_none else ""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number{extra}, got {_shown(value)}")
+        raise ConfigError(f"{name} must be a whole number{extra}, got {shown_value(value)}")
     if value < minimum or (maximum is not None and value > maximum):
         bounds = f"between {minimum:,} and {maximum:,}" if maximum is not None else f"at least {minimum:,}"
-        raise ConfigError(f"{name} must be {bounds}{extra}, got {_shown(value)}")
+        raise ConfigError(f"{name} must be {bounds}{extra}, got {shown_value(value)}")
 
 
 def check_number(name: str, value: object, minimum: float = 0.0, maximum: float | None = None) -> None:
     """``value`` is a real number (not a bool, not NaN) in ``[minimum, maximum]``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise ConfigError(f"{name} must be a number, got {_shown(value)}")
+        raise ConfigError(f"{name} must be a number, got {shown_value(value)}")
     if value < minimum or (maximum is not None and value > maximum):
         bounds = f"between {minimum:g} and {maximum:g}" if maximum is not None else f"at least {minimum:g}"
         raise ConfigError(f"{name} must be {bounds}, got {value}")
@@ -57,14 +57,14 @@ def check_choice(name: str, value: object, choices: Iterable[str]) -> None:
     """``value`` is one of ``choices``."""
     choices = tuple(choices)
     if value not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {_shown(value)}")
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {shown_value(value)}")
 
 
 #: Years a filter may name (the same bounds as the records' years).
 YEAR_RANGE = (1000, 2100)
 
 
-def _shown(value: object) -> str:
+def shown_value(value: object) -> str:
     """A value a user gave, as a message shows it: a string quoted and cut (``quoted``), else its repr."""
     return quoted(value) if isinstance(value, str) else repr(value)[:60]
 
@@ -112,11 +112,11 @@ def year_range(value: object, name: str = "--year") -> tuple[int | None, int | N
         if all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in (lo, hi)):
             for year in (lo, hi):
                 if year is not None and not YEAR_RANGE[0] <= year <= YEAR_RANGE[1]:
-                    raise ConfigError(f"year {_shown(value)}: years run from {YEAR_RANGE[0]} to {YEAR_RANGE[1]}")
+                    raise ConfigError(f"year {shown_value(value)}: years run from {YEAR_RANGE[0]} to {YEAR_RANGE[1]}")
             if lo is not None and hi is not None and lo > hi:
-                raise ConfigError(f"year {_shown(value)} ends before it starts: give the earlier year first")
+                raise ConfigError(f"year {shown_value(value)} ends before it starts: give the earlier year first")
             return None if lo is None and hi is None else (lo, hi)
     raise ConfigError(
         f"year must be a range such as '1998-2001', a year (1998) or (first, last) with None for an open end; "
-        f"got {_shown(value)}"
+        f"got {shown_value(value)}"
     )

@@ -63,7 +63,7 @@ from ..corpus.paper import Paper
 from ..errors import ConfigError, InputError
 from ..store.sql.dialect import Dialect, statement
 from ..text import tokenise
-from ..validate import LIMITS, check_choice, check_int, quoted
+from ..validate import LIMITS, check_choice, check_int, shown_value
 from . import vote
 from .adjacency import GRAPHS
 from .blend import RankedPaper, recency
@@ -189,13 +189,14 @@ class RankerModel:
     ) -> None:
         where = f"the model file {source}" if source else f"the model {name!r}"
         if not isinstance(name, str) or not name:
-            raise InputError(f"{where}: name must be a non-empty string, got {_shown(name)}: {_FIX}")
+            raise InputError(f"{where}: name must be a non-empty string, got {shown_value(name)}: {_FIX}")
         features = _listed(where, "features", features, "feature names")
         weights = _listed(where, "weights", weights, "numbers")
         scales = _listed(where, "scales", scales, "numbers")
         for f in features:
             if not isinstance(f, str):
-                raise InputError(f"{where}: features must be a list of feature names, got {_shown(f)} in it: {_FIX}")
+                got = shown_value(f)
+                raise InputError(f"{where}: features must be a list of feature names, got {got} in it: {_FIX}")
         unknown = [f for f in features if f not in FEATURES]
         if unknown:
             raise InputError(
@@ -212,7 +213,7 @@ class RankerModel:
         for field, values in (("weights", weights), ("scales", scales)):
             for value in values:
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                    raise InputError(f"{where}: {field} must be finite numbers, got {_shown(value)} in it: {_FIX}")
+                    raise InputError(f"{where}: {field} must be finite numbers, got {shown_value(value)} in it: {_FIX}")
         if any(s <= 0 for s in scales):
             raise InputError(f"{where}: every one of scales must be positive: {_FIX}")
         self.name = name
@@ -307,7 +308,7 @@ class RankerModel:
         version = data.get("version")
         if isinstance(version, bool) or not isinstance(version, int):
             raise InputError(
-                f"{source or 'the model'}: version must be the whole number {MODEL_VERSION}, got {_shown(version)}"
+                f"{source or 'the model'}: version must be the whole number {MODEL_VERSION}, got {shown_value(version)}"
             )
         if version != MODEL_VERSION:
             raise InputError(
@@ -344,15 +345,10 @@ class RankerModel:
 _FIX = "correct the file, or write a new one with `retrieval train`"
 
 
-def _shown(value: object) -> str:
-    """A value of a model file as a message shows it: a string quoted and cut, anything else's repr cut."""
-    return quoted(value) if isinstance(value, str) else repr(value)[:60]
-
-
 def _listed(where: str, field: str, value: object, what: str) -> tuple:
     """``value`` (a model's ``field``) as a tuple: it must be a list (not a string, an object or a number)."""
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise InputError(f"{where}: {field} must be a list of {what}, got {_shown(value)}: {_FIX}")
+        raise InputError(f"{where}: {field} must be a list of {what}, got {shown_value(value)}: {_FIX}")
     return tuple(value)
 
 
@@ -360,7 +356,7 @@ def _not_settings(where: str, value: object) -> InputError:
     """The error for a model's ``candidates`` that is not an object."""
     return InputError(
         f"{where}: candidates must be an object of candidate settings ({', '.join(DEFAULT_CANDIDATES)}), got "
-        f"{_shown(value)}: {_FIX}"
+        f"{shown_value(value)}: {_FIX}"
     )
 
 
@@ -390,7 +386,7 @@ def _checked_candidates(where: str, candidates: object) -> dict:
         raise InputError(f"{where}: {exc}: {_FIX}") from None
     if not isinstance(c["hub_weighting"], bool):
         raise InputError(
-            f"{where}: candidates.hub_weighting must be true or false, got {_shown(c['hub_weighting'])}: {_FIX}"
+            f"{where}: candidates.hub_weighting must be true or false, got {shown_value(c['hub_weighting'])}: {_FIX}"
         )
     relations = c["relations"]
     if (
@@ -401,7 +397,7 @@ def _checked_candidates(where: str, candidates: object) -> dict:
     ):
         raise InputError(
             f"{where}: candidates.relations must be a list of some of {', '.join(RELATIONS)}, got "
-            f"{_shown(c['relations'])}: {_FIX}"
+            f"{shown_value(c['relations'])}: {_FIX}"
         )
     c["relations"] = list(dict.fromkeys(relations))
     return c
