@@ -19,6 +19,8 @@ DEFAULT_DB = "retrieval.db"
 
 #: The most hops the citation walk takes; larger requests are clamped to it.
 MAX_HOPS = 2
+#: The largest blend weight a configuration takes: a weight past it would carry scores out of a double's range.
+MAX_WEIGHT = 1e6
 #: graph_score by hop distance: a seed, a neighbour of a seed, a neighbour of a neighbour.
 GRAPH_SCORES = {0: 1.0, 1: 0.6, 2: 0.3}
 
@@ -230,7 +232,7 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
             warnings.warn(f"max_hops {self.max_hops} is more than {MAX_HOPS}: clamped to {MAX_HOPS}", stacklevel=4)
             changes["max_hops"] = MAX_HOPS
         for name in ("w_bm25", "w_graph", "w_recency", "w_semantic", "w_cocited", "gate_threshold"):
-            check_number(name, getattr(self, name))
+            check_number(name, getattr(self, name), 0.0, MAX_WEIGHT)
         check_choice("ranking", self.ranking, RANKINGS)
         check_choice("expand", self.expand, EXPAND_MODES)
         check_choice("prf", self.prf, PRF_METHODS)

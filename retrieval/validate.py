@@ -3,6 +3,7 @@ it got and what it takes."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
@@ -45,9 +46,9 @@ def check_int(name: str, value: object, minimum: int, maximum: int | None = None
 
 
 def check_number(name: str, value: object, minimum: float = 0.0, maximum: float | None = None) -> None:
-    """``value`` is a real number (not a bool, not NaN) in ``[minimum, maximum]``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise ConfigError(f"{name} must be a number, got {shown_value(value)}")
+    """``value`` is a finite real number (not a bool, NaN or infinite) in ``[minimum, maximum]``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {shown_value(value)}")
     if value < minimum or (maximum is not None and value > maximum):
         bounds = f"between {minimum:g} and {maximum:g}" if maximum is not None else f"at least {minimum:g}"
         raise ConfigError(f"{name} must be {bounds}, got {value}")

@@ -3,6 +3,7 @@ plain-Python computations over the same papers, on both the pruned and the score
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -284,3 +285,27 @@ def test_the_python_api_takes_one_id_as_a_string_and_refuses_what_is_no_id(demo_
     for read in (lambda: client.search("attention"), lambda: client.similar("p001"), lambda: client.paper("p002")):
         with pytest.raises(StoreError, match="is closed: open a new one"):
             read()
+
+
+@pytest.mark.parametrize(
+    ("setting", "says"),
+    [
+        ({"w_graph": float("inf")}, "w_graph must be a finite number, got inf"),
+        ({"w_bm25": float("-inf")}, "w_bm25 must be a finite number"),
+        ({"w_bm25": 1e308}, r"w_bm25 must be between 0 and 1e\+06"),
+        ({"w_cocited": float("nan")}, "w_cocited must be a finite number"),
+    ],
+)
+def test_a_blend_weight_must_be_finite_and_bounded(setting, says, demo_db):
+    """An infinite weight (or one that carries scores past a double's range) was taken: every score became inf,
+    `why()` printed `inf*graph`, and the JSON of a result held `Infinity`, which is not JSON."""
+    import json
+
+    from retrieval import RetrievalConfig
+
+    with pytest.raises(ConfigError, match=says):
+        RetrievalConfig(**setting)
+    with RetrievalClient(demo_db) as client:
+        result = client.search("attention", config=RetrievalConfig(w_graph=1e6))
+    assert all(math.isfinite(r.final_score) for r in result.ranked)
+    json.loads(json.dumps(result.to_dict(), allow_nan=False))
