@@ -333,3 +333,20 @@ def test_remove_takes_one_id_as_a_string(tmp_path):
     assert remove("p001", db=db).removed == 1
     with RetrievalClient(db) as client:
         assert client.paper("p001") is None and client.paper("p002") is not None
+
+
+def test_adding_papers_already_there_counts_all_of_them(tmp_path, capsys):
+    """An add of papers already in the index names how many of those given are there (it counted only the first
+    batch of 2,000 that held one), and changes nothing."""
+    from tests.helpers import paper, write_jsonl
+
+    db = tmp_path / "x.db"
+    build(db=db)
+    more = write_jsonl(tmp_path / "more.jsonl", [paper(f"n{i:05d}", f"new paper {i}", "") for i in range(2_500)])
+    assert main(["add", str(more), "--db", str(db)]) == 0
+    capsys.readouterr()
+    before = db.read_bytes()
+    assert main(["add", str(more), "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert "2,500 paper(s) already in the index ('n00000', 'n00001'" in err and "--replace" in err
+    assert db.read_bytes() == before

@@ -193,15 +193,18 @@ class IndexWriter:
         """Add ``papers``; an id already in the index is an error unless ``replace``, which swaps the record."""
         unique = UniqueIds()
         done = 0
-        for chunk in _batches(papers, _BATCH):
+        batches = _batches(papers, _BATCH)
+        for chunk in batches:
             ids = [p.id for p in chunk]
             for pid in ids:
                 unique.add(pid)
             existing = self._existing(ids)
             if existing and not replace:
+                for rest in batches:  # the count is of every paper given, not of this batch's
+                    existing += self._existing([p.id for p in rest])
                 shown = ", ".join(repr(pid) for pid in existing[:5]) + (" ..." if len(existing) > 5 else "")
                 raise InputError(
-                    f"{len(existing)} paper(s) already in the index ({shown}): pass --replace to overwrite them, "
+                    f"{len(existing):,} paper(s) already in the index ({shown}): pass --replace to overwrite them, "
                     "or remove them first with `retrieval remove`"
                 )
             if existing:
