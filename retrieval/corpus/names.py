@@ -53,3 +53,13 @@ def matches(asked: list[str], key: str) -> bool:
         else:
             return False
     return True
+
+
+def check_author(name: str, option: str = "--author", example: str = "--author Maldacena") -> None:
+    """Refuse (``ConfigError``) an author name no paper's author can match, one without letters, naming it as
+    ``option`` names it (the command line's ``--author``, the HTTP API's ``author``)."""
+    from ..errors import ConfigError
+    from ..validate import quoted
+
+    if not name_words(str(name)):
+        raise ConfigError(f"{option} {quoted(str(name))} has no letters: give a surname, such as {example}")

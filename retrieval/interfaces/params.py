@@ -89,9 +89,9 @@ YEAR = Param(
 
 def _author(name: str) -> None:
     """Refuse (``ConfigError``) an author name that no paper's author can match: one without letters."""
-    from ..search.filters import Filters  # the search code's own check, imported when a name is given
+    from ..corpus.names import check_author  # the filters' own check, imported when a name is given
 
-    Filters.make(authors=(name,))
+    check_author(name)
 
 
 AUTHORS = Param(
@@ -192,16 +192,10 @@ def check_filters(values: dict[str, object]) -> None:
     them (``parse_years``; an author name needs a letter), with a ``ConfigError`` that names the HTTP API's
     parameter (``year``, ``author``) where the library's names the command line's option (``--year``,
     ``--author``): a client of the API has no options."""
-    from ..corpus.names import name_words
-    from ..errors import ConfigError
-    from ..validate import quoted
+    from ..corpus.names import check_author
 
     year = values.get(YEAR.name)
     if year is not None:
         parse_years(str(year), name=YEAR.query_name)
     for name in values.get(AUTHORS.name) or ():
-        if not name_words(str(name)):
-            raise ConfigError(
-                f"{AUTHORS.query_name} {quoted(str(name))} has no letters: give a surname, such as "
-                f"{AUTHORS.query_name}=Maldacena"
-            )
+        check_author(name, AUTHORS.query_name, f"{AUTHORS.query_name}=Maldacena")

@@ -19,11 +19,10 @@ from __future__ import annotations
 import json
 from collections import namedtuple
 
-from ..corpus.names import matches, name_words
-from ..errors import ConfigError
+from ..corpus.names import check_author, matches, name_words
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
-from ..validate import YEAR_RANGE, quoted, year_range
+from ..validate import YEAR_RANGE, year_range
 
 YEAR_DOCS_SQL = statement(
     lambda d: (
@@ -108,8 +107,7 @@ class Filters(namedtuple("Filters", "years authors exclude phrases", defaults=(N
         if isinstance(authors, str):
             authors = (authors,)
         for name in authors:
-            if not name_words(name):
-                raise ConfigError(f"--author {quoted(name)} has no letters: give a surname, such as --author Maldacena")
+            check_author(name)
         return cls(years, tuple(authors), tuple(exclude), tuple(tuple(p) for p in phrases))
 
     def __bool__(self) -> bool:
