@@ -17,6 +17,7 @@ from .store.database import check_index
 from .store.querylog import record_if_enabled
 from .store.sql.dialect import register_sharded, statement
 from .store.sql.executor import Executor
+from .validate import check_int
 
 # The writers, the readers and the demo corpus are imported by the commands that use them, so that a process
 # that only searches does not pay for their imports (bench/cli_start.py).
@@ -68,6 +69,7 @@ def build(
     from .corpus.jsonl import PaperFile
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients
 
+    check_int("workers", workers, 0, allow_none=True)  # 0 and 1: tokenise in this process
     backend = backend_of(db)
     options = {"progress": progress, "workers": workers, "stem": stem, "stopwords": stopwords, "semantic": semantic}
     if source is None:

@@ -6,6 +6,7 @@ import os
 import re
 import warnings
 from collections import namedtuple
+from collections.abc import Mapping
 from pathlib import Path
 
 from .errors import ConfigError
@@ -64,6 +65,11 @@ def resolve_db(db: str | os.PathLike[str] | None = None) -> Path | DatabaseURL:
     """Where the index is: ``db`` if given, else ``$RETRIEVAL_DB``, else ``./retrieval.db``. A plain path or a
     ``sqlite:///PATH`` URL is a SQLite file (a ``Path``); ``postgresql://...`` is a ``DatabaseURL``; any other
     ``scheme://`` is refused with ``ConfigError``."""
+    if db is not None and not isinstance(db, (str, os.PathLike)):
+        raise ConfigError(
+            f"db must be an index's path or URL (a string or a path), got {type(db).__name__}: give a file path, "
+            "sqlite:///PATH or postgresql://USER@HOST/DATABASE"
+        )
     if db is None or str(db) == "":
         db = os.environ.get(DB_ENV_VAR) or DEFAULT_DB
     if isinstance(db, Path) or "://" not in str(db):
@@ -215,6 +221,29 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
     def replace(self, **changes) -> RetrievalConfig:
         """A copy with ``changes`` applied, checked like a new configuration."""
         return type(self)(**{**self._asdict(), **changes})
+
+    # The tuple's own copy and constructor would skip the checks.
+    _replace = replace
+
+    @classmethod
+    def _make(cls, iterable) -> RetrievalConfig:
+        return cls(*iterable)
+
+    @classmethod
+    def of(cls, value: object, name: str = "config") -> RetrievalConfig:
+        """``value`` as a configuration: a ``RetrievalConfig``, a mapping of its fields (checked as
+        ``RetrievalConfig(**value)``), or None for the defaults; anything else, or an unknown field, is a
+        ``ConfigError`` naming ``name``."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, Mapping):
+            unknown = [str(key) for key in value if key not in cls._fields]
+            if unknown:
+                raise ConfigError(f"{name}: no setting {unknown[0]!r}; the settings are {', '.join(cls._fields)}")
+            return cls(**value)
+        raise ConfigError(f"{name} must be a RetrievalConfig (or a dict of its settings), got {type(value).__name__}")
 
     def to_dict(self) -> dict:
         return dict(self._asdict())

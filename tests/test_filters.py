@@ -309,3 +309,18 @@ def test_a_blend_weight_must_be_finite_and_bounded(setting, says, demo_db):
         result = client.search("attention", config=RetrievalConfig(w_graph=1e6))
     assert all(math.isfinite(r.final_score) for r in result.ranked)
     json.loads(json.dumps(result.to_dict(), allow_nan=False))
+
+
+def test_an_author_in_the_query_and_one_given_as_a_string_both_filter(demo_db):
+    """``authors="A"`` beside ``author:B`` in the query's text once dropped B: both must hold."""
+    with RetrievalClient(demo_db) as client:
+        papers = client.papers([f"p{n:03d}" for n in range(1, 101)])
+        pair = next(p for p in (papers.values() if isinstance(papers, dict) else papers) if len(p.authors) >= 2)
+        first, second = pair.authors[0].split()[-1], pair.authors[1].split()[-1]
+        for authors in (second, [second]):
+            result = client.search(f"{pair.title} author:{first}", authors=authors, limit=50)
+            assert sorted(result.filters.authors) == sorted([first, second])
+            assert pair.id in [e.paper.id for e in result.ranked]
+            for entry in result.ranked:
+                surnames = {author.split()[-1] for author in entry.paper.authors}
+                assert {first, second} <= surnames, (entry.paper.id, entry.paper.authors)

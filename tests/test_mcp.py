@@ -226,6 +226,21 @@ def test_a_bad_call_is_a_tool_error_with_the_librarys_message(demo_db, tmp_path)
     assert data(results[-1])["results"]
 
 
+def test_a_bad_filter_is_named_as_the_tool_names_it_not_as_the_command_lines_option(demo_db, tmp_path):
+    results = calls(
+        demo_db, tmp_path,
+        ("search", {"query": "attention", "year": "nineties"}),
+        ("similar", {"paper_ids": ["p001"], "year": "2001-1998"}),
+        ("search", {"query": "attention", "authors": ["--"]}),
+    )  # fmt: skip
+    texts = [result.content[0].text for result in results]
+    assert all(result.is_error for result in results), texts
+    assert texts[0].endswith("year 'nineties' is not a year range: give 1998, 1998-2001, 1998- or -2001"), texts[0]
+    assert "year '2001-1998' ends before it starts" in texts[1]
+    assert "authors '--' has no letters" in texts[2]
+    assert not any("--year" in text or "--author" in text for text in texts), texts
+
+
 def test_nothing_is_written_to_the_index_even_with_the_query_log_on(demo_db, tmp_path):
     db = tmp_path / "logged.db"
     shutil.copyfile(demo_db, db)

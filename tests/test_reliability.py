@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -22,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval import ConfigError, RetrievalClient, RetrievalError
+from retrieval import ConfigError, RetrievalClient, RetrievalConfig, RetrievalError
 from retrieval.commands import build
 from retrieval.corpus.paper import Paper
 from retrieval.interfaces.cli import main
@@ -709,6 +710,38 @@ def test_api_callers_get_input_errors_for_bad_papers(tmp_path):
     build(db=db)
     with pytest.raises(RetrievalError, match="already in the index"):
         add_papers([Paper("p001", "again")], db)
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda db: RetrievalClient(db, config="fast"), "config must be a RetrievalConfig"),
+        (lambda db: RetrievalClient(db, config={"k1": 1.2}), "config: no setting 'k1'"),
+        (lambda db: RetrievalClient(db).search("attention", config={"top_k_lexical": 0}), "top_k_lexical must be"),
+        (lambda db: RetrievalClient(db).search("attention", authors=5), "authors must be a name or a list"),
+        (lambda db: RetrievalClient(db).search("attention", authors=[None]), "authors must be a name or a list"),
+        (lambda db: RetrievalClient(db).similar(["p001"], authors=5), "authors must be a name or a list"),
+        (lambda db: build(5), "db must be an index's path or URL"),
+        (lambda db: RetrievalClient(b"x.db"), "db must be an index's path or URL"),
+        (lambda db: build(db.parent / "w.db", workers="x"), "workers must be a whole number"),
+        (lambda db: RetrievalConfig()._replace(top_k_lexical=-1), "top_k_lexical must be between"),
+        (lambda db: RetrievalConfig._make([0] * len(RetrievalConfig._fields)), "top_k_lexical must be between"),
+    ],
+)
+def test_an_api_argument_of_the_wrong_type_is_a_config_error_that_names_it(demo_db, call, words):
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        call(demo_db)
+
+
+def test_a_config_given_as_a_dict_is_that_config(demo_db):
+    settings = {"top_k_lexical": 5, "max_hops": 2, "ranking": "hops"}
+    with RetrievalClient(demo_db, config=settings) as by_dict, RetrievalClient(demo_db) as plain:
+        assert by_dict.config == RetrievalConfig(**settings)
+        expected = plain.search("attention sparsity", config=RetrievalConfig(**settings))
+        for got in (by_dict.search("attention sparsity"), plain.search("attention sparsity", config=settings)):
+            assert [(e.paper.id, e.final_score) for e in got.ranked] == [
+                (e.paper.id, e.final_score) for e in expected.ranked
+            ]
 
 
 @pytest.mark.parametrize("name", ["x%d.db", "q?mode=memory.db", "h#a sh.db", "naïve ü.db", "%(here)s.db"])

@@ -238,3 +238,17 @@ def test_a_bad_dates_file_names_its_line(files, tmp_path):
         read_dates(bad)
     with pytest.raises(InputError, match="no dates file"):
         prepare(corpus, queries, TIME_HONEST, None, tmp_path / "missing.tsv")
+
+
+def test_judged_queries_numbered_like_papers_are_told_to_take_the_judged_protocol(tmp_path):
+    """CACM's queries are numbered 1, 2, ... as its papers are: the time-honest protocol read them as query papers
+    and said only that no relevant paper was left; the message now says what the queries are and what to use."""
+    from tests.helpers import shared_corpus
+
+    corpus = shared_corpus("cacm")
+    queries = corpus.parent / "queries-dev.jsonl"
+    with pytest.raises(InputError) as caught:
+        prepare(corpus, queries, TIME_HONEST, None)
+    message = str(caught.value)
+    assert "no query's text starts with its paper's title" in message and "--protocol judged" in message
+    assert prepare(corpus, queries, "auto", None).evalset.kind == "judged"

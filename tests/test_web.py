@@ -600,3 +600,60 @@ def test_node_size_grows_with_score_and_an_empty_graph_draws():
     assert empty.nodes_drawn == empty.edges_drawn == 0 and empty.svg.startswith("<svg")
     single = svg.draw({"nodes": graph["nodes"][:1], "edges": []})
     assert single.seeds_drawn == 1
+
+
+ODD_IDS = ["..", "a/./b", "notes.bib", "x/../y", "plain/9901001"]
+
+
+def test_an_id_a_path_cannot_carry_is_linked_by_query_and_its_page_and_downloads_open(tmp_path):
+    """A browser resolves ``.`` and ``..`` segments of a link before asking (percent-encoded too), and an id ending
+    in ``.bib`` would ask for a download: such ids are linked as ``/paper?id=``, which opens their page."""
+    from urllib.parse import urlsplit
+
+    from retrieval import Paper, build
+
+    papers = [
+        Paper(pid, f"Entropy of black holes, note {n}", "Black hole entropy counted by strings.", 2000 + n,
+              ["A. Strominger"], [ODD_IDS[-1]] if pid != ODD_IDS[-1] else [])
+        for n, pid in enumerate(ODD_IDS)
+    ]  # fmt: skip
+    db = tmp_path / "odd.db"
+    build(db, papers)
+    service = Service(db)
+    try:
+        with TestClient(create_app(service)) as client:
+            page = client.get("/", params={"q": "black hole entropy", "limit": 10})
+            assert page.status_code == 200
+            links = [a["href"] for a in elements(page.text, tag="a") if a.get("href", "").startswith("/paper")]
+            hrefs = {}
+            for href in links:
+                parts = urlsplit(href)
+                segments = parts.path.split("/")[2:]
+                assert not {".", ".."} & set(segments), href  # nothing for the browser to resolve away
+                if not parts.fragment and not parts.path.endswith((".bib", ".ris")):
+                    hrefs.setdefault(href, None)
+            opened = {}
+            for href in hrefs:
+                got = client.get(href)
+                assert got.status_code == 200, (href, got.text[:300])
+                opened[href] = [
+                    attrs["data-id"] for tag, attrs in _parsed(got.text) if tag == "h1" and "data-id" in attrs
+                ][0]
+            assert sorted(set(opened.values())) == sorted(ODD_IDS), opened
+            # The paper page of each odd id offers downloads that open as that paper's record.
+            for pid in ODD_IDS:
+                href = next(h for h, got in opened.items() if got == pid)
+                paper_page = client.get(href).text
+                for a in elements(paper_page, "download", tag="a"):
+                    download = client.get(a["href"])
+                    assert download.status_code == 200, (pid, a["href"])
+                    assert f"note {ODD_IDS.index(pid)}" in download.text, (pid, a["href"], download.text[:200])
+            assert client.get("/paper", params={"id": " "}).status_code == 400
+    finally:
+        service.close()
+
+
+def _parsed(html: str) -> list[tuple[str, dict]]:
+    parser = _Elements()
+    parser.feed(html)
+    return parser.found

@@ -23,6 +23,7 @@ relevant paper is skipped and listed with its reason, never scored as a silent z
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,12 +273,20 @@ def apply_protocol(
                 Skipped(q.qid, q.line, "its relevant ids are either not in the corpus or removed query papers")
             )
     if not evaluable:
-        hint = (
-            "check that the query file belongs to this corpus"
-            if not_in_corpus
-            else "give queries with at least one relevant paper that is not itself a query"
-        )
-        raise InputError(f"{source}: none of its {len(queries)} queries has a relevant paper left: {hint}")
+        if kind in (CITATION, TIME_HONEST) and not any(is_paper_query(q, scan) for q in queries):
+            # Judged queries numbered 1, 2, ... read as paper ids when the corpus numbers its papers the same way.
+            hint = (
+                "its qids are paper ids of the corpus, but no query's text starts with its paper's title as a "
+                "citation set's do: for judged queries whose numbers happen to be paper ids, use --protocol judged "
+                "(or auto)"
+            )
+        elif not_in_corpus:
+            hint = "check that the query file belongs to this corpus"
+        else:
+            hint = "give queries with at least one relevant paper that is not itself a query"
+        reasons = Counter(s.reason for s in skipped).most_common(1)
+        why = f" (most: {reasons[0][0]})" if reasons else ""
+        raise InputError(f"{source}: none of its {len(queries)} queries has a relevant paper left{why}: {hint}")
     selected = evaluable[:limit] if limit is not None else evaluable
     return EvalSet(
         kind=kind,

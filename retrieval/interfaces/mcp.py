@@ -41,6 +41,7 @@ from .params import (
     PAPER_ID,
     REFERENCES_OFFSET,
     Param,
+    check_filters,
     with_filters,
 )
 from .service import BOUNDS, EXPLAIN_BUDGET, EXPLAIN_EDGES, Service, _paper_ids, check_query
@@ -173,6 +174,7 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
         **filters: Any,
     ) -> dict[str, Any]:
         check_query(query, "query")  # the message names this tool's parameter (the HTTP API's is `q`)
+        check_filters(filters, renamed=False)
         return service.search(query, limit=limit, offset=offset, **filters)
 
     def similar(
@@ -190,6 +192,7 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
         **filters: Any,
     ) -> dict[str, Any]:
         _paper_ids(paper_ids, "paper_ids")  # the message names this tool's parameter (the HTTP API's is `ids`)
+        check_filters(filters, renamed=False)
         return service.similar(paper_ids, limit=limit, offset=offset, exclude=exclude, **filters)
 
     def show(

@@ -187,15 +187,17 @@ def library_names(values: dict[str, object]) -> dict[str, object]:
     return {f.name: values[f.query_name] for f in FILTERS if f.query_name in values}
 
 
-def check_filters(values: dict[str, object]) -> None:
+def check_filters(values: dict[str, object], renamed: bool = True) -> None:
     """A request's filters (by their library names, as ``library_names`` gives them) checked as the library checks
-    them (``parse_years``; an author name needs a letter), with a ``ConfigError`` that names the HTTP API's
-    parameter (``year``, ``author``) where the library's names the command line's option (``--year``,
-    ``--author``): a client of the API has no options."""
+    them (``parse_years``; an author name needs a letter), with a ``ConfigError`` that names the parameter as the
+    request named it: the HTTP API's name (``year``, ``author``) when ``renamed``, else the library's (``year``,
+    ``authors``, as the agent tools name them), where the library's own message names the command line's option
+    (``--year``, ``--author``): a client of a server has no options."""
     from ..corpus.names import check_author
 
     year = values.get(YEAR.name)
     if year is not None:
-        parse_years(str(year), name=YEAR.query_name)
+        parse_years(str(year), name=YEAR.query_name if renamed else YEAR.name)
+    authors = AUTHORS.query_name if renamed else AUTHORS.name
     for name in values.get(AUTHORS.name) or ():
-        check_author(name, AUTHORS.query_name, f"{AUTHORS.query_name}=Maldacena")
+        check_author(name, authors, f"{authors}=Maldacena" if renamed else f'{authors}=["Maldacena"]')

@@ -23,7 +23,7 @@ from ..validate import LIMITS, check_choice, check_int
 from . import cocited, expansion, learned, lexical, prf, semantic, vote
 from .adjacency import GRAPHS
 from .blend import SORTS, BeyondPaper, RetrievalResult, blend, reorder
-from .filters import Filters, author_papers, failing, passing
+from .filters import Filters, author_names, author_papers, failing, passing
 from .graph import CitationGraph, walk
 from .lexical import BM25Index
 from .papers import (
@@ -75,7 +75,7 @@ class RetrievalClient:
     ) -> None:
         self.backend = backend_of(db)  # a file, or a schema on PostgreSQL: decided once
         self.path = self.backend.location
-        self.config = config or RetrievalConfig()
+        self.config = RetrievalConfig.of(config)
         conn = self.backend.connect(timeout)  # a missing index says how to build one
         self._executor = Executor(conn, tracer, self.path, timeout)
         try:
@@ -182,7 +182,7 @@ class RetrievalClient:
         the ranked papers, ties in the ranking's order; a page past them continues in BM25 order. Each returned
         entry carries its citation count (``entry.citations``: papers of the index citing it).
         """
-        cfg = config or self.config
+        cfg = self.config if config is None else RetrievalConfig.of(config)
         check_choice("sort", sort or "relevance", SORTS)
         check_int("limit", limit, 1, LIMITS["limit"], allow_none=True)
         check_int("offset", offset, 0, LIMITS["offset"])
@@ -207,7 +207,7 @@ class RetrievalClient:
             parsed = ahead.query(analyser)
             filters = Filters.make(
                 year=year if year is not None else asked.year,
-                authors=(authors,) if isinstance(authors, str) else tuple(authors) + asked.authors,
+                authors=author_names(authors) + asked.authors,
                 exclude=[t for word in asked.exclude for t in analyser.analyse(word)],
                 phrases=[analyser.analyse(p) for p in asked.phrases],
             )
@@ -330,7 +330,7 @@ class RetrievalClient:
         (``retrieval.search.cutoff``): papers treated as absent by the walk and the blend (``hits`` must already
         be without them; the lesson's ``hops`` walk does not support it).
         """
-        cfg = config or self.config
+        cfg = self.config if config is None else RetrievalConfig.of(config)
         start = time.perf_counter()
         with self.snapshot() as snap:
             wq = query if isinstance(query, WeightedQuery) else lexical.weigh(snap, Query.parse(query))

@@ -20,9 +20,10 @@ import json
 from collections import namedtuple
 
 from ..corpus.names import check_author, matches, name_words
+from ..errors import ConfigError
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
-from ..validate import YEAR_RANGE, year_range
+from ..validate import YEAR_RANGE, shown_value, year_range
 
 YEAR_DOCS_SQL = statement(
     lambda d: (
@@ -95,6 +96,16 @@ FROM paper_authors AS a
 WHERE a.surname = :surname""")
 
 
+def author_names(value: object) -> tuple[str, ...]:
+    """An ``authors`` filter as a program may give it, one name or a list of names, as a tuple of names; anything
+    else is a ``ConfigError``."""
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) for name in value):
+        raise ConfigError(f"authors must be a name or a list of names, got {shown_value(value)}")
+    return tuple(value)
+
+
 class Filters(namedtuple("Filters", "years authors exclude phrases", defaults=(None, (), (), ()))):
     """What a paper must satisfy to be ranked at all (see the module docstring)."""
 
@@ -104,8 +115,7 @@ class Filters(namedtuple("Filters", "years authors exclude phrases", defaults=(N
     def make(cls, year=None, authors=(), exclude=(), phrases=()) -> Filters:
         """Filters from option values: ``year`` a range string or ``(first, last)``, ``authors`` names."""
         years = year_range(year)
-        if isinstance(authors, str):
-            authors = (authors,)
+        authors = author_names(authors)
         for name in authors:
             check_author(name)
         return cls(years, tuple(authors), tuple(exclude), tuple(tuple(p) for p in phrases))

@@ -7,7 +7,9 @@ nothing loaded from the network. ``pages(service)`` is the router ``create_app``
   and RIS.
 - ``/paper/{id}``: the paper (authors, year, abstract), its references and citing papers (titles, linked when in
   the corpus), and papers like it; BibTeX and RIS buttons, and Highwire ``citation_*`` meta tags (with
-  ``DC.type`` preprint for an arXiv e-print), which Zotero's connector and Google Scholar read.
+  ``DC.type`` preprint for an arXiv e-print), which Zotero's connector and Google Scholar read. An id that a
+  path cannot carry (a ``.`` or ``..`` segment, which a browser resolves away, or a download's extension) is
+  linked as ``/paper?id={id}`` (and ``/paper.bib?id=``, ``/paper.ris?id=``).
 - ``/paper/{id}.bib``, ``/paper/{id}.ris``, ``/export.bib?q=...``, ``/export.ris?q=...``: the downloads, with their
   content type and a file name (``export.to_bibtex``, ``export.to_ris``); the search's parameters as ``/``'s.
 - ``/explain-view?q=...``: the evidence graph of ``explain`` drawn as SVG (``retrieval.interfaces.http.svg``):
@@ -188,8 +190,20 @@ def _guarded(render: Callable[[], Response], q: str = "") -> Response:
         return _error(exc, q)
 
 
-def _paper_href(pid: str) -> str:
-    return "/paper/" + quote(pid, safe="/")
+#: The downloads' extensions, which an id in a path must not end with (the download's route would take it).
+_EXTENSIONS = tuple(f".{extension}" for _, extension in DOWNLOADS.values())
+
+
+def _paper_href(pid: str, extension: str = "", query: dict | None = None) -> str:
+    """The paper page of ``pid`` (or its download, ``extension`` ``.bib`` or ``.ris``) with ``query``: the id in
+    the path (``/paper/hep-th/9711200``), or as ``?id=`` where a path cannot carry it: a browser resolves a ``.``
+    or ``..`` segment (percent-encoded too) before asking, and an id ending in a download's extension would ask
+    for the download."""
+    query = dict(query or {})
+    segments = pid.split("/")
+    if any(segment in ("", ".", "..") for segment in segments) or pid.endswith(_EXTENSIONS):
+        return f"/paper{extension}?" + urlencode({"id": pid, **query})
+    return "/paper/" + quote(pid, safe="/") + extension + (f"?{urlencode(query)}" if query else "")
 
 
 def _explain_href(q: str, focus: str | None = None, view: str | None = None, subs: list[str] | None = None) -> str:
@@ -221,11 +235,19 @@ def _title(item: dict, key: str = "id") -> str:
     return escape(readable(item.get("title")) or item[key])
 
 
+def _id_param(request: Request) -> str:
+    """The ``id`` of a ``/paper?id=`` address (``_paper_href``)."""
+    pid = request.query_params.get("id", "")
+    if not pid.strip():
+        raise ConfigError("give a paper id: /paper?id=hep-th/9711200, or /paper/hep-th/9711200")
+    return pid
+
+
 def _download_links(pid: str) -> str:
-    base = _paper_href(pid)
+    bib, ris = escape(_paper_href(pid, ".bib")), escape(_paper_href(pid, ".ris"))
     return (
-        f'<a class="download" href="{base}.bib" download title="BibTeX of this paper">BibTeX</a>'
-        f'<a class="download" href="{base}.ris" download title="RIS of this paper (Zotero, EndNote, Mendeley)">RIS</a>'
+        f'<a class="download" href="{bib}" download title="BibTeX of this paper">BibTeX</a>'
+        f'<a class="download" href="{ris}" download title="RIS of this paper (Zotero, EndNote, Mendeley)">RIS</a>'
     )
 
 
@@ -322,12 +344,12 @@ def _search_body(service: Service, request: Request) -> tuple[str, str]:
         out.append(
             f'<li class="result" data-id="{escape(pid)}" data-rank="{entry["rank"]}">'
             f'<div class="title"><span class="rank">{entry["rank"]}.</span>'
-            f'<a href="{_paper_href(pid)}">{_title(entry)}</a></div>'
+            f'<a href="{escape(_paper_href(pid))}">{_title(entry)}</a></div>'
             f"{_meta(pid, entry.get('year'), entry.get('authors') or [], entry.get('citations'))}"
             + (f'<p class="lead">{escape(lead)}</p>' if lead else "")
             + f'<div><span class="why" title="why it is here">{escape(entry.get("why") or "")}</span></div>'
-            f'<div class="actions"><a href="{_paper_href(pid)}">paper</a>'
-            f'<a href="{_paper_href(pid)}#similar">similar</a>'
+            f'<div class="actions"><a href="{escape(_paper_href(pid))}">paper</a>'
+            f'<a href="{escape(_paper_href(pid))}#similar">similar</a>'
             f'<a href="{escape(_explain_href(q, pid))}">explain</a>{_download_links(pid)}</div></li>'
         )
     out.append("</ol>")
@@ -392,7 +414,7 @@ _LINK_ORDERS = {"citations": "most cited", "year": "newest", "id": "id"}
 def _links_href(pid: str, paging: dict, kind: str, **changed) -> str:
     """The paper page with ``paging`` (sort and both lists' offsets) as changed, at the list ``kind``."""
     query = {k: v for k, v in {**paging, **changed}.items() if v not in (0, parameters.LINKS_SORT.default)}
-    return _paper_href(pid) + (f"?{urlencode(query)}" if query else "") + f"#{kind}"
+    return _paper_href(pid, query=query) + f"#{kind}"
 
 
 def _link_list(items: list[dict], kind: str, pid: str, total: int, paging: dict) -> str:
@@ -415,7 +437,7 @@ def _link_list(items: list[dict], kind: str, pid: str, total: int, paging: dict)
             who = f" · {_authors(authors[:2])}{' et al.' if len(authors) > 2 else ''}" if authors else ""
             cited = f" · cited by {item['cited_by']:,}" if item.get("cited_by") else ""
             rows.append(
-                f'<li class="in-corpus" data-id="{escape(other)}"><a href="{_paper_href(other)}">'
+                f'<li class="in-corpus" data-id="{escape(other)}"><a href="{escape(_paper_href(other))}">'
                 f"{_title(item)}</a> "
                 f'<span class="meta"><span class="pid">{escape(other)}</span> · {_year(item.get("year"))}{who}'
                 f"{cited}</span></li>"
@@ -525,7 +547,7 @@ def _paper_body(service: Service, asked: str, request: Request) -> tuple[str, st
             other = entry["id"]
             out.append(
                 f'<li class="result" data-id="{escape(other)}"><div class="title">'
-                f'<span class="rank">{entry["rank"]}.</span><a href="{_paper_href(other)}">'
+                f'<span class="rank">{entry["rank"]}.</span><a href="{escape(_paper_href(other))}">'
                 f"{_title(entry)}</a></div>"
                 f"{_meta(other, entry.get('year'), entry.get('authors') or [], entry.get('citations'))}"
                 f'<div><span class="why">{escape(entry.get("why") or "")}</span></div></li>'
@@ -654,7 +676,7 @@ def _explain_body(service: Service, request: Request) -> tuple[str, str]:
         out.append(f'<p class="warnings">{escape(focus)} is not in the drawn graph of this query.</p>')
     elif focus:
         out.append(
-            f'<p class="summary" id="focus">Ringed in black, "asked about": <a href="{_paper_href(focus)}">'
+            f'<p class="summary" id="focus">Ringed in black, "asked about": <a href="{escape(_paper_href(focus))}">'
             f"{escape(focus)}</a>.</p>"
         )
     out.append(_legend())
@@ -679,7 +701,7 @@ def _explain_body(service: Service, request: Request) -> tuple[str, str]:
         outs = sum(1 for e in entry.get("out_edges") or [] if e.get("kept"))
         out.append(
             f'<li class="result{focus_class}" id="rank-{entry.get("rank")}" data-id="{escape(pid)}">'
-            f'<div class="title"><span class="rank">{entry.get("rank")}.</span><a href="{_paper_href(pid)}">'
+            f'<div class="title"><span class="rank">{entry.get("rank")}.</span><a href="{escape(_paper_href(pid))}">'
             f"{_title(entry, 'paper_id')}</a></div>"
             f'<div class="meta"><span class="pid">{escape(pid)}</span> · {_year(entry.get("year"))} · '
             f"{escape(entry.get('role') or '')} · score {entry.get('score') or 0.0:.4f} · "
@@ -692,7 +714,7 @@ def _explain_body(service: Service, request: Request) -> tuple[str, str]:
         out.append(f"<h2>Dropped <span class='meta'>{count(len(dropped), 'paper')}</span></h2><ul class='links'>")
         for node in dropped[:LIST_CAP]:
             out.append(
-                f'<li><a href="{_paper_href(node["paper_id"])}">{_title(node, "paper_id")}</a> '
+                f'<li><a href="{escape(_paper_href(node["paper_id"]))}">{_title(node, "paper_id")}</a> '
                 f'<span class="meta">{escape(node.get("reason") or "")}</span></li>'
             )
         out.append("</ul>")
@@ -729,10 +751,28 @@ def pages(service: Service, limits: Limits | None = None) -> APIRouter:
 
         return download
 
+    def paper_download_by_query(fmt: str):
+        def download(request: Request) -> Response:
+            return _guarded(lambda: _paper_download(service, _id_param(request), fmt))
+
+        return download
+
     # Before the paper page's route, whose path takes anything, ".bib" and ".ris" included.
     for fmt, (_, extension) in DOWNLOADS.items():
         router.get(f"/export.{extension}")(search_download(fmt))
+        router.get(f"/paper.{extension}")(slow(paper_download_by_query(fmt)))
         router.get(f"/paper/{{paper_id:path}}.{extension}")(slow(paper_download(fmt)))
+
+    @router.get("/paper", response_class=HTMLResponse)
+    @slow
+    def paper_page_by_query(request: Request) -> HTMLResponse:
+        """The paper page of ``?id=``: the address of an id that a path cannot carry (``_paper_href``)."""
+
+        def render() -> HTMLResponse:
+            title, body, head = _paper_body(service, _id_param(request), request)
+            return _page(title, body, head=head)
+
+        return _guarded(render)
 
     @router.get("/paper/{paper_id:path}", response_class=HTMLResponse)
     @slow
