@@ -211,3 +211,26 @@ def test_the_query_log_on_the_server(tmp_path, pg_database, capsys):
     assert commands.log_plot(out, db=url) == 2  # the title names the server (a URL has no file name)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     capsys.readouterr()
+
+
+def test_a_build_refuses_a_retrieval_schema_that_is_not_an_index_and_leaves_it(pg_database, tmp_path, capsys):
+    """A build replaces the schema ``retrieval`` whole: one that holds someone's tables (and no index) was dropped
+    with them. It is refused, as a SQLite build refuses a file that is not an index, and searches say what it is."""
+    from retrieval import RetrievalClient
+    from retrieval.errors import NotAnIndexError
+    from retrieval.interfaces.cli import main
+
+    url = pg_database("foreign")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA retrieval")
+        conn.execute("CREATE TABLE retrieval.notes (id int PRIMARY KEY, body text)")
+        conn.execute("INSERT INTO retrieval.notes VALUES (1, 'keep me')")
+    with pytest.raises(NotAnIndexError, match="holds tables that are not a retrieval index"):
+        build(db=url)
+    assert main(["build", "--db", url]) == 1
+    err = capsys.readouterr().err
+    assert "notes" in err and "nothing was changed" in err and "Traceback" not in err
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT body FROM retrieval.notes").fetchall() == [("keep me",)]
+    with pytest.raises(NotAnIndexError, match="holds tables but is not a retrieval index"):
+        RetrievalClient(url)

@@ -47,7 +47,23 @@ def test_a_postgresql_read_past_its_statement_timeout_is_stopped_and_the_client_
         finally:
             held.close()
         assert "0.5 s budget" in str(stopped.value) and "postgres@" in str(stopped.value)
+        # Said as what it was, a lock another session held, not as a query to narrow.
+        assert "stayed locked by another session" in str(stopped.value), stopped.value
+        assert "narrow the query" not in str(stopped.value)
         assert [r.paper.id for r in client.search("attention sparsity").ranked] == expected
+
+
+def test_a_postgresql_read_that_is_slow_without_a_lock_is_said_to_be_slow(demo_pg):
+    from retrieval.store.sql.dialect import statement
+
+    until_stopped = statement(_UNTIL_STOPPED)
+    with (
+        RetrievalClient(demo_pg, timeout=0.3) as client,
+        client.snapshot() as snap,
+        pytest.raises(QueryTimeoutError) as stopped,
+    ):
+        snap.rows("a statement that runs until stopped", until_stopped)
+    assert "narrow the query" in str(stopped.value) and "locked" not in str(stopped.value)
 
 
 _UNTIL_STOPPED = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n WHERE x > 0"

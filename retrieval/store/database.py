@@ -359,9 +359,13 @@ def _read_revision_and_info(path: Path | DatabaseURL, rows: Rows | None = None) 
                 f"`retrieval build --db {where}` (or point --db / $RETRIEVAL_DB at an existing index)"
             )
         if not {"alembic_version", "index_info", "papers"} <= tables:
-            kind = f"schema {_SCHEMA!r} of {where}" if isinstance(path, DatabaseURL) else f"{where} is a SQLite file"
+            if isinstance(path, DatabaseURL):
+                raise NotAnIndexError(
+                    f"the schema {_SCHEMA!r} of {where} holds tables but is not a retrieval index (no index_info/"
+                    "papers tables): choose another --db (a database of its own for the index)"
+                )
             raise NotAnIndexError(
-                f"{kind} but not a retrieval index (no index_info/papers tables): "
+                f"{where} is a SQLite file but not a retrieval index (no index_info/papers tables): "
                 "choose another --db, or build one with `retrieval build --db PATH`"
             )
         revision = rows("open: the schema revision", REVISION_SQL)

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from ...config import DatabaseURL
 from ...corpus.paper import Paper
-from ...errors import StoreError
+from ...errors import NotAnIndexError, StoreError
 from ..schema.catalogue import BOOLEANS, BY_NAME, COPIED, LOCKED
 from .connection import SCHEMA, _psycopg, open_raw, server_error
 
@@ -87,10 +87,25 @@ def migrate_schema(conn, schema: str) -> None:
         engine.dispose()
 
 
-def _fingerprint(raw) -> tuple | None:
-    """What the index at the connection holds now, as its writers leave it (None: there is none yet)."""
+def _fingerprint(raw, url: DatabaseURL | None = None) -> tuple | None:
+    """What the index at the connection holds now, as its writers leave it (None: there is none yet). A schema
+    of the index's name that holds relations but no index is refused (``NotAnIndexError``): a build replaces the
+    schema whole, and it is not this package's to drop."""
     exists = raw.execute("SELECT to_regclass(%s)", (f'"{SCHEMA}".index_info',)).fetchone()[0]
     if exists is None:
+        held = raw.execute(
+            "SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s ORDER BY c.relname LIMIT 3",
+            (SCHEMA,),
+        ).fetchall()
+        if held:
+            where = url.shown if url is not None else "this database"
+            names = ", ".join(row[0] for row in held)
+            raise NotAnIndexError(
+                f"the schema {SCHEMA!r} of {where} holds tables that are not a retrieval index ({names}, ...): "
+                "nothing was changed; build into another database (`createdb`, then --db with its name), or drop "
+                f"that schema first if nothing in it is needed (`DROP SCHEMA {SCHEMA} CASCADE`)"
+            )
         return None
     rows = raw.execute(
         f'SELECT key, value FROM "{SCHEMA}".index_info WHERE key IN (%s, %s, %s) ORDER BY key',
@@ -185,7 +200,7 @@ def build_postgres(
     except psycopg.Error as exc:
         raise server_error(exc, url, "open") from None
     try:
-        before = _fingerprint(raw)
+        before = _fingerprint(raw, url)
         _, leftovers = remove_stale_schemas(raw)
     except BaseException as exc:
         raw.close()

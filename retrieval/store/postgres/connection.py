@@ -85,6 +85,10 @@ def server_error(exc: BaseException, url: DatabaseURL, doing: str) -> StoreError
     return StoreError(f"cannot {doing} the index at {url.shown}: {first}")
 
 
+#: The share (percent) of a read's time budget it may wait for a table lock (``lock_timeout``): less than the whole,
+#: so that the wait ends as a lock's, whose message differs from a slow query's.
+LOCK_SHARE = 90
+
 #: The most texts a ``PgConnection`` keeps prepared in a session (a search runs a few dozen); a text past them is
 #: parsed and planned at each run.
 PREPARED_MAX = 128
@@ -351,7 +355,12 @@ def connect(
             raw.execute("SET enable_hashjoin = off")
             raw.execute("SET enable_mergejoin = off")
             if timeout is not None:
-                raw.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(f"{int(timeout * 1000)}ms")))
+                budget = max(1, int(timeout * 1000))
+                raw.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(f"{budget}ms")))
+                # A lock held past most of the budget is stopped as a lock, not as a slow query, so the message
+                # can say which (a read waits only on a session that locks the index's tables whole).
+                lock_budget = max(1, budget * LOCK_SHARE // 100)
+                raw.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{lock_budget}ms")))
     except psycopg.Error as exc:
         raise server_error(exc, url, "open") from None
     return PgConnection(raw, url, readonly, schema, timeout)

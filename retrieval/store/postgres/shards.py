@@ -370,7 +370,7 @@ def build_sharded(
                 ) from None
             except StoreError as exc:
                 raise StoreError(f"shard {i} of --shards: {exc}") from None
-        before = _fingerprint(coordinator)
+        before = _fingerprint(coordinator, url)
         _, leftovers = remove_stale_builds(coordinator)  # before this build claims anything: its own would pass
     except BaseException as exc:
         for c in [coordinator, *opened]:

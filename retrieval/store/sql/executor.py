@@ -167,6 +167,8 @@ class Executor:
         if self.dialect != SQLITE and is_server_error(exc):
             if "statement timeout" in str(exc):
                 return self._timeout_error()
+            if "lock timeout" in str(exc):
+                return self._locked_error()
             return server_error(exc, self.path, "read")
         return exc
 
@@ -175,6 +177,14 @@ class Executor:
         return QueryTimeoutError(
             f"reading {where} took longer than its {self.timeout:g} s budget and was stopped: narrow the query (fewer "
             "words, a filter), or give it more time (retrieval serve --query-timeout SECONDS)"
+        )
+
+    def _locked_error(self) -> QueryTimeoutError:
+        where = getattr(self.path, "shown", self.path)
+        return QueryTimeoutError(
+            f"{where} stayed locked by another session for most of the read's {self.timeout:g} s budget and the read "
+            "was stopped: a rebuild or an upgrade holds the index's tables for moments, so a longer hold is another "
+            "program's (pg_stat_activity shows which session waits and which holds); try again once it is done"
         )
 
     def _over_budget(self) -> int:
