@@ -252,3 +252,20 @@ def test_judged_queries_numbered_like_papers_are_told_to_take_the_judged_protoco
     message = str(caught.value)
     assert "no query's text starts with its paper's title" in message and "--protocol judged" in message
     assert prepare(corpus, queries, "auto", None).evalset.kind == "judged"
+    # Asked for by name, the citation protocol runs, and says what it removed and why that may be wrong.
+    cited = prepare(corpus, queries, "citation", None).evalset
+    assert cited.kind == "citation" and len(cited.removed) == 26
+    assert len(cited.warnings) == 1 and "26 papers removed by --protocol citation" in cited.warnings[0]
+    assert cited.to_dict()["warnings"] == cited.warnings
+    assert prepare(corpus, queries, "judged", None).evalset.warnings == []
+
+
+def test_a_citation_set_draws_no_warning(tmp_path):
+    from tests.helpers import shared_corpus
+
+    corpus = shared_corpus("hepth")
+    queries = tmp_path / "q.jsonl"
+    lines = (corpus.parent / "queries-dev.jsonl").read_text(encoding="utf-8").splitlines()[:20]
+    queries.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    evalset = prepare(corpus, queries, "citation", None).evalset
+    assert evalset.kind == "citation" and len(evalset.queries) > 0 and evalset.warnings == []

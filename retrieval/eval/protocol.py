@@ -180,6 +180,8 @@ class EvalSet:
     chronology: Chronology | None = None
     relevant_newer: int = 0
     dates_file: str | None = None
+    #: what the evaluation's reader should know of the protocol's result (``PAPER_QUERIES_WARNING``)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def index_papers(self) -> int:
@@ -213,6 +215,7 @@ class EvalSet:
             "mean_relevant": self.mean_relevant,
             "base_rate": self.base_rate,
             "skipped": [s.to_dict() for s in self.skipped],
+            "warnings": list(self.warnings),
             **(
                 {
                     "dates_file": self.dates_file,
@@ -223,6 +226,14 @@ class EvalSet:
                 else {}
             ),
         }
+
+
+#: Said when the citation protocols (asked for by name) find no query whose text starts with its paper's title.
+PAPER_QUERIES_WARNING = (
+    "no query's text starts with its query paper's title, as a citation set's do: if these are judged queries "
+    "whose numbers happen to be paper ids, the {removed:,} papers removed by --protocol {kind} were real "
+    "candidates and the figures are not the judged set's; use --protocol judged (or auto)"
+)
 
 
 def apply_protocol(
@@ -272,8 +283,9 @@ def apply_protocol(
             skipped.append(
                 Skipped(q.qid, q.line, "its relevant ids are either not in the corpus or removed query papers")
             )
+    titled = kind not in (CITATION, TIME_HONEST) or any(is_paper_query(q, scan) for q in queries)
     if not evaluable:
-        if kind in (CITATION, TIME_HONEST) and not any(is_paper_query(q, scan) for q in queries):
+        if not titled:
             # Judged queries numbered 1, 2, ... read as paper ids when the corpus numbers its papers the same way.
             hint = (
                 "its qids are paper ids of the corpus, but no query's text starts with its paper's title as a "
@@ -305,6 +317,7 @@ def apply_protocol(
         chronology=chronology,
         relevant_newer=newer_dropped,
         dates_file=dates_file,
+        warnings=[] if titled else [PAPER_QUERIES_WARNING.format(removed=len(removed), kind=kind)],
     )
 
 

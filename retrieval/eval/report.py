@@ -100,6 +100,8 @@ class EvalReport:
                 f"{p['relevant_removed_query_papers_dropped']:,} relevant entries that were query papers were dropped "
                 "from the relevant lists."
             )
+        for warning in p.get("warnings", ()):
+            lines.append(f"- **Warning:** {warning}.")
         if p["kind"] == "time-honest":
             dated = f"by day where `{p['dates_file']}` dates both" if p.get("dates_file") else "by year"
             lines.append(

@@ -93,6 +93,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         f"{p['queries_evaluated']:,} queries evaluated ({p['queries_skipped']:,} skipped), protocol {p['kind']}, "
         f"{p['query_papers_removed']:,} query papers removed from the index"
     )
+    for warning in p.get("warnings", ()):
+        print(f"warning: {warning}", file=sys.stderr)
     if p["queries_skipped"] or p["relevant_not_in_corpus_dropped"]:
         print(
             f"note: {p['queries_skipped']:,} queries skipped for want of a relevant paper and "
