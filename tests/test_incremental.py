@@ -350,3 +350,53 @@ def test_adding_papers_already_there_counts_all_of_them(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "2,500 paper(s) already in the index ('n00000', 'n00001'" in err and "--replace" in err
     assert db.read_bytes() == before
+
+
+def _revision(db) -> str:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+
+
+def test_a_write_upgrades_an_older_index_with_its_change_or_not_at_all(tmp_path, capsys):
+    """An add or remove on an index of an older revision upgrades it in the same swap as its change: a write that
+    fails leaves the file at its old revision, byte for byte (an older install can still open it); one that
+    succeeds says it upgraded, and leaves what an upgrade followed by the write leaves."""
+    from retrieval.store.schema.migrate import downgrade, upgrade_index
+
+    pool = make_pool(5)
+    db = tmp_path / "old.db"
+    build_index(list(pool.values())[:-1], db)
+    downgrade(db, "0004")
+    before = db.read_bytes()
+    with pytest.raises(RetrievalError, match="not in the index"):
+        remove_papers(["nonexistent"], db)
+    assert main(["add", str(_jsonl(tmp_path, [list(pool.values())[0]])), "--db", str(db)]) == 1  # already there
+    assert _revision(db) == "0004" and db.read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".old.db.")]  # no copy left behind
+
+    reference = tmp_path / "reference.db"
+    reference.write_bytes(before)
+    upgrade_index(reference)
+    remove_papers([next(iter(pool))], reference)
+    summary = remove_papers([next(iter(pool))], db)
+    assert summary.upgraded_from == "0004" and _revision(db) == HEAD_REVISION
+    with RetrievalClient(db) as got, RetrievalClient(reference) as expected:
+        for query in ("graph", "entropy black hole", "sparse attention"):
+            assert [(h, round(s, 9)) for h, s in got.lexical.search(query, 10)] == [
+                (h, round(s, 9)) for h, s in expected.lexical.search(query, 10)
+            ]
+        assert got.stats.n_papers == expected.stats.n_papers == len(pool) - 2
+    # The command line says so; an index already at this revision says nothing of it.
+    downgrade(db, "0004")
+    capsys.readouterr()
+    assert main(["add", str(_jsonl(tmp_path, [list(pool.values())[-1]])), "--db", str(db)]) == 0
+    assert f"upgraded {db} from schema revision 0004 to {HEAD_REVISION} first" in capsys.readouterr().out
+    assert remove_papers([list(pool)[-1]], db).upgraded_from is None
+
+
+def _jsonl(tmp_path, papers):
+    """``papers`` as a JSONL file in ``tmp_path`` (a new name each time)."""
+    path = tmp_path / f"add-{len(list(tmp_path.iterdir()))}.jsonl"
+    records = ({"id": p.id, "title": p.title, "abstract": p.abstract, "year": p.year} for p in papers)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path

@@ -59,10 +59,11 @@ class Backend:
         server enforces it (PostgreSQL); a SQLite read's budget is the executor's."""
         raise NotImplementedError
 
-    def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False):
+    def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False, upgraded=None):
         """``with backend.write_transaction(...) as conn``: one write transaction under the writers' lock,
         committed when the block ends, rolled back on any error; ``conn.execute`` takes SQLite's texts and named
-        parameters. ``writer``: an add or a remove, which brings an index of an older revision up first."""
+        parameters. ``writer``: an add or a remove, which brings an index of an older revision up in the same
+        swap as its write (the upgrade, ``(before, after)``, appended to the list ``upgraded`` when given)."""
         raise NotImplementedError
 
     def log_transaction(self, busy_ms: int):
@@ -111,14 +112,27 @@ class IndexFile(Backend):
         return connect(self.location, readonly=True)
 
     @contextmanager
-    def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False) -> Iterator:
+    def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False, upgraded=None) -> Iterator:
         from .sqlite.files import write_transaction
 
-        if writer:
-            if index_revision(self.location) in KNOWN_REVISIONS[:-1]:
-                from .schema.migrate import upgrade_index
+        if writer and index_revision(self.location) in KNOWN_REVISIONS[:-1]:
+            from .schema.migrate import upgraded_copy
 
-                upgrade_index(self.location)  # a writer may upgrade what it writes to (atomically, first)
+            # A writer upgrades what it writes to: the upgrade and the write on one copy, swapped in together when
+            # the write succeeds, so a failed write leaves the index at its old revision (readable by the version
+            # that wrote it).
+            try:
+                with (
+                    upgraded_copy(self.location) as (copy, upgrade),
+                    write_transaction(copy, busy_ms, doing, lock=False) as conn,
+                ):
+                    yield conn
+            except (OSError, sqlite3.Error) as exc:
+                raise store_error(exc, self.location, "upgrade") from None
+            if upgraded is not None:
+                upgraded.append(tuple(upgrade))
+            return
+        if writer:
             check_index(self.location)
         with write_transaction(self.location, busy_ms, doing) as conn:
             yield conn
@@ -166,7 +180,7 @@ class IndexServer(Backend):
         # A missing database says how to create one.
         return server_connect(self.location, readonly=True, timeout=timeout)
 
-    def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False):
+    def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False, upgraded=None):
         from .postgres.write import write_transaction
 
         # On a server the transaction checks the index itself (under the lock); an older revision is refused.

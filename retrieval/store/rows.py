@@ -56,6 +56,7 @@ class WriteSummary:
     stages: dict[str, float] = field(default_factory=dict)  # seconds per stage of a bulk build
     shards: list[dict] | None = None  # a sharded build: each shard's URL (password hidden) and rows per table
     warnings: list[str] = field(default_factory=list)  # what went wrong after the index was safely written
+    upgraded_from: str | None = None  # an add or remove that first upgraded the index: its revision before
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -324,10 +324,13 @@ def _update(where: str | os.PathLike[str] | Backend, change: Callable[[IndexWrit
     backend = backend_of(where)
     started = time.perf_counter()
     summary = WriteSummary(path=backend.shown)
-    with backend.write_transaction(_BUSY_TIMEOUT_MS, "write to", writer=True) as conn:
+    upgraded: list[tuple[str, str]] = []
+    with backend.write_transaction(_BUSY_TIMEOUT_MS, "write to", writer=True, upgraded=upgraded) as conn:
         writer = IndexWriter(conn, summary)
         change(writer)
         writer.finish()
+    if upgraded and upgraded[0][0] != upgraded[0][1]:
+        summary.upgraded_from = upgraded[0][0]
     summary.seconds = time.perf_counter() - started
     return summary
 

@@ -158,10 +158,23 @@ def _cmd_add(args: argparse.Namespace) -> int:
     _print_summary(
         args,
         summary.to_dict(),
-        f"added {count(summary.added, 'paper')} to {summary.path} ({summary.replaced:,} replaced); "
+        _upgraded(summary)
+        + f"added {count(summary.added, 'paper')} to {summary.path} ({summary.replaced:,} replaced); "
         f"{count(summary.papers, 'paper')}, {count(summary.terms, 'term')} now; {summary.seconds:.2f} s",
     )
     return 0
+
+
+def _upgraded(summary) -> str:
+    """The line that says a write first upgraded the index (``WriteSummary.upgraded_from``), or nothing."""
+    if summary.upgraded_from is None:
+        return ""
+    from ...store.database import HEAD_REVISION
+
+    return (
+        f"upgraded {summary.path} from schema revision {summary.upgraded_from} to {HEAD_REVISION} first (a version "
+        "of retrieval that wrote the old revision can no longer open it)\n"
+    )
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
@@ -169,7 +182,9 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     from ..output.display import count
 
     summary = commands.remove(args.ids, db=args.db)
-    text = f"removed {count(summary.removed, 'paper')} from {summary.path}; {count(summary.papers, 'paper')} now"
+    text = _upgraded(summary) + (
+        f"removed {count(summary.removed, 'paper')} from {summary.path}; {count(summary.papers, 'paper')} now"
+    )
     _print_summary(args, summary.to_dict(), text)
     return 0
 

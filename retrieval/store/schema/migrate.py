@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -143,12 +145,24 @@ def upgrade_index(path: Path) -> Upgrade:
 
 
 def _upgrade(path: Path) -> Upgrade:
+    with upgraded_copy(path) as (_, upgrade):
+        pass
+    return upgrade
+
+
+@contextmanager
+def upgraded_copy(path: Path) -> Iterator[tuple[Path | None, Upgrade]]:
+    """``with upgraded_copy(path) as (copy, upgrade)``: the index at ``path`` copied and upgraded (``upgrade_index``
+    says how), the copy at ``copy`` for the block to change too (a writer's transaction: the upgrade and the write
+    then land together, or neither), swapped in when the block ends and discarded if it raises. ``copy`` is None
+    when ``path`` needs no upgrade (``upgrade`` then is ``(revision, revision)``)."""
     _require_file(path)
     before, info = _read_revision_and_info(path)
     outdated = tokeniser_outdated(info)
     if before == HEAD_REVISION and not outdated:
         check_index(path)
-        return Upgrade(before, before)
+        yield None, Upgrade(before, before)
+        return
     if before not in KNOWN_REVISIONS:
         check_index(path)  # raises the unknown-revision error
     remove_stale_temporaries(path)
@@ -202,10 +216,10 @@ def _upgrade(path: Path) -> Upgrade:
         finally:
             conn.close()
         check_index(tmp)
+        yield tmp, Upgrade(before, HEAD_REVISION, info.get("tokeniser_version") if outdated else None)
         swap_in(tmp, path, expected)
     except BaseException:
         temp.discard()
         raise
     finally:
         temp.close()
-    return Upgrade(before, HEAD_REVISION, info.get("tokeniser_version") if outdated else None)

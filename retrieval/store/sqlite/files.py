@@ -22,6 +22,7 @@ writer is gone (killed, or the machine went down), and nobody else's files match
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -304,12 +305,12 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 @contextmanager
-def write_transaction(path: Path, busy_timeout_ms: int, doing: str) -> Iterator[sqlite3.Connection]:
+def write_transaction(path: Path, busy_timeout_ms: int, doing: str, lock: bool = True) -> Iterator[sqlite3.Connection]:
     """``with write_transaction(path, ...) as conn``: one write transaction on the index at ``path``, under the
-    writers' lock; committed when the block ends, rolled back on any error (a rollback SQLite already did, as
-    on a full disk, does not hide the cause). Environment failures become messages saying what failed
-    (``doing``: "write to", "save the run in")."""
-    with WriterLock(path.resolve()):
+    writers' lock (unless not ``lock``: a ``TempIndex`` of this process, which its own lock keeps); committed when
+    the block ends, rolled back on any error (a rollback SQLite already did, as on a full disk, does not hide the
+    cause). Environment failures become messages saying what failed (``doing``: "write to", "save the run in")."""
+    with WriterLock(path.resolve()) if lock else contextlib.nullcontext():
         try:
             conn = connect(path, readonly=False)
             try:
