@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval import Paper, RetrievalClient, RetrievalError, SchemaVersionError
-from retrieval.commands import build
+from retrieval.commands import add, build
 from retrieval.interfaces.cli import main
 from retrieval.store.database import HEAD_REVISION
 from retrieval.store.schema.migrate import migrate
@@ -400,3 +400,34 @@ def _jsonl(tmp_path, papers):
     records = ({"id": p.id, "title": p.title, "abstract": p.abstract, "year": p.year} for p in papers)
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
+
+
+def _papers_counted_by_the_planner(db) -> int:
+    with sqlite3.connect(db) as conn:
+        return max(
+            int(stat.split()[0]) for (stat,) in conn.execute("SELECT stat FROM sqlite_stat1 WHERE tbl = 'papers'")
+        )
+
+
+def test_writes_keep_the_planner_statistics_near_the_index_they_leave(tmp_path):
+    """A build of 20 papers grown to 2,020 by an add kept the planner's statistics of 20 papers: SQLite then joined
+    the graph's tables in the wrong order and a search took ten times a rebuild's. An add or remove that changes
+    the papers by half or more gathers them again (from a sample); a small one leaves them as they are."""
+    from tests.helpers import shared_corpus
+
+    lines = shared_corpus("hepth").read_text(encoding="utf-8").splitlines()[:2020]
+    small, rest = tmp_path / "small.jsonl", tmp_path / "rest.jsonl"
+    small.write_text("\n".join(lines[:20]) + "\n", encoding="utf-8")
+    rest.write_text("\n".join(lines[20:]) + "\n", encoding="utf-8")
+    db = tmp_path / "grown.db"
+    build(db, small)
+    assert _papers_counted_by_the_planner(db) <= 40
+    add(rest, db)
+    assert 1010 <= _papers_counted_by_the_planner(db) <= 4040
+    with sqlite3.connect(db) as conn:
+        before = conn.execute("SELECT * FROM sqlite_stat1 ORDER BY tbl, idx").fetchall()
+    remove_papers([json.loads(lines[-1])["id"]], db)  # one paper of 2,020: the statistics still hold
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT * FROM sqlite_stat1 ORDER BY tbl, idx").fetchall() == before
+    remove_papers([json.loads(line)["id"] for line in lines[20:2000]], db)  # down to 39: gathered again
+    assert _papers_counted_by_the_planner(db) <= 80

@@ -113,7 +113,7 @@ class IndexFile(Backend):
 
     @contextmanager
     def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False, upgraded=None) -> Iterator:
-        from .sqlite.files import write_transaction
+        from .sqlite.files import refresh_planner_statistics, write_transaction
 
         if writer and index_revision(self.location) in KNOWN_REVISIONS[:-1]:
             from .schema.migrate import upgraded_copy
@@ -127,6 +127,7 @@ class IndexFile(Backend):
                     write_transaction(copy, busy_ms, doing, lock=False) as conn,
                 ):
                     yield conn
+                    refresh_planner_statistics(conn)
             except (OSError, sqlite3.Error) as exc:
                 raise store_error(exc, self.location, "upgrade") from None
             if upgraded is not None:
@@ -136,6 +137,8 @@ class IndexFile(Backend):
             check_index(self.location)
         with write_transaction(self.location, busy_ms, doing) as conn:
             yield conn
+            if writer:
+                refresh_planner_statistics(conn)
 
     def log_transaction(self, busy_ms: int):
         from .sqlite.files import log_transaction

@@ -18,7 +18,7 @@ from ..progress import STATISTICS, SWAP, VECTORS, BuildProgress, as_progress, ph
 from ..rows import WriteSummary, write_statistics
 from ..schema.migrate import migrate
 from ..vectors import write_all as write_vectors
-from .files import TempIndex, check_replaceable, swap_in
+from .files import TempIndex, check_replaceable, refresh_planner_statistics, swap_in
 
 
 def build_index(
@@ -106,8 +106,7 @@ def _build(papers, target: Path, source: str, progress, workers, analyser: Analy
                 conn.execute("COMMIT")
                 summary.stages["statistics"] = time.perf_counter() - mark
                 mark = time.perf_counter()
-                conn.execute("PRAGMA analysis_limit = 1000")  # planner statistics from a sample: seconds, not minutes
-                conn.execute("ANALYZE")
+                refresh_planner_statistics(conn, force=True)
                 summary.stages["analyze"] = time.perf_counter() - mark
             mark = time.perf_counter()
             with phase(report, SWAP):

@@ -17,6 +17,7 @@ import time
 from ...text import Analyser
 from ..progress import BuildProgress
 from ..rows import CorpusCounts, WriteSummary, write_statistics
+from .files import refresh_planner_statistics
 
 # The documents in their present order, kept in a temporary table while doc_len is emptied and filled again.
 SAVE_ORDER = "CREATE TEMP TABLE reindex_order AS SELECT doc_id, paper_id FROM doc_len"
@@ -65,7 +66,6 @@ def reindex(
             conn.execute("ROLLBACK")
         raise
     conn.execute("VACUUM")  # the old postings' pages, freed, are not kept in the file
-    conn.execute("PRAGMA analysis_limit = 1000")
-    conn.execute("ANALYZE")
+    refresh_planner_statistics(conn, force=True)
     summary.seconds = time.perf_counter() - started
     return summary
