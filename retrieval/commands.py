@@ -10,14 +10,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .config import RetrievalConfig, resolve_db, resolve_db_path
-from .errors import InputError
+from .errors import ConfigError, InputError
 from .search.client import RetrievalClient
 from .store.backend import backend_of
 from .store.database import check_index
 from .store.querylog import record_if_enabled
 from .store.sql.dialect import register_sharded, statement
 from .store.sql.executor import Executor
-from .validate import check_int
+from .validate import LIMITS, check_int, paper_id_list
 
 # The writers, the readers and the demo corpus are imported by the commands that use them, so that a process
 # that only searches does not pay for their imports (bench/cli_start.py).
@@ -69,7 +69,11 @@ def build(
     from .corpus.jsonl import PaperFile
     from .corpus.mock import ArxivMockClient, SemanticScholarMockClient, build_corpus, merge_clients
 
-    check_int("workers", workers, 0, allow_none=True)  # 0 and 1: tokenise in this process
+    check_int("workers", workers, 0, LIMITS["workers"], allow_none=True)  # 0 and 1: tokenise in this process
+    from .store.progress import BuildProgress
+
+    if progress is not None and not callable(progress) and not isinstance(progress, BuildProgress):
+        raise ConfigError(f"progress must be a BuildProgress or a callable, got {type(progress).__name__}")
     backend = backend_of(db)
     options = {"progress": progress, "workers": workers, "stem": stem, "stopwords": stopwords, "semantic": semantic}
     if source is None:
@@ -97,6 +101,9 @@ def add(
     from .corpus.jsonl import checked_papers, read_papers
     from .store.writer import add_papers
 
+    if progress is not None and not callable(progress):
+        raise ConfigError(f"progress must be a callable, got {type(progress).__name__}")
+
     if isinstance(source, (str, os.PathLike)):
         src = _corpus_file(source)
         source = (p for _, p in read_papers(src, format))
@@ -110,9 +117,7 @@ def remove(ids: list[str], db: str | os.PathLike[str] | None = None) -> WriteSum
     transaction."""
     from .store.writer import remove_papers
 
-    if isinstance(ids, str):  # one id, not its characters
-        ids = [ids]
-    return remove_papers(ids, backend_of(db))
+    return remove_papers(paper_id_list(ids, "ids"), backend_of(db))  # one id as a string, not its characters
 
 
 def upgrade(db: str | os.PathLike[str] | None = None) -> tuple[str, str]:
@@ -364,7 +369,7 @@ def add_papers(papers: Iterable[Paper], path: str | os.PathLike[str], **options)
 def remove_papers(ids: Iterable[str], path: str | os.PathLike[str]) -> WriteSummary:
     """Deprecated alias of ``remove(ids, path)`` (kept for one release)."""
     _deprecated("remove_papers", "remove")
-    return remove(list(ids), path)
+    return remove(ids, path)
 
 
 def upgrade_index(path: str | os.PathLike[str]) -> tuple[str, str]:

@@ -121,3 +121,17 @@ def year_range(value: object, name: str = "--year") -> tuple[int | None, int | N
         f"year must be a range such as '1998-2001', a year (1998) or (first, last) with None for an open end; "
         f"got {shown_value(value)}"
     )
+
+
+def paper_id_list(value: object, name: str) -> list[str]:
+    """Paper ids a program gives: one id as a string (not its characters), or an iterable of strings;
+    ``ConfigError`` naming ``name`` otherwise."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (bytes, bytearray)) or not hasattr(value, "__iter__"):
+        raise ConfigError(f"{name}: give a paper id (a string) or a list of them, got {type(value).__name__}")
+    ids = list(value)
+    for pid in ids:
+        if not isinstance(pid, str):
+            raise ConfigError(f"{name}: a paper id is a string, got {type(pid).__name__} {repr(pid)[:40]}")
+    return ids

@@ -351,3 +351,16 @@ def test_years_and_citation_counts_on_postgresql(pg_index):
             client.search(QUERY, config=RetrievalConfig(ranking="learned"))
         assert "cited_counts.cited_by" in {p.invariant for p in check(pg_index).problems}
     assert check(pg_index).ok
+
+
+def test_an_older_revision_is_not_called_damaged(demo_db, tmp_path, capsys):
+    """``check`` on an index that wants ``retrieval upgrade`` said it was damaged and to rebuild it."""
+    from retrieval.store.schema.migrate import downgrade
+
+    db = copy_of(demo_db, tmp_path, name="old.db")
+    downgrade(db, "0004")
+    assert main(["check", "--db", str(db)]) == 1
+    out = capsys.readouterr().out
+    assert f"`retrieval upgrade --db {db}`" in out
+    assert "damaged" not in out and "retrieval build" not in out
+    assert "was not checked further" in out

@@ -431,3 +431,33 @@ def test_writes_keep_the_planner_statistics_near_the_index_they_leave(tmp_path):
         assert conn.execute("SELECT * FROM sqlite_stat1 ORDER BY tbl, idx").fetchall() == before
     remove_papers([json.loads(line)["id"] for line in lines[20:2000]], db)  # down to 39: gathered again
     assert _papers_counted_by_the_planner(db) <= 80
+
+
+def test_removing_a_paper_whose_stored_text_was_changed_by_hand_is_a_message_and_changes_nothing(
+    demo_db, tmp_path, capsys
+):
+    db = tmp_path / "edited.db"
+    db.write_bytes(demo_db.read_bytes())
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE papers SET title = 'changed entirely' WHERE id = 'p001'")
+    before = db.read_bytes()
+    with pytest.raises(RetrievalError, match=r"'p001' holds the word '(changed|entirely)'.*nothing was changed"):
+        remove_papers(["p001"], db)
+    assert main(["remove", "p001", "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert "is damaged" in err and "retrieval build" in err and "Traceback" not in err
+    assert db.read_bytes() == before
+
+
+def test_removing_every_paper_says_an_index_keeps_one_and_changes_nothing(demo_db, tmp_path, capsys):
+    db = tmp_path / "all.db"
+    db.write_bytes(demo_db.read_bytes())
+    with sqlite3.connect(db) as conn:
+        ids = [pid for (pid,) in conn.execute("SELECT id FROM papers")]
+    before = db.read_bytes()
+    assert main(["remove", *ids, "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert f"removing {len(ids)} paper(s) would leave" in err and "nothing was removed" in err
+    assert "check the input" not in err
+    assert db.read_bytes() == before
+    assert remove_papers(ids[1:], db).papers == 1  # all but one: fine

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval import ConfigError, RetrievalClient, RetrievalConfig, RetrievalError
-from retrieval.commands import build
+from retrieval import ConfigError, InputError, RetrievalClient, RetrievalConfig, RetrievalError
+from retrieval.commands import add, build, remove
 from retrieval.corpus.paper import Paper
 from retrieval.interfaces.cli import main
 from retrieval.store.sqlite import files
@@ -726,11 +726,39 @@ def test_api_callers_get_input_errors_for_bad_papers(tmp_path):
         (lambda db: build(db.parent / "w.db", workers="x"), "workers must be a whole number"),
         (lambda db: RetrievalConfig()._replace(top_k_lexical=-1), "top_k_lexical must be between"),
         (lambda db: RetrievalConfig._make([0] * len(RetrievalConfig._fields)), "top_k_lexical must be between"),
+        (lambda db: remove(None, db), "ids: give a paper id (a string) or a list of them, got NoneType"),
+        (lambda db: remove(5, db), "ids: give a paper id (a string) or a list of them, got int"),
+        (lambda db: remove(b"p001", db), "got bytes"),
+        (lambda db: remove(["p001", 7], db), "a paper id is a string, got int"),
+        (lambda db: add([Paper("x", "t")], db, progress=5), "progress must be a callable"),
+        (lambda db: build(db.parent / "p.db", progress=5), "progress must be a BuildProgress or a callable"),
+        (lambda db: build(db.parent / "w.db", workers=33), "workers must be between 0 and 32"),
     ],
 )
-def test_an_api_argument_of_the_wrong_type_is_a_config_error_that_names_it(demo_db, call, words):
+def test_an_api_argument_of_the_wrong_type_is_a_config_error_that_names_it(demo_db, tmp_path, call, words):
+    db = tmp_path / "copy.db"
+    db.write_bytes(demo_db.read_bytes())
+    before = db.read_bytes()
     with pytest.raises(ConfigError, match=re.escape(words)):
-        call(demo_db)
+        call(db)
+    assert db.read_bytes() == before
+    assert not (tmp_path / "p.db").exists() and not (tmp_path / "w.db").exists()
+
+
+@pytest.mark.parametrize(
+    "paper, words",
+    [
+        (Paper("x", "t", field_sources=["x"]), "'field_sources' must map field names to source names"),
+        (Paper("x", "t", source=None), "'source' must be a string, got"),
+    ],
+)
+def test_a_paper_object_with_a_field_of_the_wrong_type_is_an_input_error(demo_db, tmp_path, paper, words):
+    db = tmp_path / "copy.db"
+    db.write_bytes(demo_db.read_bytes())
+    with pytest.raises(InputError, match=re.escape(words)):
+        add([paper], db)
+    with pytest.raises(InputError, match=re.escape(words)):
+        build(tmp_path / "new.db", [paper])
 
 
 def test_a_config_given_as_a_dict_is_that_config(demo_db):

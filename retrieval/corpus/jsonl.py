@@ -172,6 +172,18 @@ def checked_papers(papers: Iterable[Paper], what: str = "the papers given") -> I
                 if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
                     got = _shown(values if isinstance(values, str) else repr(values))
                     raise InputError.at(*where, f"paper {pid!r}: '{field}' must be a list of strings, got {got}")
+            if not isinstance(paper.source, str):
+                raise InputError.at(
+                    *where, f"paper {pid!r}: 'source' must be a string, got {_shown(repr(paper.source))}"
+                )
+            sources = paper.field_sources
+            if not isinstance(sources, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in sources.items()
+            ):
+                raise InputError.at(
+                    *where, f"paper {pid!r}: 'field_sources' must map field names to source names, got "
+                    f"{_shown(repr(sources))}"
+                )  # fmt: skip
             _check_unicode(paper, where)
         except InputError as exc:
             raise InputError(f"{what}, paper {number}: {exc.reason}") from None

@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..store.backend import backend_of
 from ..store.database import IndexStats, check_index
 from ..store.sql.executor import Executor, Snapshot, StatementCache, Tracer
-from ..validate import LIMITS, check_choice, check_int
+from ..validate import LIMITS, check_choice, check_int, paper_id_list
 from . import cocited, expansion, learned, lexical, prf, semantic, vote
 from .adjacency import GRAPHS
 from .blend import SORTS, BeyondPaper, RetrievalResult, blend, reorder
@@ -121,7 +121,7 @@ class RetrievalClient:
     def papers(self, paper_ids: list[str], full: bool = True) -> dict[str, Paper]:
         """The papers with these ids (missing ids are left out), with authors, references and citing papers
         when ``full``. A fixed number of statements whatever the number of ids (one id may be given as a string)."""
-        paper_ids = _ids(paper_ids, "paper_ids")
+        paper_ids = paper_id_list(paper_ids, "paper_ids")
         with self.snapshot() as snap:
             rows = snap.rows("papers", PAPERS_SQL, {"paper_ids": json.dumps(paper_ids)})
             out = {pid: Paper(pid, title, abstract, year, source="merged") for pid, title, abstract, year in rows}
@@ -251,8 +251,8 @@ class RetrievalClient:
         similarity (``retrieval.search.similar``), without the seeds and ``exclude``, ``limit`` from ``offset``
         on, filtered by ``year`` and ``authors`` as ``search`` is, in the order ``sort`` asks (relevance, citations
         or year, as ``search``); each entry says why (``entry.why()``) and how often it is cited."""
-        seeds = _ids(paper_ids, "paper_ids")
-        exclude = _ids(exclude or (), "exclude")
+        seeds = paper_id_list(paper_ids, "paper_ids")
+        exclude = paper_id_list(exclude or (), "exclude")
         check_int("limit", limit, 1, LIMITS["limit"])
         check_int("offset", offset, 0, LIMITS["offset"])
         check_choice("sort", sort or "relevance", SORTS)
@@ -484,20 +484,6 @@ class RetrievalClient:
         wall_ms = (time.perf_counter() - start) * 1000.0
         report["candidates_scored"] = hit_count
         return RetrievalResult(wq.text, ranked, hit_count, average, top, wall_ms, cfg, report, offset=offset)
-
-
-def _ids(value: object, name: str) -> list[str]:
-    """Paper ids a program gives: one id as a string (not its characters), or an iterable of strings;
-    ``ConfigError`` naming ``name`` otherwise."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, (bytes, bytearray)) or not hasattr(value, "__iter__"):
-        raise ConfigError(f"{name}: give a paper id (a string) or a list of them, got {type(value).__name__}")
-    ids = list(value)
-    for pid in ids:
-        if not isinstance(pid, str):
-            raise ConfigError(f"{name}: a paper id is a string, got {type(pid).__name__} {repr(pid)[:40]}")
-    return ids
 
 
 #: Queries of at most this many words are checked for words that are authors' surnames (a hint to use --author).

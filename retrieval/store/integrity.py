@@ -246,6 +246,11 @@ TERM_NAMES_SQL = statement("SELECT term_id, term FROM doc_freq WHERE term_id BET
 INTEGRITY_SQL = "PRAGMA integrity_check(100)"
 
 
+#: The first invariant: a revision and tokeniser this version reads. Broken, nothing else is checked (and the
+#: index is not damaged: it wants an upgrade, or a newer package).
+REVISION_INVARIANT = "schema revision and tokeniser"
+
+
 def check(executor, location, limit: int = 5) -> CheckReport:
     """Check the index ``executor`` reads (at ``location``, as messages name it) against every invariant; at most
     ``limit`` examples per problem. Reads in one transaction (on PostgreSQL one snapshot), writes nothing."""
@@ -263,11 +268,11 @@ def check(executor, location, limit: int = 5) -> CheckReport:
     try:
         check_index(location, rows)
     except SchemaVersionError as exc:  # another revision or tokeniser: upgrade or rebuild, nothing else to check
-        found("schema revision and tokeniser", 1, [str(exc)])
-        return CheckReport(where, problems, ["schema revision and tokeniser"], notes, time.perf_counter() - started)
+        found(REVISION_INVARIANT, 1, [str(exc)])
+        return CheckReport(where, problems, [REVISION_INVARIANT], notes, time.perf_counter() - started)
     except NotAnIndexError:
         pass  # what the open refuses (a missing table, a statistic), the invariants below report one by one
-    checked.append("schema revision and tokeniser")
+    checked.append(REVISION_INVARIANT)
     names = {row[0] for row in rows("check: the tables and indexes", TABLES_SQL)}
     revision = rows("check: the schema revision", REVISION_SQL) if "alembic_version" in names else []
     missing = [n for n in ("index_info", *required(revision[0][0] if revision else HEAD_REVISION)) if n not in names]

@@ -24,8 +24,9 @@ from itertools import islice
 from .. import embed
 from ..config import DatabaseURL
 from ..corpus.paper import Paper
-from ..errors import InputError
+from ..errors import InputError, NotAnIndexError
 from ..text import Analyser
+from ..validate import quoted
 from .backend import Backend, backend_of
 from .postings import sync as sync_postings
 from .rows import (
@@ -277,16 +278,31 @@ class IndexWriter:
             raise InputError(f"{len(missing)} paper(s) not in the index ({shown}): nothing was removed")
         postings: list[tuple[int, int]] = []
         df_delta: Counter[int] = Counter()
-        for _, title, abstract, doc_id in rows:
+        for pid, title, abstract, doc_id in rows:
             tokens = self.analyser.analyse(f"{title} {abstract}")
             for term in set(tokens):
-                term_id = self.vocabulary[term]
+                term_id = self.vocabulary.get(term)
+                if term_id is None:  # the stored text was changed after it was indexed (by hand)
+                    where = self.summary.path
+                    raise NotAnIndexError(
+                        f"{where} is damaged: the stored title or abstract of {quoted(pid)} holds the word "
+                        f"{quoted(term)}, which the index's terms lack (its text was changed after it was indexed), "
+                        f"so its postings cannot be found: nothing was changed; rebuild it with "
+                        f"`retrieval build --db {where}` (from its corpus)"
+                    )
                 postings.append((term_id, doc_id))
                 df_delta[term_id] += 1
                 if doc_id < self.first_new_doc:  # a paper added in this transaction is not in the BLOBs yet
                     self.removed_postings.setdefault(term_id, set()).add(doc_id)
             self.total_tokens -= len(tokens)
             self.n_papers -= 1
+        if self.n_papers == 0:
+            where = self.summary.path
+            raise InputError(
+                f"removing {len(rows):,} paper(s) would leave {where} with none, and an index holds at least one: "
+                f"nothing was removed; delete the index to drop it whole, or rebuild it from another corpus "
+                f"(`retrieval build --from FILE --db {where}`)"
+            )
         conn = self.conn
         conn.executemany(DELETE_POSTING, postings)
         conn.executemany(ADD_DF, ((-delta, term_id) for term_id, delta in df_delta.items()))

@@ -323,6 +323,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from ... import commands  # loaded when a command runs, not for --help
+    from ...store.integrity import REVISION_INVARIANT
 
     report = commands.check(db=args.db, limit=args.examples)
     if args.json:
@@ -341,6 +342,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"{report.path} is consistent: {checked}")
         return 0
     where = getattr(resolve_db(args.db), "shown", resolve_db(args.db))
+    if [problem.invariant for problem in report.problems] == [REVISION_INVARIANT]:
+        # Another revision or tokeniser is not damage: nothing else was checked, and the line above says what to do.
+        print(f"{report.path} was not checked further: its revision or tokeniser is not this version's (above)")
+        return 1
     print(
         f"{report.path} is damaged: {len(report.problems)} invariant{'s' if len(report.problems) != 1 else ''} "
         f"broken ({checked}); rebuild it with `retrieval build --db {where}` (from its corpus)"
