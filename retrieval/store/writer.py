@@ -296,13 +296,6 @@ class IndexWriter:
                     self.removed_postings.setdefault(term_id, set()).add(doc_id)
             self.total_tokens -= len(tokens)
             self.n_papers -= 1
-        if self.n_papers == 0:
-            where = self.summary.path
-            raise InputError(
-                f"removing {len(rows):,} paper(s) would leave {where} with none, and an index holds at least one: "
-                f"nothing was removed; delete the index to drop it whole, or rebuild it from another corpus "
-                f"(`retrieval build --from FILE --db {where}`)"
-            )
         conn = self.conn
         conn.executemany(DELETE_POSTING, postings)
         conn.executemany(ADD_DF, ((-delta, term_id) for term_id, delta in df_delta.items()))
@@ -327,6 +320,13 @@ class IndexWriter:
     def finish(self) -> None:
         """Bring the postings BLOBs in line, write the corpus statistics and fill in the summary (see
         ``rows.write_statistics``)."""
+        if self.n_papers == 0:  # checked once every change is made: a replace removes, then adds
+            where = self.summary.path
+            raise InputError(
+                f"removing {self.summary.removed:,} paper(s) would leave {where} with none, and an index holds at "
+                f"least one: nothing was removed; delete the index to drop it whole, or rebuild it from another "
+                f"corpus (`retrieval build --from FILE --db {where}`)"
+            )
         sync_postings(self.conn, self.first_new_doc, self.removed_postings, self.added_terms)
         self.cleaner.count_into(self.summary)
         counts = CorpusCounts(self.n_papers, self.total_tokens)
