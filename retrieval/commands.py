@@ -38,6 +38,17 @@ BUILTIN = "built-in demo corpus"
 
 def _corpus_file(source: str | os.PathLike[str]) -> Path:
     src = Path(source)
+    if str(source) == "-":
+        raise InputError("papers are not read from standard input (-): write them to a file first and give that")
+    if src.is_dir():
+        raise InputError(f"{src} is a folder, not a corpus file: give a file of papers (JSONL, OpenAlex or S2 lines)")
+    if os.path.exists(src) and not src.is_file():
+        # A pipe (`-`, /dev/stdin, <(...)) or a device: a corpus is read more than once (its lines counted, then
+        # parsed by several processes at their offsets).
+        raise InputError(
+            f"{src} is not a regular file (a pipe or a device): a corpus file is read more than once; write it to "
+            "a file first (`... > papers.jsonl`) and give that"
+        )
     if not src.is_file():
         raise InputError(f"no corpus file at {src}: give a file of papers (JSONL, OpenAlex or S2 lines)")
     return src

@@ -783,3 +783,28 @@ def test_any_file_name_the_filesystem_allows_is_a_path(tmp_path, name):
     downgrade(db, "0003")  # the migrations get the same path, not a URL or a config string
     assert main(["upgrade", "--db", str(db)]) == 0
     assert healthy(db) == 103
+
+
+def test_a_pipe_a_dash_a_folder_or_a_dangling_link_is_named_for_what_it_is(demo_db, tmp_path, capsys):
+    """A pipe was "no corpus file at /dev/stdin" (it exists), and a build through a link to a missing file could
+    not open the missing file: each is said as what it is, with what to do, and nothing changes."""
+    db = tmp_path / "copy.db"
+    db.write_bytes(demo_db.read_bytes())
+    before = db.read_bytes()
+    fifo = tmp_path / "papers.fifo"
+    os.mkfifo(fifo)
+    for source, words in (
+        (str(fifo), "is not a regular file (a pipe or a device)"),
+        ("-", "papers are not read from standard input (-)"),
+        (str(tmp_path), "is a folder, not a corpus file"),
+    ):
+        assert main(["add", source, "--db", str(db)]) == 1
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err, err
+    assert db.read_bytes() == before
+    link = tmp_path / "link.db"
+    link.symlink_to(tmp_path / "missing.db")
+    assert main(["build", "--db", str(link)]) == 1
+    err = capsys.readouterr().err
+    assert "is a symbolic link to" in err and "which does not exist" in err
+    assert not (tmp_path / "missing.db").exists() and link.is_symlink()

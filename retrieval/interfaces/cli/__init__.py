@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import warnings
@@ -106,6 +107,10 @@ def _build_bars(count_papers: Callable[[], int | None]):
 
 
 def _count_lines(path: str) -> int | None:
+    """The papers of the corpus file ``path`` for the progress bar; None for what is not a regular file (a pipe
+    would be read here and block, and the command refuses it anyway)."""
+    if not os.path.isfile(path):
+        return None
     try:
         with open(path, "rb") as handle:
             return sum(1 for line in handle if line.strip())

@@ -171,6 +171,11 @@ def check_replaceable(target: Path) -> tuple | None:
     """Before a build over ``target``: remove stale temporaries, refuse a file that is not an index (a build would
     destroy it), and return the index's fingerprint (None when there is none yet or it is damaged)."""
     remove_stale_temporaries(target)
+    if target.is_symlink() and not target.exists():
+        raise StoreError(
+            f"{target} is a symbolic link to {os.readlink(target)}, which does not exist: a build writes beside the "
+            "path it is given and replaces it, so give the link's target itself as --db (or remove the link)"
+        )
     if not target.exists() or target.stat().st_size == 0:
         return None
     try:
