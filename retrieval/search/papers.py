@@ -437,15 +437,16 @@ ARXIV_DOI_PREFIX = "10.48550/arxiv."
 
 
 def id_forms(text: str) -> list[str]:
-    """The ids ``text`` may name, the most literal first: ``text`` itself (trimmed), then, for an address or a
-    prefixed id, what it names: an arXiv abstract or PDF address (``https://arxiv.org/abs/hep-th/9711200v2``,
+    """The ids ``text`` may name, the most literal first: ``text`` itself (as given, then trimmed), then, for an
+    address or a prefixed id, what it names: an arXiv abstract or PDF address (``https://arxiv.org/abs/hep-th/9711200v2``,
     ``http://arxiv.org/pdf/1234.5678v1.pdf``) or ``arXiv:ID`` gives the arXiv id, then the id without its
     version (an index keeps e-prints unversioned); a DOI (``10.xxxx/...``, ``doi:10...``, ``https://doi.org/10...``,
     percent-encoded or not) gives the DOI as written and in lower case (DOIs are case-insensitive; fetched records
     keep them in lower case), and arXiv's DOI ``10.48550/arXiv.ID`` the arXiv id; an OpenAlex or Semantic Scholar
-    address the work's id. Pure: which of them is a paper of the index is ``resolve_ids``'s question."""
+    address the work's id. Pure: which of them is a paper of the index is ``resolve_ids``'s question. ``text`` as
+    given comes first of all: an id may begin or end with a space (a corpus file's id is kept as written)."""
     given = text.strip()
-    forms = [given]
+    forms = [text, given]
     core = given
     for pattern in (_ARXIV_URL, _OPENALEX_URL, _S2_URL, _DOI_URL):
         match = pattern.fullmatch(core)
