@@ -461,3 +461,18 @@ def test_removing_every_paper_says_an_index_keeps_one_and_changes_nothing(demo_d
     assert "check the input" not in err
     assert db.read_bytes() == before
     assert remove_papers(ids[1:], db).papers == 1  # all but one: fine
+
+
+def test_an_add_says_what_it_dropped_and_warns_of_an_empty_file(demo_db, tmp_path, capsys):
+    db = tmp_path / "d.db"
+    db.write_bytes(demo_db.read_bytes())
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    assert main(["add", str(empty), "--db", str(db)]) == 0
+    captured = capsys.readouterr()
+    assert "added 0 papers" in captured.out and f"{empty} holds no papers: nothing was added" in captured.err
+    cites = tmp_path / "cites.jsonl"
+    cites.write_text(json.dumps({"id": "s1", "title": "self", "references": ["s1", "p001", "p001"]}) + "\n")
+    assert main(["add", str(cites), "--db", str(db)]) == 0
+    captured = capsys.readouterr()
+    assert "1 self-citation dropped; 1 repeated reference dropped" in captured.out and not captured.err

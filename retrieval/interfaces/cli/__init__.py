@@ -165,9 +165,27 @@ def _cmd_add(args: argparse.Namespace) -> int:
         summary.to_dict(),
         _upgraded(summary)
         + f"added {count(summary.added, 'paper')} to {summary.path} ({summary.replaced:,} replaced); "
-        f"{count(summary.papers, 'paper')}, {count(summary.terms, 'term')} now; {summary.seconds:.2f} s",
+        + _dropped(summary)
+        + f"{count(summary.papers, 'paper')}, {count(summary.terms, 'term')} now; {summary.seconds:.2f} s",
     )
+    if summary.added == 0 and summary.replaced == 0:
+        print(f"retrieval: warning: {args.source} holds no papers: nothing was added", file=sys.stderr)
     return 0
+
+
+def _dropped(summary) -> str:
+    """What an add dropped from the papers' reference lists (as a build's summary says), or nothing."""
+    from ..output.display import count
+
+    parts = [
+        f"{count(n, what)} dropped"
+        for n, what in (
+            (summary.self_citations_dropped, "self-citation"),
+            (summary.duplicate_references_dropped, "repeated reference"),
+        )
+        if n
+    ]
+    return "; ".join(parts) + "; " if parts else ""
 
 
 def _upgraded(summary) -> str:
