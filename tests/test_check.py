@@ -364,3 +364,33 @@ def test_an_older_revision_is_not_called_damaged(demo_db, tmp_path, capsys):
     assert f"`retrieval upgrade --db {db}`" in out
     assert "damaged" not in out and "retrieval build" not in out
     assert "was not checked further" in out
+
+
+@pytest.mark.parametrize(
+    "edit, invariant, words",
+    [
+        ("INSERT INTO doc_freq VALUES (9999, 'zzz', 0)", "doc_freq.df", "term 9999 'zzz' has df 0"),
+        (
+            "INSERT INTO citations VALUES ('ghost', 'p001', 1, 0)",
+            "citations.listed_by",
+            "citation 'ghost' -> 'p001': declared by the record of a paper the index lacks",
+        ),
+        (
+            "INSERT INTO citations VALUES ('p001', 'elsewhere', 0, 0)",
+            "citations.listed_by",
+            "citation 'p001' -> 'elsewhere': declared by neither paper's record",
+        ),
+        (
+            "INSERT INTO paper_authors VALUES ('nope', 0, 'A B', 'b', 'a b')",
+            "paper_authors and field_sources vs papers",
+            "paper_authors has a row of 'nope', which papers lacks",
+        ),
+    ],
+)
+def test_rows_no_writer_leaves_are_reported(demo_db, tmp_path, edit, invariant, words):
+    """Hand edits that ``check`` called consistent though ``stats`` then differed from a rebuild's."""
+    db = copy_of(demo_db, tmp_path, edit)
+    problems = {p.invariant: p for p in check(db).problems}
+    assert invariant in problems, problems
+    assert any(words in example for example in problems[invariant].examples), problems[invariant].examples
+    assert check(copy_of(demo_db, tmp_path, name="clean.db")).ok

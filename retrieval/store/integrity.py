@@ -163,8 +163,39 @@ LEFT JOIN (
     GROUP BY term_id
 ) AS t ON t.term_id = d.term_id
 WHERE NOT ({d.whole("d.df")})
+   OR d.df < 1
    OR d.df <> coalesce(t.postings, 0)""",
         "term_id",
+    ),
+    hash_joins=True,
+)
+# A citation row's flags say whose record declared it (``models.Citation``): a declaring paper is in the corpus
+# (removing it takes its rows away), and every row was declared by one of its ends.
+CITATION_FLAGS_SQL = statement(
+    lambda d: _rows(
+        "SELECT c.citing_id, c.cited_id, c.listed_by_citing, c.listed_by_cited",
+        """FROM citations AS c
+WHERE NOT (c.listed_by_citing OR c.listed_by_cited)
+   OR (c.listed_by_citing AND NOT EXISTS (SELECT 1 FROM papers AS p WHERE p.id = c.citing_id))
+   OR (c.listed_by_cited AND NOT EXISTS (SELECT 1 FROM papers AS p WHERE p.id = c.cited_id))""",
+        f"citing_id{d.bytes_order}, cited_id{d.bytes_order}",
+    ),
+    hash_joins=True,
+)
+# What a paper's record wrote beside it (its authors, its fields' sources) goes with it.
+ORPHAN_ROWS_SQL = statement(
+    lambda d: _rows(
+        "SELECT o.tbl, o.paper_id",
+        """FROM (
+    SELECT 'paper_authors' AS tbl, a.paper_id
+    FROM paper_authors AS a
+    WHERE NOT EXISTS (SELECT 1 FROM papers AS p WHERE p.id = a.paper_id)
+    UNION ALL
+    SELECT 'field_sources' AS tbl, f.paper_id
+    FROM field_sources AS f
+    WHERE NOT EXISTS (SELECT 1 FROM papers AS p WHERE p.id = f.paper_id)
+) AS o""",
+        f"tbl, paper_id{d.bytes_order}",
     ),
     hash_joins=True,
 )
@@ -329,6 +360,25 @@ def check(executor, location, limit: int = 5) -> CheckReport:
             ],
         )
         checked += ["papers.year", "cited_counts.cited_by"]
+        flags = rows("check: citations' flags", CITATION_FLAGS_SQL, params)
+        found(
+            "citations.listed_by",
+            _total(flags),
+            [
+                f"citation {citing!r} -> {cited!r}: " + (
+                    "declared by neither paper's record" if not (by_citing or by_cited)
+                    else "declared by the record of a paper the index lacks"
+                )
+                for citing, cited, by_citing, by_cited, _ in flags
+            ],
+        )  # fmt: skip
+        orphans = rows("check: rows of papers the index lacks", ORPHAN_ROWS_SQL, params)
+        found(
+            "paper_authors and field_sources vs papers",
+            _total(orphans),
+            [f"{table} has a row of {pid!r}, which papers lacks" for table, pid, _ in orphans],
+        )
+        checked += ["citations.listed_by", "paper_authors and field_sources vs papers"]
         if info.get("semantic_model"):
             dims = int(info.get("semantic_dims") or 0)
             vectors = rows("check: paper_vectors", VECTORS_CHECK_SQL, {**params, "bytes": 2 * dims})
