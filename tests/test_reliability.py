@@ -364,6 +364,25 @@ def test_a_full_disk_is_a_message_and_changes_nothing(base, tmp_path, command):
     assert not list(tmp_path.glob(".x.db.*"))
 
 
+def test_a_full_disk_during_an_add_that_upgrades_names_the_index_and_leaves_it_old(base, tmp_path):
+    """An add on an older revision writes on an upgraded copy: a full disk then is said of the index (not of the
+    copy's temporary name), and the index stays at its revision, as it was."""
+    from retrieval.store.schema.migrate import downgrade
+
+    db, _, _ = base
+    big = corpus(tmp_path / "big.jsonl", 3000, "f", seed=8)
+    downgrade(db, "0004")
+    before = db.read_bytes()
+    limit = str(db.stat().st_size + 200_000)
+    argv = ["add", str(big), "--db", str(db)]
+    done = subprocess.run([sys.executable, "-c", FULL_DISK, limit, *argv], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("retrieval: error: ") and "Traceback" not in done.stderr
+    assert str(db) in done.stderr and ".upgrading" not in done.stderr, done.stderr
+    assert db.read_bytes() == before
+    assert not list(tmp_path.glob(".x.db.*"))
+
+
 def test_a_locked_index_is_a_message(base, monkeypatch, capsys):
     db, more, _ = base
     from retrieval.store import writer

@@ -124,7 +124,7 @@ class IndexFile(Backend):
             try:
                 with (
                     upgraded_copy(self.location) as (copy, upgrade),
-                    write_transaction(copy, busy_ms, doing, lock=False) as conn,
+                    write_transaction(copy, busy_ms, doing, lock=False, named=self.location) as conn,
                 ):
                     yield conn
                     refresh_planner_statistics(conn)

@@ -310,11 +310,14 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 @contextmanager
-def write_transaction(path: Path, busy_timeout_ms: int, doing: str, lock: bool = True) -> Iterator[sqlite3.Connection]:
+def write_transaction(
+    path: Path, busy_timeout_ms: int, doing: str, lock: bool = True, named: Path | None = None
+) -> Iterator[sqlite3.Connection]:
     """``with write_transaction(path, ...) as conn``: one write transaction on the index at ``path``, under the
     writers' lock (unless not ``lock``: a ``TempIndex`` of this process, which its own lock keeps); committed when
     the block ends, rolled back on any error (a rollback SQLite already did, as on a full disk, does not hide the
-    cause). Environment failures become messages saying what failed (``doing``: "write to", "save the run in")."""
+    cause). Environment failures become messages saying what failed (``doing``: "write to", "save the run in") to
+    ``named`` (default ``path``: a copy is named by the index it will replace)."""
     with WriterLock(path.resolve()) if lock else contextlib.nullcontext():
         try:
             conn = connect(path, readonly=False)
@@ -327,7 +330,7 @@ def write_transaction(path: Path, busy_timeout_ms: int, doing: str, lock: bool =
             finally:
                 conn.close()
         except sqlite3.Error as exc:
-            raise store_error(exc, path, doing) from None
+            raise store_error(exc, named or path, doing) from None
 
 
 #: The sample ``ANALYZE`` reads per index (``PRAGMA analysis_limit``): planner statistics in seconds, not minutes.
