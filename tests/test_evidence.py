@@ -582,6 +582,22 @@ def _cli(argv):
     return main(argv)
 
 
+def test_a_saved_run_is_in_the_index_file_itself_not_only_in_its_write_ahead_log(writable_db, tmp_path):
+    # The search's read-only connection is open while the run is saved, so closing the writer's connection does not
+    # move the run into the file, and the reader cannot at its own close: a copy of the file alone lost it.
+    with RetrievalClient(db=writable_db) as c:
+        run = explain(c, QUERY, save=True)
+    copy = tmp_path / "copied.db"
+    copy.write_bytes(writable_db.read_bytes())  # the file alone, as a user copies an index
+    conn = sqlite3.connect(copy)
+    try:
+        assert conn.execute("SELECT count(*) FROM evidence_runs WHERE id = ?", (run.run_id,)).fetchone() == (1,)
+        saved = conn.execute("SELECT count(*) FROM evidence_run_nodes WHERE run_id = ?", (run.run_id,)).fetchone()
+        assert saved == (len(run.nodes),)
+    finally:
+        conn.close()
+
+
 def test_cli_prints_json_and_text_and_saves(writable_db, tmp_path, capsys):
     plan = tmp_path / "plan.txt"
     plan.write_text("graph vertex colouring\n")

@@ -327,6 +327,10 @@ def write_transaction(
                 conn.execute("PRAGMA journal_mode = WAL")
                 with _immediate(conn):
                     yield conn
+                # Into the file itself now: closing is not enough when another connection (a search's, read-only)
+                # is open, and a copy of the file alone would lose what was written. PASSIVE never waits for a
+                # reader; what a reader still holds goes in at the next checkpoint.
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             finally:
                 conn.close()
         except sqlite3.Error as exc:
