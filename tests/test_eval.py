@@ -8,13 +8,17 @@ import json
 import random
 import sqlite3
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from retrieval import RetrievalClient, RetrievalConfig
 from retrieval.errors import ConfigError, InputError, RetrievalError
 from retrieval.eval import MODES, BlendMode, run_eval
 from retrieval.eval.metrics import CUTOFFS, effectiveness, library_measures, pooled_recall, rank_scores
+from retrieval.eval.trec import trec_id
 from retrieval.interfaces.cli import main
 from retrieval.interfaces.cli.eval import ProgressBar
 from tests.helpers import SHARED_DATA, write_jsonl
@@ -361,6 +365,25 @@ def test_second_run_hits_the_cache_and_gives_the_same_report(citation_files, cit
         assert (base / "out" / name).read_bytes() == (tmp_path / "out" / name).read_bytes()
 
 
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_an_unusable_cache_entry_is_rebuilt(citation_files, citation_run, tmp_path, damage):
+    corpus, queries = citation_files
+    first, _ = citation_run
+    cache = tmp_path / "cache"
+    run_eval(corpus, queries, tmp_path / "a", cache_dir=cache, modes=LESSON_MODES)
+    entry = only_index(cache)
+    for sidecar in (entry.with_name(entry.name + "-wal"), entry.with_name(entry.name + "-shm")):
+        sidecar.unlink(missing_ok=True)
+    if damage == "garbage":
+        entry.write_bytes(bytes(range(256)) * 40)  # not SQLite at all: a build refused to overwrite it
+    else:
+        entry.write_bytes(entry.read_bytes()[:4096])
+    again = run_eval(corpus, queries, tmp_path / "b", cache_dir=cache, modes=LESSON_MODES)
+    assert again.timing["index"]["status"] == "rebuilt"
+    assert first.to_json(timing=False) == again.to_json(timing=False)
+    assert only_index(cache) == entry
+
+
 def test_a_fresh_build_gives_the_same_report(citation_files, citation_run, tmp_path):
     corpus, queries = citation_files
     first, _ = citation_run
@@ -420,6 +443,8 @@ def test_empty_query_file_is_refused(citation_files, tmp_path):
         ('["a list"]', "expected a JSON object"),
         ('{"query": "x", "relevant": []}', "missing 'qid'"),
         ('{"qid": "q", "relevant": []}', "no 'query'"),
+        ('{"qid": 7, "query": "x", "relevant": []}', "'qid' must be a non-empty string, got 7: write it in quotes"),
+        ('{"qid": "q", "query": ["x"], "relevant": []}', "'query' must be a string, got"),
         ('{"qid": "q", "query": "x", "relevant": "t0p01"}', "'relevant' must be a list"),
         ('{"qid": "t0p09", "query": "x", "relevant": []}', "repeats line 1"),
     ],
@@ -480,8 +505,76 @@ def test_eval_subcommand(citation_files, tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "4 queries evaluated" in out and "blend-1hop" in out and "blend-2hop" not in out
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["run.blend-1hop.trec", "run.bm25.trec"]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
+        "qrels.trec",
+        "run.blend-1hop.trec",
+        "run.bm25.trec",
+    ]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["recall_at_k.png", "report.json", "report.md"]
+
+
+@given(st.text(min_size=1))
+def test_a_trec_id_is_one_column_and_decodes_to_the_id(text):
+    written = trec_id(text)
+    assert written.split() == [written]  # one column, whatever whitespace the id holds
+    assert unquote(written, errors="strict") == text
+    if "%" not in text and not any(ch.isspace() for ch in text):
+        assert written == text
+
+
+def test_trec_eval_with_c_on_the_written_files_gives_the_report(tmp_path):
+    # A query with an empty ranking has no line in a run file: the qrels written beside the runs, measured with
+    # trec_eval's -c (every qrels query counts), give the report's figures. A qid with a space keeps one column.
+    records = corpus_records()
+    queries = [
+        {"qid": "q one", "query": "protein folding energy", "relevant": [pid(3, 2), pid(3, 4)]},
+        {"qid": "q2", "query": "random walk", "relevant": [pid(2, 1), pid(0, 3)]},
+        {"qid": "q%3", "query": "zebra xylophone", "relevant": [pid(1, 1)]},  # no word in the corpus: empty
+    ]
+    corpus = write_jsonl(tmp_path / "papers.jsonl", records)
+    qfile = write_jsonl(tmp_path / "queries.jsonl", queries)
+    run_eval(corpus, qfile, tmp_path / "out", cache_dir=tmp_path / "cache", modes=["bm25", "auto"])
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert data["files"]["qrels"] == "qrels.trec"
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (tmp_path / "out" / "qrels.trec").read_text().splitlines():
+        qid, zero, doc, rel = line.split()  # four columns: the space in "q one" is encoded
+        qrels.setdefault(qid, {})[doc] = int(rel)
+    assert qrels == {
+        "q%20one": {pid(3, 2): 1, pid(3, 4): 1},
+        "q2": {pid(0, 3): 1, pid(2, 1): 1},
+        "q%253": {pid(1, 1): 1},
+    }
+    for mode in ("bm25", "auto"):
+        run: dict[str, dict[str, float]] = {}
+        for line in (tmp_path / "out" / f"run.{mode}.trec").read_text().splitlines():
+            qid, _, doc, _rank, score, _tag = line.split()
+            run.setdefault(qid, {})[doc] = float(score)
+        assert "q%253" not in run and set(run) == {"q%20one", "q2"}
+        per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10", "recip_rank"}).evaluate(run)
+        # trec_eval -c: a qrels query the run does not name counts as 0
+        ndcg = sum(per_query.get(q, {}).get("ndcg_cut_10", 0.0) for q in qrels) / len(qrels)
+        mrr = sum(per_query.get(q, {}).get("recip_rank", 0.0) for q in qrels) / len(qrels)
+        assert data["modes"][mode]["ndcg@10"] == pytest.approx(ndcg, abs=5e-7), mode  # the report keeps 6 decimals
+        assert data["modes"][mode]["mrr"] == pytest.approx(mrr, abs=5e-7), mode
+        assert 0 < mrr < 1
+
+
+def test_the_corpus_format_can_be_given_as_build_takes_it(citation_files, citation_run, tmp_path, capsys):
+    corpus, queries = citation_files
+    first, _ = citation_run
+    given = run_eval(
+        corpus, queries, tmp_path / "out", cache_dir=tmp_path / "cache", modes=LESSON_MODES, format="jsonl"
+    )
+    assert given.modes == first.modes and given.inputs["corpus"]["format"] == "jsonl"
+    with pytest.raises(InputError, match="looks like the project's own format: give --format jsonl"):
+        run_eval(corpus, queries, tmp_path / "out2", cache_dir=tmp_path / "cache", modes=["bm25"], format="s2")
+    argv = ["eval", "--corpus", str(corpus), "--format", "openalex", "--queries", str(queries)]
+    assert main(argv + ["--out", str(tmp_path / "out3"), "--cache-dir", str(tmp_path / "cache")]) == 1
+    assert "give --format jsonl" in capsys.readouterr().err  # an option eval has
+    train_argv = ["train", "--corpus", str(corpus), "--format", "s2", "--queries", str(queries)]
+    assert main(train_argv + ["--out", str(tmp_path / "m.json"), "--cache-dir", str(tmp_path / "cache")]) == 1
+    assert "give --format jsonl" in capsys.readouterr().err and not (tmp_path / "m.json").exists()
 
 
 def test_progress_bar_only_on_a_terminal():

@@ -53,15 +53,19 @@ def index_identity() -> dict:
     }
 
 
-def cache_key(corpus_sha256: str, queries_sha256: str, protocol: str, semantic: str | None = None) -> str:
+def cache_key(
+    corpus_sha256: str, queries_sha256: str, protocol: str, semantic: str | None = None, format: str | None = None
+) -> str:
     """The hex sha256 naming the evaluation index of these inputs under this version of the package (and the
-    semantic model whose vectors it keeps, if any)."""
+    semantic model whose vectors it keeps, if any, and the corpus format when one was given rather than
+    detected)."""
     document = {
         "corpus_sha256": corpus_sha256,
         "queries_sha256": queries_sha256,
         "protocol": protocol,
         **index_identity(),
         **({"semantic": semantic} if semantic else {}),
+        **({"format": format} if format else {}),
     }
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode("utf-8")).hexdigest()
 
@@ -105,6 +109,7 @@ def ensure_index(
             return CachedIndex(path, "hit", time.perf_counter() - started)
         except RetrievalError as exc:
             status, detail = "rebuilt", f"the cached file was unusable ({type(exc).__name__})"
+            _discard(path)  # the cache's own entry (named by its key), which a build refuses to overwrite
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -115,3 +120,15 @@ def ensure_index(
     tmp.write_text(json.dumps({"key": key, **manifest}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, sidecar)
     return CachedIndex(path, status, time.perf_counter() - started, detail)
+
+
+def _discard(path: Path) -> None:
+    """Remove an unusable cache entry and its SQLite sidecar files."""
+    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            name.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"the cached evaluation index {name} is unusable and cannot be removed ({exc.strerror}): "
+                "remove it, or choose another --cache-dir"
+            ) from None

@@ -67,15 +67,15 @@ class CorpusScan:
         )
 
 
-def scan_corpus(path: Path, qids: set[str]) -> CorpusScan:
-    """Read the corpus once (any format ``read_papers`` detects; ``InputError`` with ``file:line`` on a bad
-    record) and gather the above."""
+def scan_corpus(path: Path, qids: set[str], format: str | None = None) -> CorpusScan:
+    """Read the corpus once (in ``format``, or any format ``read_papers`` detects; ``InputError`` with
+    ``file:line`` on a bad record) and gather the above."""
     ids: set[str] = set()
     titles: dict[str, str] = {}
     years: dict[str, int | None] = {}
     edges: set[tuple[str, str]] = set()
     every_year: dict[str, int | None] = {}
-    for _, paper in read_papers(path):
+    for _, paper in read_papers(path, format):
         ids.add(paper.id)
         every_year[paper.id] = paper.year
         if paper.id in qids:
@@ -321,10 +321,10 @@ def apply_protocol(
     )
 
 
-def index_papers(path: Path, removed: frozenset[str]) -> Iterator[Paper]:
+def index_papers(path: Path, removed: frozenset[str], format: str | None = None) -> Iterator[Paper]:
     """The corpus as the evaluation index holds it: removed papers left out, and every mention of one in the
     others' ``references`` (papers cited) and ``citations`` (papers citing) stripped."""
-    for _, paper in read_papers(path):
+    for _, paper in read_papers(path, format):
         if paper.id in removed:
             continue
         if removed:

@@ -7,6 +7,7 @@ the corpus is the protocol's job.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,11 +29,15 @@ class Query:
 
 def _parse(record: dict, where: tuple[str, int]) -> Query:
     qid = record.get("qid")
-    if not isinstance(qid, str) or not qid.strip():
+    if qid is None or qid == "":
         raise InputError.at(*where, "missing 'qid' (a non-empty string)")
+    if not isinstance(qid, str) or not qid.strip():
+        raise InputError.at(*where, f"'qid' must be a non-empty string, got {json.dumps(qid)}: write it in quotes")
     text = record.get("query")
-    if not isinstance(text, str):
+    if text is None:
         raise InputError.at(*where, f"query {qid!r} has no 'query' (a string)")
+    if not isinstance(text, str):
+        raise InputError.at(*where, f"query {qid!r}: 'query' must be a string, got {json.dumps(text)[:60]}")
     relevant = record.get("relevant")
     if not isinstance(relevant, list) or not all(isinstance(r, str) for r in relevant):
         raise InputError.at(*where, f"query {qid!r}: 'relevant' must be a list of paper ids (strings)")

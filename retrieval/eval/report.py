@@ -300,7 +300,9 @@ class EvalReport:
             "BM25 aggregation scores); for a blend, `hit_count` (seeds plus walked papers, each given a blended "
             "score).",
             "- Run files (TREC format) hold the rank-derived score len − rank + 1, so trec_eval keeps each mode's "
-            "order (its tie-break by document id would otherwise reorder equal scores).",
+            "order (its tie-break by document id would otherwise reorder equal scores). `trec_eval -c -m all_trec "
+            "qrels.trec run.MODE.trec` gives these figures (`-c` counts a query with an empty ranking, which has no "
+            "line in a run, as 0); ids with whitespace or `%` are percent-encoded there.",
             "",
         ]
         return lines

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .. import __version__, embed
 from ..config import RetrievalConfig
+from ..corpus.jsonl import FORMATS
 from ..errors import ConfigError, InputError, StoreError
 from ..search import cutoff, prf
 from ..search.client import RetrievalClient
@@ -44,7 +45,7 @@ from .queries import read_queries
 from .records import ModeAnswer, QueryRun, hop_counts
 from .report import EvalReport
 from .timehonest import Chronology, find_dates, read_dates
-from .trec import write_run
+from .trec import QRELS_FILE, write_qrels, write_run
 
 #: ``progress(stage, done, total)``: stage is "index" (papers written) or "queries" (queries evaluated).
 Progress = Callable[[str, int, int], None]
@@ -80,6 +81,7 @@ class Prepared:
     evalset: EvalSet
     dates: Path | None = None
     dates_sha256: str | None = None
+    format: str | None = None  # the corpus file's format when given (else detected from its first record)
 
     def file_info(self) -> dict:
         return {
@@ -87,6 +89,7 @@ class Prepared:
                 "file": display_name(self.corpus),
                 "sha256": self.corpus_sha256,
                 "bytes": self.corpus.stat().st_size,
+                **({"format": self.format} if self.format else {}),
             },
             "queries": {
                 "file": display_name(self.queries),
@@ -102,16 +105,24 @@ class Prepared:
 
 
 def prepare(
-    corpus: Path, queries: Path, protocol: str, limit_queries: int | None, dates: Path | None = None
+    corpus: Path,
+    queries: Path,
+    protocol: str,
+    limit_queries: int | None,
+    dates: Path | None = None,
+    format: str | None = None,
 ) -> Prepared:
     """Read and check both files and apply the protocol; nothing is built yet. ``dates``: the time-honest
-    protocol's dates file (default: ``dates.tsv`` beside the corpus, when there is one)."""
+    protocol's dates file (default: ``dates.tsv`` beside the corpus, when there is one); ``format``: the corpus
+    file's (default: detected)."""
     if limit_queries is not None and limit_queries < 1:
         raise ConfigError(f"--limit-queries must be at least 1, got {limit_queries}")
     if not corpus.is_file():
         raise InputError(f"no corpus file at {corpus}: give a JSONL file of papers with --corpus")
+    if format is not None and format not in FORMATS:
+        raise ConfigError(f"unknown format {format!r}: use one of {', '.join(FORMATS)}")
     query_list = read_queries(queries)
-    scan = scan_corpus(corpus, {q.qid for q in query_list})
+    scan = scan_corpus(corpus, {q.qid for q in query_list}, format)
     kind = decide_protocol(protocol, query_list, scan, str(queries))
     chronology, dates_path = None, None
     if kind == TIME_HONEST:
@@ -119,7 +130,7 @@ def prepare(
         chronology = Chronology(scan.years, read_dates(dates_path) if dates_path else None)
     shown_dates = display_name(dates_path) if dates_path else None
     evalset = apply_protocol(query_list, scan, kind, str(queries), limit_queries, chronology, shown_dates)
-    prepared = Prepared(corpus, queries, file_sha256(corpus), file_sha256(queries), evalset)
+    prepared = Prepared(corpus, queries, file_sha256(corpus), file_sha256(queries), evalset, format=format)
     return replace(prepared, dates=dates_path, dates_sha256=file_sha256(dates_path)) if dates_path else prepared
 
 
@@ -142,11 +153,15 @@ def open_index(
         "protocol": index_kind(evalset.kind),
         **index_identity(),
         **({"semantic": semantic} if semantic else {}),
+        **({"format": prepared.format} if prepared.format else {}),
     }
+    key = cache_key(
+        prepared.corpus_sha256, prepared.queries_sha256, index_kind(evalset.kind), semantic, prepared.format
+    )
     return ensure_index(
         cache_dir,
-        cache_key(prepared.corpus_sha256, prepared.queries_sha256, index_kind(evalset.kind), semantic),
-        lambda: index_papers(prepared.corpus, evalset.removed),
+        key,
+        lambda: index_papers(prepared.corpus, evalset.removed, prepared.format),
         manifest,
         source=f"evaluation index of {display_name(prepared.corpus)}",
         progress=(lambda done: progress("index", done, evalset.index_papers)) if progress else None,
@@ -342,6 +357,7 @@ def assemble(
             "report_json": REPORT_JSON,
             "plot": PLOT_PNG,
             "runs": {m.name: run_file_name(m.name) for m in modes},
+            "qrels": QRELS_FILE,
         },
     )
     return report, effect
@@ -390,13 +406,15 @@ def run_eval(
     progress: Progress | None = None,
     jobs: int | None = None,
     semantic: str | None = None,
+    format: str | None = None,
 ) -> EvalReport:
     """Evaluate every mode in ``modes`` (default: all of ``MODES``) on ``queries`` over ``corpus``.
 
     Writes ``report.md``, ``report.json`` and ``recall_at_k.png`` into ``out`` and one TREC run file per mode
     into ``runs_dir`` (default: ``out``); returns the report. ``limit_queries`` keeps the first N evaluable
     queries; ``protocol`` is ``auto``, ``citation``, ``judged`` or ``time-honest`` (see ``retrieval.eval.protocol``;
-    ``dates``: its dates file, default ``dates.tsv`` beside the corpus); the
+    ``dates``: its dates file, default ``dates.tsv`` beside the corpus; ``format``: the corpus file's, as
+    ``retrieval build --format`` takes it, default detected); the
     evaluation index is cached under ``cache_dir`` (see ``retrieval.eval.cache``). ``jobs`` worker processes
     share the queries (default: one per core, at most two; fewer than ``PARALLEL_MIN_QUERIES`` queries run in
     this process); the figures do not depend on it. ``semantic`` (``"wordllama"``) builds the evaluation index with
@@ -408,7 +426,7 @@ def run_eval(
     selected = select_modes(modes)
     require_library()  # fail before the long part, not after it
     require_matplotlib()
-    prepared = prepare(Path(corpus), Path(queries), protocol, limit_queries, Path(dates) if dates else None)
+    prepared = prepare(Path(corpus), Path(queries), protocol, limit_queries, Path(dates) if dates else None, format)
     out_dir = Path(out)
     runs_path = Path(runs_dir) if runs_dir is not None else out_dir
     _make_dirs(out_dir, runs_path)
@@ -435,6 +453,7 @@ def run_eval(
         report.inputs["semantic"] = semantic
     for m in selected:
         write_run(runs_path / run_file_name(m.name), ((r.qid, r.answers[m.name].ranking) for r in runs), m.name)
+    write_qrels(runs_path / QRELS_FILE, {r.qid: r.relevant for r in runs})
     plot_recall_at_k(
         out_dir / PLOT_PNG,
         CUTOFFS,

@@ -212,10 +212,11 @@ def extract(
     protocol: str = AUTO,
     progress: Progress | None = None,
     candidates: dict = DEFAULT_CANDIDATES,
+    format: str | None = None,
 ) -> SetData:
     """Every judged query's candidates (``candidates``: the model's candidate settings) and features under the
-    evaluation's protocol (cached; see the module)."""
-    prepared = prepare(Path(corpus), Path(queries), protocol, limit_queries)
+    evaluation's protocol (cached; see the module). ``format``: the corpus file's (default: detected)."""
+    prepared = prepare(Path(corpus), Path(queries), protocol, limit_queries, format=format)
     cached = open_index(prepared, resolve_cache_dir(cache_dir), progress)
     inputs = {k: {"file": v["file"], "sha256": v["sha256"]} for k, v in prepared.file_info().items()}
     name = set_name(corpus, queries)
@@ -365,11 +366,12 @@ def train(
     rounds: int = ROUNDS,
     progress: Progress | None = None,
     relations: Sequence[str] | None = None,
+    format: str | None = None,
 ) -> dict:
     """Fit the learned ranking on ``pairs`` of (corpus, judged queries), cross-validate it, and write the model
     to ``out``; returns the summary (the file's path and sha256, the cross-validation, the training figures).
     ``relations``: the relations the candidates' expansion follows (default all four; the model file records
-    them, and a search under the model follows them)."""
+    them, and a search under the model follows them). ``format``: the corpus files' (default: detected)."""
     if not pairs:
         raise ConfigError("give at least one --corpus and --queries pair to train on")
     candidates = dict(DEFAULT_CANDIDATES)
@@ -381,7 +383,7 @@ def train(
             )
         candidates["relations"] = [r for r in DEFAULT_CANDIDATES["relations"] if r in relations]
     sets = [extract(c, q, cache_dir=cache_dir, limit_queries=limit_queries, protocol=protocol, progress=progress,
-                    candidates=candidates)
+                    candidates=candidates, format=format)
             for c, q in pairs]  # fmt: skip
     names = [s.name for s in sets]
     if len(set(names)) != len(names):

@@ -25,6 +25,8 @@ from ...validate import LIMITS
 from .. import params
 from .options import (
     DB_HELP,
+    FORMAT_HELP,
+    FORMATS,
     add_output_args,
     bounded,
     checked,
@@ -35,10 +37,6 @@ from .options import (
     relations,
     unit,
 )
-
-#: The input formats (``retrieval.corpus.jsonl.FORMATS``, which a test keeps equal), named here so that parsing
-#: a search does not import the readers.
-FORMATS = ("jsonl", "openalex", "s2")
 
 
 def _progress_bar(total: int | None, what: str = "adding papers") -> Callable[[int], None] | None:
@@ -389,7 +387,6 @@ def _check_args(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_cmd_check)
 
 
-FORMAT_HELP = "input format: jsonl, openalex or s2 (default: detected from the first record)"
 SUMMARY_JSON_HELP = "print the summary as one JSON object"
 
 

@@ -13,7 +13,7 @@ from typing import TextIO
 from ...eval.cache import DEFAULT_CACHE_DIR
 from ...eval.modes import MODES
 from ...eval.protocol import AUTO, PROTOCOLS
-from .options import positive_int
+from .options import FORMAT_HELP, FORMATS, positive_int
 
 
 class ProgressBar:
@@ -84,6 +84,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             progress=bar,
             jobs=args.jobs,
             semantic=args.semantic,
+            format=args.format,
         )
     finally:
         if bar:
@@ -112,7 +113,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     print(
         f"index {timing['index']['status']} ({timing['index']['seconds']:.1f} s), total {timing['total_seconds']:.1f} s"
     )
-    print(f"wrote {args.out}/{REPORT_MD}, {args.out}/{REPORT_JSON}; run files in {args.runs_dir or args.out}")
+    print(f"wrote {args.out}/{REPORT_MD}, {args.out}/{REPORT_JSON}; run files and qrels in {args.runs_dir or args.out}")
     return 0
 
 
@@ -127,9 +128,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``retrieval eval`` on its parser ``p``."""
     p.description = DESCRIPTION
     p.add_argument("--corpus", required=True, metavar="FILE", help="corpus of papers, one JSON record a line")
+    p.add_argument("--format", choices=FORMATS, help="the corpus's " + FORMAT_HELP)
     p.add_argument("--queries", required=True, metavar="FILE", help='JSONL queries {"qid", "query", "relevant"}')
     p.add_argument("--out", required=True, metavar="DIR", help="directory for report.md, report.json and the plot")
-    p.add_argument("--runs-dir", metavar="DIR", help="directory for the TREC run files (default: --out)")
+    p.add_argument(
+        "--runs-dir", metavar="DIR", help="directory for the TREC run files and their qrels (default: --out)"
+    )
     p.add_argument(
         "--cache-dir",
         metavar="DIR",

@@ -11,6 +11,11 @@ from ...validate import LIMITS, YEAR_RANGE
 #: ``--db``'s help, on every command that opens an index.
 DB_HELP = f"index file or PostgreSQL URL (default: ${DB_ENV_VAR}, else ./{DEFAULT_DB})"
 
+#: The input formats (``retrieval.corpus.jsonl.FORMATS``, which a test keeps equal), named here so that parsing
+#: a search does not import the readers.
+FORMATS = ("jsonl", "openalex", "s2")
+FORMAT_HELP = "input format: jsonl, openalex or s2 (default: detected from the first record)"
+
 
 def index_location(text: str) -> str:
     """``--db``'s value: an empty one is refused (``--db "$UNSET"`` would otherwise mean the default index)."""
