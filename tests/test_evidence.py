@@ -570,6 +570,13 @@ def test_graphml_round_trips_through_networkx(client, tmp_path):
         )
 
 
+def test_graphml_of_a_query_with_control_characters_is_still_xml(client, tmp_path):
+    run = explain(client, QUERY + " \x07\x1b[0m")  # a pasted terminal bell and colour code
+    graph = nx.read_graphml(write_graphml(run, tmp_path / "run.graphml"))  # refused the whole file before
+    assert graph.graph["query"] == QUERY + " \ufffd\ufffd[0m"
+    assert set(graph.nodes) == set(run.nodes)
+
+
 def test_dot_export_lists_every_paper_and_edge(client):
     run = explain(client, QUERY)
     dot = to_dot(run)
@@ -580,6 +587,15 @@ def test_dot_export_lists_every_paper_and_edge(client):
 
 def _cli(argv):
     return main(argv)
+
+
+@pytest.mark.parametrize("beta", ["-1", "11", "nan"])
+def test_a_beta_out_of_its_range_is_a_usage_error_on_both_sides(writable_db, capsys, beta):
+    with pytest.raises(SystemExit) as exit_:
+        _cli(["explain", QUERY, "--db", str(writable_db), "--beta", beta])
+    assert exit_.value.code == 2
+    assert "--beta: expected a number from 0 to 10" in capsys.readouterr().err
+    assert _cli(["explain", QUERY, "--db", str(writable_db), "--beta", "10", "--top-k", "1"]) == 0
 
 
 def test_a_saved_run_is_in_the_index_file_itself_not_only_in_its_write_ahead_log(writable_db, tmp_path):

@@ -475,10 +475,47 @@ def test_train_writes_a_model_beside_the_index_that_the_next_search_uses(files):
 
 
 def test_train_needs_paired_files(files, capsys):
-    code = main(["train", "--corpus", str(files["corpus"]), "--corpus", str(files["corpus"]),
-                 "--queries", str(files["queries"]), "--out", str(files["base"] / "x.json")])  # fmt: skip
-    assert code == 1
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--corpus", str(files["corpus"]), "--corpus", str(files["corpus"]),
+              "--queries", str(files["queries"]), "--out", str(files["base"] / "x.json")])  # fmt: skip
+    assert exit_.value.code == 2  # a usage error
     assert "one --queries per --corpus" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--out", "{base}"], "is a folder: give the model's file, such as {base}/ranker.json"),
+        (["--out", "{base}/no/such/folder/m.json"], "there is no folder {base}/no/such/folder for the model file"),
+        (["--out", "{base}/m.json", "--name", ""], "--name '': give the model a name"),
+        (["--out", "{base}/m.json", "--name", "a\tb"], "--name 'a\\tb': give the model a name"),
+    ],
+)
+def test_train_refuses_where_it_cannot_write_before_it_trains(files, capsys, extra, message):
+    base = str(files["base"])
+    argv = ["train", "--corpus", str(files["corpus"]), "--queries", str(files["queries"]), "--rounds", "1"]
+    argv += ["--cache-dir", str(files["base"] / "never")]  # no training started: the cache stays unmade
+    with pytest.raises(SystemExit) as exit_:
+        main(argv + [part.format(base=base) for part in extra])
+    assert exit_.value.code == 2
+    assert message.format(base=base) in capsys.readouterr().err
+    assert not (files["base"] / "never").exists() and not list(files["base"].glob(".*.tmp"))
+
+
+def test_train_beside_an_index_that_is_not_there_says_so_before_it_trains(files, capsys):
+    missing = files["base"] / "missing.db"
+    argv = ["train", "--corpus", str(files["corpus"]), "--queries", str(files["queries"]), "--db", str(missing)]
+    assert main(argv + ["--cache-dir", str(files["base"] / "never")]) == 1
+    assert f"no index at {missing} to write the model beside: build it first" in capsys.readouterr().err
+    assert not beside(missing).exists() and not (files["base"] / "never").exists()
+
+
+def test_a_model_that_cannot_be_written_leaves_no_temporary_file(tmp_path):
+    model = RankerModel(list(FEATURES), [1.0] + [0.0] * (len(FEATURES) - 1), [1.0] * len(FEATURES), name="m")
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(InputError, match="cannot write the model file"):
+        model.save(tmp_path / "taken")  # a folder is there
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
 def test_the_eval_reports_name_the_shipped_model_and_cacm_reproduces(tmp_path):

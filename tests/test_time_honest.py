@@ -240,6 +240,17 @@ def test_a_bad_dates_file_names_its_line(files, tmp_path):
         prepare(corpus, queries, TIME_HONEST, None, tmp_path / "missing.tsv")
 
 
+def test_an_empty_dates_file_or_dates_under_another_protocol_is_refused(files, tmp_path):
+    base, corpus, queries, _, _ = files
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(InputError, match="holds no dates"):  # every query compared by year, silently, before
+        prepare(corpus, queries, TIME_HONEST, None, empty)
+    with pytest.raises(ConfigError, match="--dates applies to the time-honest protocol, and this run's is citation"):
+        prepare(corpus, queries, "auto", None, base / "dates.tsv")  # ignored before
+    assert prepare(corpus, queries, TIME_HONEST, None, base / "dates.tsv").evalset.chronology is not None
+
+
 def test_judged_queries_numbered_like_papers_are_told_to_take_the_judged_protocol(tmp_path):
     """CACM's queries are numbered 1, 2, ... as its papers are: the time-honest protocol read them as query papers
     and said only that no relevant paper was left; the message now says what the queries are and what to use."""

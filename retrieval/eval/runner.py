@@ -124,6 +124,11 @@ def prepare(
     query_list = read_queries(queries)
     scan = scan_corpus(corpus, {q.qid for q in query_list}, format)
     kind = decide_protocol(protocol, query_list, scan, str(queries))
+    if dates is not None and kind != TIME_HONEST:
+        raise ConfigError(
+            f"--dates applies to the time-honest protocol, and this run's is {kind}: add --protocol time-honest, "
+            "or drop --dates"
+        )
     chronology, dates_path = None, None
     if kind == TIME_HONEST:
         dates_path = find_dates(corpus, dates)

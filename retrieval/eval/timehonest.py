@@ -49,6 +49,10 @@ def read_dates(path: Path) -> dict[str, str]:
                 out[parts[0]] = parts[1]
     except OSError as exc:
         raise InputError(f"cannot read the dates file {path} ({exc}): give a readable file with --dates") from None
+    except UnicodeDecodeError:
+        raise InputError(f"the dates file {path} is not UTF-8 text: give an `id<TAB>YYYY-MM-DD` file") from None
+    if not out:
+        raise InputError(f"the dates file {path} holds no dates: give `id<TAB>YYYY-MM-DD` lines, or leave it out")
     return out
 
 

@@ -374,6 +374,8 @@ def train(
     them, and a search under the model follows them). ``format``: the corpus files' (default: detected)."""
     if not pairs:
         raise ConfigError("give at least one --corpus and --queries pair to train on")
+    check_model_name(name)
+    check_model_path(Path(out))  # before the training, not after it
     candidates = dict(DEFAULT_CANDIDATES)
     if relations is not None:
         unknown = [r for r in relations if r not in DEFAULT_CANDIDATES["relations"]]
@@ -417,6 +419,20 @@ def train(
     weights = dict(zip(FEATURES, model.weights, strict=True))
     return {"model": str(out), "sha256": digest, "name": name, "cross_validation": cv, "fitted": meta["fitted"],
             "training_sets": meta["training_sets"], "weights": weights}  # fmt: skip
+
+
+def check_model_name(name: object) -> None:
+    """A ``ConfigError`` unless ``name`` can name a model (a non-empty string without control characters)."""
+    if not isinstance(name, str) or not name.strip() or any(ord(ch) < 32 for ch in name):
+        raise ConfigError(f"--name {name!r}: give the model a name of letters, digits or punctuation, such as ranker")
+
+
+def check_model_path(out: Path) -> None:
+    """A ``ConfigError`` unless a model file can be written at ``out`` (a file in an existing folder)."""
+    if out.is_dir():
+        raise ConfigError(f"{out} is a folder: give the model's file, such as {out / 'ranker.json'}")
+    if not out.parent.is_dir():
+        raise ConfigError(f"there is no folder {out.parent} for the model file {out}: create it, or choose another")
 
 
 def model_for_index(db: str | os.PathLike[str]) -> Path:

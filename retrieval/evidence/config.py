@@ -54,6 +54,8 @@ CAP_POLICIES = ("trim", "refuse")
 TELEPORTS = ("blend", "uniform")
 COVERAGES = ("soft", "hard")
 SPLITS = ("sentences", "none")
+#: The age discount exponent's range (``beta``).
+BETA_RANGE = (0.0, 10.0)
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class EvidenceConfig:
             ("vote_self", 0.0, 10.0),
         ):
             check_number(name, getattr(self, name), lo, hi)
-        check_number("beta", self.beta, 0.0, 10.0)
+        check_number("beta", self.beta, *BETA_RANGE)
         check_number("support_power", self.support_power, 0.0, 10.0)
         check_number("alpha", self.alpha, 0.0, 1.0)
         if not 0.0 < self.alpha < 1.0:

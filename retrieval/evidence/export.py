@@ -15,6 +15,7 @@ dashed; an edge's label is its Delta and weight.
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -46,12 +47,22 @@ _EDGE_KEYS = (
 _GRAPH_KEYS = (("query", "string"), ("ranker", "string"), ("status", "string"), ("reference_year", "int"))
 
 
+#: Characters XML 1.0 cannot hold, even escaped (C0 controls but tab, line feed and carriage return; U+FFFE/F).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    """``text`` with each character XML cannot hold replaced by U+FFFD (a title or query may hold one; a reader
+    refuses the whole file over it)."""
+    return _NOT_XML.sub("\ufffd", text)
+
+
 def _text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
-    return str(value)
+    return _xml(str(value))
 
 
 def _data(parent: ET.Element, prefix: str, values: dict) -> None:
@@ -84,7 +95,7 @@ def to_graphml(run: EvidenceRun) -> str:
         },
     )
     for node in run.nodes.values():
-        element = ET.SubElement(graph, f"{{{GRAPHML_NS}}}node", id=node.paper_id)
+        element = ET.SubElement(graph, f"{{{GRAPHML_NS}}}node", id=_xml(node.paper_id))
         _data(
             element,
             "n",
@@ -101,7 +112,7 @@ def to_graphml(run: EvidenceRun) -> str:
             },
         )
     for edge in run.edges.values():
-        element = ET.SubElement(graph, f"{{{GRAPHML_NS}}}edge", source=edge.citing, target=edge.cited)
+        element = ET.SubElement(graph, f"{{{GRAPHML_NS}}}edge", source=_xml(edge.citing), target=_xml(edge.cited))
         _data(
             element,
             "e",

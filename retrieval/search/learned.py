@@ -50,6 +50,7 @@ naming the file, the field and what it must be.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -298,7 +299,12 @@ class RankerModel:
             tmp.write_text(self.to_json(), encoding="utf-8")
             os.replace(tmp, path)
         except OSError as exc:
-            raise InputError(f"cannot write the model file {path} ({exc}): choose another place") from None
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise InputError(
+                f"cannot write the model file {path} ({exc.strerror or exc}): check that you may write there, or "
+                "choose another place"
+            ) from None
         return file_sha256(path)
 
     @classmethod

@@ -11,8 +11,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from ...errors import ConfigError, InputError
-from ...evidence.config import CAP_POLICIES, COVERAGES, RANKERS, RECENCY, EvidenceConfig
-from .options import DB_HELP, add_output_args, bounded, index_location, non_negative, query, unit, year
+from ...evidence.config import BETA_RANGE, CAP_POLICIES, COVERAGES, RANKERS, RECENCY, EvidenceConfig
+from .options import DB_HELP, add_output_args, bounded, index_location, number_in, query, unit, year
 
 if TYPE_CHECKING:  # the pipeline (and NumPy) is imported when the command runs, not when it is registered
     from ...evidence.records import EvidenceRun
@@ -71,7 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--theta", type=unit, default=DEFAULTS.theta, help="support a claim needs (default 0.1)")
     p.add_argument("--tau", type=unit, default=DEFAULTS.tau, help="Delta below which an edge is pruned (default 0.1)")
-    p.add_argument("--beta", type=non_negative, default=DEFAULTS.beta, help="age discount exponent (default 0)")
+    p.add_argument(
+        "--beta", type=number_in(*BETA_RANGE), default=DEFAULTS.beta, help="age discount exponent, 0 to 10 (default 0)"
+    )
     p.add_argument(
         "--max-nodes",
         type=bounded("max_nodes"),

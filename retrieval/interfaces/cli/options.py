@@ -139,6 +139,19 @@ def non_negative(text: str) -> float:
     return value
 
 
+def number_in(least: float, most: float):
+    """A number from ``least`` to ``most``."""
+
+    def parse(text: str) -> float:
+        value = _number(text, float, f"a number from {least:g} to {most:g}")
+        if not least <= value <= most:  # NaN compares false
+            raise argparse.ArgumentTypeError(f"expected a number from {least:g} to {most:g}, got {value}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
 def relations(text: str) -> str:
     unknown = [r for r in text.split(",") if r not in RELATIONS]
     if unknown:

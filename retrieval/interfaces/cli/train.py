@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from ...eval.cache import DEFAULT_CACHE_DIR
 from ...eval.protocol import AUTO, PROTOCOLS
@@ -49,19 +50,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "cocitation, coupling (default: all four; co-citation and coupling cost the most per search)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=_cmd_train)
+    p.set_defaults(func=_cmd_train, train_parser=p)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from ...config import resolve_db_path
-    from ...errors import ConfigError
-    from ...eval.train import ROUNDS, model_for_index, train
+    from ...errors import ConfigError, IndexNotFoundError
+    from ...eval.train import ROUNDS, check_model_name, check_model_path, model_for_index, train
 
     if len(args.corpus) != len(args.queries):
-        raise ConfigError(
+        args.train_parser.error(
             f"give one --queries per --corpus ({len(args.corpus)} corpora, {len(args.queries)} query files)"
         )
-    out = args.out or model_for_index(resolve_db_path(args.db))
+    if args.out is None:
+        index = resolve_db_path(args.db)
+        if not index.is_file():
+            raise IndexNotFoundError(
+                f"no index at {index} to write the model beside: build it first (retrieval build --db {index}), or "
+                "give --out FILE"
+            )
+        out = model_for_index(index)
+    else:
+        out = Path(args.out)
+    try:  # usage errors before the training, not after it
+        check_model_name(args.name)
+        check_model_path(out)
+    except ConfigError as exc:
+        args.train_parser.error(str(exc))
     summary = train(
         list(zip(args.corpus, args.queries, strict=True)), out, name=args.name, cache_dir=args.cache_dir,
         limit_queries=args.limit_queries, protocol=args.protocol, rounds=args.rounds or ROUNDS,
