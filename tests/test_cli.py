@@ -334,12 +334,15 @@ def test_help_imports_neither_typing_nor_inspect(tmp_path, argv):
 @pytest.mark.parametrize("value", ["nan", "inf", "-1"])
 def test_options_of_a_number_at_least_0_refuse_nan_and_infinity(demo_db, capsys, value):
     """`explain --beta` and `fetch --backoff` took nan and inf (nan < 0 is false): a usage error now."""
-    for argv in (["explain", "--db", str(demo_db), "black holes", "--beta", value],
-                 ["fetch", "arxiv", "--category", "hep-th", "-o", "x.jsonl", "--backoff", value]):  # fmt: skip
+    for argv, expected in (
+        (["explain", "--db", str(demo_db), "black holes", "--beta", value], "expected a number from 0 to 10"),
+        (["fetch", "arxiv", "--category", "hep-th", "-o", "x.jsonl", "--backoff", value],
+         "expected a finite number of at least 0"),
+    ):  # fmt: skip
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2
-        assert "expected a finite number of at least 0" in capsys.readouterr().err
+        assert expected in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["search", "black hole"], ["stats"], ["remove", "p001"], ["check"]])
