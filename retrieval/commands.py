@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .config import RetrievalConfig, resolve_db, resolve_db_path
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, RetrievalError
 from .search.client import RetrievalClient
 from .store.backend import backend_of
 from .store.database import check_index
@@ -354,6 +354,8 @@ def log_plot(out: str | os.PathLike[str], db: str | os.PathLike[str] | None = No
 
     backend = backend_of(db)
     rows = entries(backend, since)
+    if not rows and since is not None and entries(backend, None):
+        raise RetrievalError(f"the query log has no entries since {since} to plot: give an earlier --since")
     plot(rows, out, title=f"query log of {backend.name}")
     return len(rows)
 

@@ -246,6 +246,10 @@ def test_the_plot_is_a_png(db, tmp_path, capsys):
     code, printed, _ = run(capsys, "log", "--db", db, "--plot", out)
     assert code == 0 and "drew 3 logged queries" in printed
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # entries there are, none since the date: that date is the matter, not whether the log is on
+    code, _, err = run(capsys, "log", "--db", db, "--plot", tmp_path / "later.png", "--since", "2999-01-01")
+    assert code == 1 and "no entries since 2999-01-01" in err and "to plot: give an earlier --since" in err
+    assert not (tmp_path / "later.png").exists()
 
 
 def test_on_and_off_take_no_listing_options(db, capsys):
