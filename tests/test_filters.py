@@ -266,6 +266,34 @@ def test_the_python_api_takes_a_year_as_text_a_number_or_a_pair_and_checks_each(
                 client.similar("p001", year=bad)
 
 
+def test_the_author_filter_is_bounded_as_every_other_input(demo_db):
+    """5,000 author names, or one of 60,000 characters, were taken (and echoed back whole) by every front door."""
+    from fastapi.testclient import TestClient
+
+    from retrieval.interfaces.cli import main
+    from retrieval.interfaces.http.app import create_app
+    from retrieval.interfaces.service import Service
+    from retrieval.validate import LIMITS
+
+    most, chars = LIMITS["authors"], LIMITS["author_chars"]
+    with RetrievalClient(demo_db) as client:
+        client.search("attention", authors=["Vaswani"] * most)  # at the bound: taken
+        client.search("attention", authors=["V" * chars])
+        with pytest.raises(ConfigError, match=f"at most {most} authors"):
+            client.search("attention", authors=["Vaswani"] * (most + 1))
+        with pytest.raises(ConfigError, match=f"at most {chars}"):
+            client.similar("p001", authors=["V" * (chars + 1)])
+    service = Service(demo_db)
+    try:
+        got = TestClient(create_app(service)).get("/search", params={"q": "attention", "author": ["V"] * 5000})
+        assert got.status_code == 400 and f"at most {most} authors" in got.json()["error"]
+    finally:
+        service.close()
+    with pytest.raises(SystemExit) as usage:
+        main(["search", "attention", "--db", str(demo_db), "--author", "V" * (chars + 1)])
+    assert usage.value.code == 2
+
+
 def test_the_python_api_takes_one_id_as_a_string_and_refuses_what_is_no_id(demo_db):
     """``exclude="p002"`` and ``papers("p001")`` take the string as one id (they read its characters:
     nothing was excluded, no paper found); what is not a string is a ``ConfigError`` naming the argument, and

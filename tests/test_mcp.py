@@ -226,6 +226,36 @@ def test_a_bad_call_is_a_tool_error_with_the_librarys_message(demo_db, tmp_path)
     assert data(results[-1])["results"]
 
 
+def test_arguments_of_the_wrong_type_or_unknown_are_one_line_naming_them(demo_db, tmp_path):
+    # Before: pydantic's multi-line report with its links; `limit: true` and `limit: "5"` taken as numbers; an
+    # unknown argument dropped silently; `year: true` read as the year 1.
+    results = calls(
+        demo_db, tmp_path,
+        ("search", {}),
+        ("search", {"query": 5}),
+        ("search", {"query": "attention", "limit": True}),
+        ("search", {"query": "attention", "limit": "5"}),
+        ("search", {"query": "attention", "year": True}),
+        ("search", {"query": "attention", "bogus": 1, "also": 2}),
+        ("similar", {"paper_ids": "p001"}),
+        ("explain", {"query": "attention", "ranker": "nope"}),
+        ("search", {"query": "attention", "limit": 1}),
+    )  # fmt: skip
+    texts = [result.content[0].text for result in results]
+    assert all(result.is_error for result in results[:-1]), texts
+    for text in texts[:-1]:
+        assert "\n" not in text and "pydantic" not in text and "Traceback" not in text, text
+    assert texts[0] == "Error executing tool search: query is required"
+    assert texts[1] == "Error executing tool search: query: input should be a valid string, got 5"
+    assert texts[2] == "Error executing tool search: limit: input should be a valid integer, got True"
+    assert texts[3] == "Error executing tool search: limit: input should be a valid integer, got '5'"
+    assert texts[4].startswith("Error executing tool search: year: input should be a valid") and "got True" in texts[4]
+    assert texts[5].startswith("Error executing tool search: unknown argument(s) also, bogus: it takes ")
+    assert texts[6].startswith("Error executing tool similar: paper_ids: input should be a valid list, got 'p001'")
+    assert texts[7] == "Error executing tool explain: ranker: input should be 'vote', 'ppr' or 'salsa', got 'nope'"
+    assert data(results[-1])["results"]
+
+
 def test_a_bad_filter_is_named_as_the_tool_names_it_not_as_the_command_lines_option(demo_db, tmp_path):
     results = calls(
         demo_db, tmp_path,

@@ -123,6 +123,35 @@ def test_rebuild_after_an_add_while_a_reader_stays_open(base):
     assert healthy(db) == 200
 
 
+def test_an_open_client_follows_a_file_moved_over_its_index_or_removed(base, tmp_path):
+    # A long-lived reader (serve, mcp, a notebook) kept answering from the file it had opened: after a `mv` of
+    # another index over the path, after the file was removed, and after it was built again there.
+    from retrieval.errors import IndexNotFoundError
+
+    db, _, other = base
+    elsewhere = tmp_path / "elsewhere.db"
+    build(db=elsewhere, source=other)
+    with RetrievalClient(db) as client:
+        assert client.stats.n_papers == 300
+        before = [e.paper.id for e in client.search("w1 w2").ranked]
+        assert before and all(pid.startswith("a") for pid in before)
+        os.replace(elsewhere, db)  # a rebuild made elsewhere, moved into place
+        for name in ("-wal", "-shm"):
+            Path(f"{db}{name}").unlink(missing_ok=True)
+        assert client.stats.n_papers == 200
+        moved = [e.paper.id for e in client.search("w1 w2").ranked]
+        assert moved and all(pid.startswith("o") for pid in moved)
+        assert client.paper(moved[0]).id == moved[0]
+        os.remove(db)
+        with pytest.raises(IndexNotFoundError, match="build"):
+            client.search("w1 w2")
+        with pytest.raises(IndexNotFoundError):
+            client.stats  # noqa: B018  (the property reads the index)
+        build(db=db, source=tmp_path / "first.jsonl")  # the command the message gives
+        assert client.stats.n_papers == 300
+        assert [e.paper.id for e in client.search("w1 w2").ranked] == before
+
+
 def test_rebuild_while_a_reader_holds_a_read_transaction_through_an_add(base):
     db, more, other = base
     reader = spawn(READER, str(db))

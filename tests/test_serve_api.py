@@ -246,6 +246,14 @@ def test_explain_refuses_bad_bodies(api, service):
     assert got["kind"] == "RequestValidationError" and got["error"].startswith("limit: Extra inputs")
     got = answer(api.post("/explain", content=b"{not json", headers={"content-type": "application/json"}), 400)
     assert got["error"].startswith("the body is not valid JSON")
+    for body, kind in (
+        (b'{"query": "\xff\xfe"}', "application/json"),
+        (b'{"query": "\xe9"}', "application/json; charset=latin-1"),
+    ):
+        got = answer(api.post("/explain", content=body, headers={"content-type": kind}), 400)
+        assert (
+            got["error"] == "the body is not valid JSON text (it must be UTF-8): send the JSON object encoded as UTF-8"
+        )
     assert answer(api.get("/explain"), 405)["kind"] == "HTTPException"
 
 
@@ -311,6 +319,15 @@ def test_a_huge_body_is_refused_before_it_is_parsed(api):
         api.post("/explain", content=iter([small[:5], small[5:]]), headers={"content-type": "application/json"})
     )
     assert small["query"] == "entropy"
+
+
+def test_head_answers_as_get_without_the_body(api):
+    for path in ("/search?q=entropy&limit=2", "/stats", "/health", "/"):
+        got, head = api.get(path), api.head(path)
+        assert head.status_code == got.status_code == 200, path
+        assert head.content == b"" and int(head.headers["content-length"]) > 0, path  # GET's (a search's timing
+        assert head.headers["content-type"] == got.headers["content-type"], path  # makes its length vary)
+    assert api.head("/explain").status_code == 405  # a route without GET has no HEAD either
 
 
 def test_an_unknown_path_is_a_json_404(api):

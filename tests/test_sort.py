@@ -94,6 +94,30 @@ def test_an_unknown_sort_is_refused_by_the_library_and_a_usage_error_on_the_comm
     assert counts == sorted(counts, reverse=True)
 
 
+def test_an_empty_sort_is_the_default_order_through_the_library_and_http(deep):  # noqa: F811
+    # `sort=` in a URL (or "" from a form or an agent) ranked by year, newest first, silently.
+    from fastapi.testclient import TestClient
+
+    from retrieval.interfaces.http.app import create_app
+    from retrieval.interfaces.service import Service
+
+    with RetrievalClient(deep) as client:
+        default = [e.paper.id for e in client.search("field theory", limit=20).ranked]
+        assert [e.paper.id for e in client.search("field theory", limit=20, sort="").ranked] == default
+        assert default != [e.paper.id for e in client.search("field theory", limit=20, sort="year").ranked]
+        similar = [e.paper.id for e in client.similar("p700", 20).ranked]
+        assert [e.paper.id for e in client.similar("p700", 20, sort="").ranked] == similar
+    service = Service(deep)
+    try:
+        http = TestClient(create_app(service))
+        got = http.get("/search", params={"q": "field theory", "limit": 20, "sort": ""}).json()
+        assert [r["id"] for r in got["results"]] == default
+        got = http.get("/similar/p700", params={"limit": 20, "sort": ""}).json()
+        assert [r["id"] for r in got["results"]] == similar
+    finally:
+        service.close()
+
+
 def test_citation_counts_are_in_the_table_the_csv_and_the_web_page(deep, capsys):  # noqa: F811
     import csv
     import io

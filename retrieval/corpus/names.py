@@ -59,7 +59,12 @@ def check_author(name: str, option: str = "--author", example: str = "--author M
     """Refuse (``ConfigError``) an author name no paper's author can match, one without letters, naming it as
     ``option`` names it (the command line's ``--author``, the HTTP API's ``author``)."""
     from ..errors import ConfigError
-    from ..validate import quoted
+    from ..validate import LIMITS, quoted
 
+    if len(str(name)) > LIMITS["author_chars"]:
+        raise ConfigError(
+            f"{option} {quoted(str(name))} is {len(str(name)):,} characters long (an author's name is at most "
+            f"{LIMITS['author_chars']}): give a surname, such as {example}"
+        )
     if not name_words(str(name)):
         raise ConfigError(f"{option} {quoted(str(name))} has no letters: give a surname, such as {example}")

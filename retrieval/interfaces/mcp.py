@@ -19,9 +19,13 @@ The main CLI imports this module only when ``retrieval mcp`` runs; the SDK is im
 import argparse
 import asyncio
 import functools
+import inspect
 import logging
+import operator
 import sys
 import time
+import types
+import typing
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -30,6 +34,7 @@ from typing import Annotated, Any, Literal
 from ..errors import ConfigError, RetrievalError
 from ..evidence.config import EvidenceConfig
 from ..search.similar import COCITATION_FANOUT
+from ..validate import shown_value
 from .cli.options import DB_HELP, add_query_timeout
 from .params import (
     CITATIONS_OFFSET,
@@ -150,13 +155,27 @@ most {BOUNDS["query_chars"]:,} characters, at most {BOUNDS["subqueries"]} sub-qu
 to {BOUNDS["explain_pruned"]}."""
 
 
+def _strict(kind):
+    """``kind`` with its numbers strict: an agent's ``true`` or ``"5"`` is not a number of results (pydantic's lax
+    mode took both)."""
+    from pydantic import Strict
+
+    if kind in (int, float):
+        return Annotated[kind, Strict()]
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        return functools.reduce(operator.or_, (_strict(arg) for arg in typing.get_args(kind)))
+    return kind
+
+
 def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
     """The four tools as (function, title, description): typed functions over ``service``."""
     from pydantic import Field
 
     def field(param: Param):
         """``param`` (``retrieval.interfaces.params``) as a tool's input: its type, description and bounds."""
-        return Annotated[param.kind, Field(description=param.server_help(), json_schema_extra=param.schema_bounds())]
+        return Annotated[
+            _strict(param.kind), Field(description=param.server_help(), json_schema_extra=param.schema_bounds())
+        ]
 
     Limit, Offset = field(LIMIT), field(OFFSET)
 
@@ -223,6 +242,7 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
             Field(
                 description=f"papers to return, 1 to {BOUNDS['top_k']}",
                 json_schema_extra=_bounds(1, BOUNDS["top_k"]),
+                strict=True,
             ),
         ] = DEFAULTS.top_k,
         max_nodes: Annotated[
@@ -231,6 +251,7 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
                 description=f"cap on the graph's papers (the work per call), 1 to {BOUNDS['max_nodes']:,}; over it "
                 "the graph is trimmed",
                 json_schema_extra=_bounds(1, BOUNDS["max_nodes"]),
+                strict=True,
             ),
         ] = DEFAULTS.max_nodes or BOUNDS["max_nodes"],
         ranker: Annotated[
@@ -246,6 +267,7 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
                 description=f"edges to list per list of each paper (via, in_edges, out_edges), the strongest first, "
                 f"0 to {BOUNDS['explain_edges']}",
                 json_schema_extra=_bounds(0, BOUNDS["explain_edges"]),
+                strict=True,
             ),
         ] = EXPLAIN_EDGES,
         pruned: Annotated[
@@ -254,6 +276,7 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
                 description=f"pruned edges to list, the strongest first, with why each was pruned, 0 to "
                 f"{BOUNDS['explain_pruned']} (their total and count per reason are always given)",
                 json_schema_extra=_bounds(0, BOUNDS["explain_pruned"]),
+                strict=True,
             ),
         ] = 0,
     ) -> dict[str, Any]:
@@ -261,7 +284,9 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
         return service.explain_summary(query, subqueries=subqueries, settings=settings, edges=edges, pruned=pruned)
 
     def annotate(param: Param):
-        return Annotated[param.kind, Field(description=param.help, json_schema_extra=param.schema_bounds() or None)]
+        return Annotated[
+            _strict(param.kind), Field(description=param.help, json_schema_extra=param.schema_bounds() or None)
+        ]
 
     return [
         (with_filters(search, annotate), "Search papers", SEARCH),
@@ -298,6 +323,24 @@ def _tool_call(name: str, fn: Callable[..., dict], workers: ThreadPoolExecutor) 
     return call
 
 
+def arguments_message(exc) -> str:
+    """A pydantic ``ValidationError`` of a tool's arguments as one line, one part per argument: what it must be
+    and what it got (a union's branches reported once, under the argument's name)."""
+    parts: dict[str, str] = {}
+    for error in exc.errors():
+        loc = [str(part) for part in error.get("loc", ())]
+        name = loc[0] if loc else "arguments"
+        if name in parts:
+            continue
+        if error.get("type") == "missing":
+            parts[name] = f"{name} is required"
+            continue
+        where = ".".join([name, *(part for part in loc[1:] if part.isdigit())])  # a list's index, not a branch
+        message = str(error.get("msg", "is not valid"))
+        parts[name] = f"{where}: {message[:1].lower()}{message[1:]}, got {shown_value(error.get('input'))}"
+    return "; ".join(parts.values()) or "the arguments are not valid"
+
+
 def make_server(service: Service, workers: ThreadPoolExecutor):
     """The MCP server (``mcp.server.mcpserver.MCPServer``) with the four tools over ``service``, each call run on
     one of ``workers``."""
@@ -317,7 +360,32 @@ def make_server(service: Service, workers: ThreadPoolExecutor):
         finally:
             sys.stdout = stdout
 
-    server = MCPServer(
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
+
+    tools = _tools(service)
+    taken = {fn.__name__: set(inspect.signature(fn).parameters) for fn, _, _ in tools}
+
+    class Server(MCPServer):
+        """The SDK's server, with its checks of a call's arguments said as the library says things: an unknown
+        argument named (the SDK drops it silently), a wrong type as one line per argument (pydantic's report, with
+        its links, before)."""
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+            unknown = sorted(set(arguments) - taken.get(name, set(arguments)))
+            if unknown:
+                raise ToolError(
+                    f"Error executing tool {name}: unknown argument(s) {', '.join(unknown)}: it takes "
+                    f"{', '.join(sorted(taken[name]))}"
+                )
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if not isinstance(exc.__cause__, ValidationError):
+                    raise
+                raise ToolError(f"Error executing tool {name}: {arguments_message(exc.__cause__)}") from exc
+
+    server = Server(
         "retrieval",
         title="retrieval: a literature index",
         instructions=INSTRUCTIONS.format(papers=service.client().stats.n_papers),
@@ -326,7 +394,7 @@ def make_server(service: Service, workers: ThreadPoolExecutor):
         lifespan=stdout_to_stderr,
     )
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-    for fn, title, description in _tools(service):
+    for fn, title, description in tools:
         server.add_tool(
             _tool_call(fn.__name__, fn, workers), name=fn.__name__, title=title, description=_flow(description),
             annotations=read_only, structured_output=True,

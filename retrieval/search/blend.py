@@ -132,7 +132,9 @@ def reorder(entries: list, sort: str | None, cited: Mapping[str, int]) -> list:
         return entries
     if sort == "citations":
         return sorted(entries, key=lambda e: -cited.get(e.paper.id, 0))
-    return sorted(entries, key=lambda e: -(e.paper.year if e.paper.year is not None else -(10**6)))
+    if sort == "year":
+        return sorted(entries, key=lambda e: -(e.paper.year if e.paper.year is not None else -(10**6)))
+    raise ValueError(f"unknown sort {sort!r}")  # the callers check it: a new order must be added here
 
 
 class BeyondPaper(RankedPaper):

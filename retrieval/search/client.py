@@ -76,8 +76,11 @@ class RetrievalClient:
         self.backend = backend_of(db)  # a file, or a schema on PostgreSQL: decided once
         self.path = self.backend.location
         self.config = RetrievalConfig.of(config)
+        self.timeout = timeout
+        self._file = self.backend.identity()  # taken before opening it: a file put in place after is seen
         conn = self.backend.connect(timeout)  # a missing index says how to build one
-        self._executor = Executor(conn, tracer, self.path, timeout)
+        follow = self._follow_file if self._file is not None else None
+        self._executor = Executor(conn, tracer, self.path, timeout, before_snapshot=follow)
         try:
             check_index(self.path, self._executor.rows)
         except BaseException:
@@ -85,6 +88,20 @@ class RetrievalClient:
             raise
         self.lexical = BM25Index(self._executor)
         self.graph = CitationGraph(self._executor)
+
+    def _follow_file(self) -> None:
+        """Before each read of an index file: the file now at the index's path, if it is another than the one open
+        (a rebuild moved into place, a copy renamed over it, the file removed and built again), is opened instead,
+        and a path with no file says so, rather than answering from the file that was there."""
+        now = self.backend.identity()
+        if now == self._file:
+            return
+        executor = self._executor
+        conn = self.backend.connect(self.timeout)  # no file there: the message that says how to build one
+        old, executor.conn = executor.conn, conn
+        self._file = now
+        old.close()
+        check_index(self.path, executor.rows)  # another revision or not an index: said now, as at opening
 
     def snapshot(self):
         """``with client.snapshot() as snap``: one read transaction with the statistics as it sees them
@@ -183,7 +200,8 @@ class RetrievalClient:
         entry carries its citation count (``entry.citations``: papers of the index citing it).
         """
         cfg = self.config if config is None else RetrievalConfig.of(config)
-        check_choice("sort", sort or "relevance", SORTS)
+        sort = sort or "relevance"  # an empty value (a form's, a URL's `sort=`) is the default, not another order
+        check_choice("sort", sort, SORTS)
         check_int("limit", limit, 1, LIMITS["limit"], allow_none=True)
         check_int("offset", offset, 0, LIMITS["offset"])
         start = time.perf_counter()
@@ -255,7 +273,8 @@ class RetrievalClient:
         exclude = paper_id_list(exclude or (), "exclude")
         check_int("limit", limit, 1, LIMITS["limit"])
         check_int("offset", offset, 0, LIMITS["offset"])
-        check_choice("sort", sort or "relevance", SORTS)
+        sort = sort or "relevance"  # an empty value (a form's, a URL's `sort=`) is the default, not another order
+        check_choice("sort", sort, SORTS)
         if not seeds:
             raise ConfigError("similar needs at least one paper id")
         if len(seeds) > LIMITS["similar_seeds"]:

@@ -23,7 +23,7 @@ from ..corpus.names import check_author, matches, name_words
 from ..errors import ConfigError
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
-from ..validate import YEAR_RANGE, shown_value, year_range
+from ..validate import LIMITS, YEAR_RANGE, shown_value, year_range
 
 YEAR_DOCS_SQL = statement(
     lambda d: (
@@ -116,6 +116,11 @@ class Filters(namedtuple("Filters", "years authors exclude phrases", defaults=(N
         """Filters from option values: ``year`` a range string or ``(first, last)``, ``authors`` names."""
         years = year_range(year)
         authors = author_names(authors)
+        if len(authors) > LIMITS["authors"]:
+            raise ConfigError(
+                f"a search filters by at most {LIMITS['authors']} authors (a paper by all of them), got "
+                f"{len(authors):,}: give fewer"
+            )
         for name in authors:
             check_author(name)
         return cls(years, tuple(authors), tuple(exclude), tuple(tuple(p) for p in phrases))

@@ -53,6 +53,11 @@ class Backend:
         return check_index(self.location, rows)
 
     # -- what differs ------------------------------------------------------------------------------------------
+    def identity(self) -> tuple | None:
+        """Which index is at the location now, where another can be put in its place under an open connection
+        (an index file: its device and inode, None when there is no file); None on a server."""
+        return None
+
     def connect(self, timeout: float | None = None):
         """A read-only connection (``execute``, ``close``, ``in_transaction``); a missing index is an
         ``IndexNotFoundError`` that says how to build one. ``timeout``: seconds a statement may take, where the
@@ -105,6 +110,13 @@ class IndexFile(Backend):
     @property
     def name(self) -> str:
         return self.location.name
+
+    def identity(self) -> tuple | None:
+        try:
+            st = os.stat(self.location)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
 
     def connect(self, timeout: float | None = None):
         if not self.location.exists():

@@ -163,11 +163,16 @@ class _Guard:
         target = _printable(target)
         status = 500
         started = False
+        head = scope["method"] == "HEAD"
+        if head:  # HEAD is GET without the body (link checkers, proxies): every GET route answers it
+            scope = {**scope, "method": "GET"}
 
         async def sending(message) -> None:
             nonlocal status, started
             if message["type"] == "http.response.start":
                 status, started = message["status"], True
+            elif head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}  # the headers (its length too) as GET's
             await send(message)
 
         limits = self.limits
@@ -263,6 +268,8 @@ async def _send_raw(send, status: int, payload: bytes, retry: bool = False) -> N
     await send({"type": "http.response.body", "body": payload})
 
 
+#: FastAPI's detail for a body it could not decode (bytes that are not UTF-8, a charset it does not read).
+_UNDECODED_BODY = "There was an error parsing the body"
 #: Where FastAPI says it found a bad value: the first part of an error's ``loc``, before the parameter's name.
 _LOCATIONS = ("query", "path", "body", "header", "cookie")
 
@@ -339,7 +346,10 @@ def create_app(service: Service, limits: bounds.Limits | None = None) -> FastAPI
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(error_body(str(exc.detail), "HTTPException"), status_code=exc.status_code,
+        detail = str(exc.detail)
+        if exc.status_code == 400 and detail == _UNDECODED_BODY:  # FastAPI's words for bytes it could not decode
+            detail = "the body is not valid JSON text (it must be UTF-8): send the JSON object encoded as UTF-8"
+        return JSONResponse(error_body(detail, "HTTPException"), status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))  # fmt: skip
 
     # The filters (``params.FILTERS``) join each signature as query parameters (``with_filters``).

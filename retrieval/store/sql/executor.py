@@ -102,9 +102,12 @@ class Executor:
 
     def __init__(
         self, conn: sqlite3.Connection, tracer: Tracer | None = None, path: object = "the index",
-        timeout: float | None = None,
+        timeout: float | None = None, before_snapshot: Callable[[], None] | None = None,
     ) -> None:  # fmt: skip
         self.conn = conn
+        # Called as each outermost snapshot begins, before its BEGIN: the client follows an index file replaced
+        # under it (``RetrievalClient._follow_file``).
+        self.before_snapshot = before_snapshot
         # Seconds a read snapshot may take on SQLite (a progress handler stops it; PostgreSQL's connection has its
         # own statement_timeout, set by retrieval.store.postgres.connection.connect); None: no budget.
         self.timeout = timeout
@@ -354,6 +357,8 @@ class _SnapshotScope:
             self.outer = True
             return executor._snapshot
         if executor.dialect == SQLITE:
+            if executor.before_snapshot is not None:
+                executor.before_snapshot()
             if executor.timeout is not None:
                 executor._deadline = time.monotonic() + executor.timeout
                 executor._timed_out = executor._stopped = False
