@@ -128,6 +128,29 @@ def test_malformed_records_name_file_and_line_and_write_nothing(tmp_path, fmt, l
     assert not (tmp_path / "x.db").exists()
 
 
+def test_a_number_too_long_for_python_is_a_line_s_message_not_a_traceback(tmp_path, capsys):
+    # json.loads raises a plain ValueError past 4,300 digits (Python's guard against slow conversions).
+    from retrieval.interfaces.cli import main
+
+    bad = tmp_path / "big.jsonl"
+    lines = [
+        '{"id": "a", "title": "alpha"}',
+        '{"id": "b", "title": "beta"}',
+        '{"id": "d", "title": "t", "year": 1' + "0" * 5000 + "}",
+    ]
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"big\.jsonl:3: a number has too many digits to read"):
+        build(db=tmp_path / "x.db", source=bad)
+    assert not (tmp_path / "x.db").exists()
+    index = tmp_path / "demo.db"
+    build(db=index)
+    before = index.read_bytes()
+    assert main(["add", str(bad), "--db", str(index)]) == 1
+    err = capsys.readouterr().err
+    assert "big.jsonl:3: a number has too many digits" in err and "Traceback" not in err
+    assert index.read_bytes() == before
+
+
 def test_nulls_and_gaps_the_sources_allow_are_accepted(tmp_path):
     """What OpenAlex and Semantic Scholar give as null (or leave out) is read as absent, not refused."""
     openalex = [

@@ -271,6 +271,49 @@ def test_a_build_refuses_to_overwrite_what_is_not_an_index(tmp_path, capsys):
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("mine",)]
 
 
+def test_a_build_never_replaces_a_device_or_a_pipe(tmp_path, capsys):
+    # `build --db /dev/null` as root replaced the device with an index file (its size, 0, read as "no index"); a
+    # pipe shows it without risking the machine's own /dev/null should this ever break again.
+    pipe = tmp_path / "pipe.db"
+    os.mkfifo(pipe)
+    for target in [pipe]:
+        mode = target.stat().st_mode
+        assert main(["build", "--db", str(target)]) == 1
+        assert "is not a regular file (a device, a pipe or a socket)" in capsys.readouterr().err
+        assert target.stat().st_mode == mode  # still what it was
+    with pytest.raises(RetrievalError, match="not a regular file"):
+        build(db=pipe)
+    for argv in (["search", "x"], ["stats"], ["check"], ["remove", "p1"]):  # opening a pipe waited for ever
+        done = cli(*argv, "--db", str(pipe), timeout=60)
+        assert done.returncode == 1 and "is not a regular file" in done.stderr, (argv, done.stderr)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_stop_a_garbage_collectors_callback_dropped_still_stops_the_build(base, monkeypatch, capsys):
+    # A SIGTERM (or Ctrl-C) handled while Python ran a finaliser: its KeyboardInterrupt was printed and dropped,
+    # and the build went on, swapped in and exited 0.
+    from retrieval.store.sqlite import build as build_module
+
+    db, _, other = base
+    before = dump(db)
+    real = build_module.check_replaceable
+
+    class Dropper:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(10_000):  # the handler runs in here, and Python drops what it raises
+                pass
+
+    def check_then_drop(target):
+        Dropper()  # collected at once: the signal lands in its finaliser
+        return real(target)
+
+    monkeypatch.setattr(build_module, "check_replaceable", check_then_drop)
+    assert main(["build", "--from", str(other), "--db", str(db)]) == 130
+    assert "interrupted; nothing was changed" in capsys.readouterr().err
+    assert dump(db) == before
+
+
 def test_stale_wal_files_of_a_deleted_index_are_not_replayed(base, tmp_path):
     db, more, other = base
     reader = spawn(READER, str(db))

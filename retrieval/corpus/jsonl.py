@@ -380,6 +380,10 @@ def _record(raw: bytes, where: Where, hint: str) -> dict | None:
         raise InputError.at(*where, f"invalid JSON ({exc.msg} at column {exc.colno}){hint}") from None
     except RecursionError:
         raise InputError.at(*where, f"the JSON is nested too deeply to read{hint}") from None
+    except ValueError:  # Python's bound on an integer's digits (sys.get_int_max_str_digits), not JSON's
+        raise InputError.at(
+            *where, f"a number has too many digits to read{hint}: no field takes one that long"
+        ) from None
     if not isinstance(record, dict):
         raise InputError.at(*where, f"expected a JSON object{hint}, got {type(record).__name__}")
     return record

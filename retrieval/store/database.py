@@ -72,6 +72,8 @@ def connect(path: Path, readonly: bool = True) -> sqlite3.Connection:
         raise StoreError(
             f"{path} is a folder, not an index file: give the index file's path (such as {Path(path) / DEFAULT_DB})"
         )
+    if os.path.exists(path) and not os.path.isfile(path):  # SQLite's open of a pipe waits for a writer, for ever
+        raise StoreError(f"{path} is not a regular file (a device, a pipe or a socket): give the index file's path")
     try:
         conn = _open(_uri(path) + ("?mode=ro" if readonly else ""), readonly)
     except sqlite3.DatabaseError as exc:

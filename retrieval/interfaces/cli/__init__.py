@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
+from ... import stop
 from ...config import EXPAND_MODES, POLICY_FIELDS, PRF_METHODS, RELATIONS, RetrievalConfig, resolve_db
 from ...errors import RetrievalError
 from ...text import TOKENISER_VERSION
@@ -844,17 +845,18 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM cleans up as Ctrl-C does: temporary files removed, transactions rolled back
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = make_parser(_command_of(argv)).parse_args(argv)
+    stop.reset()
+    previous = {}
     try:
-        previous = signal.signal(signal.SIGTERM, _terminate)
+        # SIGTERM cleans up as Ctrl-C does (temporary files removed, transactions rolled back); both are also
+        # remembered, for a writer to find should a garbage collector's callback drop the exception.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, stop.request)
     except ValueError:  # not the main thread (main() called from a program's worker thread): leave signals alone
-        previous = None
+        pass
     shown, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         return args.func(args)
@@ -873,8 +875,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         warnings.showwarning = shown
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -44,6 +44,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ... import stop
 from ...config import DatabaseURL
 from ...corpus.paper import Paper
 from ...errors import NotAnIndexError, StoreError
@@ -422,6 +423,7 @@ def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None, also=N
     change hands with the index exactly when it does (a sharded build's foreign servers)."""
     from .write import WRITER_LOCK_KEY
 
+    stop.check()  # a stop a garbage collector's callback dropped (``retrieval.stop``): nothing swapped in
     with raw.transaction():
         # Under the writers' lock: an add that committed since the build began would be lost.
         raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))

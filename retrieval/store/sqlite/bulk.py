@@ -258,6 +258,10 @@ def verify_written(conn: sqlite3.Connection, table: str) -> None:
     then leaves the previous index as it was, rather than ship a damaged file."""
     try:
         problems = [row[0] for row in conn.execute(f"PRAGMA quick_check({table})")]  # table: a build's constant
+    except sqlite3.OperationalError as exc:
+        if str(exc) == "interrupted":  # Ctrl-C or SIGTERM stopped the check (conn.interrupt()): not damage
+            raise KeyboardInterrupt from None
+        problems = [str(exc)]
     except sqlite3.DatabaseError as exc:  # a page too damaged to check
         problems = [str(exc)]
     if problems != ["ok"]:

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ... import stop
 from ...errors import StoreError
 from ..database import _uri, connect, store_error
 
@@ -176,7 +177,14 @@ def check_replaceable(target: Path) -> tuple | None:
             f"{target} is a symbolic link to {os.readlink(target)}, which does not exist: a build writes beside the "
             "path it is given and replaces it, so give the link's target itself as --db (or remove the link)"
         )
-    if not target.exists() or target.stat().st_size == 0:
+    if not target.exists():
+        return None
+    if not target.is_file():  # a device, a pipe, a socket (a folder is refused before): never replaced
+        raise StoreError(
+            f"{target} is not a regular file (a device, a pipe or a socket): a build would replace it with an index "
+            "file; give a file path as --db"
+        )
+    if target.stat().st_size == 0:
         return None
     try:
         sqlite = is_sqlite(target)
@@ -226,6 +234,7 @@ def swap_in(new: Path, target: Path, expected: tuple | None = None) -> None:
     is held until it is over: raised then if the swap failed, and dropped if it succeeded (the command is done;
     reporting "interrupted, nothing changed" would be false).
     """
+    stop.check()  # a stop a garbage collector's callback dropped (``retrieval.stop``): nothing swapped in
     with _signals_held() as arrived:
         try:
             _swap_in(new, target, expected)
