@@ -108,6 +108,8 @@ def _same_index(lite_path, coordinator: str) -> None:
 
 
 def _same_searches(lite_path, coordinator: str, queries) -> None:
+    from retrieval.search import lexical
+
     with RetrievalClient(lite_path) as lite, RetrievalClient(coordinator) as sharded:
         for query in queries:
             for exhaustive in (False, True):
@@ -119,6 +121,22 @@ def _same_searches(lite_path, coordinator: str, queries) -> None:
             assert [(r.paper.id, round(r.final_score, 9)) for r in x.ranked] == [
                 (r.paper.id, round(r.final_score, 9)) for r in y.ranked
             ]
+            assert (x.matched, x.matched_exact) == (y.matched, y.matched_exact)
+            # Filtered, the papers that pass scored together in SQL (as where few pass, in a process without
+            # NumPy): each shard counted its own matches, and the count shown was the first shard's.
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(lexical, "OVERFETCH_MAX", 0)
+                patch.setattr(lexical, "blob_path", lambda *args: False)
+                for filters in (
+                    {"year": "1996-1999"},
+                    {"authors": ["Author3"]},
+                    {"year": "1997-", "authors": ["Author1"]},
+                ):
+                    for offset in (0, 5):
+                        x = lite.search(query, limit=3, offset=offset, **filters)
+                        y = sharded.search(query, limit=3, offset=offset, **filters)
+                        assert [r.paper.id for r in x.ranked] == [r.paper.id for r in y.ranked], filters
+                        assert (x.matched, x.matched_exact) == (y.matched, y.matched_exact), (query, filters)
 
 
 QUERIES = ["black holes entropy", "string duality branes", "gauge gravity", "paper number 7"]
@@ -380,6 +398,8 @@ def test_the_best_k_of_each_shards_best_k_are_the_corpus_best_k(scores, n_shards
         shards[rnd.randrange(n_shards)].append(row)
     parts = [_best(part, k) for part in shards]
     assert merge("top_k", parts, {"k": k}) == _best(rows, k)
+    counted = [[(pid, score, len(part)) for pid, score in _best(part, k)] for part in shards]
+    assert merge("top_k_counted", counted, {"k": k}) == [(pid, score, len(rows)) for pid, score in _best(rows, k)]
     counts = [[(len(part),)] for part in shards]
     assert merge("sum", counts, {}) == [(len(rows),)]
     assert merge("concat", shards, {}) == [row for part in shards for row in part]

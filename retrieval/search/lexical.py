@@ -364,7 +364,7 @@ FROM scores AS s
 ORDER BY {d.rounded("s.score", SCORE_DECIMALS)} DESC, dl.paper_id{d.bytes_order}
 LIMIT :k"""
     ),
-    scatter="top_k",
+    scatter="top_k_counted",
 )
 
 # How many papers contain at least one query term (read from the postings' primary key, no scoring).

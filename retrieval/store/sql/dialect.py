@@ -39,11 +39,13 @@ HASH_JOINS: set[str] = set()
 #: merged by the rule it was declared with (``statement(..., scatter=rule)``). Keyed by the SQLite text.
 SCATTERED: dict[str, str] = {}
 #: The merge rules (``retrieval.store.sql.executor.merge``): ``top_k``, rows ``(paper id, score)`` best first (rounded
-#: score, then id), the best ``params["k"]`` of every shard's; ``max``, one value, the largest (a lower bound of a
+#: score, then id), the best ``params["k"]`` of every shard's; ``top_k_counted``, the same with a third column
+#: counting what each shard's statement matched, summed (``count(*) OVER ()`` is a shard's count, not the corpus's);
+#: ``max``, one value, the largest (a lower bound of a
 #: k-th score stays one: a shard whose k-th best reaches t gives the corpus k papers of at least t); ``sum``, one
 #: count of disjoint sets (each paper is on one shard); ``concat``, the rows of every shard (disjoint), in shard
 #: order.
-MERGE_RULES = ("top_k", "max", "sum", "concat")
+MERGE_RULES = ("top_k", "top_k_counted", "max", "sum", "concat")
 
 
 def register_sharded(sqlite: str, sharded: str) -> str:

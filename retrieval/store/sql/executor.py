@@ -59,7 +59,11 @@ def merge(rule: str, parts: list[list[tuple]], params: Mapping[str, object]) -> 
     rows = [row for part in parts for row in part]
     # The order of each shard's statement: rounded score descending, then id by its bytes (COLLATE "C").
     rows.sort(key=lambda row: (-round(row[1], SCORE_DECIMALS), row[0].encode()))
-    return rows[: int(params["k"])]
+    best = rows[: int(params["k"])]
+    if rule == "top_k_counted":  # each shard's third column counts its own papers: the corpus's is their sum
+        total = sum(part[0][2] for part in parts if part)
+        return [(row[0], row[1], total, *row[3:]) for row in best]
+    return best
 
 
 class Statement(namedtuple("Statement", "name sql params")):
