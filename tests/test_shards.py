@@ -363,6 +363,13 @@ def test_shard_options_are_checked_before_anything_is_written(sharded_database, 
         parse_shards(f"{shards[0]},shard.db")
     with pytest.raises(ConfigError, match="coordinator's own database"):
         build(db=coordinator, shards=[coordinator, shards[0]])
+    # One database under two names (127.0.0.1 and localhost): the build waited on its own lock there for ever.
+    alias = shards[1].replace("127.0.0.1", "localhost", 1)
+    assert alias != shards[1]
+    with pytest.raises(ConfigError, match=r"shard 1 \(.*\) is the same database as shard 0 \(.*\), under another name"):
+        build(db=coordinator, shards=[shards[1], alias])
+    with pytest.raises(ConfigError, match="is the same database as the index's database"):
+        build(db=coordinator, shards=[shards[0], coordinator.replace("127.0.0.1", "localhost", 1)])
     missing = shards[1].rsplit("/", 1)[0] + "/no_such_database"
     with pytest.raises(IndexNotFoundError, match="shard 1 of --shards has no database"):
         build(db=coordinator, shards=[shards[0], missing])

@@ -129,6 +129,29 @@ def parse_shards(value: str | Sequence[str]) -> list[DatabaseURL]:
     return urls
 
 
+#: Which database a connection reached, whatever name its host was given by (``localhost``, ``127.0.0.1``, a
+#: socket): the cluster (its start, to the microsecond) and the database's oid in it.
+_DATABASE_IDENTITY_SQL = (
+    "SELECT pg_postmaster_start_time()::text, oid FROM pg_database WHERE datname = current_database()"
+)
+
+
+def _refuse_one_database_twice(coordinator, url: DatabaseURL, opened: list, shards: list[DatabaseURL]) -> None:
+    """A ``ConfigError`` when two of the servers reach one database under different names (``parse_shards``
+    compares the names): a build would wait on its own lock there for ever."""
+    seen: dict[tuple, str] = {}
+    named = [(coordinator, f"the index's database ({url.shown})")]
+    named += [(raw, f"shard {i} ({shard.shown})") for i, (raw, shard) in enumerate(zip(opened, shards, strict=True))]
+    for raw, name in named:
+        identity = tuple(raw.execute(_DATABASE_IDENTITY_SQL).fetchone())
+        if identity in seen:
+            raise ConfigError(
+                f"{name} is the same database as {seen[identity]}, under another name: give each shard its own "
+                "database, none of them the index's"
+            )
+        seen[identity] = name
+
+
 def _server_key(url: DatabaseURL) -> tuple:
     info = _conninfo(url)
     return (info.get("host", ""), info.get("port", "5432"), info.get("dbname", ""))
@@ -370,6 +393,7 @@ def build_sharded(
                 ) from None
             except StoreError as exc:
                 raise StoreError(f"shard {i} of --shards: {exc}") from None
+        _refuse_one_database_twice(coordinator, url, opened, shards)
         before = _fingerprint(coordinator, url)
         _, leftovers = remove_stale_builds(coordinator)  # before this build claims anything: its own would pass
     except BaseException as exc:
