@@ -192,7 +192,7 @@ def read_ids(path: str | os.PathLike[str]) -> list[str]:
     """Paper ids from a file, one per line (blank lines and ``#`` comments skipped): a reading list, or the
     papers to leave out of ``similar``."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not the id's
     except FileNotFoundError:
         raise InputError(f"no file of paper ids at {path}: give a file with one id per line") from None
     except (OSError, UnicodeDecodeError) as error:

@@ -366,6 +366,20 @@ def test_an_older_revision_is_not_called_damaged(demo_db, tmp_path, capsys):
     assert "was not checked further" in out
 
 
+def test_an_index_without_a_schema_revision_is_not_called_consistent(demo_db, tmp_path, capsys):
+    """With ``alembic_version`` emptied, every command refused the index and ``check`` called it consistent."""
+    import sqlite3
+
+    db = copy_of(demo_db, tmp_path, name="norev.db")
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM alembic_version")
+    assert main(["check", "--db", str(db)]) == 1
+    out = capsys.readouterr().out
+    assert "records no schema revision (alembic_version is empty): rebuild it" in out and "consistent" not in out
+    assert main(["search", "attention", "--db", str(db)]) == 1
+    assert "schema revision" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "edit, invariant, words",
     [

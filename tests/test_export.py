@@ -108,6 +108,21 @@ def test_bibtex_escapes_what_would_break_an_entry_and_keeps_tex_and_unicode():
     assert organisation["author"] == "{Smith and Sons} and A. B"
 
 
+def test_a_doi_or_url_with_a_brace_or_backslash_keeps_every_entry_whole():
+    # `doi = {10.1000/a{b}` left a brace open: bibtexparser read on to the end of the file and lost the entries
+    # after it; `10.1000/xyz"}` closed the field early.
+    papers = [Paper("10.1000/a{b", "zeta one", authors=["Alpha"]), Paper("10.1000/xyz\"}", "zeta two"),
+              Paper("10.1000/back\\slash", "zeta three"), Paper("p4", "zeta four")]  # fmt: skip
+    entries = parse_bibtex(export.to_bibtex(papers))
+    assert [e["title"] for e in entries] == ["zeta one", "zeta two", "zeta three", "zeta four"]
+    assert [e.fields_dict["doi"].value for e in entries[:3]] == [
+        "10.1000/a%7Bb",
+        '10.1000/xyz"%7D',
+        "10.1000/back%5Cslash",
+    ]
+    assert entries[0]["url"] == "https://doi.org/10.1000/a%7Bb"
+
+
 def test_bibtex_writes_a_suffix_where_bibtex_reads_one():
     """hep-th lists "Curtis G. Callan" and "Jr." as two authors; BibTeX gets one, in its "Last, Jr, First" form."""
     from bibtexparser.middlewares import SeparateCoAuthors, SplitNameParts

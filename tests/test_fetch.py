@@ -157,6 +157,26 @@ def test_openalex_filters_and_max(openalex, tmp_path):
     assert request["per_page"] == "7"  # no more than --max asks for
 
 
+class _RepeatingCursor(OpenAlexAPI):
+    """An API that names the page it just gave as the next one: the same works for ever."""
+
+    def __call__(self, request: dict):
+        status, headers, body = super().__call__({**request, "query": {**request["query"], "cursor": "*"}})
+        answer = json.loads(body)
+        answer["meta"]["next_cursor"] = "same"
+        return status, headers, json.dumps(answer).encode()
+
+
+def test_a_cursor_that_repeats_stops_the_fetch_and_keeps_what_it_fetched(tmp_path):
+    # Before: 99 requests in 10 s, one new work then duplicates, until killed.
+    with Server(_RepeatingCursor(openalex_corpus())) as server:
+        out = tmp_path / "p.jsonl"
+        with pytest.raises(FetchError, match="its cursor repeats"):
+            fetch_openalex(out, search="sparse attention", max=50, per_page=2, base_url=server.url, policy=FAST)
+        assert len(server.requests("/works")) == 2  # the first page, and the one that named itself again
+    assert not out.exists()
+
+
 def test_openalex_since_uses_the_free_publication_date_filter(openalex, tmp_path):
     out = tmp_path / "new.jsonl"
     summary = fetch_openalex(out, filters=["type:article"], since="2024-01-01", base_url=openalex.url, policy=FAST)

@@ -88,6 +88,8 @@ def test_syntax_and_warnings_on_stderr(db, capsys):
     assert code == 0 and "retrieval: warning: title: is not a field" in err
     code, out, err = run(capsys, "search", "zzzz qqqq", "--db", db)
     assert code == 0 and "nothing to rank" in err
+    code, out, err = run(capsys, "search", "x" * 5000, "--db", db)  # one pasted "word": quoted whole before
+    assert code == 0 and "'" + "x" * 60 + "'... (5,000 characters)" in err and len(err) < 1000
     code, out, err = run(capsys, "search", "hawking", "--db", db)
     assert "--author hawking" in err
 

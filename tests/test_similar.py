@@ -437,3 +437,12 @@ def test_similar_with_nothing_to_show_says_so_in_the_table(demo_db, capsys):
         assert main(["similar", "p001", "--db", str(demo_db), *extra]) == 0
         out, err = capsys.readouterr()
         assert out.startswith(expected) and err == ""
+
+
+def test_a_file_of_ids_saved_with_a_byte_order_mark_reads_its_first_id(tmp_path):
+    # "\ufeffp001" was no paper (--from), or excluded nothing, silently (--exclude).
+    from retrieval.commands import read_ids
+
+    listed = tmp_path / "ids.txt"
+    listed.write_bytes("\ufeffp001\np002  # the second\n\n".encode())
+    assert read_ids(listed) == ["p001", "p002"]

@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..store.backend import backend_of
 from ..store.database import IndexStats, check_index
 from ..store.sql.executor import Executor, Snapshot, StatementCache, Tracer
-from ..validate import LIMITS, check_choice, check_int, paper_id_list
+from ..validate import LIMITS, check_choice, check_int, paper_id_list, quoted
 from . import cocited, expansion, learned, lexical, prf, semantic, vote
 from .adjacency import GRAPHS
 from .blend import SORTS, BeyondPaper, RetrievalResult, blend, reorder
@@ -559,7 +559,7 @@ def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Fil
 
 
 def _listed(words: list[str], most: int = 5) -> str:
-    shown = ", ".join(repr(w) for w in words[:most])
+    shown = ", ".join(quoted(w) for w in words[:most])  # a pasted run of characters is one word: cut
     return shown + (f" and {len(words) - most} more" if len(words) > most else "")
 
 

@@ -306,6 +306,9 @@ def check(executor, location, limit: int = 5) -> CheckReport:
     checked.append(REVISION_INVARIANT)
     names = {row[0] for row in rows("check: the tables and indexes", TABLES_SQL)}
     revision = rows("check: the schema revision", REVISION_SQL) if "alembic_version" in names else []
+    if "alembic_version" in names and not revision:  # every command refuses it; "consistent" would be false
+        found(REVISION_INVARIANT, 1, [f"{where} records no schema revision (alembic_version is empty): rebuild it"])
+        return CheckReport(where, problems, checked, notes, time.perf_counter() - started)
     missing = [n for n in ("index_info", *required(revision[0][0] if revision else HEAD_REVISION)) if n not in names]
     if missing:
         found("tables", len(missing), [f"{where} lacks {name}" for name in missing])

@@ -219,15 +219,17 @@ class OpenAlex(Source):
         params = {"search": self.search_text, "filter": self.filter}
         params = {k: v for k, v in params.items() if v}
         cursor = run.position.get("cursor", "*")
+        asked = set()
         while True:
             left = self.limit - run.count("search")
             if left <= 0:
                 run.commit([], {}, finished=True)
                 return
+            asked.add(cursor)
             works, meta = self._page(session, {**params, "per_page": min(self.per_page, left), "cursor": cursor})
             if isinstance(meta.get("count"), int) and run.state.get("matched") is None:
                 run.note("matched", meta["count"])
-            cursor = meta.get("next_cursor")
+            cursor = _next_cursor(meta, asked)
             last = not works or not cursor
             run.commit(self._records(works, run, "works"), {"cursor": cursor}, finished=last, limit=left)
             if report:
@@ -274,16 +276,31 @@ class OpenAlex(Source):
             if left <= 0 or not chunk:
                 run.commit([], {}, finished=True)
                 return
+            if cursor == "*":
+                asked = set()
+            asked.add(cursor)
             works, meta = self._page(
                 session,
                 {"filter": f"cites:{'|'.join(chunk)}", "per_page": min(self.per_page, left), "cursor": cursor},
             )
-            cursor = meta.get("next_cursor")
+            cursor = _next_cursor(meta, asked)
             if not works or not cursor:
                 index, cursor = index + 1, "*"
             run.commit(self._records(works, run, "citing"), {"chunk": index, "cursor": cursor}, limit=left)
             if report:
                 report(run.count("citing"), self.max_hop)
+
+
+def _next_cursor(meta: dict, asked: set) -> str | None:
+    """The page after this one (None at the end); a ``FetchError`` when the answer names a page already asked
+    for: the same pages would come back for ever."""
+    cursor = meta.get("next_cursor")
+    if cursor is not None and cursor in asked:
+        raise FetchError(
+            "OpenAlex named a page it had already given as the next one (its cursor repeats): stopped, since "
+            "the same pages would come back for ever; try again later"
+        )
+    return cursor
 
 
 def _short(pid: str) -> str:

@@ -328,13 +328,20 @@ def bibtex_fields(paper: Paper) -> list[tuple[str, str]]:
             fields.append(("primaryClass", arxiv.split("/", 1)[0]))
     doi = doi_of(paper.id)
     if doi:
-        fields.append(("doi", doi))
+        fields.append(("doi", _verbatim(doi)))
     url = paper_url(paper.id)
     if url:
-        fields.append(("url", url))
+        fields.append(("url", _verbatim(url)))
     if paper.abstract:
         fields.append(("abstract", tex(paper.abstract)))
     return fields
+
+
+def _verbatim(text: str) -> str:
+    """A DOI or URL for a BibTeX field, which prints it as it is (no TeX escapes): its braces and backslashes
+    percent-encoded, as a URL may write them, since one brace would end the field (or swallow the entries after
+    it) and a backslash start a command."""
+    return text.replace("\\", "%5C").replace("{", "%7B").replace("}", "%7D")
 
 
 def to_bibtex(papers: Sequence[Paper]) -> str:
