@@ -877,6 +877,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = shown
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        stop.reset()  # the command is over: a program's next call (not through main) starts clean
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
