@@ -177,6 +177,31 @@ def test_a_cursor_that_repeats_stops_the_fetch_and_keeps_what_it_fetched(tmp_pat
     assert not out.exists()
 
 
+def test_a_fetch_stopped_inside_a_chunk_of_citing_works_resumes_there(openalex, tmp_path, monkeypatch):
+    # The repeated-cursor guard's set of pages asked for was made only at a chunk's first page: a fetch resumed
+    # at a later page of a chunk failed with a NameError.
+    options = {"search": "sparse attention", "max": 30, "with_citing": True, "max_hop": 3, "per_page": 2}
+    reference = fetch_openalex(tmp_path / "reference.jsonl", base_url=openalex.url, policy=FAST, **options)
+    real = openalex_module.OpenAlex._page
+    stopped = []
+
+    def page(self, session, params):
+        later = str(params.get("filter", "")).startswith("cites:") and params.get("cursor") not in (None, "*")
+        if later and not stopped:
+            stopped.append(params["cursor"])
+            raise KeyboardInterrupt  # Ctrl-C at the second page of a chunk of citing works
+        return real(self, session, params)
+
+    monkeypatch.setattr(openalex_module.OpenAlex, "_page", page)
+    out = tmp_path / "p.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        fetch_openalex(out, base_url=openalex.url, policy=FAST, **options)
+    assert stopped
+    resumed = fetch_openalex(out, base_url=openalex.url, policy=FAST, **options)
+    assert resumed.resumed and resumed.citing_added == reference.citing_added > 0
+    assert out.read_bytes() == (tmp_path / "reference.jsonl").read_bytes()
+
+
 def test_openalex_since_uses_the_free_publication_date_filter(openalex, tmp_path):
     out = tmp_path / "new.jsonl"
     summary = fetch_openalex(out, filters=["type:article"], since="2024-01-01", base_url=openalex.url, policy=FAST)

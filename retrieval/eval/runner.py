@@ -18,7 +18,6 @@ from pathlib import Path
 
 from .. import __version__, embed
 from ..config import RetrievalConfig
-from ..corpus.jsonl import FORMATS
 from ..errors import ConfigError, InputError, StoreError
 from ..search import cutoff, prf
 from ..search.client import RetrievalClient
@@ -119,8 +118,6 @@ def prepare(
         raise ConfigError(f"--limit-queries must be at least 1, got {limit_queries}")
     if not corpus.is_file():
         raise InputError(f"no corpus file at {corpus}: give a JSONL file of papers with --corpus")
-    if format is not None and format not in FORMATS:
-        raise ConfigError(f"unknown format {format!r}: use one of {', '.join(FORMATS)}")
     query_list = read_queries(queries)
     scan = scan_corpus(corpus, {q.qid for q in query_list}, format)
     kind = decide_protocol(protocol, query_list, scan, str(queries))

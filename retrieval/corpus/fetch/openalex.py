@@ -270,6 +270,7 @@ class OpenAlex(Source):
         seeds = [r["id"] for r in run.records("search")]
         position = run.position
         index, cursor = int(position.get("chunk", 0)), position.get("cursor", "*")
+        asked: set = set()  # the pages of this chunk asked for (a fetch resumed mid-chunk starts it afresh)
         while True:
             left = self.max_hop - run.count("citing")
             chunk = seeds[index * CITING_VALUES : (index + 1) * CITING_VALUES]
@@ -277,7 +278,7 @@ class OpenAlex(Source):
                 run.commit([], {}, finished=True)
                 return
             if cursor == "*":
-                asked = set()
+                asked.clear()
             asked.add(cursor)
             works, meta = self._page(
                 session,
