@@ -416,6 +416,9 @@ def test_killed_fetch_resumes_without_duplicates_or_gaps(openalex, tmp_path, sig
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal's process has it: a test run started in the background (`pytest &`, CI) ignores
+        # SIGINT, and its children would inherit that and finish the fetch.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     _wait_for(lambda: _committed_pages(out) >= 6)
     process.send_signal(sig)

@@ -357,6 +357,7 @@ def test_a_killed_build_leaves_the_old_index_and_no_orphans(tmp_path, sig):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # not a background run's SIG_IGN
         )
         time.sleep(rng.uniform(1.0, 1.8))  # past the start of the workers (8,000 papers), before the end
         started.send_signal(sig)

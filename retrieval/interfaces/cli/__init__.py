@@ -852,9 +852,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = {}
     try:
         # SIGTERM cleans up as Ctrl-C does (temporary files removed, transactions rolled back); both are also
-        # remembered, for a writer to find should a garbage collector's callback drop the exception.
+        # remembered, for a writer to find should a garbage collector's callback drop the exception. A SIGINT
+        # the process was started ignoring (a script's `cmd &`) stays ignored, as Python itself leaves it.
         for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, stop.request)
+            if signal.getsignal(sig) is not signal.SIG_IGN or sig == signal.SIGTERM:
+                previous[sig] = signal.signal(sig, stop.request)
     except ValueError:  # not the main thread (main() called from a program's worker thread): leave signals alone
         pass
     shown, warnings.showwarning = warnings.showwarning, _show_warning
