@@ -130,6 +130,8 @@ def test_list_tools_gives_the_four_tools_with_typed_schemas(demo_db, tmp_path):
     assert explain_props["max_nodes"]["maximum"] == BOUNDS["max_nodes"]
     for name, tool in tools.items():
         assert all(prop.get("description") for prop in tool.input_schema["properties"].values()), name
+        for prop in tool.input_schema["properties"].values():  # `sort`'s null default was outside its enum
+            assert "enum" not in prop or prop.get("default", prop["enum"][0]) in prop["enum"], (name, prop)
         assert "Returns JSON" in tool.description and "Use it" in tool.description, name
         assert tool.annotations.read_only_hint is True, name
         assert tool.output_schema["type"] == "object", name

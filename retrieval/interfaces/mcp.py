@@ -155,6 +155,15 @@ most {BOUNDS["query_chars"]:,} characters, at most {BOUNDS["subqueries"]} sub-qu
 to {BOUNDS["explain_pruned"]}."""
 
 
+def _bounds_of(param: Param) -> dict:
+    """``param``'s bounds as JSON schema, its null default among the values of an ``enum`` (a schema's default
+    must be one of them; an agent may send null for "not given", where a query string has no null)."""
+    bounds = param.schema_bounds()
+    if "enum" in bounds and param.default is None:
+        return {**bounds, "enum": [*bounds["enum"], None]}
+    return bounds
+
+
 def _strict(kind):
     """``kind`` with its numbers strict: an agent's ``true`` or ``"5"`` is not a number of results (pydantic's lax
     mode took both)."""
@@ -174,7 +183,7 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
     def field(param: Param):
         """``param`` (``retrieval.interfaces.params``) as a tool's input: its type, description and bounds."""
         return Annotated[
-            _strict(param.kind), Field(description=param.server_help(), json_schema_extra=param.schema_bounds())
+            _strict(param.kind), Field(description=param.server_help(), json_schema_extra=_bounds_of(param))
         ]
 
     Limit, Offset = field(LIMIT), field(OFFSET)
@@ -285,7 +294,7 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
 
     def annotate(param: Param):
         return Annotated[
-            _strict(param.kind), Field(description=param.help, json_schema_extra=param.schema_bounds() or None)
+            _strict(param.kind), Field(description=param.help, json_schema_extra=_bounds_of(param) or None)
         ]
 
     return [
