@@ -380,6 +380,18 @@ def test_an_index_without_a_schema_revision_is_not_called_consistent(demo_db, tm
     assert "schema revision" in capsys.readouterr().err
 
 
+def test_a_file_that_holds_no_index_is_said_to_be_none_not_a_damaged_one(tmp_path, capsys):
+    """A 0-byte file was "damaged ... rebuild it from its corpus" (18 tables missing) where every other command
+    says it is not a retrieval index."""
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    assert main(["check", "--db", str(empty)]) == 1
+    err = capsys.readouterr().err
+    assert "is a SQLite file but not a retrieval index" in err and "damaged" not in err
+    assert main(["search", "x", "--db", str(empty)]) == 1
+    assert capsys.readouterr().err == err
+
+
 @pytest.mark.parametrize(
     "edit, invariant, words",
     [

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from retrieval.bm25 import SCORE_DECIMALS
 from retrieval.commands import add, build, check, remove, stats
-from retrieval.errors import ConfigError, IndexNotFoundError, InputError
+from retrieval.errors import ConfigError, IndexNotFoundError, InputError, StoreError
 from retrieval.interfaces.cli import main
 from retrieval.search.client import RetrievalClient
 from retrieval.store.postgres.shards import parse_shards
@@ -384,6 +384,27 @@ def test_shard_options_are_checked_before_anything_is_written(sharded_database, 
     assert main(["stats", "--db", coordinator]) == 0
     out = capsys.readouterr().out
     assert all(url in out for url in shards)  # stats names the shards
+
+
+def test_a_shard_whose_database_is_gone_is_named_by_its_number_and_cause(sharded_database, tmp_path):
+    # postgres_fdw named the build's internal foreign server ("retrieval_<tag>_s1") and the cause was cut off.
+    corpus, _ = _corpus(tmp_path)
+    coordinator, shards = sharded_database("gone")
+    build(db=coordinator, source=corpus, shards=shards)
+    server, name = shards[1].rsplit("/", 1)
+    with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" RENAME TO "{name}_away"')
+    try:
+        with pytest.raises(StoreError) as failed:
+            RetrievalClient(coordinator).search("black holes")
+        message = str(failed.value)
+        assert "its shard 1 cannot be reached" in message and f'database "{name}" does not exist' in message
+        assert "_s1" not in message
+    finally:
+        with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{name}_away" RENAME TO "{name}"')
+    with RetrievalClient(coordinator) as client:  # back: the index was never touched
+        assert client.search("black holes").ranked
 
 
 # -- the merge of a scattered statement's results: pure, no server ----------------------------------------------

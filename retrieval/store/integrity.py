@@ -301,10 +301,14 @@ def check(executor, location, limit: int = 5) -> CheckReport:
     except SchemaVersionError as exc:  # another revision or tokeniser: upgrade or rebuild, nothing else to check
         found(REVISION_INVARIANT, 1, [str(exc)])
         return CheckReport(where, problems, [REVISION_INVARIANT], notes, time.perf_counter() - started)
-    except NotAnIndexError:
-        pass  # what the open refuses (a missing table, a statistic), the invariants below report one by one
+    except NotAnIndexError as exc:
+        refused = exc  # what the open refuses (a missing table, a statistic), the invariants below report one by one
+    else:
+        refused = None
     checked.append(REVISION_INVARIANT)
     names = {row[0] for row in rows("check: the tables and indexes", TABLES_SQL)}
+    if refused is not None and not names & {"index_info", "papers"}:
+        raise refused  # no index at all (an empty file, another program's database): not a damaged one
     revision = rows("check: the schema revision", REVISION_SQL) if "alembic_version" in names else []
     if "alembic_version" in names and not revision:  # every command refuses it; "consistent" would be false
         found(REVISION_INVARIANT, 1, [f"{where} records no schema revision (alembic_version is empty): rebuild it"])

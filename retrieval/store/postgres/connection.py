@@ -72,10 +72,23 @@ def _psycopg():
     return psycopg
 
 
+#: postgres_fdw's words for a shard it cannot reach, naming the foreign server a sharded build made for it
+#: (``retrieval.store.postgres.shards``: ``..._s<shard number>``).
+_FDW_SERVER = re.compile(r'could not connect to server "[^"]*_s(\d+)"')
+
+
 def server_error(exc: BaseException, url: DatabaseURL, doing: str) -> StoreError:
     """The message for a server failure while ``doing`` (open, read, write to) the index at ``url``."""
     # The driver's first line, with the URL's password hidden: a malformed URL is quoted whole.
     first = url.hide(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+    shard = _FDW_SERVER.search(first)
+    if shard:  # postgres_fdw names its foreign server, a build's internal name; the cause is on a DETAIL line
+        detail = [line.split(":", 1)[1].strip() for line in str(exc).splitlines() if line.startswith("DETAIL:")]
+        cause = url.hide(detail[0]) if detail else first
+        return StoreError(
+            f"cannot {doing} the index at {url.shown}: its shard {shard.group(1)} cannot be reached ({cause}): check "
+            "that the shard's server runs and still holds its database"
+        )
     if "does not exist" in first and "database" in first:
         return IndexNotFoundError(
             f"no database at {url.shown} ({first}): create it (`createdb`), then `retrieval build --db {url.shown}`"
