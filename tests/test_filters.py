@@ -186,10 +186,16 @@ def test_warnings_say_what_the_query_could_not_use(corpus):
         partly = client.search("black qqqq")
         surname = client.search("maldacena")
         field = client.search("title:black")
+        empty = client.search("black author: year:")  # searched as the words "author" and "year", silently
     assert not absent.ranked and "nothing to rank" in absent.warnings[0] and absent.matched == 0
     assert partly.ranked and any("'qqqq'" in w for w in partly.warnings)
     assert any("--author maldacena" in w for w in surname.warnings)
     assert any("title: is not a field" in w for w in field.warnings) and field.ranked
+    said = [w for w in empty.warnings if "has nothing after it" in w]
+    assert said == [
+        "author: has nothing after it (write author:Maldacena, with no space): 'author' is searched as a word",
+        "year: has nothing after it (write year:1998-2001, with no space): 'year' is searched as a word",
+    ]
 
 
 @pytest.mark.parametrize(

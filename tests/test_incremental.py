@@ -168,6 +168,11 @@ def test_cli_add_and_remove(tmp_path, capsys):
     assert main(["remove", "p101", "p100", "--db", db]) == 0
     assert "99 papers now" in capsys.readouterr().out
     assert main(["remove", "nope", "--db", db]) == 1
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as usage:  # an empty id is a usage error, as `show ''` has it (was exit 1)
+        main(["remove", "p050", "", "--db", db])
+    assert usage.value.code == 2 and "a paper id is empty" in capsys.readouterr().err
+    assert main(["show", "p050", "--db", db]) == 0  # nothing was removed
 
 
 def test_an_index_at_revision_0001_is_refused_on_read_and_upgraded_on_request(tmp_path, capsys):

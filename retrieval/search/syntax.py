@@ -30,6 +30,9 @@ _PART = re.compile(
     r'|(?P<phrase>"(?P<quoted>[^"]*)")'
 )
 FIELDS = ("author", "year")
+#: A field with nothing after it (``author:`` at the end, or a space before its value): searched as a word.
+_EMPTY_FIELD = re.compile(r"(?<!\S)(author|year):(?=\s|$)", re.IGNORECASE)
+_EXAMPLE = {"author": "Maldacena", "year": "1998-2001"}
 
 
 class Parsed(namedtuple("Parsed", "text exclude phrases authors year warnings")):
@@ -76,6 +79,12 @@ def parse(text: str, syntax: bool = True) -> Parsed:
             scored.append(f" {phrase} ")
     scored.append(text[at:])
     rest = "".join(scored)
+    for empty in _EMPTY_FIELD.finditer(rest):
+        name = empty.group(1)
+        warnings.append(
+            f"{name}: has nothing after it (write {name.lower()}:{_EXAMPLE[name.lower()]}, with no space): "
+            f"{name.lower()!r} is searched as a word"
+        )
     if rest.count('"') % 2:
         warnings.append('an unmatched " is ignored: close the quote to search for a phrase')
     if len(years) > 1:

@@ -436,7 +436,7 @@ def _add_args(p: argparse.ArgumentParser) -> None:
 
 
 def _remove_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ids", nargs="+", metavar="ID", help="paper ids")
+    p.add_argument("ids", nargs="+", type=_paper_id, metavar="ID", help="paper ids")
     p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument("--json", action="store_true", help=SUMMARY_JSON_HELP)
     p.set_defaults(func=_cmd_remove)
