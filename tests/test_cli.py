@@ -221,13 +221,22 @@ def test_usage_errors_exit_two(argv, capsys):
         (["search", "attention", "--author", ""], "--author '' has no letters"),
         (["similar", "p001", "--author", "!!!"], "--author '!!!' has no letters"),
         (["show", "p001", "--citations-offset", "99999999999"], "argument --citations-offset: expected at most"),
+        (["search", "x", "--db", "postgresq://h/db"], "argument --db: postgresq://... is not a kind of index"),
+        (["build", "--shards", " , "], "argument --shards: needs at least one PostgreSQL URL"),
+        (["build", "--shards", "postgresql://h/a,b.db"], "argument --shards: takes PostgreSQL URLs"),
+        (["build", "--shards", "postgresql://h/a"], "--shards needs a PostgreSQL coordinator: --db postgresql://"),
+        (["search", "-entropy"], "a word to leave out goes inside the quoted query: retrieval search 'black hole"),
+        (["search", "black hole", "-entropy"], "unrecognized arguments: -entropy; a word to leave out goes inside"),
+        (["show", "-x"], "a value that starts with '-' goes after --: retrieval show -- -x"),
     ],
 )
 def test_usage_errors_found_after_parsing_exit_two_too(argv, says, demo_db, capsys, monkeypatch):
     """Options that could not run as given are usage errors (exit 2, nothing done): --sql with an export format
     (it printed the statements alone where JSON was asked for), an empty --db (it meant the default index: a
     script's `--db "$UNSET"` removed papers from ./retrieval.db), and bounds the library checked (exit 1, the
-    message naming the library's parameter rather than the option)."""
+    message naming the library's parameter rather than the option). So are a --db URL of no known kind, --shards
+    naming no server, or a file, or given for a SQLite index (each was exit 1, a runtime error), and a value that
+    starts with a dash, which argparse takes for an option: the message says where it goes."""
     monkeypatch.setenv("RETRIEVAL_DB", str(demo_db))
     before = demo_db.stat().st_mtime_ns
     with pytest.raises(SystemExit) as info:

@@ -231,6 +231,40 @@ def test_parameters_of_the_wrong_type_are_400_in_the_same_shape(api, path, messa
     assert got["kind"] == "RequestValidationError" and got["error"].startswith(message)
 
 
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("/search?q=entropy&q=black", "the query parameter 'q' is given 2 times and takes one value: give it once"),
+        ("/search?q=entropy&limit=2&limit=5", "the query parameter 'limit' is given 2 times"),
+        ("/search?q=entropy&lmit=5", "/search takes no query parameter 'lmit' (it takes: author, limit, offset, q,"),
+        ("/papers/hep-th/9711200?offset=3", "/papers/hep-th/9711200 takes no query parameter 'offset'"),
+        ("/similar/hep-th/9711200?sort=year&sort=citations", "the query parameter 'sort' is given 2 times"),
+        ("/stats?verbose=1", "/stats takes no query parameter 'verbose' (it takes: none)"),
+    ],
+)
+def test_a_parameter_given_twice_or_not_taken_is_refused_naming_it(api, path, message):
+    """FastAPI keeps the last of a repeated parameter and drops one it does not know: `q=entropy&q=black` searched
+    for 'black' and `lmit=5` answered 10 results, each a 200 for a request that was not the one sent."""
+    got = answer(api.get(path), 400)
+    assert got == {"error": got["error"], "kind": "ConfigError"} and got["error"].startswith(message)
+
+
+def test_the_parameters_that_take_several_values_still_do(api, library):
+    got = answer(api.get("/similar/hep-th/9711200?exclude=hep-th/9802150&exclude=hep-th/9802109&limit=30"))
+    ids = [r["id"] for r in got["results"]]
+    assert ids and "hep-th/9802150" not in ids and "hep-th/9802109" not in ids
+    both = answer(api.get("/search?q=entropy&author=Maldacena&author=Witten"))
+    assert both["filters"]["authors"] == ["Maldacena", "Witten"]
+    assert answer(api.get("/health?_=1712"))["papers"] > 0  # a probe's cache-buster
+
+
+@pytest.mark.parametrize("path", ["/papers/a%0Ab", "/similar/a%0Ab"])
+def test_an_id_with_a_line_break_is_named_in_the_404(api, path):
+    """Starlette's path convertor stops at a line break: the route was not matched, a bare "Not Found"."""
+    got = answer(api.get(path), 404)
+    assert got["kind"] == "PaperNotFoundError" and got["error"].startswith("no paper 'a\\nb' in the index")
+
+
 def test_explain_refuses_bad_bodies(api, service):
     with pytest.raises(ConfigError) as raised:
         service.explain("entropy", settings={"bogus": 1})

@@ -126,6 +126,19 @@ def test_search_page_pages_through_the_same_ranking(web, demo_db):
     assert [r["data-rank"] for r in elements(second.text, "result", tag="li")][0] == "6"
 
 
+def test_a_page_past_the_end_links_to_the_last_page(web, demo_db):
+    """An edited address (or an index that shrank) past the results linked "previous" to another empty page."""
+    with RetrievalClient(demo_db) as client:
+        matched = client.search("study", limit=1).matched
+    page = web.get("/", params={"q": "study", "limit": 5, "offset": 1000})
+    assert not elements(page.text, "result", tag="li")
+    prev = re.search(r'rel="prev" href="([^"]+)">([^<]+)<', page.text)
+    assert prev.group(2) == "← the last page"
+    last = web.get(prev.group(1).replace("&amp;", "&"))
+    ranks = [int(r["data-rank"]) for r in elements(last.text, "result", tag="li")]
+    assert ranks and ranks[-1] == matched and len(ranks) <= 5
+
+
 def test_search_page_applies_the_filters_and_shows_warnings(web, demo_db):
     with RetrievalClient(demo_db) as client:
         expected = client.search(QUERY, limit=10, year="2020-")
@@ -194,6 +207,11 @@ def test_a_long_list_is_paged_and_its_next_links_walk_all_of_it(web, service, de
         following = re.search(r'rel="next" href="([^"]+#citations)"', text)
         href = following.group(1).split("#")[0] if following else None
     assert walked == [c["id"] for c in citing]
+    past = web.get(f"/paper/{pid}?citations_offset={len(citing) + 5}").text  # past the end: to the last one
+    back = re.search(r'rel="prev" href="([^"]+#citations)">([^<]+)<', past)
+    assert back.group(2) == "← the last 1"
+    text = web.get(back.group(1).split("#")[0].replace("&amp;", "&")).text
+    assert re.search(r'<ul class="links citations"><li[^>]* data-id="([^"]+)"', text).group(1) == citing[-1]["id"]
 
 
 # -- TeX, downloads and meta tags for reference managers ---------------------------------------------------------
@@ -402,6 +420,8 @@ def test_a_sole_author_with_a_comma_is_not_read_as_two():
         ("/?q=attention&year=19x", 400, "is not a year range"),
         ("/?q=" + "a" * 20_001, 413, "more than 20,000"),
         ("/explain-view?q=" + "a" * 20_001, 413, "more than 20,000"),
+        ("/explain-view?q=attention&view=bogus", 400, "view is top (the seeds and the top papers) or all"),
+        ("/paper/a%0Ab", 404, "no paper 'a\\nb' in the index"),
     ],
 )
 def test_errors_are_pages_with_the_message_and_the_status(web, url, status, words):

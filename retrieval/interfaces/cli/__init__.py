@@ -36,6 +36,7 @@ from .options import (
     non_negative,
     query,
     relations,
+    shard_urls,
     unit,
 )
 
@@ -119,7 +120,11 @@ def _count_lines(path: str) -> int | None:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     from ... import commands  # loaded when a command runs, not for --help
+    from ...config import DatabaseURL, resolve_db
 
+    if args.shards and not isinstance(resolve_db(args.db), DatabaseURL):
+        where = args.db or f"the default index ({resolve_db(None)})"
+        args.build_parser.error(f"--shards needs a PostgreSQL coordinator: --db postgresql://..., not {where}")
     bars = _build_bars(lambda: _count_lines(args.source) if args.source else 100)
     summary = commands.build(
         db=args.db,
@@ -419,11 +424,12 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--shards",
         metavar="URL,URL,...",
+        type=shard_urls,
         help="partition the index over these PostgreSQL servers, --db being their coordinator (postgres_fdw); "
         "a rebuild of a sharded index keeps its shards",
     )
     p.add_argument("--json", action="store_true", help=SUMMARY_JSON_HELP)
-    p.set_defaults(func=_cmd_build)
+    p.set_defaults(func=_cmd_build, build_parser=p)
 
 
 def _add_args(p: argparse.ArgumentParser) -> None:
@@ -827,9 +833,36 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors say what to do with a value that starts with a dash, which argparse
+    reads as an unknown option: a word to leave out (``-entropy``) belongs inside the quoted query, an id after
+    ``--``."""
+
+    #: The arguments being parsed (``main``), to tell which of them argparse took for an unknown option.
+    given: tuple[str, ...] = ()
+
+    def error(self, message: str):
+        if "unrecognized arguments: " in message:
+            unknown = message.split("unrecognized arguments: ", 1)[1].split()
+        elif "arguments are required" in message:
+            unknown = [a for a in self.given if a.split("=", 1)[0] not in self._option_string_actions]
+        else:
+            unknown = []
+        dashed = [a for a in unknown if len(a) > 1 and a[0] == "-" and not (a[1] == "-" or a[1].isdigit())]
+        if dashed:
+            command = next((a for a in self.given if a in COMMANDS), "COMMAND")
+            if command == "search":
+                message += (
+                    f"; a word to leave out goes inside the quoted query: retrieval search 'black hole {dashed[0]}'"
+                )
+            else:
+                message += f"; a value that starts with '-' goes after --: retrieval {command} -- {dashed[0]}"
+        super().error(message)
+
+
 def make_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser, with the options of ``command`` only (the other subcommands are listed with their help)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="retrieval",
         description="An embedded literature-retrieval index: BM25 in SQL plus a citation-graph walk.",
         formatter_class=_Formatter,
@@ -847,6 +880,7 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _Parser.given = tuple(argv)
     args = make_parser(_command_of(argv)).parse_args(argv)
     stop.reset()
     previous = {}

@@ -24,6 +24,35 @@ def index_location(text: str) -> str:
             f"is empty: give the index's file or PostgreSQL URL, or leave --db out for the default (${DB_ENV_VAR}, "
             f"else ./{DEFAULT_DB})"
         )
+    if "://" in text:  # a URL of a kind retrieval does not know is a mistake in the command, as an empty one is
+        from ...config import resolve_db
+        from ...errors import ConfigError
+
+        try:
+            resolve_db(text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("--db ")) from None
+    return text
+
+
+def shard_urls(text: str) -> str:
+    """``--shards``' value, checked as the build will read it (each a PostgreSQL URL, at least one, no more than
+    are supported): a wrong one is a usage error. It stays text: the build parses it again."""
+    from ...config import DatabaseURL, resolve_db
+    from ...errors import ConfigError
+
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(
+            "needs at least one PostgreSQL URL: --shards postgresql://USER@HOST:PORT/DB,..."
+        )
+    for item in items:
+        try:
+            url = resolve_db(item)
+        except ConfigError:
+            url = None
+        if not isinstance(url, DatabaseURL):
+            raise argparse.ArgumentTypeError(f"takes PostgreSQL URLs (postgresql://USER@HOST:PORT/DB), got {item!r}")
     return text
 
 

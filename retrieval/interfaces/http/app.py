@@ -18,7 +18,9 @@ locked or damaged) 503, and anything else 500 with a generic message (the traceb
 only). A parameter of the wrong type or a missing one (FastAPI's own check) is 400 too, kind
 ``RequestValidationError``: for a client it is the same mistake as a limit out of range; each names the parameter or
 the body's field (``limit``, ``query``). A bad filter names the query parameter (``year``, ``author``:
-``params.check_filters``), not the command line's option. An unknown path is 404 and a wrong method 405, kind
+``params.check_filters``), not the command line's option. A query parameter an API route does not take, or one
+that takes one value given twice, is a 400 ``ConfigError`` naming it (``/health`` takes a cache-buster). An
+unknown path is 404 and a wrong method 405, kind
 ``HTTPException``.
 
 Routes are plain functions, which Starlette runs in its thread pool; each thread reads through its own client
@@ -38,16 +40,18 @@ import time
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ... import __version__
-from ...errors import OverloadedError, RetrievalError
+from ...errors import ConfigError, OverloadedError, RetrievalError
 from ...validate import quoted
 from ..params import (
+    AUTHORS,
     CITATIONS_OFFSET,
     EXCLUDE,
     LIMIT,
@@ -63,6 +67,7 @@ from ..params import (
 )
 from ..service import BOUNDS, EXPLAIN_SETTINGS, INTERNAL, STATUS, Service, status_of
 from . import limits as bounds
+from .ids import ID
 
 __all__ = ["INTERNAL", "MAX_BODY", "STATUS", "create_app", "status_of"]  # the status table lives in .service
 
@@ -128,6 +133,9 @@ def _query(param: Param):
     """``param`` (``retrieval.interfaces.params``) as a query parameter: its type, description and bounds."""
     return Annotated[param.kind, Query(description=param.server_help(), json_schema_extra=param.schema_bounds())]
 
+
+#: The query parameters that take several values, each given once per value (``?author=A&author=B``).
+REPEATABLE = frozenset({AUTHORS.query_name, EXCLUDE.query_name})
 
 Limit = _query(LIMIT)
 Offset = _query(OFFSET)
@@ -316,7 +324,32 @@ def create_app(service: Service, limits: bounds.Limits | None = None) -> FastAPI
         while limits.in_flight and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
 
+    taken: dict[object, frozenset[str]] = {}  # each API route's function: the query parameters it takes
+
+    def one_of_each(request: Request) -> None:
+        """A query parameter an API route does not take (a misspelt ``lmit``), or one that takes one value given
+        twice, is refused naming it: FastAPI would drop the first and keep the last, and answer another request
+        than the one sent."""
+        names = taken.get(request.scope.get("endpoint"))
+        if names is None:  # a web page: its form's parameters are read by the page
+            return
+        given = [key for key, _ in request.query_params.multi_items()]
+        unknown = sorted({key for key in given if key not in names}, key=given.index)
+        if unknown:
+            takes = ", ".join(sorted(names)) or "none"
+            raise ConfigError(
+                f"{request.url.path} takes no query parameter {quoted(unknown[0])} (it takes: {takes}): "
+                "check its spelling"
+            )
+        twice = next((key for key in given if key not in REPEATABLE and given.count(key) > 1), None)
+        if twice is not None:
+            raise ConfigError(
+                f"the query parameter {quoted(twice)} is given {given.count(twice)} times and takes one value: "
+                "give it once"
+            )
+
     app = FastAPI(
+        dependencies=[Depends(one_of_each)],
         title="retrieval",
         version=__version__,
         description="An embedded literature-retrieval index over HTTP: BM25 in SQL, a citation-graph walk, and "
@@ -381,11 +414,11 @@ def create_app(service: Service, limits: bounds.Limits | None = None) -> FastAPI
         return JSONResponse(data)
 
     app.get("/search", tags=["api"], responses=_errors(400, 413))(with_filters(search, _query, rename=True))
-    app.get("/similar/{paper_id:path}", tags=["api"], responses=_errors(400, 404, 413))(
+    app.get(f"/similar/{{paper_id:{ID}}}", tags=["api"], responses=_errors(400, 404, 413))(
         limits.slow(with_filters(similar, _query, rename=True))
     )
 
-    @app.get("/papers/{paper_id:path}", tags=["api"], responses=_errors(400, 404))
+    @app.get(f"/papers/{{paper_id:{ID}}}", tags=["api"], responses=_errors(400, 404))
     @limits.slow
     def paper(
         paper_id: PaperId,
@@ -420,6 +453,10 @@ def create_app(service: Service, limits: bounds.Limits | None = None) -> FastAPI
     def health() -> JSONResponse:
         """The index opens and answers: its paper count, tokeniser and the server's uptime."""
         return JSONResponse(service.health())
+
+    for route in app.routes:
+        if isinstance(route, APIRoute) and route.path != "/health":  # a probe's cache-buster is no mistake
+            taken[route.endpoint] = frozenset(field.alias for field in route.dependant.query_params)
 
     from .web import pages  # here, not above: the pages import this module's neighbours
 

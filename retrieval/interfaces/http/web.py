@@ -33,6 +33,7 @@ from fastapi.responses import HTMLResponse, Response
 from ...corpus.paper import Paper
 from ...errors import ConfigError, RetrievalError
 from ...text import sentences
+from ...validate import quoted
 from .. import params as parameters
 from ..output.display import count, matched_clause
 from ..output.export import arxiv_id, doi_of, paper_url, to_bibtex, to_ris
@@ -41,6 +42,7 @@ from ..output.reading import last_first
 from ..output.reading import text as readable
 from ..service import BOUNDS, INTERNAL, Service, status_of
 from . import svg
+from .ids import ID
 from .limits import Limits
 
 PAGE_SIZE = 10
@@ -354,7 +356,10 @@ def _search_body(service: Service, request: Request) -> tuple[str, str]:
         )
     out.append("</ol>")
     links = []
-    if offset > 0:
+    if offset > 0 and not results and matched:  # past the end (an edited address, an index that shrank)
+        last = (min(matched, BOUNDS["offset"] + 1) - 1) // limit * limit
+        links.append(f'<a rel="prev" href="/?{escape(urlencode({**base, "offset": last}))}">← the last page</a>')
+    elif offset > 0:
         prev = max(0, offset - limit)
         links.append(f'<a rel="prev" href="/?{escape(urlencode({**base, "offset": prev}))}">← previous {limit}</a>')
     if len(results) == limit and offset + limit < min(matched, BOUNDS["offset"] + 1):
@@ -448,7 +453,11 @@ def _link_list(items: list[dict], kind: str, pid: str, total: int, paging: dict)
                 " (not in the index)</li>"
             )
     links = []
-    if offset > 0:
+    if offset > 0 and not items and total:  # past the end of the list
+        start = (total - 1) // LIST_CAP * LIST_CAP
+        last = _links_href(pid, paging, kind, **{f"{kind}_offset": start})
+        links.append(f'<a rel="prev" href="{escape(last)}">← the last {total - start:,}</a>')
+    elif offset > 0:
         prev = _links_href(pid, paging, kind, **{f"{kind}_offset": max(0, offset - LIST_CAP)})
         links.append(f'<a rel="prev" href="{escape(prev)}">← previous {LIST_CAP}</a>')
     if offset + len(items) < total:
@@ -627,7 +636,12 @@ def _explain_body(service: Service, request: Request) -> tuple[str, str]:
             "paper supports the citing paper's claims, and ranks the papers by a walk of what is left.</p>"
         )
         return "evidence view", body
-    whole = params.get("view") == "all"
+    view = params.get("view") or "top"
+    if view not in ("top", "all"):
+        raise ConfigError(
+            f"view is top (the seeds and the top papers) or all (the whole graph), got {quoted(view[:40])}"
+        )
+    whole = view == "all"
     data = service.explain(q, subqueries=subs)
     graph = data.get("graph") or {"nodes": [], "edges": []}
     results = data.get("results") or []
@@ -761,7 +775,7 @@ def pages(service: Service, limits: Limits | None = None) -> APIRouter:
     for fmt, (_, extension) in DOWNLOADS.items():
         router.get(f"/export.{extension}")(search_download(fmt))
         router.get(f"/paper.{extension}")(slow(paper_download_by_query(fmt)))
-        router.get(f"/paper/{{paper_id:path}}.{extension}")(slow(paper_download(fmt)))
+        router.get(f"/paper/{{paper_id:{ID}}}.{extension}")(slow(paper_download(fmt)))
 
     @router.get("/paper", response_class=HTMLResponse)
     @slow
@@ -774,7 +788,7 @@ def pages(service: Service, limits: Limits | None = None) -> APIRouter:
 
         return _guarded(render)
 
-    @router.get("/paper/{paper_id:path}", response_class=HTMLResponse)
+    @router.get(f"/paper/{{paper_id:{ID}}}", response_class=HTMLResponse)
     @slow
     def paper_page(paper_id: str, request: Request) -> HTMLResponse:
         def render() -> HTMLResponse:
