@@ -76,6 +76,9 @@ def test_reads_gzip(tmp_path):
         (json.dumps({"id": "x", "title": "t", "year": True}), "'year' must be an integer"),
         (json.dumps({"id": "x", "title": "t", "references": "y"}), "'references' must be a list"),
         (json.dumps({"id": "x", "title": "t", "authors": [1]}), "'authors' must be a list"),
+        (json.dumps({"id": "x", "title": "t", "authors": ["A", ""]}), "'authors' entry 2 is blank: leave an unknown"),
+        (json.dumps({"id": "x", "title": "t", "authors": ["  "]}), "'authors' entry 1 is blank"),
+        (json.dumps({"id": "x", "title": "t", "authors": ["A\tB"]}), "'authors' entry 1 'A\\tB' holds a control"),
         (json.dumps(paper("a")), "duplicate id 'a'"),
     ],
 )

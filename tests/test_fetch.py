@@ -562,7 +562,9 @@ def test_s2_since_and_year(tmp_path):
 
 # -- arXiv, and its join with Semantic Scholar ---------------------------------------------------------------------
 def test_arxiv_by_category_and_date_then_references_from_s2(tmp_path):
-    with Server(ArxivAPI(arxiv_corpus())) as arxiv_server:
+    eprints = arxiv_corpus()
+    eprints[1]["authors"] = ["Grace   Hopper", " ", "Alan\tTuring"]  # a blank name dropped, the others one line
+    with Server(ArxivAPI(eprints)) as arxiv_server:
         arxiv_out = tmp_path / "arxiv.jsonl"
         summary = fetch_arxiv(
             arxiv_out,
@@ -583,6 +585,8 @@ def test_arxiv_by_category_and_date_then_references_from_s2(tmp_path):
     assert first["title"] == "Graph retrieval e-print 1" and first["abstract"] == "We retrieve with graphs, method 1."
     assert first["year"] == 2023 and first["authors"] == ["Alan Turing"] and first["references"] == []
     assert first["arxiv"] == "2301.00001" and eprints["2302.00007"]["doi"] == "10.9999/j.ir.7"
+    assert eprints["2301.00002"]["authors"] == ["Grace Hopper", "Alan Turing"]
+    assert [p.authors for _, p in read_papers(arxiv_out) if p.id == "2301.00002"] == [["Grace Hopper", "Alan Turing"]]
     # the join: Semantic Scholar looks the e-prints up by arXiv id and gives them references
     with Server(S2API(s2_corpus())) as s2_server:
         joined = tmp_path / "papers.jsonl"

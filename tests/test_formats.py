@@ -158,7 +158,7 @@ def test_nulls_and_gaps_the_sources_allow_are_accepted(tmp_path):
          "authorships": None, "referenced_works": None, "abstract_inverted_index": None},
         {"id": "W2", "title": "Two", "authorships": [{"author": None}, {"author": {"display_name": None}},
          {"author": {"id": None, "display_name": ""}}, {"author_position": "first"},
-         {"author": {"display_name": "A"}}]},
+         {"author": {"display_name": "  "}}, {"author": {"display_name": "A"}}]},
         {"id": "https://openalex.org/W3", "title": None, "display_name": "Three", "referenced_works": []},
     ]  # fmt: skip
     a, b, c = [p for _, p in read_papers(write_jsonl(tmp_path / "oa.jsonl", openalex), "openalex")]
@@ -169,7 +169,8 @@ def test_nulls_and_gaps_the_sources_allow_are_accepted(tmp_path):
         {"paperId": "p1", "title": None, "abstract": None, "year": None, "authors": None, "references": None,
          "citations": None},
         {"paperId": "p2", "title": "Two", "authors": [{"authorId": None, "name": None}, {"authorId": "1"},
-         {"name": "B"}], "references": [{"paperId": None}, {"title": "unresolved"}, {"paperId": "p1"}],
+         {"name": ""}, {"name": " "}, {"name": "B"}],
+         "references": [{"paperId": None}, {"title": "unresolved"}, {"paperId": "p1"}],
          "citations": [{"paperId": None, "title": "unresolved"}]},
     ]  # fmt: skip
     a, b = [p for _, p in read_papers(write_jsonl(tmp_path / "s2.jsonl", s2), "s2")]

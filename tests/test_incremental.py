@@ -305,6 +305,7 @@ def test_one_public_name_per_operation_and_the_old_names_still_work_with_a_warni
         (Paper("z4", "t", authors="Bob Smith"), "'authors' must be a list of strings, got \"Bob Smith\""),
         (Paper("z5", "t", references="p001"), "'references' must be a list of strings"),
         (Paper("z6", "t", year=3000), "'year' 3000 is not a year between"),
+        (Paper("z8", "t", authors=["Ann Lee", " "]), "'authors' entry 2 is blank"),
         ({"id": "z7", "title": "t"}, "item 2 is a dict, not a Paper"),
     ],
 )

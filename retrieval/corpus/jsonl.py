@@ -172,6 +172,7 @@ def checked_papers(papers: Iterable[Paper], what: str = "the papers given") -> I
                 if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
                     got = _shown(values if isinstance(values, str) else repr(values))
                     raise InputError.at(*where, f"paper {pid!r}: '{field}' must be a list of strings, got {got}")
+            _author_names(paper.authors, pid, where)
             if not isinstance(paper.source, str):
                 raise InputError.at(
                     *where, f"paper {pid!r}: 'source' must be a string, got {_shown(repr(paper.source))}"
@@ -205,10 +206,26 @@ def parse_jsonl(record: dict, where: Where, source: str) -> Paper:
         title=title,
         abstract=_text(record.get("abstract"), pid, "abstract", where),
         year=_year(record.get("year"), pid, "year", where),
-        authors=_string_list(record.get("authors"), "authors", where),
+        authors=_author_names(_string_list(record.get("authors"), "authors", where), pid, where),
         references=_string_list(record.get("references"), "references", where),
         source=source,
     )
+
+
+def _author_names(names: list[str], pid: str, where: Where) -> list[str]:
+    """``names``, refused (``InputError``) where one is blank or holds a control character: a blank name was kept
+    as an author no filter can match and exported as an empty BibTeX name (``author = { and Jane Doe}``)."""
+    for number, name in enumerate(names, start=1):
+        if not name.strip():
+            raise InputError.at(
+                *where, f"paper {pid!r}: 'authors' entry {number} is blank: leave an unknown author out of the list"
+            )
+        if any(ord(c) < 32 or ord(c) == 127 for c in name):
+            raise InputError.at(
+                *where,
+                f"paper {pid!r}: 'authors' entry {number} {name!r} holds a control character (tab, newline, ...)",
+            )
+    return names
 
 
 def _openalex_id(value: str) -> str:
@@ -263,7 +280,7 @@ def _work_id(record: dict, where: Where) -> str:
 
 
 def _openalex_authors(value: object, where: Where) -> list[str]:
-    """The ``author.display_name`` of each authorship, in order (null or empty names left out)."""
+    """The ``author.display_name`` of each authorship, in order (null or blank names left out)."""
     authors = []
     for number, authorship in enumerate(_objects(value, "authorships", where), start=1):
         author = authorship.get("author")
@@ -276,7 +293,7 @@ def _openalex_authors(value: object, where: Where) -> list[str]:
         name = _optional_text(
             author.get("display_name"), f"'authorships' entry {number}: the author's 'display_name'", where
         )
-        if name:
+        if name and name.strip():
             authors.append(name)
     return authors
 
@@ -317,11 +334,11 @@ def _paper_ids(value: object, field: str, pid: str, where: Where) -> list[str]:
 
 
 def _s2_authors(value: object, pid: str, where: Where) -> list[str]:
-    """The ``name`` of each author, in order (null names left out)."""
+    """The ``name`` of each author, in order (null or blank names left out)."""
     authors = []
     for number, author in enumerate(_objects(value, "authors", where, f"paper {pid!r}: "), start=1):
         name = _optional_text(author.get("name"), f"paper {pid!r}: 'authors' entry {number}: 'name'", where)
-        if name is not None:
+        if name is not None and name.strip():
             authors.append(name)
     return authors
 

@@ -102,9 +102,9 @@ def entry_record(entry: ElementTree.Element, run) -> dict | None:
     if dropped:
         run.tally("years_dropped")
     authors = [
-        " ".join(name.split())
+        name
         for author in entry.findall("atom:author", NS)
-        if (name := author.findtext("atom:name", default="", namespaces=NS))
+        if (name := " ".join((author.findtext("atom:name", default="", namespaces=NS) or "").split()))
     ]
     paper = Paper(
         id=pid,

@@ -87,7 +87,7 @@ def project_record(paper: Paper, doi: str | None = None, arxiv: str | None = Non
         "title": _clean(" ".join(paper.title.split())),
         "abstract": _clean(" ".join(paper.abstract.split())),
         "year": paper.year,
-        "authors": [_clean(a) for a in paper.authors],
+        "authors": [_clean(" ".join(a.split())) for a in paper.authors if a.strip()],  # as the reader takes them
         "references": [_clean(r) for r in references],
     }
     if doi:
