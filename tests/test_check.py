@@ -353,6 +353,20 @@ def test_years_and_citation_counts_on_postgresql(pg_index):
     assert check(pg_index).ok
 
 
+def test_author_keys_edited_on_postgresql_are_checked_across_pages(pg_index, monkeypatch):
+    from retrieval.store import integrity
+
+    monkeypatch.setattr(integrity, "AUTHORS_PAGE", 7)  # the demo's 200 authors over many pages
+    ids = "('p002', 'p050', 'p100')"
+    edit = f"UPDATE paper_authors SET name_key = name_key || ' x' WHERE paper_id IN {ids}"
+    undo = f"UPDATE paper_authors SET name_key = substr(name_key, 1, length(name_key) - 2) WHERE paper_id IN {ids}"
+    with edited_pg(pg_index, edit, undo):
+        problems = {p.invariant: p for p in check(pg_index).problems}
+        wrong = problems["paper_authors.surname and name_key"]
+        assert wrong.count == 6 and wrong.examples[0].startswith("paper 'p002', author 0 'Author 1-2'")
+    assert check(pg_index).ok
+
+
 def test_an_older_revision_is_not_called_damaged(demo_db, tmp_path, capsys):
     """``check`` on an index that wants ``retrieval upgrade`` said it was damaged and to rebuild it."""
     from retrieval.store.schema.migrate import downgrade
@@ -410,6 +424,13 @@ def test_a_file_that_holds_no_index_is_said_to_be_none_not_a_damaged_one(tmp_pat
             "INSERT INTO paper_authors VALUES ('nope', 0, 'A B', 'b', 'a b')",
             "paper_authors and field_sources vs papers",
             "paper_authors has a row of 'nope', which papers lacks",
+        ),
+        (  # --author Maldacena would find p001, whose page names no such author
+            "UPDATE paper_authors SET surname = 'maldacena', name_key = 'juan maldacena' WHERE paper_id = 'p001' "
+            "AND position = 0",
+            "paper_authors.surname and name_key",
+            "paper 'p001', author 0 'Author 1-1': surname and name_key ('maldacena', 'juan maldacena'), its name "
+            "gives ('1', 'author 1 1')",
         ),
     ],
 )

@@ -16,6 +16,7 @@ afford, a whole table read, is here, each invariant one statement written for bo
 - ``postings``: each term's chunks hold exactly its ``term_freq`` rows with their papers' lengths, each chunk's
   range, df, max_count and min_length those of its postings (the bounds pruning trusts);
 - ``papers.year``: a whole number (or none);
+- ``paper_authors``: each author's ``surname`` and ``name_key`` those its name gives (what ``--author`` matches);
 - ``cited_counts``: each paper's count of ``citations`` rows naming it, a whole number;
 - ``paper_vectors`` (an index built with ``--semantic``): one vector per paper, of the recorded model's size;
 - on SQLite, ``PRAGMA integrity_check`` (the file's pages and indexes).
@@ -198,6 +199,20 @@ ORPHAN_ROWS_SQL = statement(
         f"tbl, paper_id{d.bytes_order}",
     ),
     hash_joins=True,
+)
+#: ``paper_authors`` in pages of ``AUTHORS_PAGE`` rows, by key (a whole table of a large index is not held at once).
+AUTHORS_PAGE = 50_000
+AUTHOR_KEYS_SQL = statement(
+    """\
+SELECT paper_id,
+       position,
+       name,
+       surname,
+       name_key
+FROM paper_authors
+WHERE (paper_id, position) > (:paper_id, :position)
+ORDER BY paper_id, position
+LIMIT :page"""
 )
 YEARS_SQL = statement(
     lambda d: _rows(
@@ -386,6 +401,8 @@ def check(executor, location, limit: int = 5) -> CheckReport:
             [f"{table} has a row of {pid!r}, which papers lacks" for table, pid, _ in orphans],
         )
         checked += ["citations.listed_by", "paper_authors and field_sources vs papers"]
+        _author_keys(rows, found, limit)
+        checked.append("paper_authors.surname and name_key")
         if info.get("semantic_model"):
             dims = int(info.get("semantic_dims") or 0)
             vectors = rows("check: paper_vectors", VECTORS_CHECK_SQL, {**params, "bytes": 2 * dims})
@@ -407,6 +424,35 @@ def check(executor, location, limit: int = 5) -> CheckReport:
         if begun and executor.conn.in_transaction:
             executor.run("check: end", "COMMIT")
     return CheckReport(where, problems, checked, notes, time.perf_counter() - started)
+
+
+def _author_keys(rows, found, limit: int) -> None:
+    """Each author's ``surname`` and ``name_key`` as the writers derive them from ``name`` (``names.name_key``,
+    Python's, so read here page by page): the author filter matches those columns, not the name shown."""
+    from ..corpus.names import name_key
+
+    wrong, examples = 0, []
+    after: tuple = ("", -1)
+    while True:
+        page = rows(
+            "check: paper_authors' surname and name_key",
+            AUTHOR_KEYS_SQL,
+            {"paper_id": after[0], "position": after[1], "page": AUTHORS_PAGE},
+        )
+        for pid, position, name, surname, key in page:
+            expected = name_key(name) if isinstance(name, str) else None
+            if (surname, key) != expected:
+                wrong += 1
+                if len(examples) < limit:
+                    derived = "none: the name is not text" if expected is None else repr(expected)
+                    examples.append(
+                        f"paper {pid!r}, author {position} {name!r}: surname and name_key {(surname, key)!r}, "
+                        f"its name gives {derived}"
+                    )
+        if len(page) < AUTHORS_PAGE:
+            break
+        after = page[-1][:2]
+    found("paper_authors.surname and name_key", wrong, examples)
 
 
 def _total(rows: list[tuple]) -> int:
