@@ -35,6 +35,7 @@ from tests.fetch_servers import (  # noqa: E402
     OpenAlexAPI,
     Server,
     arxiv_corpus,
+    eprint,
     openalex_corpus,
     s2_corpus,
     s2_id,
@@ -612,6 +613,31 @@ def test_arxiv_by_category_and_date_then_references_from_s2(tmp_path):
     assert result.not_found == 8 and result.searched == 10 and result.references_added == 4
     assert citations == [[s2_id(9), s2_id(10)]]  # citing papers of Semantic Scholar's papers only
     assert s2_id(63) in records and result.citing_added == 1  # 63 cites 10; 10 cites 9, in the set already
+
+
+def test_arxiv_answering_the_same_page_whatever_start_asks_ends_the_month(tmp_path, monkeypatch):
+    """An API that ignores ``start`` (a proxy's cache, an outage page) was asked 60 times per month, a request
+    every few seconds, for entries already fetched: after ``REPEATS_MOST`` such pages the month is cut, said."""
+    months = [(1, 40), (2, 3)]  # 40 e-prints in January, 3 in February
+    api = ArxivAPI([
+        eprint(f"230{m}.{i:05d}", f"Paper {m}-{i}", "Text.", f"2023-0{m}-{1 + i % 27:02d}T12:00:00Z")
+        for m, n in months for i in range(1, n + 1)
+    ])  # fmt: skip
+
+    def stuck(request):  # January's pages all start at 0
+        query = request["query"]
+        return api({**request, "query": {**query, "start": "0"}} if "20230101" in query["search_query"] else request)
+
+    monkeypatch.setattr(arxiv_module, "PAGE", 4)
+    with Server(stuck) as server:
+        out = tmp_path / "a.jsonl"
+        summary = fetch_arxiv(out, categories=["cs.IR"], since="2023-01-01", until="2023-02-28",
+                              base_url=server.url + "/api", policy=FAST)  # fmt: skip
+        asked = server.requests("/api/query")
+    assert summary.papers == 4 + 3  # January's first page, all of February
+    # the whole range's count; January: its first page, then REPEATS_MOST repeats; February: one page
+    assert len(asked) == 1 + 1 + arxiv_module.REPEATS_MOST + 1
+    assert any("pages in a row with no entry not fetched before (at 16 of 40)" in note for note in summary.notes)
 
 
 def test_arxiv_empty_page_is_asked_again_and_an_error_feed_is_a_message(tmp_path):

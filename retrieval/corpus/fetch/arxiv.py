@@ -36,6 +36,9 @@ QUERY = "/query"
 PAGE = 500
 #: Results one query reaches (the user manual).
 QUERY_MOST = 30_000
+#: Pages in a row of entries already fetched after which a window is given up: an API that answers the same page
+#: whatever ``start`` asks would otherwise be asked up to ``QUERY_MOST`` deep, a request every few seconds.
+REPEATS_MOST = 3
 #: Seconds between requests (the user manual: "no more than one request every three seconds").
 INTERVAL = 3.0
 NS = {
@@ -211,6 +214,7 @@ class Arxiv(Source):
         if run.state.get("matched") is None and len(self.windows) > 1:  # the whole range's count, for the estimate
             whole = (self.windows[0][0], self.windows[-1][1])
             run.note("matched", self._page(session, whole, 0, 1).total)
+        repeated = 0  # pages in a row that brought no new entry
         while True:
             left = self.limit - run.count("search")
             if left <= 0 or index >= len(self.windows):
@@ -224,13 +228,20 @@ class Arxiv(Source):
             if run.state.get("matched") is None:
                 run.note("matched", page.total)
             records = [r for r in (entry_record(e, run) for e in page.entries) if r is not None]
+            repeated = repeated + 1 if page.entries and not records else 0
             start += len(page.entries)
             window_done = not page.entries or (page.total is not None and start >= page.total)
+            if not window_done and repeated >= REPEATS_MOST:
+                window_done = True
+                self.notes.append(
+                    f"arXiv answered {REPEATS_MOST} pages in a row with no entry not fetched before (at {start:,} of "
+                    f"{page.total if page.total is not None else '?'}): a month was cut there; fetch it again later"
+                )
             if not window_done and start >= QUERY_MOST:
                 window_done = True
                 self.notes.append(f"arXiv returns at most {QUERY_MOST:,} results a query: a month was cut there")
             if window_done:
-                index, start = index + 1, 0
+                index, start, repeated = index + 1, 0, 0
             last = index >= len(self.windows)
             run.commit(records, {"window": index, "start": start}, finished=last, limit=left)
             if report:
