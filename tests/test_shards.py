@@ -374,8 +374,10 @@ def test_shard_options_are_checked_before_anything_is_written(sharded_database, 
     with pytest.raises(IndexNotFoundError, match="shard 1 of --shards has no database"):
         build(db=coordinator, shards=[shards[0], missing])
     assert _schemas(coordinator) == [] and _schemas(shards[0]) == []  # nothing was written anywhere
-    assert main(["build", "--db", coordinator, "--shards", ","]) == 1
-    assert "--shards needs at least one PostgreSQL URL" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # a usage error (it was exit 1, as a runtime error)
+        main(["build", "--db", coordinator, "--shards", ","])
+    assert usage.value.code == 2
+    assert "argument --shards: needs at least one PostgreSQL URL" in capsys.readouterr().err
     assert main(["build", "--db", coordinator, "--shards", ",".join(shards)]) == 0
     out = capsys.readouterr().out
     assert "over 2 shards" in out
