@@ -136,6 +136,50 @@ def test_bibtex_writes_a_suffix_where_bibtex_reads_one():
     assert (maldacena.last, maldacena.first) == (["Maldacena"], ["Juan", "M."])
 
 
+@pytest.mark.parametrize(
+    "name, written, parts",
+    [
+        (r"Mariana Gra\~na", "Mariana Graña", (["Mariana"], ["Graña"], [])),  # ~ read as a space between names
+        (r"Jo\~ao P. Rodrigues", "João P. Rodrigues", (["João", "P."], ["Rodrigues"], [])),
+        ("Thacher Jr., H. C.", "Thacher, Jr., H. C.", (["H.", "C."], ["Thacher"], ["Jr."])),  # CACM's form
+        ("Carr III, J. W.", "Carr, III, J. W.", (["J.", "W."], ["Carr"], ["III"])),
+        ("Curtis G. Callan, Jr.", "Callan, Jr., Curtis G.", (["Curtis", "G."], ["Callan"], ["Jr."])),  # one string
+        ("K.I.Bolotin", "K.I. Bolotin", (["K.I."], ["Bolotin"], [])),  # initials run into the surname
+        ("Greniewski, M,", "Greniewski, M", (["M"], ["Greniewski"], [])),  # a trailing comma failed the entry
+    ],
+)
+def test_bibtex_names_split_as_the_corpus_means_them(name, written, parts):
+    """Names BibTeX's parser (and bibtexparser's SplitNameParts) took apart wrongly, from hep-th and CACM."""
+    from bibtexparser.middlewares import SeparateCoAuthors, SplitNameParts
+
+    text = export.to_bibtex([Paper("p1", "T", year=1960, authors=[name])])
+    library = bibtexparser.parse_string(text, append_middleware=[SeparateCoAuthors(), SplitNameParts()])
+    assert not library.failed_blocks and parse_bibtex(text)[0]["author"] == written
+    (author,) = library.entries[0]["author"]
+    assert (author.first, author.last, author.jr) == parts
+    key = export.citation_keys([Paper("p1", "T", year=1960, authors=[name])])[0]
+    assert key == export.ascii_word(parts[1][0]) + "1960t"  # "thacher1960t", not "jr1960t"
+
+
+def test_ris_writes_a_suffix_after_the_given_names():
+    assert [reading.last_first(n) for n in ("Thacher Jr., H. C.", "Curtis G. Callan, Jr.", "Greniewski, M,")] == [
+        "Thacher, H. C., Jr.",
+        "Callan, Curtis G., Jr.",
+        "Greniewski, M",
+    ]
+
+
+@pytest.mark.parametrize("title", [r"The set \{x \\}", r"Line one\\{x\}", r"a \\\{ b \\}"])
+def test_a_tex_line_break_beside_a_brace_keeps_the_entry_whole(title):
+    """``\\\\}`` was counted as an escaped brace: the braces seemed balanced, the line break became a space and a
+    bare brace ended the field (bibtexparser 2 lost the author, year and abstract, or the whole entry)."""
+    text = export.to_bibtex([Paper("hep-th/9711200", title, year=1997, authors=["A. Author"], abstract="Words.")])
+    library = bibtexparser.parse_string(text)
+    assert not library.failed_blocks and len(library.entries) == 1
+    entry = library.entries[0]
+    assert entry["title"] == export.tex(title) and entry["year"] == "1997" and entry["abstract"] == "Words."
+
+
 def _braces_balance(value: str) -> bool:
     depth = 0
     for char in value:

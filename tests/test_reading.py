@@ -142,7 +142,14 @@ def test_every_hep_th_title_and_name_renders():
     assert len(tex) > 2000
     shown = {t: reading.text(t) for t in tex}
     left = [t for t, s in shown.items() if "\\" in s and any(c.isalpha() for c in s.split("\\", 1)[1][:1])]
-    assert len(left) <= len(tex) // 100, left[:5]
+    # What is left: the few raw fallbacks, and a paper's own macros (\IZ, \RR), kept as written where pylatexenc
+    # knows no text for them (it dropped them: a title lost its last word). Nothing else.
+    assert len(left) <= len(tex) * 3 // 100, left[:5]
+    written = {t: set(re.findall(r"\\[A-Za-z]+", t)) for t in left}  # (a malformed \vc}ki shows as \vcki)
+    assert all(any(m.startswith(w) for w in written[t]) for t in left for m in re.findall(r"\\[A-Za-z]+", shown[t]))
+    assert reading.text(r"Structure of $\R$") == r"Structure of \R"
+    assert reading.text(r"$Q_iQ_j\ne 0$, termed \BoostMetric, for") == "QᵢQⱼ ≠ 0, termed \\BoostMetric, for"
+    assert reading.text(r"$\la \psi^4$ and \foo{bar}") == r"\la ψ⁴ and \foo bar"
     assert all("\n" not in s for s in shown.values())
     names = {a for r in records for a in r.get("authors") or []}
     assert r"M\'aximo Ba\~nados" in names and reading.text(r"M\'aximo Ba\~nados") == "Máximo Bañados"

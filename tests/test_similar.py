@@ -13,6 +13,7 @@ from retrieval import RetrievalClient
 from retrieval.corpus.paper import Paper
 from retrieval.errors import ConfigError, InputError
 from retrieval.interfaces.cli import main
+from retrieval.interfaces.output.export import export
 from retrieval.search import adjacency
 from retrieval.search import similar as similar_module
 from retrieval.store.sql.executor import Trace
@@ -171,6 +172,10 @@ def test_similar_excludes_pages_filters_and_explains(corpus):
     assert recent.ranked and all(e.paper.year >= 2000 for e in recent.ranked)
     top = first.ranked[0]
     assert top.paper.authors and "text" in top.why() and top.to_dict()["why"] == top.why()
+    # each result carries its abstract, as a search's does: its BibTeX and RIS exports lacked it
+    assert all(e.paper.abstract == papers[e.paper.id].abstract for e in first.ranked)
+    assert top.to_dict()["abstract"] == papers[top.paper.id].abstract
+    assert f"AB  - {papers[top.paper.id].abstract}" in export(first.ranked, "ris")
     if top.together:
         assert "co-cited" in top.why()
 

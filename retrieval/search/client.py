@@ -27,9 +27,9 @@ from .filters import Filters, author_names, author_papers, failing, passing
 from .graph import CitationGraph, walk
 from .lexical import BM25Index
 from .papers import (
-    ABSTRACTS_SQL,
     PAPERS_SQL,
     PaperPage,
+    add_abstracts,
     add_links,
     candidate_papers,
     check_links,
@@ -288,7 +288,9 @@ class RetrievalClient:
             seeds = [named[pid] for pid in seeds]
             exclude = {named[pid] or pid for pid in exclude}  # an id of no paper leaves nothing out
             result = find_similar(snap, seeds, limit, offset, exclude, filters if filters else None, sort)
-            add_links(snap, {e.paper.id: e.paper for e in result.ranked}, links=False)  # authors: what it shows
+            shown = {e.paper.id: e.paper for e in result.ranked}
+            add_abstracts(snap, shown)  # what an export of the page carries, as a search's does
+            add_links(snap, shown, links=False)  # authors: what it shows
         self._keep_graph()
         return result
 
@@ -495,10 +497,7 @@ class RetrievalClient:
                 r.citations = cited.get(r.paper.id, 0)
         if full and ranked:
             shown = {r.paper.id: r.paper for r in ranked}
-            for pid, abstract in snap.rows(
-                "returned papers: abstracts", ABSTRACTS_SQL, {"paper_ids": json.dumps(list(shown))}
-            ):
-                shown[pid].abstract = abstract
+            add_abstracts(snap, shown)
             add_links(snap, shown, links)
         wall_ms = (time.perf_counter() - start) * 1000.0
         report["candidates_scored"] = hit_count

@@ -168,6 +168,16 @@ ORDER BY c.cited_id COLLATE "C", c.citing_id COLLATE "C\""""
 register_sharded(CITED_BY_SQL, CITED_BY_SQL_SHARDED)
 
 
+def add_abstracts(snap: Snapshot, papers: dict[str, Paper]) -> None:
+    """Fill in the abstracts of ``papers`` (one statement): the page a search or ``similar`` returns, whose
+    candidates were scored without them."""
+    if papers:
+        for pid, abstract in snap.rows(
+            "returned papers: abstracts", ABSTRACTS_SQL, {"paper_ids": json.dumps(list(papers))}
+        ):
+            papers[pid].abstract = abstract
+
+
 def add_links(snap: Snapshot, papers: dict[str, Paper], links: bool = True) -> None:
     """Fill in the authors, and with ``links`` the references and citing papers, of ``papers`` (one statement
     each). A much-cited paper has thousands of citing papers: a caller that shows none asks for no links."""

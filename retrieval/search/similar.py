@@ -312,6 +312,7 @@ class SimilarPaper:
             "title": self.paper.title,
             "year": self.paper.year,
             "authors": list(self.paper.authors),
+            "abstract": self.paper.abstract,
             "score": self.score,
             "cocitation": self.cocitation,
             "coupling": self.coupling,

@@ -237,11 +237,20 @@ _LITERAL = {"{": r"\textbraceleft{}", "}": r"\textbraceright{}", "\\": r"\textba
 def _balanced(text: str, skip_escaped: bool) -> bool:
     depth = 0
     for i, char in enumerate(text):
-        if char in "{}" and not (skip_escaped and i and text[i - 1] == "\\"):
+        if char in "{}" and not (skip_escaped and _escaped(text, i)):
             depth += 1 if char == "{" else -1
             if depth < 0:
                 return False
     return depth == 0
+
+
+def _escaped(text: str, i: int) -> bool:
+    """Whether ``text[i]`` follows an odd run of backslashes (``\\{`` is a brace, ``\\\\{`` a line break and a
+    brace)."""
+    run = 0
+    while i - run > 0 and text[i - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
 
 
 def tex(text: str) -> str:
@@ -304,9 +313,19 @@ def tex(text: str) -> str:
 
 
 def _bibtex_name(name: str) -> str:
+    """One author as BibTeX's name parser reads it: a suffix in its "von Last, Jr, First" form, the only one where
+    it reads one; "Last, First" where the corpus wrote a comma; else "First Last", split where the corpus ran
+    initials into the surname ("K.I.Bolotin"); TeX accents rendered (BibTeX reads ``~`` in ``Gra\\~na`` as a
+    space between two names)."""
     given, family, suffix = name_parts(name)
-    if suffix and given:  # BibTeX reads a "Jr." only in its "von Last, Jr, First" form
+    if suffix and given:
         name = f"{family}, {suffix}, {given}"
+    elif given and "," in name:
+        name = f"{family}, {given}"
+    elif given:
+        name = f"{given} {family}"
+    elif "\\" in name:
+        name = readable(name)
     name = tex(name)
     # "and" inside a name would split it into two authors: keep such a name (an organisation) as one.
     return "{" + name + "}" if re.search(r"\band\b", name, re.I) else name

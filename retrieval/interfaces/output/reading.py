@@ -90,8 +90,84 @@ def _convert(tex: str) -> str:
             from pylatexenc.latex2text import LatexNodes2Text
 
             logging.getLogger("pylatexenc").setLevel(logging.ERROR)  # its tolerant parser's notes are not ours
-            _converter = LatexNodes2Text(math_mode="text", strict_latex_spaces=False)
+            _converter = LatexNodes2Text(latex_context=_context(), math_mode="text", strict_latex_spaces=False)
         return _converter.latex_to_text(tex)
+
+
+#: Font and size switches and boxes the corpora use that pylatexenc does not know: their text, without them
+#: (``{\\cal N}`` is N, ``\\mbox{if}`` is if).
+_SWITCHES = [
+    "cal",
+    "Cal",
+    "it",
+    "bf",
+    "rm",
+    "em",
+    "sl",
+    "sf",
+    "tt",
+    "frak",
+    "Bbb",
+    "boldsymbol",
+    "bold",
+    "mbox",
+    "hbox",
+    "texttt",
+    "textsf",
+    "left",
+    "right",
+    "big",
+    "Big",
+    "bigl",
+    "bigr",
+    "Bigl",
+    "Bigr",
+    "operatorname",
+    "break",
+    "displaystyle",
+    "scriptstyle",
+    "textstyle",
+]
+#: Other commands the corpora use that pylatexenc does not know, as text.
+_SYMBOLS = {"ne": "≠", "over": "/", "half": "½", "Box": "□", "triangle": "△", "slash": "/", "lq": "‘", "rq": "’",
+            "det": "det", "tr": "tr", "Tr": "Tr"}  # fmt: skip
+
+
+def _context():
+    """pylatexenc's commands, with ``_SWITCHES`` and ``_SYMBOLS``, and any other command kept as written
+    (``\\R``, ``\\BoostMetric``: a paper's own macros), where pylatexenc drops it: a title lost its last word, an
+    abstract its ``\\ne`` ("Q_iQ_j 0")."""
+    from pylatexenc.latex2text import MacroTextSpec, get_default_latex_context_db
+
+    db = get_default_latex_context_db()
+    db.add_context_category(
+        "corpus",
+        prepend=True,
+        macros=[MacroTextSpec(name, _arguments) for name in _SWITCHES]
+        + [MacroTextSpec(name, text) for name, text in _SYMBOLS.items()],
+    )
+    db.set_unknown_macro_spec(MacroTextSpec("", _as_written))
+    return db
+
+
+def _arguments(node, l2tobj=None, **_) -> str:
+    """The text of a command's arguments (those pylatexenc's parser gave it), without the command."""
+    parsed = getattr(getattr(node, "nodeargd", None), "argnlist", None) or []
+    if l2tobj is None:
+        return ""
+    return "".join(l2tobj.nodelist_to_text([arg]) for arg in parsed if arg is not None)
+
+
+def _as_written(node, l2tobj=None, **_) -> str:
+    """An unknown command as written, then its arguments' text; a space after it where a space, a letter, a digit
+    or a group follows, so that ``\\foo{bar}`` and ``\\la \\psi`` do not read as ``\\foobar`` and ``\\laψ``."""
+    inner = _arguments(node, l2tobj)
+    if inner:
+        return f"\\{node.macroname} {inner}"
+    source = getattr(getattr(node, "parsing_state", None), "s", "") or ""
+    after = source[node.pos + node.len : node.pos + node.len + 1] if node.pos is not None else ""
+    spaced = getattr(node, "macro_post_space", "") or after == "{" or (after.isascii() and after.isalnum())
+    return f"\\{node.macroname}" + (" " if spaced else "")
 
 
 def _prepare(value: str) -> str:
@@ -147,10 +223,14 @@ def name_parts(name: str) -> tuple[str, str, str]:
     rendered = text(name)
     if "," in rendered:
         pieces = [p.strip() for p in rendered.split(",")]
-        if pieces[0]:
-            rest = [p for p in pieces[1:] if p]
+        rest = [p for p in pieces[1:] if p]
+        if pieces[0] and rest and not (len(rest) == 1 and rest[0].lower() in SUFFIXES):  # "Callan, Jr." alone
             suffix = rest.pop() if len(rest) > 1 and rest[-1].lower() in SUFFIXES else ""
-            return " ".join(rest), pieces[0], suffix
+            family = pieces[0].split()
+            if not suffix and len(family) > 1 and family[-1].lower() in SUFFIXES:  # "Thacher Jr., H. C."
+                suffix = family.pop()
+            return " ".join(rest), " ".join(family), suffix
+        rendered = " ".join(p for p in pieces if p)  # "Curtis G. Callan, Jr.", "Greniewski," read without commas
     words = rendered.split()
     suffix = ""
     if len(words) > 1 and words[-1].lower() in SUFFIXES:
