@@ -54,7 +54,7 @@ def corpus(request):
     return index_on(request, request.param, papers, "filters"), {p.id: p for p in papers}
 
 
-def _passes(p: Paper, years=None, authors=(), exclude=(), phrases=()) -> bool:
+def _passes(p: Paper, years=None, authors=(), exclude=(), phrases=(), exclude_phrases=()) -> bool:
     """The filter's definition in plain Python."""
     if years is not None:
         lo, hi = years
@@ -66,6 +66,8 @@ def _passes(p: Paper, years=None, authors=(), exclude=(), phrases=()) -> bool:
             return False
     words = tokens(p.text)
     if any(w in words for w in exclude):
+        return False
+    if any(contains(words, tuple(ph)) for ph in exclude_phrases):
         return False
     return all(contains(words, tuple(ph)) for ph in phrases)
 
@@ -87,6 +89,8 @@ FILTER_CASES = [
     {"exclude": ("w1", "w2", "w3")},
     {"phrases": (("black", "hole"),)},
     {"years": (1990, 2003), "exclude": ("w5",), "phrases": (("black", "hole"),)},
+    {"exclude_phrases": (("black", "hole"),)},
+    {"phrases": (("w1",),), "exclude_phrases": (("black", "hole"), ("w2", "w3"))},
 ]
 
 
@@ -107,7 +111,8 @@ def path(request, monkeypatch):
 def test_filtered_top_k_equals_the_reference_over_the_papers_that_pass(corpus, path, case, query):
     db, papers = corpus
     filters = Filters.make(year=case.get("years"), authors=case.get("authors", ()),
-                           exclude=case.get("exclude", ()), phrases=case.get("phrases", ()))  # fmt: skip
+                           exclude=case.get("exclude", ()), phrases=case.get("phrases", ()),
+                           exclude_phrases=case.get("exclude_phrases", ()))  # fmt: skip
     expected = _expected(papers, query, 10, **case)
     with RetrievalClient(db) as client:
         got = client.lexical.search(query, 10, filters=filters)
@@ -157,6 +162,13 @@ def test_query_syntax_excludes_and_requires_phrases(corpus):
     assert all(any("Maldacena" in a for a in r.paper.authors) and 1995 <= r.paper.year <= 2000 for r in fields.ranked)
     assert fields.ranked
     assert plain.matched > phrase.matched  # without syntax the quotes are nothing
+    with RetrievalClient(db) as client:  # -"black hole" was read as "black hole", the papers it asked to leave out
+        without = client.search('hole -"black hole"', limit=200)
+    kept = {pid for pid, p in papers.items() if "hole" in tokens(p.text)}
+    kept -= {pid for pid, p in papers.items() if contains(tokens(p.text), ("black", "hole"))}
+    assert kept and without.matched == len(kept) and without.ranked
+    assert not any(contains(tokens(r.paper.text), ("black", "hole")) for r in without.ranked)
+    assert without.filters.to_dict()["exclude_phrases"] == ["black hole"] and not without.warnings
 
 
 def test_paging_walks_one_ranking(corpus):

@@ -228,6 +228,7 @@ class RetrievalClient:
                 authors=author_names(authors) + asked.authors,
                 exclude=[t for word in asked.exclude for t in analyser.analyse(word)],
                 phrases=[analyser.analyse(p) for p in asked.phrases],
+                exclude_phrases=[analyser.analyse(p) for p in asked.exclude_phrases],
             )
             wq = lexical.weigh(snap, parsed)
             warnings += _term_warnings(snap, parsed, wq, filters)
@@ -521,9 +522,9 @@ def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Fil
         if analysed.stopped:
             return [f"the query has only stop words ({_listed(list(analysed.stopped))}), which this index does not "
                     "search: nothing to rank"]  # fmt: skip
-        if filters.years or filters.authors or filters.exclude:
+        if filters.years or filters.authors or filters.exclude or filters.exclude_phrases:
             given = [*(["a year"] if filters.years else []), *(["an author"] if filters.authors else []),
-                     *(["exclusions"] if filters.exclude else [])]  # fmt: skip
+                     *(["exclusions"] if filters.exclude or filters.exclude_phrases else [])]  # fmt: skip
             return [f"the query has no words to rank by, only filters ({', '.join(given)}): add words, such as "
                     "'black hole author:Maldacena' (filters choose among the papers that words find)"]  # fmt: skip
         if not query.text.strip():

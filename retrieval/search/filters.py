@@ -12,6 +12,7 @@ either drops the papers that fail from an unfiltered top m, or scores the papers
 - ``exclude``: words (``-word`` in a query); a paper containing any of them, as the index analyses text, fails.
 - ``phrases``: word sequences (``"a phrase"`` in a query); a paper passes when its title and abstract, analysed
   as the index does, contain each sequence in order.
+- ``exclude_phrases``: word sequences (``-"a phrase"``); a paper that contains any of them fails.
 """
 
 from __future__ import annotations
@@ -106,13 +107,13 @@ def author_names(value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
-class Filters(namedtuple("Filters", "years authors exclude phrases", defaults=(None, (), (), ()))):
+class Filters(namedtuple("Filters", "years authors exclude phrases exclude_phrases", defaults=(None, (), (), (), ()))):
     """What a paper must satisfy to be ranked at all (see the module docstring)."""
 
     __slots__ = ()
 
     @classmethod
-    def make(cls, year=None, authors=(), exclude=(), phrases=()) -> Filters:
+    def make(cls, year=None, authors=(), exclude=(), phrases=(), exclude_phrases=()) -> Filters:
         """Filters from option values: ``year`` a range string or ``(first, last)``, ``authors`` names."""
         years = year_range(year)
         authors = author_names(authors)
@@ -123,10 +124,11 @@ class Filters(namedtuple("Filters", "years authors exclude phrases", defaults=(N
             )
         for name in authors:
             check_author(name)
-        return cls(years, tuple(authors), tuple(exclude), tuple(tuple(p) for p in phrases))
+        phrases, exclude_phrases = (tuple(tuple(p) for p in listed) for listed in (phrases, exclude_phrases))
+        return cls(years, tuple(authors), tuple(exclude), phrases, exclude_phrases)
 
     def __bool__(self) -> bool:
-        return bool(self.years or self.authors or self.exclude or self.phrases)
+        return bool(self.years or self.authors or self.exclude or self.phrases or self.exclude_phrases)
 
     def to_dict(self) -> dict:
         return {
@@ -134,6 +136,7 @@ class Filters(namedtuple("Filters", "years authors exclude phrases", defaults=(N
             "authors": list(self.authors),
             "exclude": list(self.exclude),
             "phrases": [" ".join(p) for p in self.phrases],
+            "exclude_phrases": [" ".join(p) for p in self.exclude_phrases],
         }
 
 
@@ -182,21 +185,28 @@ def passing(snap: Snapshot, filters: Filters, analyse=None) -> Passing:
         words = name_words(name)
         rows = snap.rows("filter: papers by an author", AUTHOR_DOCS_SQL, {"surname": words[-1]})
         narrow({doc for doc, key in rows if matches(words, key)})
-    for phrase in filters.phrases:
+
+    def with_phrase(phrase: tuple[str, ...]) -> set[int]:
+        """The papers (among those still passing) whose title and abstract hold ``phrase``."""
         words = [w for w in phrase if w]
-        if not words:
-            continue
         having: set[int] | None = None
         for word in dict.fromkeys(words):
             docs = _docs(snap, "filter: papers with a phrase's word", TERM_DOCS_SQL, {"term": word})
             having = docs if having is None else having & docs
         if allowed is not None:
             having &= allowed
-        having -= rejected
+        having = (having or set()) - rejected
         texts = snap.rows("filter: texts to check a phrase in", DOC_TEXTS_SQL, {"doc_ids": json.dumps(sorted(having))})
-        narrow({doc for doc, title, abstract in texts if contains(analyse(f"{title} {abstract}"), tuple(words))})
+        return {doc for doc, title, abstract in texts if contains(analyse(f"{title} {abstract}"), tuple(words))}
+
+    for phrase in filters.phrases:
+        if any(phrase):
+            narrow(with_phrase(phrase))
     for word in filters.exclude:
         rejected |= _docs(snap, "filter: papers with an excluded word", TERM_DOCS_SQL, {"term": word})
+    for phrase in filters.exclude_phrases:
+        if any(phrase):
+            rejected |= with_phrase(phrase)
     if allowed is not None:
         allowed -= rejected
         if len(allowed) <= n // 2:

@@ -3,6 +3,7 @@
 - ``"black hole"``: the words are scored as words, and a paper must contain them in that order (a filter on
   its title and abstract, analysed as the index analyses text).
 - ``-entropy``: papers containing the word are left out; the word is not scored.
+- ``-"black hole"``: papers containing the phrase are left out; its words are not scored.
 - ``author:Maldacena``, ``author:"J. Maldacena"``, ``year:1998-2001``: the same filters as ``--author`` and
   ``--year``.
 - Any other ``name:word`` is read as the words ``name`` and ``word``, with a warning (there are no other fields).
@@ -27,6 +28,7 @@ SYNTAX_MAX_WORDS = 32
 _PART = re.compile(
     r'(?P<field>(?<!\S)(?P<name>[A-Za-z]+):(?:"(?P<fquoted>[^"]*)"|(?P<fvalue>[^\s"/][^\s"]*)))'
     r'|(?P<minus>(?<!\S)-(?P<word>[^\W\d_][^\s"]*))'
+    r'|(?P<nphrase>(?<!\S)-"(?P<nquoted>[^"]*)")'
     r'|(?P<phrase>"(?P<quoted>[^"]*)")'
 )
 FIELDS = ("author", "year")
@@ -35,9 +37,9 @@ _EMPTY_FIELD = re.compile(r"(?<!\S)(author|year):(?=\s|$)", re.IGNORECASE)
 _EXAMPLE = {"author": "Maldacena", "year": "1998-2001"}
 
 
-class Parsed(namedtuple("Parsed", "text exclude phrases authors year warnings")):
+class Parsed(namedtuple("Parsed", "text exclude phrases authors year warnings exclude_phrases", defaults=((),))):
     """A query's text split into what is scored (``text``) and what filters: words to exclude, phrases, author
-    names, a year range (a string, or None); ``warnings`` for the user."""
+    names, a year range (a string, or None), phrases to exclude; ``warnings`` for the user."""
 
     __slots__ = ()
 
@@ -49,6 +51,7 @@ def parse(text: str, syntax: bool = True) -> Parsed:
     scored: list[str] = []
     exclude: list[str] = []
     phrases: list[str] = []
+    exclude_phrases: list[str] = []
     authors: list[str] = []
     years: list[str] = []
     warnings: list[str] = []
@@ -71,6 +74,10 @@ def parse(text: str, syntax: bool = True) -> Parsed:
                 scored.append(f" {name} {value} ")
         elif found.group("minus"):
             exclude.append(found.group("word"))
+            scored.append(" ")
+        elif found.group("nphrase"):  # -"black hole": read as a phrase it was kept for, the opposite of what it asks
+            if found.group("nquoted").strip():
+                exclude_phrases.append(found.group("nquoted"))
             scored.append(" ")
         else:
             phrase = found.group("quoted")
@@ -98,4 +105,5 @@ def parse(text: str, syntax: bool = True) -> Parsed:
         tuple(authors),
         years[-1] if years else None,
         tuple(warnings),
+        tuple(exclude_phrases),
     )
