@@ -406,3 +406,22 @@ def test_explain_exports_carry_each_papers_citation_count(demo_db, capsys):
     code, out, _ = run(capsys, "explain", "attention", "--db", str(demo_db), "--top-k", "5", "--format", "jsonl")
     lines = [json.loads(line) for line in out.splitlines()]
     assert [line["citations"] for line in lines] == [int(row["citations"]) for row in rows]
+
+
+def test_retrieval_search_is_callable_whatever_was_imported_first(demo_db):
+    """``retrieval.search`` is a function and a package's name: importing the package (``RetrievalClient`` does)
+    put the package where the function was, and ``search(...)`` raised "'module' object is not callable"."""
+    program = (
+        "import sys\n"
+        "from retrieval import RetrievalClient\n"
+        "from retrieval import search\n"
+        "import retrieval\n"
+        "a = [e.paper.id for e in search('attention sparsity', sys.argv[1], limit=3).ranked]\n"
+        "b = [e.paper.id for e in retrieval.search('attention sparsity', db=sys.argv[1], limit=3).ranked]\n"
+        "with RetrievalClient(sys.argv[1]) as client:\n"
+        "    c = [e.paper.id for e in client.search('attention sparsity', limit=3).ranked]\n"
+        "print(a == b == c and len(a) == 3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program, str(demo_db)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"

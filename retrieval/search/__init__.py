@@ -4,6 +4,8 @@ Names are imported on first use (``retrieval._lazy``)."""
 
 from __future__ import annotations
 
+import sys
+
 from .._lazy import lazy_exports
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a query process starts faster)
@@ -35,3 +37,17 @@ __all__ = [
     "RetrievalClient",
     "RetrievalResult",
 ]
+
+
+class _Package(type(sys.modules[__name__])):
+    """This package, callable as ``retrieval.search``, the function, is: importing a module of the package (as a
+    ``RetrievalClient`` does) sets the attribute ``search`` of ``retrieval`` to the package, which then stood where
+    the function had been (``retrieval.search("black hole")`` was "'module' object is not callable")."""
+
+    def __call__(self, *args, **kwargs):
+        from ..commands import search
+
+        return search(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _Package
