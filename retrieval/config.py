@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .errors import ConfigError
-from .validate import LIMITS, check_choice, check_int, check_number
+from .validate import LIMITS, check_choice, check_int, check_number, shown_value
 
 DB_ENV_VAR = "RETRIEVAL_DB"
 #: Seconds one read may take by default (a search's snapshot on SQLite, each statement on PostgreSQL) before it is
@@ -276,6 +276,13 @@ class RetrievalConfig(namedtuple("RetrievalConfig", list(_FIELDS), defaults=list
             and not hasattr(self.model, "contributions")
         ):
             raise ConfigError(f"model must be a path to a ranker file or a loaded model, got {self.model!r}")
+        if not isinstance(self.hub_weighting, bool):  # "false" is truthy: it weighed hubs and chose the ranking
+            raise ConfigError(f"hub_weighting must be True or False, got {shown_value(self.hub_weighting)}")
+        if not isinstance(self.relations, (str, list, tuple)):
+            raise ConfigError(
+                f"relations must be some of {', '.join(RELATIONS)} (a list, or one as a string), got "
+                f"{shown_value(self.relations)}"
+            )
         relations = tuple(self.relations) if not isinstance(self.relations, str) else (self.relations,)
         unknown = [r for r in relations if r not in RELATIONS]
         if unknown or not relations:

@@ -30,6 +30,7 @@ LIMITS = {
     "seeds_per_subquery": 100,
     "seed_pool": 1_000,
     "max_claims": 20,
+    "subqueries": 10,  # sub-queries of one evidence run (each seeds the graph: its memory grows with them)
     "max_iterations": 100_000,
     "max_nodes": 100_000,  # papers of an evidence graph
 }
@@ -123,6 +124,26 @@ def year_range(value: object, name: str = "--year") -> tuple[int | None, int | N
         f"year must be a range such as '1998-2001', a year (1998) or (first, last) with None for an open end; "
         f"got {shown_value(value)}"
     )
+
+
+def paper_id_of(value: object, name: str) -> str:
+    """One paper id a program gives: a string; ``ConfigError`` naming ``name`` otherwise (a list, None)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{name}: a paper id is a string, got {type(value).__name__} {repr(value)[:40]}")
+    return value
+
+
+def text_list(value: object, name: str) -> list[str]:
+    """Texts a program gives: one as a string (not its characters), or an iterable of strings."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (bytes, bytearray)) or not hasattr(value, "__iter__"):
+        raise ConfigError(f"{name}: give a text or a list of them, got {type(value).__name__}")
+    texts = list(value)
+    for text in texts:
+        if not isinstance(text, str):
+            raise ConfigError(f"{name}: each is a string, got {type(text).__name__} {repr(text)[:40]}")
+    return texts
 
 
 def paper_id_list(value: object, name: str) -> list[str]:

@@ -333,6 +333,51 @@ def test_the_python_api_takes_one_id_as_a_string_and_refuses_what_is_no_id(demo_
             read()
 
 
+def test_one_string_is_one_item_and_a_wrong_type_is_a_config_error_everywhere(demo_db):
+    """What a program's mistakes gave (an audit of the Python API): a string read as its characters (an evidence
+    run of ten one-letter sub-queries, seeds of single characters, BM25 scores of 'p', '0', '1'), built-in
+    exceptions (TypeError, AttributeError) where the library promises a ``ConfigError``, a float ``top_k`` that
+    reached SQL and blamed the index, and settings of the wrong type taken as true."""
+    from retrieval import RetrievalConfig
+    from retrieval.evidence.config import EvidenceConfig
+    from retrieval.evidence.pipeline import explain
+    from retrieval.validate import LIMITS
+
+    with RetrievalClient(demo_db) as client:
+        one = explain(client, "attention sparsity", subqueries="head pruning")
+        assert one.subqueries == ["attention sparsity", "head pruning"]
+        seeded = explain(client, "attention sparsity", seeds="p001")
+        assert [s.paper_id for s in seeded.seeds] == ["p001"]
+        assert list(client.lexical.scores("attention", "p001")) == ["p001"]
+        assert len(client.graph.expand("p001", 1)) > 1
+        assert client.graph.expand("p001", 1) == client.graph.expand(["p001"], 1)
+        mistakes = [
+            (lambda: client.show(None), "paper_id: a paper id is a string, got NoneType"),
+            (lambda: client.show(["p001"]), "paper_id: a paper id is a string, got list"),
+            (lambda: client.paper(5), "paper_id: a paper id is a string, got int"),
+            (lambda: client.resolve([None]), "paper_ids: a paper id is a string"),
+            (lambda: client.lexical.search("attention", top_k=2.5), "top_k must be a whole number, got 2.5"),
+            (lambda: client.lexical.search("attention", top_k=None), "top_k must be a whole number"),
+            (lambda: explain(client, None), "a query is a string, got NoneType"),
+            (lambda: explain(client, "attention", config={"top_k": 5}), "config must be an EvidenceConfig"),
+            (lambda: explain(client, "attention", seeds=5), "seeds: give a paper id"),
+            (lambda: explain(client, "attention", subqueries=[f"topic {i}" for i in range(LIMITS["subqueries"] + 1)]),
+             f"at most {LIMITS['subqueries']} sub-queries"),
+            (lambda: RetrievalConfig(hub_weighting="false"), "hub_weighting must be True or False, got 'false'"),
+            (lambda: RetrievalConfig(hub_weighting=None), "hub_weighting must be True or False, got None"),
+            (lambda: RetrievalConfig(relations=None), "relations must be some of"),
+            (lambda: RetrievalClient(demo_db, timeout=-1), "timeout must be at least 0"),
+            (lambda: RetrievalClient(demo_db, timeout=0), "timeout must be more than 0 seconds"),
+            (lambda: RetrievalClient(demo_db, timeout=float("nan")), "timeout must be a finite number, got nan"),
+            (lambda: RetrievalClient(demo_db, timeout="x"), "timeout must be a finite number, got 'x'"),
+        ]  # fmt: skip
+        for call, says in mistakes:
+            with pytest.raises(ConfigError) as raised:
+                call()
+            assert says in str(raised.value), (says, str(raised.value))
+        assert EvidenceConfig().prune is True  # (the evidence settings were checked already)
+
+
 @pytest.mark.parametrize(
     ("setting", "says"),
     [

@@ -17,12 +17,13 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 
-from ..errors import RetrievalError
+from ..errors import ConfigError, RetrievalError
 from ..search.client import RetrievalClient
 from ..search.memo import QueryMemo
 from ..search.query import Query
 from ..search.split import split_query
 from ..store.querylog import record_if_enabled
+from ..validate import LIMITS, paper_id_list, text_list
 from .config import EvidenceConfig, age
 from .graph import EvidenceGraph, build_graph
 from .plan import Planner, collect_subqueries
@@ -64,9 +65,20 @@ def explain(
     (``retrieval.search.memo``, one query against an unchanging index) shares the edge support between runs
     whose graphs, claims and theta are the same (an evaluation's evidence modes), with the default scorer only.
     """
+    if not isinstance(query, str):
+        raise ConfigError(f"a query is a string, got {type(query).__name__}")
+    if config is not None and not isinstance(config, EvidenceConfig):
+        raise ConfigError(f"config must be an EvidenceConfig, got {type(config).__name__}: EvidenceConfig(**settings)")
     cfg = config or EvidenceConfig()
     clock = _Clock()
+    subqueries = None if subqueries is None else text_list(subqueries, "subqueries")
+    seeds = None if seeds is None else paper_id_list(seeds, "seeds")
     given = collect_subqueries(query, subqueries, plan, planner)
+    if len(given) - 1 > LIMITS["subqueries"]:  # each seeds the graph: 400 took 18 s and 970 MB on hep-th
+        raise ConfigError(
+            f"an evidence run takes at most {LIMITS['subqueries']} sub-queries (given, from a plan and a planner, "
+            f"repeats aside), got {len(given) - 1:,}"
+        )
     if cfg.split == "sentences":  # automatic sentence sub-queries after the given ones (``split``)
         parts = split_query(query, cfg.split_min_tokens, cfg.split_max)
         texts = collect_subqueries(query, [*given[1:], *parts]) if parts else given

@@ -25,7 +25,7 @@ BOUNDS = {
     "query_chars": 20_000,
     "limit": 100,
     "offset": LIMITS["offset"],
-    "subqueries": 10,
+    "subqueries": LIMITS["subqueries"],
     "max_nodes": 5_000,
     "top_k": 50,
     "ids": 50,

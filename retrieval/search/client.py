@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..store.backend import backend_of
 from ..store.database import IndexStats, check_index
 from ..store.sql.executor import Executor, Snapshot, StatementCache, Tracer
-from ..validate import LIMITS, check_choice, check_int, paper_id_list, quoted
+from ..validate import LIMITS, check_choice, check_int, check_number, paper_id_list, paper_id_of, quoted
 from . import cocited, expansion, learned, lexical, prf, semantic, vote
 from .adjacency import GRAPHS
 from .blend import SORTS, BeyondPaper, RetrievalResult, blend, reorder
@@ -73,6 +73,10 @@ class RetrievalClient:
         tracer: Tracer | None = None,
         timeout: float | None = QUERY_TIMEOUT,
     ) -> None:
+        if timeout is not None:  # a budget of 0 or less stopped every read; NaN was none; text failed at a search
+            check_number("timeout", timeout, 0.0)
+            if timeout == 0:
+                raise ConfigError("timeout must be more than 0 seconds (None for no budget), got 0")
         self.backend = backend_of(db)  # a file, or a schema on PostgreSQL: decided once
         self.path = self.backend.location
         self.config = RetrievalConfig.of(config)
@@ -149,6 +153,7 @@ class RetrievalClient:
     def paper(self, paper_id: str) -> Paper | None:
         """One paper by id (with authors, references and citing papers), or None. The id may be given as people
         write it (``arXiv:hep-th/9711200``, an arxiv.org address, a DOI: ``resolve``)."""
+        paper_id_of(paper_id, "paper_id")
         with self.snapshot() as snap:
             found = resolve_ids(snap, [paper_id])[paper_id]
             return None if found is None else self.papers([found]).get(found)
@@ -158,7 +163,7 @@ class RetrievalClient:
         ``search`` shows it, ``arXiv:ID``, an arxiv.org abstract or PDF address with or without a version, a DOI or
         a doi.org address where the index has it as an id, arXiv's DOI ``10.48550/arXiv.ID``). An id that names no
         paper is a ``PaperNotFoundError`` naming it."""
-        texts = [paper_ids] if isinstance(paper_ids, str) else list(paper_ids)
+        texts = paper_id_list(paper_ids, "paper_ids")
         with self.snapshot() as snap:
             found = resolve_ids(snap, texts)
         missing = [text for text in texts if found[text] is None]
@@ -316,6 +321,7 @@ class RetrievalClient:
         most cited first; ``year``: the newest first; ``id``), with the titles, years, authors and citation counts
         of those in the corpus, and the totals the pages are out of (``PaperPage``). The id may be given as people
         write it (``resolve``); one that names no paper is a ``PaperNotFoundError``."""
+        paper_id_of(paper_id, "paper_id")
         check_links(limit, sort, references_offset, citations_offset)
         with self.snapshot() as snap:
             pid = resolve_ids(snap, [paper_id])[paper_id]

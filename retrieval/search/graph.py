@@ -14,6 +14,7 @@ from ..config import MAX_HOPS
 from ..errors import ConfigError
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Executor, Snapshot
+from ..validate import paper_id_list
 
 WALK_SQL = """\
 WITH RECURSIVE
@@ -106,7 +107,8 @@ class CitationGraph:
         self._executor = executor
 
     def expand(self, seeds: list[str], max_hops: int = MAX_HOPS) -> dict[str, int]:
-        """``walk`` from ``seeds``: every paper within ``max_hops`` and its minimum distance."""
+        """``walk`` from ``seeds`` (one id, or a list): every paper within ``max_hops`` and its minimum distance."""
+        seeds = paper_id_list(seeds, "seeds")
         clamp_hops(max_hops)
         with self._executor.snapshot() as snap:
             return walk(snap, seeds, max_hops)

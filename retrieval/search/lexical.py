@@ -64,7 +64,7 @@ from ..store.database import IndexStats, shown
 from ..store.sql.dialect import Dialect, statement
 from ..store.sql.executor import Executor, Snapshot
 from ..text import Analyser
-from ..validate import quoted
+from ..validate import check_int, paper_id_list, quoted
 from . import costs
 from .filters import Filters, Passing, every_doc, failing, passing
 from .query import Query, QueryTerm, WeightedQuery
@@ -905,6 +905,7 @@ class BM25Index:
 
         ``exhaustive`` scores every posting of the query's terms instead of pruning (same result, slower);
         ``filters`` (``retrieval.search.filters.Filters``) ranks only the papers that pass them."""
+        check_int("top_k", top_k, 0)  # 2.5 reached the SQL as a limit: "cannot read the index (datatype mismatch)"
         ahead = TermsAhead(query)
         with self._executor.snapshot(ahead) as snap:
             wq = weigh(snap, ahead.query(snap.stats.analyser))
@@ -930,6 +931,8 @@ class BM25Index:
             return plan(snap, wq, top_k, self.sample_size) if wq.terms and top_k > 0 else None  # SQL's plan
 
     def scores(self, query: str | Query, paper_ids: list[str]) -> dict[str, float]:
-        """BM25 score of each paper in ``paper_ids`` for ``query`` (0.0 for one that shares no term with it)."""
+        """BM25 score of each paper in ``paper_ids`` (one id, or a list) for ``query`` (0.0 for one that shares no
+        term with it)."""
+        paper_ids = paper_id_list(paper_ids, "paper_ids")
         with self._executor.snapshot() as snap:
             return scores_for(snap, weigh(snap, Query.parse(query)), paper_ids, self.path)
