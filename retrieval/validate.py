@@ -17,6 +17,7 @@ LIMITS = {
     "limit": 1_000,  # results returned by one search
     "offset": 9_000,  # results skipped before them (a page of the first 10,000)
     "similar_seeds": 100,  # papers given to `similar` as one reading list
+    "exclude": 10_000,  # papers `similar` leaves out (those already read)
     "authors": 20,  # names of one author filter (a paper by all of them)
     "author_chars": 300,  # characters of one of them
     "top_k_lexical": 200,  # BM25 seeds

@@ -72,9 +72,8 @@ def _expected(papers: dict, seeds: list[str], exclude=(), fanout=similar_module.
     text = " ".join(f"{papers[s].title} {papers[s].abstract}" for s in seeds)
     bm25 = ReferenceBM25({pid: p.text for pid, p in papers.items()}).scores(text)
     skip = set(seeds) | set(exclude)
-    depth = similar_module.TEXT_DEPTH + len(seeds) + len(exclude)
-    top = sorted(bm25.items(), key=lambda kv: (-round(kv[1], 10), kv[0]))[:depth]
-    text_scores = {pid: s for pid, s in top if pid not in skip}
+    ranked = sorted(bm25.items(), key=lambda kv: (-round(kv[1], 10), kv[0]))
+    text_scores = dict([(pid, s) for pid, s in ranked if pid not in skip][: similar_module.TEXT_DEPTH])
     best = max(text_scores.values(), default=0.0)
     out = {}
     for c in papers:
@@ -156,6 +155,27 @@ def test_a_seed_without_citations_is_ranked_by_its_text_and_says_so(lone_corpus)
         expected = _expected(papers, seeds)
         assert [e.paper.id for e in result.ranked] == [pid for pid, _ in expected[:25]]
         assert all(math.isclose(e.score, s, rel_tol=1e-9) for e, (_, s) in zip(result.ranked, expected, strict=False))
+        assert result.matched == len(expected)
+
+
+def test_excluding_ids_of_no_paper_changes_nothing_and_real_ones_only_leave(corpus, monkeypatch):
+    """The text signal read ``TEXT_DEPTH + len(exclude)`` deep: 50 ids of no paper let other papers into it, which
+    changed their scores and raised ``matched`` (20,000 real ids raised it by half on hep-th)."""
+    db, papers = corpus
+    monkeypatch.setattr(similar_module, "TEXT_DEPTH", 10)  # fewer than the corpus's papers, as on a real index
+    with RetrievalClient(db) as client:
+        plain = client.similar("p003", limit=200)
+        fake = client.similar("p003", limit=200, exclude=[f"nope{i}" for i in range(50)])
+        gone = [e.paper.id for e in plain.ranked[-5:]]  # the last ones: the others' normalisation is unchanged
+        fewer = client.similar("p003", limit=200, exclude=gone)
+        with pytest.raises(ConfigError, match="at most 10,000 paper ids"):
+            client.similar("p003", exclude=[f"x{i}" for i in range(10_001)])
+    as_scores = lambda r: [(e.paper.id, round(e.score, 12)) for e in r.ranked]  # noqa: E731
+    assert as_scores(fake) == as_scores(plain) and fake.matched == plain.matched
+    assert fewer.matched <= plain.matched and not set(gone) & {e.paper.id for e in fewer.ranked}
+    for result, exclude in ((plain, ()), (fake, ()), (fewer, gone)):  # each the definition's, at that depth
+        expected = _expected(papers, ["p003"], exclude)
+        assert [e.paper.id for e in result.ranked] == [pid for pid, _ in expected[:200]]
         assert result.matched == len(expected)
 
 

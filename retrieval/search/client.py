@@ -277,6 +277,8 @@ class RetrievalClient:
         or year, as ``search``); each entry says why (``entry.why()``) and how often it is cited."""
         seeds = paper_id_list(paper_ids, "paper_ids")
         exclude = paper_id_list(exclude or (), "exclude")
+        if len(exclude) > LIMITS["exclude"]:  # each is looked up: a million took 5 s and 355 MB
+            raise ConfigError(f"similar leaves out at most {LIMITS['exclude']:,} paper ids, got {len(exclude):,}")
         check_int("limit", limit, 1, LIMITS["limit"])
         check_int("offset", offset, 0, LIMITS["offset"])
         sort = sort or "relevance"  # an empty value (a form's, a URL's `sort=`) is the default, not another order
@@ -292,7 +294,7 @@ class RetrievalClient:
             if missing:
                 raise not_found(missing)
             seeds = [named[pid] for pid in seeds]
-            exclude = {named[pid] or pid for pid in exclude}  # an id of no paper leaves nothing out
+            exclude = {named[pid] for pid in exclude if named[pid]}  # an id of no paper leaves nothing out
             result = find_similar(snap, seeds, limit, offset, exclude, filters if filters else None, sort)
             shown = {e.paper.id: e.paper for e in result.ranked}
             add_abstracts(snap, shown)  # what an export of the page carries, as a search's does

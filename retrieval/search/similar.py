@@ -12,7 +12,8 @@ For seed papers S and a candidate c (any other paper of the corpus), three signa
 - ``coupling``: references that s and c share (in the corpus or not), as ``shared / sqrt(out(s) * out(c))``,
   averaged over the seeds (Kessler's bibliographic coupling, 1963).
 - ``text``: BM25 of c for the seeds' titles and abstracts taken as one query (exact, ``retrieval.search.lexical``),
-  over the best such score among the candidates.
+  over the best such score among the candidates, for the ``TEXT_DEPTH`` best papers other than the seeds and
+  ``exclude`` (an excluded id that names no paper changes nothing).
 
 ``score = W_COCITATION * cocitation + W_COUPLING * coupling + W_TEXT * text`` (a third each: the graph
 signals say what the field reads together, the text what is written alike, and a new paper with no citations yet
@@ -37,6 +38,7 @@ counts, so the same page; ``matched`` is then exact, since the graph knows every
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import math
 import time
@@ -535,9 +537,9 @@ def similar(
     estimated = frozenset(seed for seed in together if read[seed] < citing[seed])
     text = " ".join(f"{found[s][0]} {found[s][1]}" for s in seeds)[:MAX_QUERY_CHARS]
     wq = lexical.weigh(snap, Query.parse(text))
-    hits, _ = lexical.top_papers(snap, wq, TEXT_DEPTH + len(seeds) + len(exclude))
     skip = set(seeds) | set(exclude)
-    text_scores = {pid: score for pid, score in hits if pid not in skip}
+    hits, _ = lexical.top_papers(snap, wq, TEXT_DEPTH + len(skip))
+    text_scores = dict(itertools.islice(((pid, score) for pid, score in hits if pid not in skip), TEXT_DEPTH))
     best = max(text_scores.values(), default=0.0)
     text_part = {pid: score / best if best > 0 else 0.0 for pid, score in text_scores.items()}
     ranked: list[SimilarPaper] = []
