@@ -247,7 +247,9 @@ def test_limits_and_offsets_are_checked(corpus):
         ("Erwin", "Erwin Schrödinger", False),  # a given name alone is not a surname
         ("Olafsdottir", "Zoë Ólafsdóttir", True),
         ("van der Berg", "Ana van der Berg", True),
-        ("Witten", "Edward Witten Jr", False),  # the surname is the last word unless a comma says otherwise
+        ("Witten", "Edward Witten Jr", True),  # the surname is the last word but a suffix (it was "jr")
+        ("Witten", "Edward Witten Smith", False),  # the surname is the last word unless a comma says otherwise
+        ("Jones", "Jones, Jr., Robert", True),
     ],
 )
 def test_author_names_match_case_and_accents_aside(asked, stored, expected):
@@ -331,6 +333,45 @@ def test_the_python_api_takes_one_id_as_a_string_and_refuses_what_is_no_id(demo_
     for read in (lambda: client.search("attention"), lambda: client.similar("p001"), lambda: client.paper("p002")):
         with pytest.raises(StoreError, match="is closed: open a new one"):
             read()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def suffixed(request):
+    papers = [
+        Paper("s1", "quantum groups", authors=["Alexander Kirillov Jr."]),
+        Paper("s2", "quantum black holes", authors=["Curtis G. Callan Jr.", "Juan M. Maldacena"]),
+        Paper("s3", "quantum computing", authors=["Carr III, J. W."]),
+        Paper("s4", "quantum fields", authors=["Peter Kirillov"]),
+        Paper("s5", "quantum strings", authors=["B. Stefanski Jr", "Jr."]),
+    ]
+    return index_on(request, request.param, papers, "suffixes")
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("Kirillov", {"s1", "s4"}),
+        ("A. Kirillov", {"s1"}),
+        ("Kirillov Jr", {"s1", "s4"}),  # a suffix asked for is left out, as a stored one is
+        ("Callan", {"s2"}),
+        ("C. G. Callan", {"s2"}),
+        ("Carr", {"s3"}),
+        ("J. W. Carr", {"s3"}),
+        ("Stefanski", {"s5"}),
+        ("Maldacena", {"s2"}),
+    ],
+)
+def test_an_author_with_a_suffix_is_found_by_the_surname(suffixed, name, expected):
+    """The surname of "Alexander Kirillov Jr." was stored as "jr": `--author Kirillov` missed the paper and
+    `--author Jr` found every "Jr" of the index (123 hep-th authors)."""
+    with RetrievalClient(suffixed) as client:
+        got = {e.paper.id for e in client.search("quantum", authors=[name], limit=10).ranked}
+    assert got == expected
+
+
+def test_a_suffix_alone_is_no_author_to_filter_by(suffixed):
+    with RetrievalClient(suffixed) as client, pytest.raises(ConfigError, match="'Jr' is a suffix, not a surname"):
+        client.search("quantum", authors=["Jr"])
 
 
 def test_one_string_is_one_item_and_a_wrong_type_is_a_config_error_everywhere(demo_db):

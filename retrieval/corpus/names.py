@@ -38,10 +38,25 @@ def _agrees(asked: str, given: str) -> bool:
     return (len(asked) == 1 or len(given) == 1) and asked[0] == given[0]
 
 
+#: Folded words that follow a surname ("Curtis G. Callan Jr.", "Carr III, J. W."): a stored key may end with one
+#: (its ``surname`` is then the suffix), and a filter matches the word before it.
+SUFFIXES = ("jr", "sr", "ii", "iii", "iv")
+
+
+def asked_words(name: str) -> list[str]:
+    """The words of a name a filter asks for (``name_words``), without a suffix after the surname: "Callan Jr"
+    asks for Callan."""
+    words = name_words(name)
+    return words[:-1] if len(words) > 1 and words[-1] in SUFFIXES else words
+
+
 def matches(asked: list[str], key: str) -> bool:
     """Whether the name whose words are ``asked`` (surname last, as ``name_words``) names the author of ``key``:
-    the same surname, and each other asked word agrees with a different given word (equal, or an initial)."""
+    the same surname, and each other asked word agrees with a different given word (equal, or an initial). A key
+    that ends with a suffix is matched without it (``asked_words`` leaves it out of what is asked)."""
     words = key.split()
+    if len(words) > 1 and words[-1] in SUFFIXES:
+        words = words[:-1]
     if not asked or not words or asked[-1] != words[-1]:
         return False
     given = words[:-1]
@@ -66,5 +81,11 @@ def check_author(name: str, option: str = "--author", example: str = "--author M
             f"{option} {quoted(str(name))} is {len(str(name)):,} characters long (an author's name is at most "
             f"{LIMITS['author_chars']}): give a surname, such as {example}"
         )
-    if not name_words(str(name)):
+    words = name_words(str(name))
+    if not words:
         raise ConfigError(f"{option} {quoted(str(name))} has no letters: give a surname, such as {example}")
+    if len(words) == 1 and words[0] in SUFFIXES:  # it matched every "... Jr" of the index
+        raise ConfigError(
+            f"{option} {quoted(str(name))} is a suffix, not a surname: give the surname (with it if you like: "
+            f"Callan Jr), such as {example}"
+        )

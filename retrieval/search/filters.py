@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections import namedtuple
 
-from ..corpus.names import check_author, matches, name_words
+from ..corpus.names import SUFFIXES, asked_words, check_author, matches
 from ..errors import ConfigError
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
@@ -60,7 +60,9 @@ SELECT dl.doc_id,
        a.name_key
 FROM paper_authors AS a
 {d.cross_join} doc_len AS dl ON dl.paper_id = a.paper_id
-WHERE a.surname = :surname"""
+WHERE a.surname = :surname
+   OR (a.surname IN ({", ".join(f"'{suffix}'" for suffix in SUFFIXES)})
+       AND ' ' || a.name_key LIKE :before_suffix)"""
     )
 )
 
@@ -182,8 +184,9 @@ def passing(snap: Snapshot, filters: Filters, analyse=None) -> Passing:
         else:
             rejected |= _docs(snap, "filter: papers outside the years", YEAR_OUTSIDE_SQL, years)
     for name in filters.authors:
-        words = name_words(name)
-        rows = snap.rows("filter: papers by an author", AUTHOR_DOCS_SQL, {"surname": words[-1]})
+        words = asked_words(name)
+        params = {"surname": words[-1], "before_suffix": f"% {words[-1]} %"}  # "callan jr": a suffix stored last
+        rows = snap.rows("filter: papers by an author", AUTHOR_DOCS_SQL, params)
         narrow({doc for doc, key in rows if matches(words, key)})
 
     def with_phrase(phrase: tuple[str, ...]) -> set[int]:
