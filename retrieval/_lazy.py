@@ -19,3 +19,15 @@ def lazy_exports(package: str, exports: dict[str, str], namespace: dict[str, obj
         return value
 
     return __getattr__
+
+
+def callable_as(package: str, module: str, name: str) -> None:
+    """Make the module ``package`` callable as the function ``name`` of ``module`` (imported at the call), for a
+    package that has a function's name one floor up (``retrieval.search``)."""
+    import sys
+
+    class _Callable(type(sys.modules[package])):
+        def __call__(self, *args, **kwargs):
+            return getattr(import_module(module), name)(*args, **kwargs)
+
+    sys.modules[package].__class__ = _Callable

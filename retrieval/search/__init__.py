@@ -4,9 +4,7 @@ Names are imported on first use (``retrieval._lazy``)."""
 
 from __future__ import annotations
 
-import sys
-
-from .._lazy import lazy_exports
+from .._lazy import callable_as, lazy_exports
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a query process starts faster)
 if TYPE_CHECKING:
@@ -39,15 +37,7 @@ __all__ = [
 ]
 
 
-class _Package(type(sys.modules[__name__])):
-    """This package, callable as ``retrieval.search``, the function, is: importing a module of the package (as a
-    ``RetrievalClient`` does) sets the attribute ``search`` of ``retrieval`` to the package, which then stood where
-    the function had been (``retrieval.search("black hole")`` was "'module' object is not callable")."""
-
-    def __call__(self, *args, **kwargs):
-        from ..commands import search
-
-        return search(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _Package
+# ``retrieval.search`` is also the function ``retrieval.commands.search``: importing this package (as a
+# ``RetrievalClient`` does) sets the attribute ``search`` of ``retrieval`` to the package, which then stood where the
+# function had been ("'module' object is not callable"). Called, the package is the function.
+callable_as(__name__, "retrieval.commands", "search")
