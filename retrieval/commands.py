@@ -312,6 +312,7 @@ def check(db: str | os.PathLike[str] | None = None, limit: int = 5) -> CheckRepo
     whole index once and writing nothing. ``limit``: examples per problem. ``report.ok`` when none is found."""
     from .store.integrity import check as check_invariants
 
+    check_int("limit", limit, 0, LIMITS["limit"])  # "x" reached SQL: "cannot read the index (datatype mismatch)"
     backend = backend_of(db)
     conn = backend.connect()  # a missing index says how to build one
     executor = Executor(conn, None, backend.location)

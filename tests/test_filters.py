@@ -412,10 +412,21 @@ def test_one_string_is_one_item_and_a_wrong_type_is_a_config_error_everywhere(de
             (lambda: RetrievalClient(demo_db, timeout=float("nan")), "timeout must be a finite number, got nan"),
             (lambda: RetrievalClient(demo_db, timeout="x"), "timeout must be a finite number, got 'x'"),
         ]  # fmt: skip
+        from retrieval.commands import check
+        from retrieval.errors import InputError
+
+        mistakes += [
+            (lambda: client.rank("attention", "p001"), "hits must be a list of (paper id, BM25 score) pairs"),
+            (lambda: check(demo_db, limit="x"), "limit must be a whole number, got 'x'"),
+        ]
         for call, says in mistakes:
             with pytest.raises(ConfigError) as raised:
                 call()
             assert says in str(raised.value), (says, str(raised.value))
+        hits = client.lexical.search("attention", 5)
+        assert client.rank("attention", hits).ranked
+        with pytest.raises(InputError, match="the hits given name the paper 'nope', which the index lacks"):
+            client.rank("attention", [*hits, ("nope", 1.0)])  # it said the index was damaged
         assert EvidenceConfig().prune is True  # (the evidence settings were checked already)
 
 

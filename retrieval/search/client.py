@@ -15,11 +15,11 @@ from collections import Counter
 
 from ..config import GRAPH_SCORES, QUERY_TIMEOUT, RetrievalConfig
 from ..corpus.paper import Paper
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError, NotAnIndexError
 from ..store.backend import backend_of
 from ..store.database import IndexStats, check_index
 from ..store.sql.executor import Executor, Snapshot, StatementCache, Tracer
-from ..validate import LIMITS, check_choice, check_int, check_number, paper_id_list, paper_id_of, quoted
+from ..validate import LIMITS, check_choice, check_int, check_number, paper_id_list, paper_id_of, quoted, shown_value
 from . import cocited, expansion, learned, lexical, prf, semantic, vote
 from .adjacency import GRAPHS
 from .blend import SORTS, BeyondPaper, RetrievalResult, blend, reorder
@@ -361,17 +361,33 @@ class RetrievalClient:
         be without them; the lesson's ``hops`` walk does not support it).
         """
         cfg = self.config if config is None else RetrievalConfig.of(config)
+        if not isinstance(hits, (list, tuple)) or not all(
+            isinstance(hit, (list, tuple)) and len(hit) == 2 and isinstance(hit[0], str) for hit in hits
+        ):
+            raise ConfigError(f"hits must be a list of (paper id, BM25 score) pairs, got {shown_value(hits)}")
         start = time.perf_counter()
-        with self.snapshot() as snap:
-            wq = query if isinstance(query, WeightedQuery) else lexical.weigh(snap, Query.parse(query))
-            if not exclude:
-                result = self._rank(snap, wq, hits, cfg, limit, full, start, memo)
-            elif cfg.ranking == "hops":
-                raise ConfigError("an exclusion needs the expansion ranking: the lesson's hop walk does not support it")
-            else:
-                result = self._rank(
-                    snap, wq, hits, cfg, limit, full, start, memo, allowed=exclude.passing, excluded=exclude.paper_ids
-                )
+        try:
+            with self.snapshot() as snap:
+                wq = query if isinstance(query, WeightedQuery) else lexical.weigh(snap, Query.parse(query))
+                if not exclude:
+                    result = self._rank(snap, wq, hits, cfg, limit, full, start, memo)
+                elif cfg.ranking == "hops":
+                    raise ConfigError(
+                        "an exclusion needs the expansion ranking: the lesson's hop walk does not support it"
+                    )
+                else:
+                    result = self._rank(
+                        snap, wq, hits, cfg, limit, full, start, memo, allowed=exclude.passing,
+                        excluded=exclude.paper_ids,
+                    )  # fmt: skip
+        except NotAnIndexError as exc:  # an id of the hits given that the index lacks: the caller's, not damage
+            missing = getattr(exc, "missing", None)
+            if missing and set(missing) <= {pid for pid, _ in hits}:
+                raise InputError(
+                    f"the hits given name the paper {quoted(missing[0])}, which the index lacks: give ids of its "
+                    "papers, as its lexical search returns them"
+                ) from None
+            raise
         self._keep_graph()
         return result
 

@@ -76,10 +76,12 @@ def candidate_papers(snap: Snapshot, paper_ids: list[str], name: str) -> dict[st
             )
     if missing:
         more = f" and {len(missing) - 1:,} more" if len(missing) > 1 else ""
-        raise NotAnIndexError(
+        damaged = NotAnIndexError(
             f"{where} is damaged: its postings name the paper {quoted(missing[0])}{more}, which the papers table "
             f"lacks; rebuild it with `retrieval build --db {where}`"
         )
+        damaged.missing = missing  # a caller that gave the ids itself (``RetrievalClient.rank``) says so instead
+        raise damaged
     return papers
 
 
