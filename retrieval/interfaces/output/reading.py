@@ -4,7 +4,7 @@ given names, family name and suffix (``name_parts``, ``last_first``).
 arXiv's records are TeX: hep-th has ``Schr\\"odinger``, ``M\\'aximo Ba\\~nados`` and ``$S= A/4 - k \\ln(A)$`` in its
 titles, names and abstracts. The tokeniser folds them for search; a person reading a table, a paper page, the web
 pages or an RIS or CSV export is shown them rendered (``Schrödinger``, ``Máximo Bañados``, ``S= A/4 - k ln(A)``).
-BibTeX keeps the TeX, being a TeX format (``export.tex``).
+BibTeX keeps the TeX of titles and abstracts, being a TeX format (``export.tex``); its names are rendered.
 
 The rendering is pylatexenc's LaTeX-to-text (maintained, MIT, and already installed with bibtexparser 2), with
 what a corpus needs around it: ``%`` and ``&`` are the characters they look like (a percentage in an abstract is
