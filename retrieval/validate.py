@@ -134,28 +134,20 @@ def paper_id_of(value: object, name: str) -> str:
     return value
 
 
-def text_list(value: object, name: str) -> list[str]:
-    """Texts a program gives: one as a string (not its characters), or an iterable of strings."""
+def text_list(value: object, name: str, what: str = "a text", each: str = "each is a string") -> list[str]:
+    """Texts a program gives: one as a string (not its characters), or an iterable of strings; ``ConfigError``
+    naming ``name`` otherwise, in the words ``what`` (the one thing) and ``each`` (what each must be)."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, (bytes, bytearray)) or not hasattr(value, "__iter__"):
-        raise ConfigError(f"{name}: give a text or a list of them, got {type(value).__name__}")
+        raise ConfigError(f"{name}: give {what} or a list of them, got {type(value).__name__}")
     texts = list(value)
     for text in texts:
         if not isinstance(text, str):
-            raise ConfigError(f"{name}: each is a string, got {type(text).__name__} {repr(text)[:40]}")
+            raise ConfigError(f"{name}: {each}, got {type(text).__name__} {repr(text)[:40]}")
     return texts
 
 
 def paper_id_list(value: object, name: str) -> list[str]:
-    """Paper ids a program gives: one id as a string (not its characters), or an iterable of strings;
-    ``ConfigError`` naming ``name`` otherwise."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, (bytes, bytearray)) or not hasattr(value, "__iter__"):
-        raise ConfigError(f"{name}: give a paper id (a string) or a list of them, got {type(value).__name__}")
-    ids = list(value)
-    for pid in ids:
-        if not isinstance(pid, str):
-            raise ConfigError(f"{name}: a paper id is a string, got {type(pid).__name__} {repr(pid)[:40]}")
-    return ids
+    """Paper ids a program gives: one id as a string (not its characters), or an iterable of strings."""
+    return text_list(value, name, "a paper id (a string)", "a paper id is a string")
