@@ -37,6 +37,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import Counter
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -333,19 +334,18 @@ def create_app(service: Service, limits: bounds.Limits | None = None) -> FastAPI
         names = taken.get(request.scope.get("endpoint"))
         if names is None:  # a web page: its form's parameters are read by the page
             return
-        given = [key for key, _ in request.query_params.multi_items()]
-        unknown = sorted({key for key in given if key not in names}, key=given.index)
-        if unknown:
+        given = Counter(key for key, _ in request.query_params.multi_items())  # in the order first given
+        unknown = next((key for key in given if key not in names), None)
+        if unknown is not None:
             takes = ", ".join(sorted(names)) or "none"
             raise ConfigError(
-                f"{request.url.path} takes no query parameter {quoted(unknown[0])} (it takes: {takes}): "
+                f"{quoted(request.url.path)} takes no query parameter {quoted(unknown)} (it takes: {takes}): "
                 "check its spelling"
             )
-        twice = next((key for key in given if key not in REPEATABLE and given.count(key) > 1), None)
+        twice = next((key for key, n in given.items() if n > 1 and key not in REPEATABLE), None)
         if twice is not None:
             raise ConfigError(
-                f"the query parameter {quoted(twice)} is given {given.count(twice)} times and takes one value: "
-                "give it once"
+                f"the query parameter {quoted(twice)} is given {given[twice]:,} times and takes one value: give it once"
             )
 
     app = FastAPI(
