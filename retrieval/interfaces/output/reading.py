@@ -23,8 +23,10 @@ from _thread import allocate_lock
 from collections.abc import Sequence
 from functools import lru_cache
 
+from ...corpus.names import SUFFIXES as FOLDED_SUFFIXES
+
 #: Suffixes that follow a family name ("King, Martin Luther, Jr.", "Martin Luther King Jr.").
-SUFFIXES = frozenset({"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"})
+SUFFIXES = frozenset(FOLDED_SUFFIXES) | {f"{suffix}." for suffix in FOLDED_SUFFIXES}  # "Jr." as "Jr": the filter's
 SUPERSCRIPTS = dict(zip("0123456789+-=()n", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿ", strict=True)) | {"i": "ⁱ", "*": "*", "T": "ᵀ"}
 SUBSCRIPTS = dict(zip("0123456789+-=()", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎", strict=True)) | dict(
     zip("aehijklmnoprstuvx", "ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ", strict=True)
