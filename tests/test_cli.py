@@ -223,6 +223,10 @@ def test_usage_errors_exit_two(argv, capsys):
         (["show", "p001", "--citations-offset", "99999999999"], "argument --citations-offset: expected at most"),
         (["search", "x", "--db", "postgresq://h/db"], "argument --db: postgresq://... is not a kind of index"),
         (["build", "--shards", " , "], "argument --shards: needs at least one PostgreSQL URL"),
+        (
+            ["build", "--shards", "postgresql://h/a,postgresql://h/a"],
+            "argument --shards: names the same database twice",
+        ),
         (["build", "--shards", "postgresql://h/a,b.db"], "argument --shards: takes PostgreSQL URLs"),
         (["build", "--shards", "postgresql://h/a"], "--shards needs a PostgreSQL coordinator: --db postgresql://"),
         (["search", "-entropy"], "a word to leave out goes inside the quoted query: retrieval search 'black hole"),

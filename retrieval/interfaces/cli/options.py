@@ -36,23 +36,16 @@ def index_location(text: str) -> str:
 
 
 def shard_urls(text: str) -> str:
-    """``--shards``' value, checked as the build will read it (each a PostgreSQL URL, at least one, no more than
-    are supported): a wrong one is a usage error. It stays text: the build parses it again."""
-    from ...config import DatabaseURL, resolve_db
+    """``--shards``' value, checked as the build reads it (``parse_shards``: PostgreSQL URLs, at least one, each
+    database once, no more than are supported): a wrong one is a usage error. It stays text: the build parses it
+    again."""
     from ...errors import ConfigError
+    from ...store.postgres.shards import parse_shards
 
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError(
-            "needs at least one PostgreSQL URL: --shards postgresql://USER@HOST:PORT/DB,..."
-        )
-    for item in items:
-        try:
-            url = resolve_db(item)
-        except ConfigError:
-            url = None
-        if not isinstance(url, DatabaseURL):
-            raise argparse.ArgumentTypeError(f"takes PostgreSQL URLs (postgresql://USER@HOST:PORT/DB), got {item!r}")
+    try:
+        parse_shards(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shards ")) from None
     return text
 
 
