@@ -661,3 +661,16 @@ def test_arxiv_empty_page_is_asked_again_and_an_error_feed_is_a_message(tmp_path
         assert summary.papers == 10 and summary.retries == 1
         with pytest.raises(FetchError, match=r"arXiv refused the query \(malformed query: unbalanced parentheses\)"):
             fetch_arxiv(tmp_path / "b.jsonl", query="ti:(graph", base_url=server.url + "/api", policy=FAST)
+
+
+def test_a_fetched_name_is_written_as_the_projects_reader_takes_it(tmp_path):
+    """A source's author name with a control character (or only spaces) was written as given, and the project's
+    own reader then refused the fetched file at that line."""
+    from retrieval.corpus.fetch.records import project_record
+    from retrieval.corpus.paper import Paper
+
+    record = project_record(Paper("W1", "T", authors=["Ann\x01Lee", " ", "Bo\tChen", "Cy Doe"]))
+    assert record["authors"] == ["Ann Lee", "Bo Chen", "Cy Doe"]
+    path = tmp_path / "fetched.jsonl"
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    assert [p.authors for _, p in read_papers(path)] == [["Ann Lee", "Bo Chen", "Cy Doe"]]

@@ -136,10 +136,15 @@ def _optional_text(value: object, what: str, where: Where) -> str | None:
     return value
 
 
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a control character (NUL, tab, newline, DEL, ...)."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
 def _id(value: object, field: str, where: Where) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InputError.at(*where, f"missing '{field}' (a non-empty string)")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if has_control(value):
         raise InputError.at(*where, f"'{field}' {value!r} holds a control character (NUL, tab, newline, ...)")
     return value
 
@@ -220,7 +225,7 @@ def _author_names(names: list[str], pid: str, where: Where) -> list[str]:
             raise InputError.at(
                 *where, f"paper {pid!r}: 'authors' entry {number} is blank: leave an unknown author out of the list"
             )
-        if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        if has_control(name):
             raise InputError.at(
                 *where,
                 f"paper {pid!r}: 'authors' entry {number} {name!r} holds a control character (tab, newline, ...)",

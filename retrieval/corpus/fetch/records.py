@@ -19,7 +19,7 @@ import re
 from datetime import date
 
 from ...errors import ConfigError, InputError
-from ..jsonl import YEARS, Where
+from ..jsonl import YEARS, Where, has_control
 from ..paper import Paper
 
 #: The prefixes a DOI may come with (OpenAlex writes ``https://doi.org/10....``).
@@ -78,6 +78,11 @@ def _clean(text: str) -> str:
         return text.encode("utf-8", "replace").decode("utf-8")
 
 
+def _printable(text: str) -> str:
+    """``text`` with control characters as spaces: a name the project's format would refuse is written readable."""
+    return "".join(" " if has_control(c) else c for c in text) if has_control(text) else text
+
+
 def project_record(paper: Paper, doi: str | None = None, arxiv: str | None = None) -> dict:
     """``paper`` as a line of the project's format, with ``doi`` and ``arxiv`` when known; references once each,
     in order, without the paper itself."""
@@ -87,7 +92,7 @@ def project_record(paper: Paper, doi: str | None = None, arxiv: str | None = Non
         "title": _clean(" ".join(paper.title.split())),
         "abstract": _clean(" ".join(paper.abstract.split())),
         "year": paper.year,
-        "authors": [_clean(" ".join(a.split())) for a in paper.authors if a.strip()],  # as the reader takes them
+        "authors": [_clean(n) for a in paper.authors if (n := " ".join(_printable(a).split()))],  # as read back
         "references": [_clean(r) for r in references],
     }
     if doi:
@@ -104,8 +109,8 @@ def parsed(parser, record: dict, where: Where, source: str) -> tuple[Paper | Non
         paper = parser(record, where, source)
     except InputError as exc:
         return None, getattr(exc, "reason", str(exc))
-    if any(ord(c) < 32 or ord(c) == 127 for ref in paper.references for c in ref):
-        paper.references = [r for r in paper.references if not any(ord(c) < 32 or ord(c) == 127 for c in r)]
+    if any(has_control(ref) for ref in paper.references):
+        paper.references = [r for r in paper.references if not has_control(r)]
     return paper, None
 
 
