@@ -7,6 +7,8 @@ import math
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from retrieval import RetrievalClient
 from retrieval.corpus.names import matches, name_key, name_words
@@ -157,7 +159,7 @@ def test_query_syntax_excludes_and_requires_phrases(corpus):
         plain = client.search('"hole black"', limit=100, syntax=False)
     assert excluded.ranked and all("entropy" not in tokens(r.paper.text) for r in excluded.ranked)
     expected = {pid for pid, p in papers.items() if contains(tokens(p.text), ("hole", "black"))}
-    assert {r.paper.id for r in phrase.ranked} <= expected and len(phrase.ranked) == min(100, phrase.hit_count)
+    assert {r.paper.id for r in phrase.ranked} <= expected and len(phrase.ranked) == min(100, phrase.length)
     assert phrase.matched == len(expected)
     assert all(any("Maldacena" in a for a in r.paper.authors) and 1995 <= r.paper.year <= 2000 for r in fields.ranked)
     assert fields.ranked
@@ -169,6 +171,86 @@ def test_query_syntax_excludes_and_requires_phrases(corpus):
     assert kept and without.matched == len(kept) and without.ranked
     assert not any(contains(tokens(r.paper.text), ("black", "hole")) for r in without.ranked)
     assert without.filters.to_dict()["exclude_phrases"] == ["black hole"] and not without.warnings
+
+
+def test_a_word_to_leave_out_that_the_tokeniser_splits_leaves_out_its_phrase(corpus):
+    """``-black-hole`` left out every paper holding black or hole (hep-th's ``-N=4`` dropped some 6,000 papers
+    without "N=4"); it now leaves out those holding black then hole, as ``-"black hole"`` does."""
+    db, papers = corpus
+    with RetrievalClient(db) as client:
+        words = client.config.replace(ranking="expansion", expand="never")  # the papers the words find, no others
+        split = client.search("string entropy -black-hole", words, limit=300)
+        quoted = client.search('string entropy -"black hole"', words, limit=300)
+    kept = {pid for pid, p in papers.items() if {"string", "entropy"} & set(tokens(p.text))}
+    gone = {pid for pid in kept if contains(tokens(papers[pid].text), ("black", "hole"))}
+    with_either = {pid for pid in kept - gone if {"black", "hole"} & set(tokens(papers[pid].text))}
+    assert gone and with_either  # the corpus tells the two readings apart
+    assert split.matched == len(kept - gone) == quoted.matched
+    assert {r.paper.id for r in split.ranked} == {r.paper.id for r in quoted.ranked} == kept - gone
+    assert split.filters.to_dict()["exclude_phrases"] == ["black hole"] and not split.filters.exclude
+
+
+@pytest.mark.parametrize(
+    ("query", "text", "exclude", "phrases", "authors"),
+    [
+        ('K\\"ahler Schr\\"odinger', 'K\\"ahler Schr\\"odinger', (), (), ()),  # TeX's umlaut, not two quotes
+        ('string author:Lindstr\\"om', "string ", (), (), ('Lindstr\\"om',)),
+        (
+            '"Schr\\"odinger equation" -K\\"ahler',
+            ' Schr\\"odinger equation   ',
+            ('K\\"ahler',),
+            ('Schr\\"odinger equation',),
+            (),
+        ),  # fmt: skip
+        ("black hole -4d -1PI", "black hole    ", ("4d", "1PI"), (), ()),  # a word with a letter in it
+        ("spin -1 and -1/2", "spin -1 and -1/2", (), (), ()),  # numbers stay words of the query
+        ('a "b c" -d', "a  b c   ", ("d",), ("b c",), ()),
+    ],
+)
+def test_the_query_syntax_reads_tex_quotes_and_words_that_begin_with_a_digit(query, text, exclude, phrases, authors):
+    """``K\\"ahler Schr\\"odinger`` was the phrase ``ahler Schr`` (no result on hep-th, where 786 papers hold both
+    words), ``author:Lindstr\\"om`` the author ``Lindstr\\``, and ``-4d`` a scored word."""
+    from retrieval.search.syntax import parse
+
+    parsed = parse(query)
+    assert (parsed.text, parsed.exclude, parsed.phrases, parsed.authors) == (text, exclude, phrases, authors)
+    assert not parsed.warnings
+
+
+@given(st.text(alphabet=' "\\-:abN4\ue000', max_size=30))
+def test_the_syntax_gives_every_tex_quote_back_and_never_its_stand_in(text):
+    from retrieval.search.syntax import parse
+
+    parsed = parse(text)
+    values = [parsed.text, *parsed.exclude, *parsed.phrases, *parsed.authors, *parsed.exclude_phrases, *parsed.warnings]
+    if "\ue000" not in text:
+        assert not any("\ue000" in value for value in values)
+    if '\\"' in text and "\ue000" not in text and not parsed.warnings:
+        assert sum(value.count('\\"') for value in values) == text.count('\\"')
+
+
+def test_a_tex_quote_in_an_author_filter_of_the_query_finds_the_author(corpus):
+    db, papers = corpus
+    with RetrievalClient(db) as client:
+        asked = client.search('string author:Schr\\"odinger', limit=200)
+        given = client.search("string", authors=["Schrödinger"], limit=200)
+    expected = {pid for pid, p in papers.items() if "string" in tokens(p.text) and _passes(p, authors=("Schrodinger",))}
+    assert expected and asked.matched == len(expected) == given.matched
+    assert [r.paper.id for r in asked.ranked] == [r.paper.id for r in given.ranked]
+
+
+def test_the_ranked_candidates_counted_do_not_depend_on_the_page(corpus):
+    """``hit_count`` (``-v``'s "over N ranked candidates", the JSON's metrics, the query log) added as much of the
+    BM25 list as the page reached: 129 at ``--limit 10``, 516 at ``--limit 500`` for one CACM query."""
+    db, _ = corpus
+    with RetrievalClient(db) as client:
+        config = client.config.replace(ranking="expansion", expand="never", top_k_lexical=5)
+        short = client.search("w1 w2 w3 hole", config, limit=3)
+        long = client.search("w1 w2 w3 hole", config, limit=150)
+        past = client.search("w1 w2 w3 hole", config, limit=10, offset=9_000)
+    assert short.hit_count == long.hit_count == past.hit_count < long.length
+    assert (short.top_score, short.average_score) == (long.top_score, long.average_score)
+    assert past.length == long.length == len(long.ranked) and not past.ranked
 
 
 def test_paging_walks_one_ranking(corpus):

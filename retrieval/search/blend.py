@@ -179,6 +179,7 @@ class RetrievalResult:
         filters: Filters | None = None,
         matched: int | None = None,
         matched_exact: bool = True,
+        length: int | None = None,
     ) -> None:
         self.query = query
         self.ranked = ranked
@@ -194,6 +195,9 @@ class RetrievalResult:
         # Papers containing a query term and passing the filters (None: not counted); an estimate unless exact.
         self.matched = matched
         self.matched_exact = matched_exact
+        # How long the ranking is, as deep as the page asked (the ranked candidates, then the BM25 list past
+        # them): its whole length once a page starts past its end.
+        self.length = hit_count if length is None else length
 
     def __repr__(self) -> str:
         shown = "" if len(self.query) <= 40 else "..."

@@ -228,12 +228,16 @@ class RetrievalClient:
             # The query and its filter words analysed once, as this index analyses text (stems, stop words).
             analyser = snap.stats.analyser
             parsed = ahead.query(analyser)
+            # A -word the analyser splits (``-N=4``, ``-D-brane``) leaves out the papers holding its pieces in
+            # that order, as -"N=4" would: not those holding any one of them.
+            excluded = [analyser.analyse(word) for word in asked.exclude]
             filters = Filters.make(
                 year=year if year is not None else asked.year,
                 authors=author_names(authors) + asked.authors,
-                exclude=[t for word in asked.exclude for t in analyser.analyse(word)],
+                exclude=[terms[0] for terms in excluded if len(terms) == 1],
                 phrases=[analyser.analyse(p) for p in asked.phrases],
-                exclude_phrases=[analyser.analyse(p) for p in asked.exclude_phrases],
+                exclude_phrases=[analyser.analyse(p) for p in asked.exclude_phrases]
+                + [terms for terms in excluded if len(terms) > 1],
             )
             wq = lexical.weigh(snap, parsed)
             warnings += _term_warnings(snap, parsed, wq, filters)
@@ -514,7 +518,7 @@ class RetrievalClient:
         if shown_past:
             tail = candidate_papers(snap, [pid for pid, _ in shown_past], "past the ranking: titles and years")
             ranked += [BeyondPaper(tail[pid], score, hit_count) for pid, score in shown_past]
-        hit_count += len(past)
+        length = hit_count + len(past)  # the ranking as deep as this page asked: all of it once a page is past it
         if full and ranked:  # each returned entry's citation count (those sorted on are read already)
             missing = [r.paper.id for r in ranked if r.paper.id not in cited]
             cited.update(citations(missing) if missing else {})
@@ -526,7 +530,9 @@ class RetrievalClient:
             add_links(snap, shown, links)
         wall_ms = (time.perf_counter() - start) * 1000.0
         report["candidates_scored"] = hit_count
-        return RetrievalResult(wq.text, ranked, hit_count, average, top, wall_ms, cfg, report, offset=offset)
+        return RetrievalResult(
+            wq.text, ranked, hit_count, average, top, wall_ms, cfg, report, offset=offset, length=length
+        )
 
 
 #: Queries of at most this many words are checked for words that are authors' surnames (a hint to use --author).

@@ -13,7 +13,7 @@ For seed papers S and a candidate c (any other paper of the corpus), three signa
   averaged over the seeds (Kessler's bibliographic coupling, 1963).
 - ``text``: BM25 of c for the seeds' titles and abstracts taken as one query (exact, ``retrieval.search.lexical``),
   over the best such score among the candidates, for the ``TEXT_DEPTH`` best papers other than the seeds and
-  ``exclude`` (an excluded id that names no paper changes nothing).
+  ``exclude`` (an excluded id that names no paper changes nothing) among those passing the filters.
 
 ``score = W_COCITATION * cocitation + W_COUPLING * coupling + W_TEXT * text`` (a third each: the graph
 signals say what the field reads together, the text what is written alike, and a new paper with no citations yet
@@ -538,7 +538,11 @@ def similar(
     text = " ".join(f"{found[s][0]} {found[s][1]}" for s in seeds)[:MAX_QUERY_CHARS]
     wq = lexical.weigh(snap, Query.parse(text))
     skip = set(seeds) | set(exclude)
-    hits, _ = lexical.top_papers(snap, wq, TEXT_DEPTH + len(skip))
+    allowed = passing(snap, filters) if filters else None
+    if allowed is None:
+        hits, _ = lexical.top_papers(snap, wq, TEXT_DEPTH + len(skip))
+    else:  # the text's best among the papers that pass, never the survivors of an unfiltered top k
+        hits, _ = lexical.filtered_top_papers(snap, wq, TEXT_DEPTH + len(skip), allowed)
     text_scores = dict(itertools.islice(((pid, score) for pid, score in hits if pid not in skip), TEXT_DEPTH))
     best = max(text_scores.values(), default=0.0)
     text_part = {pid: score / best if best > 0 else 0.0 for pid, score in text_scores.items()}
@@ -591,8 +595,8 @@ def similar(
         bounds = upper_bounds(together, shared, text_part, len(seeds), citing, read, degrees)
         for pid in skip:
             bounds.pop(pid, None)
-        if filters and bounds:
-            for pid in failing(snap, list(bounds), passing(snap, filters)):
+        if allowed is not None and bounds:
+            for pid in failing(snap, list(bounds), allowed):
                 bounds.pop(pid, None)
         pool = list(bounds)
         if sort not in (None, "relevance"):  # ordered by citations or year: every candidate is scored

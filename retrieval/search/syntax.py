@@ -24,14 +24,17 @@ from ..validate import parse_years
 SYNTAX_MAX_WORDS = 32
 
 # A quoted phrase, a field prefix (``name:`` directly followed by a value, quoted or not), or a ``-word``
-# at the start of the text or after white space.
+# at the start of the text or after white space (a word with a letter in it: ``-4d`` is one, ``-1`` a number).
 _PART = re.compile(
     r'(?P<field>(?<!\S)(?P<name>[A-Za-z]+):(?:"(?P<fquoted>[^"]*)"|(?P<fvalue>[^\s"/][^\s"]*)))'
-    r'|(?P<minus>(?<!\S)-(?P<word>[^\W\d_][^\s"]*))'
+    r'|(?P<minus>(?<!\S)-(?P<word>(?=[^\s"]*[^\W\d_])[^\W_][^\s"]*))'
     r'|(?P<nphrase>(?<!\S)-"(?P<nquoted>[^"]*)")'
     r'|(?P<phrase>"(?P<quoted>[^"]*)")'
 )
 FIELDS = ("author", "year")
+#: TeX's umlaut (``\\"o``), held as a private-use character while the marks are read, then given back.
+_TEX_QUOTE = '\\"'
+_HELD = "\ue000"
 #: A field with nothing after it (``author:`` at the end, or a space before its value): searched as a word.
 _EMPTY_FIELD = re.compile(r"(?<!\S)(author|year):(?=\s|$)", re.IGNORECASE)
 _EXAMPLE = {"author": "Maldacena", "year": "1998-2001"}
@@ -45,9 +48,29 @@ class Parsed(namedtuple("Parsed", "text exclude phrases authors year warnings ex
 
 
 def parse(text: str, syntax: bool = True) -> Parsed:
-    """``text`` as the module docstring says (``syntax`` False: every character is plain text)."""
+    """``text`` as the module docstring says (``syntax`` False: every character is plain text). A backslash
+    before a quote (TeX's umlaut, ``Schr\\"odinger``) makes it part of its word, not a phrase's mark."""
     if not syntax or len(text.split()) > SYNTAX_MAX_WORDS or not any(c in text for c in '"-:'):
         return Parsed(text, (), (), (), None, ())
+    if _TEX_QUOTE in text and _HELD not in text:
+        return _restored(_parse(text.replace(_TEX_QUOTE, _HELD)))
+    return _parse(text)
+
+
+def _restored(parsed: Parsed) -> Parsed:
+    """``parsed`` with every held TeX quote given back."""
+
+    def back(value):
+        if isinstance(value, str):
+            return value.replace(_HELD, _TEX_QUOTE)
+        if isinstance(value, tuple):
+            return tuple(back(v) for v in value)
+        return value
+
+    return Parsed(*(back(field) for field in parsed))
+
+
+def _parse(text: str) -> Parsed:
     scored: list[str] = []
     exclude: list[str] = []
     phrases: list[str] = []

@@ -333,10 +333,8 @@ def no_results_line(result: RetrievalResult, width: int, offset: int = 0) -> str
     """The line saying there are no results: the query shortened, the time; past the last page, how far the
     ranking went."""
     ms = result.metrics["wall_time_ms"]
-    if offset and result.hit_count:
-        tail = f" past {offset:,} (the ranking ends at {result.hit_count:,}; {ms:.1f} ms)"
-    else:
-        tail = f" ({ms:.1f} ms)"
+    length = getattr(result, "length", result.hit_count)
+    tail = f" past {offset:,} (the ranking ends at {length:,}; {ms:.1f} ms)" if offset and length else f" ({ms:.1f} ms)"
     room = width - len("no results for ''") - len(tail) - 1  # the query as long as the line allows, at most 60
     text = f"no results for {shorten(result.query, max(10, min(QUERY_SHOWN, room)))!r}{tail}"
     return "\n".join(wrap(text, width, hanging=2))
