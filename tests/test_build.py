@@ -309,22 +309,32 @@ def test_a_ctrl_c_during_the_swap_waits_for_it_and_then_counts_only_if_it_failed
 
     db = tmp_path / "x.db"
     build(db=db)
-    real = files._swap_in
+    real = files._lock_waited
     before = signal.getsignal(signal.SIGINT)  # Python's own, or SIG_IGN under a runner started in the background
 
-    def signalled(new, target, expected):
-        os.kill(os.getpid(), signal.SIGINT)  # delivered now, in the middle of the swap
-        real(new, target, expected)
+    def signalled(target, arrived):
+        progress = real(target, arrived)
 
-    monkeypatch.setattr(files, "_swap_in", signalled)
+        def copying(status, remaining, total):
+            os.kill(os.getpid(), signal.SIGINT)  # delivered now, in the middle of the copy
+            progress(status, remaining, total)
+
+        return copying
+
+    monkeypatch.setattr(files, "_lock_waited", signalled)
     summary = build(db=db, source=_corpus(tmp_path, 40))
     assert summary.papers == 40 and stats(db)["papers"] == 40
 
-    def signalled_then_failed(new, target, expected):
-        os.kill(os.getpid(), signal.SIGTERM)
+    monkeypatch.setattr(files, "_lock_waited", real)
+    fingerprint = files.fingerprint
+
+    def signalled_then_failed(conn):
+        if sys._getframe(1).f_code.co_name != "_swap_in":
+            return fingerprint(conn)
+        os.kill(os.getpid(), signal.SIGTERM)  # in the swap, before the copy: which then fails
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(files, "_swap_in", signalled_then_failed)
+    monkeypatch.setattr(files, "fingerprint", signalled_then_failed)
     with pytest.raises(KeyboardInterrupt):
         build(db=db, source=_corpus(tmp_path, 50))
     assert stats(db)["papers"] == 40

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import retrieval.search.query as query_module
-from retrieval import RetrievalClient, RetrievalConfig, SchemaVersionError, Trace
+from retrieval import RetrievalClient, RetrievalConfig, RetrievalError, SchemaVersionError, Trace
 from retrieval.bm25 import TF_NORM_SQL, tf_norm
 from retrieval.commands import build
 from retrieval.store.database import HEAD_REVISION, index_revision
@@ -88,6 +88,34 @@ def test_a_failed_upgrade_leaves_the_old_index_as_it_was(tmp_path, monkeypatch):
     assert upgrade_index(db) == (HEAD_REVISION, HEAD_REVISION)  # nothing to do the second time
     with RetrievalClient(db) as client:
         assert client.search("attention sparsity").ranked
+
+
+@pytest.mark.parametrize(
+    ("failure", "says"),
+    [
+        ("database or disk is full", "the disk is full"),
+        ("attempt to write a readonly database", "read-only"),
+        ("no such column: papers.venue", "its tables are not those of that revision"),
+    ],
+)
+def test_an_upgrade_that_fails_for_the_machine_says_so_not_that_the_tables_are_wrong(tmp_path, monkeypatch, failure,
+                                                                                     says):  # fmt: skip
+    """A full disk while migrating the copy was reported as tables "not those of that revision", with advice to
+    rebuild the index."""
+    from sqlalchemy.exc import OperationalError
+
+    db = _old_index(tmp_path)
+    before = db.read_bytes()
+
+    def failed(path, revision="head", sql=False):
+        raise OperationalError("ALTER TABLE ...", {}, sqlite3.OperationalError(failure))
+
+    monkeypatch.setattr(migrate_module, "migrate", failed)
+    with pytest.raises(RetrievalError) as raised:
+        upgrade_index(db)
+    assert says in str(raised.value) and str(db) in str(raised.value)
+    assert ("Rebuild the index" in str(raised.value)) == (says.startswith("its tables"))
+    assert db.read_bytes() == before
 
 
 def test_a_statement_cache_answers_repeated_reads_and_says_what_it_saved(demo_db):

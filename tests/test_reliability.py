@@ -288,32 +288,163 @@ def test_a_build_never_replaces_a_device_or_a_pipe(tmp_path, capsys):
         assert done.returncode == 1 and "is not a regular file" in done.stderr, (argv, done.stderr)
 
 
-def test_a_stop_a_garbage_collectors_callback_dropped_still_stops_the_build(base, monkeypatch, capsys):
+DROPPED_STOP = """
+import os, signal, sys
+from retrieval.interfaces.cli import main
+from retrieval.store.sqlite import build as build_module
+
+real = build_module.check_replaceable
+
+
+class Dropper:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10_000):  # the handler runs in here, and Python drops what it raises
+            pass
+
+
+def check_then_drop(target):
+    Dropper()  # collected at once: the signal lands in its finaliser
+    return real(target)
+
+
+build_module.check_replaceable = check_then_drop
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_stop_a_garbage_collectors_callback_dropped_still_stops_the_build(base):
     # A SIGTERM (or Ctrl-C) handled while Python ran a finaliser: its KeyboardInterrupt was printed and dropped,
-    # and the build went on, swapped in and exited 0.
+    # and the build went on, swapped in and exited 0. Then it stopped, but Python printed "Exception ignored in
+    # ... Traceback ... KeyboardInterrupt" above the command's one line.
+    db, _, other = base
+    before = dump(db)
+    done = subprocess.run(
+        [sys.executable, "-c", DROPPED_STOP, "build", "--from", str(other), "--db", str(db)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 130
+    assert done.stderr.splitlines() == ["retrieval: interrupted; nothing was changed"], done.stderr
+    assert dump(db) == before
+
+
+def test_an_error_a_library_makes_of_a_stop_is_the_stop(base, monkeypatch, capsys):
+    """SQLAlchemy turns a Ctrl-C inside its transaction into ``PendingRollbackError`` at its next call, which
+    reached the user as a traceback (exit 1)."""
+    from retrieval import stop
     from retrieval.store.sqlite import build as build_module
 
     db, _, other = base
     before = dump(db)
     real = build_module.check_replaceable
 
-    class Dropper:
-        def __del__(self) -> None:
-            os.kill(os.getpid(), signal.SIGTERM)
-            for _ in range(10_000):  # the handler runs in here, and Python drops what it raises
-                pass
-
-    def check_then_drop(target):
-        Dropper()  # collected at once: the signal lands in its finaliser
+    def stopped_then_wrapped(target):
+        try:
+            stop.request()  # the handler, as a Ctrl-C inside the library runs it
+        except KeyboardInterrupt:
+            raise RuntimeError("Can't reconnect until invalid transaction is rolled back") from None
         return real(target)
 
-    monkeypatch.setattr(build_module, "check_replaceable", check_then_drop)
-    dropped = []
-    monkeypatch.setattr(sys, "unraisablehook", dropped.append)  # Python's drop, not pytest's report of it
+    monkeypatch.setattr(build_module, "check_replaceable", stopped_then_wrapped)
     assert main(["build", "--from", str(other), "--db", str(db)]) == 130
-    assert [type(u.exc_value) for u in dropped] == [KeyboardInterrupt]  # the stop was dropped where it landed
+    assert capsys.readouterr().err.splitlines() == ["retrieval: interrupted; nothing was changed"]
+    assert dump(db) == before
+
+
+@pytest.mark.parametrize("command", ["add", "build"])
+def test_a_stop_after_the_change_is_saved_lets_the_command_finish(base, monkeypatch, capsys, command):
+    """A Ctrl-C or SIGTERM that lands once the commit (or the swap) is done said "interrupted; nothing was
+    changed", exit 130, of a change that was made: a retried add then found its papers in the index already."""
+    from retrieval import commands
+
+    db, more, other = base
+    real = getattr(commands, command)
+
+    def done_then_stopped(*args, **kwargs):
+        summary = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # the change is saved; the summary is not printed yet
+        return summary
+
+    monkeypatch.setattr(commands, command, done_then_stopped)
+    argv = ["add", str(more)] if command == "add" else ["build", "--from", str(other)]
+    assert main([*argv, "--db", str(db)]) == 0
+    out, err = capsys.readouterr()
+    assert ("added 40 papers" if command == "add" else "built") in out
+    assert "nothing was changed" not in err and "after the change was saved" in err
+    assert healthy(db) == (340 if command == "add" else 200)
+
+
+def _stop_soon(seconds: float):
+    import threading
+
+    timer = threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    return timer
+
+
+def test_a_stop_while_an_add_waits_for_another_programs_lock_stops_it_at_once(base, monkeypatch, capsys):
+    """SQLite's wait for its write lock runs in C, where Python's handler waits: a Ctrl-C was acted on only once
+    another program let go or the busy timeout (30 s) ran out."""
+    import threading
+
+    from retrieval.store import writer
+
+    db, more, _ = base
+    before = dump(db)
+    monkeypatch.setattr(writer, "_BUSY_TIMEOUT_MS", 120_000)
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # another program writing to the file, for 30 s
+    letting_go = threading.Timer(30.0, lambda: holder.execute("ROLLBACK"))
+    letting_go.start()
+    stopping = _stop_soon(0.5)
+    began = time.monotonic()
+    try:
+        assert main(["add", str(more), "--db", str(db)]) == 130
+        waited = time.monotonic() - began
+    finally:
+        stopping.cancel()
+        letting_go.cancel()
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+    assert waited < 15, waited  # not the other program's 30 s
     assert "interrupted; nothing was changed" in capsys.readouterr().err
     assert dump(db) == before
+
+
+def test_a_stop_while_a_rebuild_waits_to_swap_in_stops_it_and_keeps_the_index(base, monkeypatch, capsys):
+    """The swap held Ctrl-C and SIGTERM for its whole wait for another program's lock (up to 120 s), then
+    swapped the new index in and exited 0, as if no one had asked it to stop."""
+    import threading
+
+    db, _, other = base
+    before = dump(db)
+    monkeypatch.setattr(files, "LOCK_TIMEOUT", 120.0)
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    letting_go = threading.Timer(6.0, lambda: holder.execute("ROLLBACK"))
+    letting_go.start()
+    real = files._swap_in
+    stopping: list = []
+
+    def stopped_while_waiting(new, target, expected):
+        stopping.append(_stop_soon(0.5))  # the build is done; the swap waits for the holder
+        return real(new, target, expected)
+
+    monkeypatch.setattr(files, "_swap_in", stopped_while_waiting)
+    try:
+        assert main(["build", "--from", str(other), "--db", str(db)]) == 130
+    finally:
+        for timer in stopping:
+            timer.cancel()
+        letting_go.cancel()
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+    assert "interrupted; nothing was changed" in capsys.readouterr().err
+    assert dump(db) == before
+    assert not [p for p in db.parent.iterdir() if p.name.startswith(".x.db.")]
 
 
 def test_stale_wal_files_of_a_deleted_index_are_not_replayed(base, tmp_path):
@@ -609,6 +740,59 @@ def test_unreadable_input_and_index_are_messages(public_dir):
     finally:
         public_dir.chmod(0o755)
     assert dump(shared) == before
+
+
+def test_side_files_another_user_left_are_named_when_they_block_a_write(public_dir):
+    """A search by another user leaves the index's ``-wal`` and ``-shm`` files as theirs: every later write by the
+    index's owner failed "it is read-only ... check that you may write to the file and its folder", both of
+    which they may."""
+    command = _as_nobody()
+    if command is None:
+        pytest.skip("needs root, and a Python another user may run, to test permissions")
+    shared = public_dir / "shared.db"
+    build(db=shared)
+    more = corpus(public_dir / "more.jsonl", 5, "m", seed=2)
+    public_dir.chmod(0o777)
+    shared.chmod(0o666)
+    more.chmod(0o644)
+    holder = sqlite3.connect(f"file:{shared}?mode=ro", uri=True)  # root's search, its side files left as they are
+    holder.execute("SELECT count(*) FROM papers").fetchone()
+    sides = [Path(f"{shared}{suffix}") for suffix in ("-wal", "-shm")]
+    for side in sides:
+        if side.exists():
+            side.chmod(0o644)
+    before = dump(shared)
+    try:
+        done = subprocess.run([*command, "add", str(more), "--db", str(shared)], user=NOBODY, capture_output=True,
+                              text=True, cwd="/")  # fmt: skip
+    finally:
+        holder.close()
+        public_dir.chmod(0o755)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert any(f"{side.name} belongs to user root" in done.stderr for side in sides), done.stderr
+    assert dump(shared) == before
+
+
+def test_what_sqlite_says_of_a_read_only_disk_and_of_damaged_text_is_said_plainly(tmp_path, monkeypatch):
+    """A write on a file system mounted read-only was told to "check that the file and its folder exist and that
+    you may read them"; an index whose text is not UTF-8 any more was "cannot write to" with SQLite's words."""
+    from retrieval.errors import NotAnIndexError
+    from retrieval.store.database import store_error
+
+    db = tmp_path / "x.db"
+    build(db=db)
+    damaged = store_error(sqlite3.OperationalError("Could not decode to UTF-8 column 'term' with text 'x'"), db,
+                          "write to")  # fmt: skip
+    assert isinstance(damaged, NotAnIndexError) and "is damaged" in str(damaged) and "rebuild" in str(damaged)
+    plain = store_error(sqlite3.OperationalError("unable to open database file"), db, "write to")
+    assert "read-only" not in str(plain)
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+
+    monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly())  # a read-only mount, which a test cannot make
+    refused = store_error(sqlite3.OperationalError("unable to open database file"), db, "write to")
+    assert "mounted read-only" in str(refused) and str(tmp_path) in str(refused)
 
 
 def test_a_later_build_removes_only_its_own_stale_temporaries(tmp_path):

@@ -107,6 +107,34 @@ def _cannot_share(exc: sqlite3.OperationalError) -> bool:
     return "readonly" in text or "read-only" in text or "unable to open" in text
 
 
+def _blocked_by(path: Path | str) -> str | None:
+    """Why a write to the index at ``path`` cannot open what it needs, when the cause is not the file's own
+    permissions: a file system mounted read-only, or a ``-wal``/``-shm`` file beside the index that this user may
+    not write (another user's search leaves them, and SQLite needs both writable)."""
+    if not os.path.exists(path):
+        return None
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return f"its file system ({folder}) is mounted read-only: copy the index to a writable disk"
+    except OSError:
+        return None
+    for suffix in ("-wal", "-shm"):
+        side = f"{path}{suffix}"
+        if os.path.exists(side) and not os.access(side, os.W_OK):
+            try:
+                import pwd
+
+                owner = f"user {pwd.getpwuid(os.stat(side).st_uid).pw_name}"
+            except (ImportError, KeyError, OSError):
+                owner = "another user"
+            return (
+                f"{side} belongs to {owner} and this user may not write it (a search of theirs left it): remove "
+                "it when no one is using the index, or let that user write it"
+            )
+    return None
+
+
 def store_error(exc: BaseException, path: Path | str, doing: str) -> RetrievalError:
     """The message for an environment failure ``exc`` while ``doing`` (a verb: "open", "read", "write to")
     the index at ``path``: what happened, where, and what to do. The CLI prints it; nothing is a traceback."""
@@ -127,6 +155,10 @@ def store_error(exc: BaseException, path: Path | str, doing: str) -> RetrievalEr
         )
     if "full" in text:
         return StoreError(f"the disk is full: cannot {doing} {path} ({exc}); nothing was changed, free some space")
+    if "readonly" in text or "read-only" in text or "permission" in text or "unable to open" in text:
+        blocked = _blocked_by(path)
+        if blocked:
+            return StoreError(f"cannot {doing} {path} ({exc}): {blocked}")
     if "readonly" in text or "read-only" in text or "permission" in text:
         return StoreError(
             f"cannot {doing} {path}: it is read-only ({exc}); a permissions problem: check that you may write to "
@@ -145,7 +177,7 @@ def store_error(exc: BaseException, path: Path | str, doing: str) -> RetrievalEr
             f"{path} is not a retrieval index ({exc}): choose another --db, or build one there with "
             "`retrieval build --db PATH`"
         )
-    if "malformed" in text or "corrupt" in text:
+    if "malformed" in text or "corrupt" in text or "could not decode" in text:
         return NotAnIndexError(f"{path} is damaged ({exc}): rebuild it with `retrieval build --db {path}`")
     if "disk i/o" in text:
         return StoreError(f"a disk error: cannot {doing} {path} ({exc}); check the disk (full, removed, read-only?)")

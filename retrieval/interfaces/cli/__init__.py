@@ -894,8 +894,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:  # not the main thread (main() called from a program's worker thread): leave signals alone
         pass
     shown, warnings.showwarning = warnings.showwarning, _show_warning
+    unraisable, sys.unraisablehook = sys.unraisablehook, _unraisable
     try:
-        return args.func(args)
+        code = args.func(args)
+        if stop.requested() and stop.is_saved():  # the stop came once the change was saved: it was finished
+            _error("the stop arrived after the change was saved: the command finished", prefix="retrieval: ")
+        return code
     except RetrievalError as exc:
         _error(str(exc))
         return 1
@@ -905,15 +909,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `retrieval search ... | head`
         return 0
     except Exception as exc:  # the last net: an environment failure a layer below did not name
+        if stop.requested() and not stop.is_saved():  # a library's error made of the stop (SQLAlchemy's)
+            _error("interrupted; nothing was changed", prefix="retrieval: ")
+            return 130
         if not isinstance(exc, OSError) and type(exc).__module__ != "sqlite3":
             raise
         _error(f"{exc} (an environment failure: check the files named, the disk and the permissions)")
         return 1
     finally:
         warnings.showwarning = shown
+        sys.unraisablehook = unraisable
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         stop.reset()  # the command is over: a program's next call (not through main) starts clean
+
+
+def _unraisable(unraisable) -> None:
+    """A stop raised where Python cannot raise it (a garbage collector's callback, a lock's release) is dropped
+    without its traceback: ``retrieval.stop`` remembers it, and the command acts on it. Anything else is shown
+    as Python shows it."""
+    if issubclass(unraisable.exc_type, KeyboardInterrupt):
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -449,6 +449,7 @@ def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None, also=N
             raw.execute(f'DROP SCHEMA "{old}" CASCADE')
         database = raw.execute("SELECT current_database()").fetchone()[0]
         raw.execute(f'ALTER DATABASE "{database}" SET search_path = "{SCHEMA}", public')
+    stop.saved()  # committed: a stop from here on lets the command finish
 
 
 __all__ = [

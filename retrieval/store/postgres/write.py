@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from ... import stop
 from ...config import DatabaseURL
 from ...errors import IndexNotFoundError, NotAnIndexError, SchemaVersionError, StoreError
 from ..sql.dialect import POSTGRESQL, statement, text_for
@@ -150,6 +151,7 @@ def write_transaction(url: DatabaseURL, timeout: float | None = None, doing: str
             yield conn
             raw.execute(SEQUENCES_SQL)
             raw.execute("COMMIT")
+            stop.saved()  # a stop from here on lets the command finish: the change is made
         except BaseException:
             with contextlib.suppress(Exception):  # the failure itself is what to report; the server rolls back
                 if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:

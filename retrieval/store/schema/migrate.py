@@ -150,6 +150,10 @@ def _upgrade(path: Path) -> Upgrade:
     return upgrade
 
 
+#: What SQLite says of a failure of the machine rather than of the tables (a full disk, a read-only one, ...).
+ENVIRONMENT_FAILURES = ("full", "disk i/o", "readonly", "read-only", "locked", "busy", "unable to open", "memory")
+
+
 @contextmanager
 def upgraded_copy(path: Path) -> Iterator[tuple[Path | None, Upgrade]]:
     """``with upgraded_copy(path) as (copy, upgrade)``: the index at ``path`` copied and upgraded (``upgrade_index``
@@ -184,9 +188,12 @@ def upgraded_copy(path: Path) -> Iterator[tuple[Path | None, Upgrade]]:
 
             if not isinstance(exc, SQLAlchemyError):
                 raise
+            orig = getattr(exc, "orig", None)
+            if isinstance(orig, sqlite3.Error) and any(word in str(orig).lower() for word in ENVIRONMENT_FAILURES):
+                raise store_error(orig, path, "upgrade") from None  # the disk, not the tables: say so
             # The tables do not look like the revision the file records (edited by hand, or written by something
             # else): the migration's first line, and what to do; the copy is discarded below.
-            cause = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            cause = str(orig or exc).strip().splitlines()[0]
             raise SchemaVersionError(
                 f"cannot upgrade {path} from schema revision {before}: its tables are not those of that revision "
                 f"({cause}); nothing was changed. Rebuild the index from its corpus (`retrieval build --from FILE "

@@ -76,15 +76,18 @@ class WriterLock:
         except OSError as exc:
             raise StoreError(f"cannot open {self.path} to write to it ({exc.strerror}): {_advice(exc)}") from None
         deadline = time.monotonic() + self.timeout
-        while not _try_flock(self.fd):
-            if time.monotonic() >= deadline:
-                os.close(self.fd)
-                self.fd = None
-                raise StoreError(
-                    f"another process has been writing to {self.path} for {self.timeout:.0f} s (a build, add, "
-                    "remove or upgrade): nothing was changed; try again when it has finished"
-                )
-            time.sleep(0.05)
+        try:  # a Ctrl-C while waiting (Python's sleep, so it is acted on at once) leaves no descriptor open
+            while not _try_flock(self.fd):
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        f"another process has been writing to {self.path} for {self.timeout:.0f} s (a build, add, "
+                        "remove or upgrade): nothing was changed; try again when it has finished"
+                    )
+                time.sleep(0.05)
+        except BaseException:
+            os.close(self.fd)
+            self.fd = None
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -230,14 +233,23 @@ def swap_in(new: Path, target: Path, expected: tuple | None = None) -> None:
     """Put the finished index ``new`` in place of ``target`` (see the module docstring); ``new`` is removed.
 
     ``expected`` is the target's fingerprint when the caller started: if another writer changed the target
-    since, nothing is swapped in and ``StoreError`` says so. A Ctrl-C or SIGTERM that arrives during the swap
-    is held until it is over: raised then if the swap failed, and dropped if it succeeded (the command is done;
-    reporting "interrupted, nothing changed" would be false).
+    since, nothing is swapped in and ``StoreError`` says so. A Ctrl-C or SIGTERM stops the wait for the writers'
+    lock at once; one that arrives during the swap itself is held: it stops a copy still waiting for another
+    program's transaction, and is raised if the swap failed. Once the swap is done the change is saved
+    (``retrieval.stop.saved``): a later stop lets the command finish, since "interrupted, nothing changed"
+    would be false.
     """
     stop.check()  # a stop a garbage collector's callback dropped (``retrieval.stop``): nothing swapped in
+    _swap_in(new, target, expected)
+    stop.saved()
+
+
+@contextmanager
+def _held_swap() -> Iterator[list[int]]:
+    """``_signals_held``, with a stop that arrived during a swap that failed raised as the stop."""
     with _signals_held() as arrived:
         try:
-            _swap_in(new, target, expected)
+            yield arrived
         except BaseException:
             if arrived:
                 raise KeyboardInterrupt from None
@@ -246,12 +258,13 @@ def swap_in(new: Path, target: Path, expected: tuple | None = None) -> None:
 
 def _swap_in(new: Path, target: Path, expected: tuple | None) -> None:
     if not os.path.lexists(target) or (target.exists() and target.stat().st_size == 0):
-        for suffix in SIDE_SUFFIXES:  # an old index's leftovers would be replayed into the new file
-            Path(f"{target}{suffix}").unlink(missing_ok=True)
-        os.replace(new, target)
+        with _held_swap():
+            for suffix in SIDE_SUFFIXES:  # an old index's leftovers would be replayed into the new file
+                Path(f"{target}{suffix}").unlink(missing_ok=True)
+            os.replace(new, target)
         return
     real = target.resolve()
-    with WriterLock(real):
+    with WriterLock(real), _held_swap() as arrived:
         dest = sqlite3.connect(_uri(real), uri=True, isolation_level=None)
         try:
             dest.execute(f"PRAGMA busy_timeout = {int(LOCK_TIMEOUT * 1000)}")
@@ -271,9 +284,10 @@ def _swap_in(new: Path, target: Path, expected: tuple | None) -> None:
             source = sqlite3.connect(f"{_uri(new)}?mode=ro", uri=True)
             try:
                 # One write transaction on the target: readers see old or new, never a mix. The copy asks for the
-                # target's write lock without its busy timeout (Python retries a busy step for ever): waited for
-                # here, as long as any writer waits.
-                source.backup(dest, progress=_lock_waited(target))
+                # target's write lock in short waits (Python retries a busy step for ever, and SQLite's own wait
+                # runs in C, deaf to a stop): waited for here, as long as any writer waits, or until a stop.
+                dest.execute(f"PRAGMA busy_timeout = {BEGIN_SLICE_MS}")
+                source.backup(dest, progress=_lock_waited(target, arrived))
             finally:
                 source.close()
             try:  # best effort, after the commit: a reader may hold the WAL for now, and its close checkpoints
@@ -286,15 +300,18 @@ def _swap_in(new: Path, target: Path, expected: tuple | None) -> None:
     discard(new)
 
 
-def _lock_waited(target: Path):
+def _lock_waited(target: Path, arrived: list[int]):
     """A backup's progress callback that gives up, with the message a locked index gets, once the copy has waited
-    ``LOCK_TIMEOUT`` seconds for the target's write lock (another program's transaction)."""
+    ``LOCK_TIMEOUT`` seconds for the target's write lock (another program's transaction), or as soon as a stop
+    has ``arrived`` while it waits (nothing is copied yet)."""
     since: list[float] = []
 
     def progress(status: int, remaining: int, total: int) -> None:
         if status not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
             since.clear()
             return
+        if arrived:
+            raise KeyboardInterrupt
         if not since:
             since.append(time.monotonic())
         elif time.monotonic() - since[0] > LOCK_TIMEOUT:
@@ -304,18 +321,47 @@ def _lock_waited(target: Path):
 
 
 @contextmanager
-def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def _immediate(conn: sqlite3.Connection, saves: bool = False) -> Iterator[sqlite3.Connection]:
     """``BEGIN IMMEDIATE`` on ``conn`` (SQLite's write lock taken now, not at the first write), committed when the
     block ends, rolled back on any error (a rollback SQLite already did, as on a full disk, does not hide the
     cause)."""
-    conn.execute("BEGIN IMMEDIATE")
+    _begin_immediate(conn)
     try:
         yield conn
-        conn.execute("COMMIT")
+        if saves:
+            stop.check()  # a stop a garbage collector's callback dropped: nothing committed
+        with _held_swap():  # a stop while SQLite commits: the change is made or not, and said as it is
+            conn.execute("COMMIT")
+            if saves:  # the index itself, not a copy still to be swapped in
+                stop.saved()
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+#: How long one attempt at the write lock waits inside SQLite, where no Ctrl-C is acted on.
+BEGIN_SLICE_MS = 100
+
+
+def _begin_immediate(conn: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE`` within the connection's busy timeout, asked for in slices of ``BEGIN_SLICE_MS`` so that
+    a Ctrl-C or SIGTERM while another program holds the lock stops the wait at once (SQLite's own wait runs in C,
+    where Python's handlers wait for it to end)."""
+    timeout_ms = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    deadline = time.monotonic() + timeout_ms / 1000
+    conn.execute(f"PRAGMA busy_timeout = {min(BEGIN_SLICE_MS, timeout_ms)}")
+    try:
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                text = str(exc).lower()
+                if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
+                    raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
 
 
 @contextmanager
@@ -334,7 +380,7 @@ def write_transaction(
                 conn.isolation_level = None
                 conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
                 conn.execute("PRAGMA journal_mode = WAL")
-                with _immediate(conn):
+                with _immediate(conn, saves=lock):
                     yield conn
                 # Into the file itself now: closing is not enough when another connection (a search's, read-only)
                 # is open, and a copy of the file alone would lose what was written. PASSIVE never waits for a
