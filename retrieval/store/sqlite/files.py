@@ -245,8 +245,9 @@ def swap_in(new: Path, target: Path, expected: tuple | None = None) -> None:
 
 
 @contextmanager
-def _held_swap() -> Iterator[list[int]]:
-    """``_signals_held``, with a stop that arrived during a swap that failed raised as the stop."""
+def _stop_held() -> Iterator[list[int]]:
+    """``_signals_held`` for a point of no return (a swap, a commit): a stop that arrived while the block
+    failed is raised as the stop; one that arrived while it succeeded is the caller's to weigh."""
     with _signals_held() as arrived:
         try:
             yield arrived
@@ -258,13 +259,13 @@ def _held_swap() -> Iterator[list[int]]:
 
 def _swap_in(new: Path, target: Path, expected: tuple | None) -> None:
     if not os.path.lexists(target) or (target.exists() and target.stat().st_size == 0):
-        with _held_swap():
+        with _stop_held():
             for suffix in SIDE_SUFFIXES:  # an old index's leftovers would be replayed into the new file
                 Path(f"{target}{suffix}").unlink(missing_ok=True)
             os.replace(new, target)
         return
     real = target.resolve()
-    with WriterLock(real), _held_swap() as arrived:
+    with WriterLock(real), _stop_held() as arrived:
         dest = sqlite3.connect(_uri(real), uri=True, isolation_level=None)
         try:
             dest.execute(f"PRAGMA busy_timeout = {int(LOCK_TIMEOUT * 1000)}")
@@ -286,7 +287,7 @@ def _swap_in(new: Path, target: Path, expected: tuple | None) -> None:
                 # One write transaction on the target: readers see old or new, never a mix. The copy asks for the
                 # target's write lock in short waits (Python retries a busy step for ever, and SQLite's own wait
                 # runs in C, deaf to a stop): waited for here, as long as any writer waits, or until a stop.
-                dest.execute(f"PRAGMA busy_timeout = {BEGIN_SLICE_MS}")
+                dest.execute(f"PRAGMA busy_timeout = {WAIT_SLICE_MS}")
                 source.backup(dest, progress=_lock_waited(target, arrived))
             finally:
                 source.close()
@@ -324,13 +325,14 @@ def _lock_waited(target: Path, arrived: list[int]):
 def _immediate(conn: sqlite3.Connection, saves: bool = False) -> Iterator[sqlite3.Connection]:
     """``BEGIN IMMEDIATE`` on ``conn`` (SQLite's write lock taken now, not at the first write), committed when the
     block ends, rolled back on any error (a rollback SQLite already did, as on a full disk, does not hide the
-    cause)."""
+    cause). ``saves``: the commit is the index's own (not a copy's), after which the change is saved
+    (``retrieval.stop.saved``)."""
     _begin_immediate(conn)
     try:
         yield conn
         if saves:
             stop.check()  # a stop a garbage collector's callback dropped: nothing committed
-        with _held_swap():  # a stop while SQLite commits: the change is made or not, and said as it is
+        with _stop_held():  # a stop while SQLite commits: the change is made or not, and said as it is
             conn.execute("COMMIT")
             if saves:  # the index itself, not a copy still to be swapped in
                 stop.saved()
@@ -340,17 +342,18 @@ def _immediate(conn: sqlite3.Connection, saves: bool = False) -> Iterator[sqlite
         raise
 
 
-#: How long one attempt at the write lock waits inside SQLite, where no Ctrl-C is acted on.
-BEGIN_SLICE_MS = 100
+#: How long one wait for a write lock lasts inside SQLite (a transaction's begin, a swap's copy), where no
+#: Ctrl-C is acted on: the waits are repeated from Python up to the whole timeout.
+WAIT_SLICE_MS = 100
 
 
 def _begin_immediate(conn: sqlite3.Connection) -> None:
-    """``BEGIN IMMEDIATE`` within the connection's busy timeout, asked for in slices of ``BEGIN_SLICE_MS`` so that
+    """``BEGIN IMMEDIATE`` within the connection's busy timeout, asked for in slices of ``WAIT_SLICE_MS`` so that
     a Ctrl-C or SIGTERM while another program holds the lock stops the wait at once (SQLite's own wait runs in C,
     where Python's handlers wait for it to end)."""
     timeout_ms = conn.execute("PRAGMA busy_timeout").fetchone()[0]
     deadline = time.monotonic() + timeout_ms / 1000
-    conn.execute(f"PRAGMA busy_timeout = {min(BEGIN_SLICE_MS, timeout_ms)}")
+    conn.execute(f"PRAGMA busy_timeout = {min(WAIT_SLICE_MS, timeout_ms)}")
     try:
         while True:
             try:
