@@ -107,6 +107,16 @@ def _cannot_share(exc: sqlite3.OperationalError) -> bool:
     return "readonly" in text or "read-only" in text or "unable to open" in text
 
 
+#: What SQLite says of a failure of the machine rather than of the tables (a full disk, a read-only one, ...).
+ENVIRONMENT_FAILURES = ("full", "disk i/o", "readonly", "read-only", "locked", "busy", "unable to open", "memory")
+
+
+def environment_failure(exc: sqlite3.Error) -> bool:
+    """Whether SQLite's ``exc`` is the machine's failure (``store_error`` says which), not the tables'."""
+    text = str(exc).lower()
+    return any(word in text for word in ENVIRONMENT_FAILURES)
+
+
 def _blocked_by(path: Path | str) -> str | None:
     """Why a write to the index at ``path`` cannot open what it needs, when the cause is not the file's own
     permissions: a file system mounted read-only, or a ``-wal``/``-shm`` file beside the index that this user may

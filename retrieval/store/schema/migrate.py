@@ -23,6 +23,7 @@ from ..database import (
     _require_file,
     _uri,
     check_index,
+    environment_failure,
     store_error,
     tokeniser_outdated,
 )
@@ -150,10 +151,6 @@ def _upgrade(path: Path) -> Upgrade:
     return upgrade
 
 
-#: What SQLite says of a failure of the machine rather than of the tables (a full disk, a read-only one, ...).
-ENVIRONMENT_FAILURES = ("full", "disk i/o", "readonly", "read-only", "locked", "busy", "unable to open", "memory")
-
-
 @contextmanager
 def upgraded_copy(path: Path) -> Iterator[tuple[Path | None, Upgrade]]:
     """``with upgraded_copy(path) as (copy, upgrade)``: the index at ``path`` copied and upgraded (``upgrade_index``
@@ -189,7 +186,7 @@ def upgraded_copy(path: Path) -> Iterator[tuple[Path | None, Upgrade]]:
             if not isinstance(exc, SQLAlchemyError):
                 raise
             orig = getattr(exc, "orig", None)
-            if isinstance(orig, sqlite3.Error) and any(word in str(orig).lower() for word in ENVIRONMENT_FAILURES):
+            if isinstance(orig, sqlite3.Error) and environment_failure(orig):
                 raise store_error(orig, path, "upgrade") from None  # the disk, not the tables: say so
             # The tables do not look like the revision the file records (edited by hand, or written by something
             # else): the migration's first line, and what to do; the copy is discarded below.
