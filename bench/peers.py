@@ -173,7 +173,9 @@ def retrieval_build(corpus: Path, index: Path) -> dict:
 
     _fresh(index)
     start = time.perf_counter()
-    summary = build(db=index, source=corpus)
+    # The peers are given the plain tokeniser's tokens, so ours is built without stemming or stop words: every
+    # engine indexes the same terms, which the exactness check against bm25s needs.
+    summary = build(db=index, source=corpus, stem=None, stopwords=None)
     seconds = time.perf_counter() - start
     return {"build_seconds": seconds, "api_seconds": summary.seconds, "papers": summary.papers,
             "terms": summary.terms, "postings": summary.postings, "edges": summary.edges,

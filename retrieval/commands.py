@@ -17,6 +17,7 @@ from .store.database import check_index
 from .store.querylog import record_if_enabled
 from .store.sql.dialect import register_sharded, statement
 from .store.sql.executor import Executor
+from .text import DEFAULT_STEM, DEFAULT_STOPWORDS
 from .validate import LIMITS, check_int, paper_id_list
 
 # The writers, the readers and the demo corpus are imported by the commands that use them, so that a process
@@ -60,19 +61,20 @@ def build(
     progress: BuildProgress | Callable[[int], None] | None = None,
     format: str | None = None,
     workers: int | None = None,
-    stem: str | None = None,
-    stopwords: str | None = None,
+    stem: str | None = DEFAULT_STEM,
+    stopwords: str | None = DEFAULT_STOPWORDS,
     shards: str | list[str] | None = None,
     semantic: str | None = None,
 ) -> WriteSummary:
     """Build the index at ``db`` (a file or a PostgreSQL URL, resolved as everywhere) from ``source``: a corpus
     file (``format`` jsonl, openalex or s2; detected when None), papers (``Paper``s, streamed once), or the
     built-in demo corpus when None; with ``workers`` tokenising processes (see
-    ``retrieval.store.sqlite.build.build_index``, which says what ``progress`` is told), stemming with
-    the Snowball stemmer ``stem`` (e.g. ``"english"``) and dropping the stop words ``stopwords`` (``"english"``)
-    when given (recorded in the index; later adds and queries use them), and encoding every paper's text with
-    the model ``semantic`` (``"wordllama"``: ``retrieval.embed``) when given, for the semantic signal. Replaces an
-    existing index only when the build succeeds.
+    ``retrieval.store.sqlite.build.build_index``, which says what ``progress`` is told), stemming with the
+    Snowball stemmer ``stem`` (e.g. ``"english"``) and dropping the stop words ``stopwords`` (``"english"``) when
+    given (neither by default; None or ``"none"`` for none; recorded in the index, later adds and queries use
+    them), and encoding every paper's text
+    with the model ``semantic`` (``"wordllama"``: ``retrieval.embed``) when given, for the semantic signal.
+    Replaces an existing index only when the build succeeds.
 
     ``shards`` (PostgreSQL URLs, a list or ``"URL,URL,..."``) makes ``db`` the coordinator of an index
     partitioned over those servers (``retrieval.store.postgres.shards``); a rebuild of a sharded index without it keeps

@@ -124,6 +124,23 @@ ENGLISH_STOP_WORDS = (
 #: The stop-word lists an index may name.
 STOP_WORD_LISTS = {"english": frozenset(ENGLISH_STOP_WORDS)}
 
+#: What a new index is built with unless told otherwise: no stemmer and no stop words, so that the terms are the
+#: words as written. English stemming with stop words lifts short keyword queries (CACM's) but not the ranking
+#: of abstract-long ones, and on CACM the default ranking over a stemmed index does not beat that index's own
+#: BM25 (docs/eval/text-analysis.md has the figures): a choice for the user (``--stem english --stopwords english``).
+DEFAULT_STEM: str | None = None
+DEFAULT_STOPWORDS: str | None = None
+#: The name that asks for no stemmer or no stop-word list (``--stem none``), as None does in Python.
+NONE = "none"
+
+
+def chosen(name: str | None) -> str | None:
+    """An analysis option as given (a stemmer's or a stop-word list's name; None, "" or "none" for none) as the
+    name an ``Analyser`` keeps: None for none."""
+    if name is None or name == "" or name == NONE:
+        return None
+    return name
+
 
 def stemmer_names() -> list[str]:
     """The stemmers an index may name: PyStemmer's Snowball algorithms ("english", "porter", "german", ...)."""
@@ -134,8 +151,9 @@ def stemmer_names() -> list[str]:
 
 class Analyser:
     """How an index turns text into terms: ``tokenise``, then the stop words of ``stopwords`` dropped (a list
-    of ``STOP_WORD_LISTS``), then each token stemmed by ``stem`` (a Snowball stemmer of PyStemmer). Both None by
-    default. The index records the names (``index_info``: ``stemmer``, ``stopwords``), and ``from_info`` gives
+    of ``STOP_WORD_LISTS``), then each token stemmed by ``stem`` (a Snowball stemmer of PyStemmer). Neither
+    when None (or "none"; ``DEFAULT_STEM`` and ``DEFAULT_STOPWORDS`` are what a build uses unless told
+    otherwise). The index records the names (``index_info``: ``stemmer``, ``stopwords``), and ``from_info`` gives
     the analyser back, so that papers added later and every query are analysed as the index was.
 
     Immutable and cheap to pickle (a build's workers get it with each chunk); the stemmer is made on first use.
@@ -144,8 +162,8 @@ class Analyser:
     __slots__ = ("stem", "stopwords", "_stop", "_stemmer")
 
     def __init__(self, stem: str | None = None, stopwords: str | None = None) -> None:
-        stem = stem or None
-        stopwords = stopwords or None
+        stem = chosen(stem)
+        stopwords = chosen(stopwords)
         if stopwords is not None and stopwords not in STOP_WORD_LISTS:
             from .errors import ConfigError
 

@@ -40,7 +40,12 @@ def tokens(text: str) -> list[str]:
     return out
 
 
-def analysed(text: str, stem: str | None = None, stopwords: str | None = None) -> list[str]:
+# What an index is built with unless told otherwise, as the README documents it: neither stemming nor stop words.
+DEFAULT_STEM = None
+DEFAULT_STOPWORDS = None
+
+
+def analysed(text: str, stem: str | None = DEFAULT_STEM, stopwords: str | None = DEFAULT_STOPWORDS) -> list[str]:
     """``tokens(text)`` without the stop words of ``stopwords``, then each stemmed by the Snowball ``stem``."""
     out = tokens(text)
     if stopwords:
@@ -59,9 +64,12 @@ _STEMMERS: dict = {}
 
 class ReferenceBM25:
     """Okapi BM25, k1=1.5, b=0.75, idf = ln(1 + (N - df + 0.5)/(df + 0.5)), over {id: text}, with the terms of
-    ``analysed(text, stem, stopwords)`` (a document's length is its number of terms, stop words not counted)."""
+    ``analysed(text, stem, stopwords)`` (a document's length is its number of terms, stop words not counted);
+    the default analysis by default, None for none."""
 
-    def __init__(self, docs: dict[str, str], stem: str | None = None, stopwords: str | None = None) -> None:
+    def __init__(
+        self, docs: dict[str, str], stem: str | None = DEFAULT_STEM, stopwords: str | None = DEFAULT_STOPWORDS
+    ) -> None:
         self.terms = lambda text: analysed(text, stem, stopwords)
         self.tf = {pid: Counter(self.terms(text)) for pid, text in docs.items()}
         self.dl = {pid: sum(c.values()) for pid, c in self.tf.items()}

@@ -30,13 +30,17 @@ def _check(client: RetrievalClient, ref: ReferenceBM25, query: str, k: int) -> N
     assert [pid for pid, _ in exhaustive] == [pid for pid, _ in got], query
 
 
-@pytest.mark.parametrize("options", [STEM_STOP, {"stem": "english"}, {"stopwords": "english"}])
+@pytest.mark.parametrize(
+    "options",
+    [STEM_STOP, {"stem": "english"}, {"stopwords": "english"}, {"stem": "none", "stopwords": "none"}, {}],
+)  # fmt: skip
 def test_a_stemmed_build_without_stop_words_scores_as_the_reference(tmp_path, options):
     db = tmp_path / "demo.db"
     build(db=db, **options)
-    ref = ReferenceBM25({p.id: p.text for p in build_corpus()}, **options)
+    named = {k: None if v == "none" else v for k, v in options.items()}  # "none" asks for none, as None does
+    ref = ReferenceBM25({p.id: p.text for p in build_corpus()}, **named)
     with RetrievalClient(db=db) as client:
-        assert client.stats.analyser == Analyser(**options)
+        assert client.stats.analyser == Analyser(**named)  # the default ({}): neither
         for query in ["the attention of sparsity", "retrieving augmented embeddings", "study 12", "models model"]:
             _check(client, ref, query, 100)
 

@@ -667,3 +667,33 @@ def test_the_policy_mode_is_the_policy_and_auto_is_the_default_search(citation_f
         ]
         assert REGISTRY["auto"].run(client, lexical, client.config, 100).ranking == [r.paper.id for r in default.ranked]
     assert default.expansion["auto"]["ranking"] in ("learned", "expansion")
+
+
+def test_the_analysis_builds_an_index_of_its_own_and_the_report_says_which(citation_files, tmp_path):
+    """``--stem`` and ``--stopwords`` analyse the evaluation index as ``retrieval build`` would: a cache entry of
+    their own (the plain one is not reused), recorded in the report, and BM25 ranks as on such a build."""
+    corpus, queries = citation_files
+    cache = tmp_path / "cache"
+    plain = run_eval(corpus, queries, tmp_path / "plain", cache_dir=cache, modes=["bm25"])
+    stemmed = run_eval(corpus, queries, tmp_path / "stemmed", cache_dir=cache, modes=["bm25"], stem="english",
+                       stopwords="english")  # fmt: skip
+    assert plain.inputs["analysis"] == {"stemmer": "none", "stopwords": "none"}
+    assert stemmed.inputs["analysis"] == {"stemmer": "english", "stopwords": "english"}
+    assert "- Analysis: stemmer `english`, stop words `english`" in (tmp_path / "stemmed" / "report.md").read_text()
+    built = sorted(cache.glob("*.db"))
+    assert len(built) == 2
+    infos = []
+    for path in built:
+        with sqlite3.connect(path) as conn:
+            infos.append(dict(conn.execute("SELECT key, value FROM index_info WHERE key IN ('stemmer', 'stopwords')")))
+    assert sorted(i["stemmer"] for i in infos) == ["", "english"]
+    with sqlite3.connect(built[0]) as a, sqlite3.connect(built[1]) as b:
+        terms = [set(t for (t,) in c.execute("SELECT term FROM doc_freq")) for c in (a, b)]
+    assert "the" in terms[0] ^ terms[1]  # the stop word is a term of the plain index only
+    with pytest.raises(ConfigError, match="no stemmer 'klingon'"):
+        run_eval(corpus, queries, tmp_path / "x", cache_dir=cache, modes=["bm25"], stem="klingon")
+    argv = ["eval", "--corpus", str(corpus), "--queries", str(queries), "--out", str(tmp_path / "cli"),
+            "--cache-dir", str(cache), "--modes", "bm25", "--stem", "english", "--stopwords", "english"]  # fmt: skip
+    assert main(argv) == 0
+    assert json.loads((tmp_path / "cli" / "report.json").read_text())["inputs"]["analysis"]["stemmer"] == "english"
+    assert len(list(cache.glob("*.db"))) == 2  # the CLI's run found the stemmed entry

@@ -42,7 +42,7 @@ from retrieval.interfaces.cli import main
 from retrieval.search.query import Query
 from retrieval.store.schema import models
 from retrieval.store.sqlite.build import build_index
-from retrieval.text import tokenise
+from tests.reference import analysed
 
 # -- a small corpus of four topics ------------------------------------------------------------------------------
 
@@ -329,7 +329,7 @@ def test_tfidf_scorer_is_the_cosine_of_index_idf_vectors(client):
     def unit_vector(text):
         v = {
             t: (1 + math.log(c)) * math.log(1 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))
-            for t, c in Counter(tokenise(text)).items()
+            for t, c in Counter(analysed(text)).items()
         }
         norm = math.sqrt(sum(x * x for x in v.values()))
         return {t: x / norm for t, x in v.items()}
@@ -343,6 +343,45 @@ def test_tfidf_scorer_is_the_cosine_of_index_idf_vectors(client):
     assert m[0][0] == pytest.approx(sum(a[t] * b.get(t, 0) for t in a), rel=1e-12)
     assert m[0][1] == 0.0
     assert scorer.support(claims[:1], claims[:1])[0][0] == pytest.approx(1.0)
+
+
+@pytest.fixture(scope="module")
+def stemmed_db(tmp_path_factory, corpus):
+    path = tmp_path_factory.mktemp("evidence") / "stemmed.db"
+    build_index(corpus, path, stem="english", stopwords="english")
+    return path
+
+
+def test_tfidf_scorer_uses_the_terms_of_a_stemmed_index(stemmed_db):
+    """On an index built with a stemmer and stop words the claims are analysed as the index analyses text: each
+    term is one ``doc_freq`` holds (a word as written, "plasmas", or a stop word, "the", would be read as in no
+    paper and weigh the most)."""
+    with sqlite3.connect(stemmed_db) as conn:
+        df = dict(conn.execute("SELECT term, df FROM doc_freq"))
+    claims = ["Quark gluon plasmas.", "The plasma of quark gluons.", "Brane fluxes."]
+    with RetrievalClient(db=stemmed_db) as client:
+        n = client.stats.n_papers
+
+        def unit_vector(text):
+            terms = analysed(text, "english", "english")
+            assert all(t in df for t in terms), text
+            v = {
+                t: (1 + math.log(c)) * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                for t, c in Counter(terms).items()
+            }
+            norm = math.sqrt(sum(x * x for x in v.values()))
+            return {t: x / norm for t, x in v.items()}
+
+        with client.snapshot() as snap:
+            scorer = TfidfCosineScorer(snap)
+            scorer.prepare(claims)
+        a, b = unit_vector(claims[0]), unit_vector(claims[1])
+        m = scorer.support(claims[:1], claims[1:])
+        assert m[0][0] == pytest.approx(sum(a[t] * b.get(t, 0) for t in a), rel=1e-12) and m[0][0] > 0.5
+        assert m[0][1] == 0.0
+        # the whole run: edges across topics are still the ones the coverage rule prunes
+        run = explain(client, QUERY, subqueries=["graph vertex colouring"], config=EvidenceConfig.crase())
+        assert run.pruned_edges and all(e.kept == (e.delta >= run.config.tau) for e in run.edges.values())
 
 
 def test_pruning_removes_unsupported_edges_and_stranded_papers(client):

@@ -37,6 +37,7 @@ from retrieval.search.query import Query
 from retrieval.search.split import MIN_PART, split_query
 from retrieval.store.sqlite.build import build_index
 from retrieval.text import sentences, tokenise
+from tests.reference import analysed
 
 from .test_evidence import QUERY, topic_corpus
 
@@ -54,12 +55,12 @@ def _unit_vectors(client, texts: list[str]) -> dict[str, dict[str, float]]:
     n = client.stats.n_papers
     df: Counter = Counter()
     for paper in client.papers([p.id for p in topic_corpus()], full=True).values():
-        df.update(set(tokenise(f"{paper.title} {paper.abstract or ''}")))
+        df.update(set(analysed(f"{paper.title} {paper.abstract or ''}")))
     out = {}
     for text in texts:
         v = {
             t: (1 + math.log(c)) * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-            for t, c in Counter(tokenise(text)).items()
+            for t, c in Counter(analysed(text)).items()
         }
         norm = math.sqrt(sum(x * x for x in v.values()))
         out[text] = {t: x / norm for t, x in v.items()} if norm else {}

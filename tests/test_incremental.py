@@ -447,7 +447,7 @@ def test_removing_a_paper_whose_stored_text_was_changed_by_hand_is_a_message_and
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE papers SET title = 'changed entirely' WHERE id = 'p001'")
     before = db.read_bytes()
-    with pytest.raises(RetrievalError, match=r"'p001' holds the word '(changed|entirely)'.*nothing was changed"):
+    with pytest.raises(RetrievalError, match=r"'p001' holds the term '(changed|entirely)'.*nothing was changed"):
         remove_papers(["p001"], db)
     assert main(["remove", "p001", "--db", str(db)]) == 1
     err = capsys.readouterr().err

@@ -472,6 +472,16 @@ def test_train_writes_a_model_beside_the_index_that_the_next_search_uses(files):
                      "--cache-dir", str(files["cache"]), "--name", "mine", "--rounds", "3"])  # fmt: skip
     assert code == 0
     assert hashlib.sha256(again.read_bytes()).hexdigest() == sha
+    assert data["fitted"]["analysis"] == {"stemmer": "none", "stopwords": "none"}
+    # trained on indexes analysed another way: recorded in the model, and another fit
+    stemmed = files["base"] / "stemmed.json"
+    with redirect_stdout(io.StringIO()):
+        code = main(["train", "--corpus", str(files["corpus"]), "--queries", str(files["queries"]), "--out",
+                     str(stemmed), "--cache-dir", str(files["cache"]), "--name", "mine", "--rounds", "3",
+                     "--stem", "english", "--stopwords", "english"])  # fmt: skip
+    assert code == 0
+    assert json.loads(stemmed.read_text(encoding="utf-8"))["fitted"]["analysis"] == {
+        "stemmer": "english", "stopwords": "english"}  # fmt: skip
 
 
 def test_train_needs_paired_files(files, capsys):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from retrieval import RetrievalClient, Trace, build_corpus, read_jsonl
 from retrieval.commands import build
 from tests.helpers import paper, write_jsonl
-from tests.reference import ReferenceBM25, close, tokens
+from tests.reference import ReferenceBM25, analysed, close
 
 
 def _check_against_reference(client: RetrievalClient, ref: ReferenceBM25, query: str, k: int) -> None:
@@ -55,10 +55,10 @@ def test_agrees_with_bm25s_lucene(cacm_index):
     db, corpus = cacm_index
     papers = [p for _, p in read_jsonl(corpus)]
     retriever = bm25s.BM25(method="lucene", k1=1.5, b=0.75)
-    retriever.index([tokens(p.text) for p in papers], show_progress=False)
+    retriever.index([analysed(p.text) for p in papers], show_progress=False)  # the index's default analysis
     with RetrievalClient(db=db) as client:
         for query in ["parallel sorting algorithms", "time sharing operating system", "matrix inversion error"]:
-            theirs = retriever.get_scores(sorted(set(tokens(query))))
+            theirs = retriever.get_scores(sorted(set(analysed(query))))
             ours = client.lexical.scores(query, [p.id for p in papers])
             for i, p in enumerate(papers):
                 assert ours[p.id] == pytest.approx(2.5 * float(theirs[i]), rel=1e-5, abs=1e-6)

@@ -12,7 +12,7 @@ from retrieval.commands import build
 from retrieval.search import lexical, prf
 from retrieval.search.query import Query
 from tests.helpers import BACKENDS, paper, write_jsonl
-from tests.reference import K1, B, ReferenceBM25, close, tokens
+from tests.reference import K1, B, ReferenceBM25, analysed, close
 
 VOCABULARY = [f"w{i:03d}" for i in range(300)] + ["graph", "routing", "sparse", "network"]
 
@@ -47,14 +47,14 @@ def reference_rm3(docs: dict[str, str], query: str, fb_docs=10, fb_terms=10, alp
     keep = {t for t, df in ref.df.items() if df <= 0.1 * ref.n and len(t) >= 2}
     model: Counter = Counter()
     for pid, score in feedback:
-        counts = Counter(t for t in tokens(docs[pid]) if t in keep)
+        counts = Counter(t for t in analysed(docs[pid]) if t in keep)
         length = sum(counts.values())
         for t, c in counts.items():
             model[t] += c / length * score
     top = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))[:fb_terms]
     total = sum(v for _, v in top)
     rm = {t: v / total for t, v in top}
-    qtf = Counter(t for t in tokens(query) if t in ref.df)
+    qtf = Counter(t for t in analysed(query) if t in ref.df)
     qn = sum(qtf.values())
     weights = {t: alpha * qtf.get(t, 0) / qn + (1 - alpha) * rm.get(t, 0.0) for t in set(qtf) | set(rm)}
     return ref, [pid for pid, _ in feedback], rm, weights
@@ -85,7 +85,7 @@ def test_rm3_weights_match_the_plain_computation(corpus, query):
     assert math.isclose(sum(fb.model.values()), 1.0)
     assert fb.weights.keys() == weights.keys()
     assert all(close(fb.weights[t], weights[t]) for t in weights)
-    assert len(fb.query.terms) > len(set(tokens(query)))  # the query did grow
+    assert len(fb.query.terms) > len(set(analysed(query)))  # the query did grow
 
 
 @pytest.mark.parametrize("query", ["graph routing", "sparse network w010"])

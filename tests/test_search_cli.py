@@ -199,3 +199,20 @@ def test_a_surname_hyphenated_to_another_word_is_no_author_hint(db, capsys):
     assert code == 0 and "--author hawking" not in err
     code, _, err = run(capsys, "search", "hawking entropy", "--db", db)
     assert code == 0 and "--author hawking" in err
+
+
+def test_on_a_stemmed_index_the_hints_name_the_words_as_written(tmp_path, capsys):
+    """The surname hint and the missing-word warning speak of the user's words, not of the index's stems: a
+    stemmed index reads "hawking" as "hawk", which is no author's surname."""
+    records = [
+        paper("a1", "Black hole entropy", "black hole entropy from strings", 1996, authors=["Juan Maldacena"]),
+        paper("a2", "Black hole evaporation", "hawking radiation of a black hole", 1999, ["a1"], ["Stephen Hawking"]),
+    ]
+    db = tmp_path / "stemmed.db"
+    source = write_jsonl(tmp_path / "papers.jsonl", records)
+    assert main(["build", "--from", str(source), "--db", str(db), "--stem", "english", "--stopwords", "english"]) == 0
+    capsys.readouterr()
+    code, _, err = run(capsys, "search", "hawking entropy", "--db", str(db))
+    assert code == 0 and "'hawking' is also the surname of authors of 1 paper: add --author hawking" in err
+    code, _, err = run(capsys, "search", "black holes quarkings", "--db", str(db))
+    assert code == 0 and "no paper contains 'quarkings'" in err

@@ -25,7 +25,7 @@ from ..corpus.paper import Paper
 from ..errors import RetrievalError, StoreError
 from ..store.database import HEAD_REVISION, check_index
 from ..store.sqlite.build import build_index
-from ..text import TOKENISER_NAME, TOKENISER_VERSION
+from ..text import DEFAULT_STEM, DEFAULT_STOPWORDS, NONE, TOKENISER_NAME, TOKENISER_VERSION, chosen
 
 #: Bump when the protocol changes what goes into an evaluation index.
 EVAL_INDEX_FORMAT = "1"
@@ -53,17 +53,29 @@ def index_identity() -> dict:
     }
 
 
+def analysis(stem: str | None = DEFAULT_STEM, stopwords: str | None = DEFAULT_STOPWORDS) -> dict:
+    """The text analysis an evaluation index is built with, as its cache key and manifest record it."""
+    return {"stemmer": chosen(stem) or NONE, "stopwords": chosen(stopwords) or NONE}
+
+
 def cache_key(
-    corpus_sha256: str, queries_sha256: str, protocol: str, semantic: str | None = None, format: str | None = None
+    corpus_sha256: str,
+    queries_sha256: str,
+    protocol: str,
+    semantic: str | None = None,
+    format: str | None = None,
+    stem: str | None = DEFAULT_STEM,
+    stopwords: str | None = DEFAULT_STOPWORDS,
 ) -> str:
-    """The hex sha256 naming the evaluation index of these inputs under this version of the package (and the
-    semantic model whose vectors it keeps, if any, and the corpus format when one was given rather than
-    detected)."""
+    """The hex sha256 naming the evaluation index of these inputs under this version of the package and this
+    analysis (and the semantic model whose vectors it keeps, if any, and the corpus format when one was given
+    rather than detected)."""
     document = {
         "corpus_sha256": corpus_sha256,
         "queries_sha256": queries_sha256,
         "protocol": protocol,
         **index_identity(),
+        **analysis(stem, stopwords),
         **({"semantic": semantic} if semantic else {}),
         **({"format": format} if format else {}),
     }
@@ -94,6 +106,8 @@ def ensure_index(
     source: str = "",
     progress: Callable[[int], None] | None = None,
     semantic: str | None = None,
+    stem: str | None = DEFAULT_STEM,
+    stopwords: str | None = DEFAULT_STOPWORDS,
 ) -> CachedIndex:
     """The cached index for ``key``, built from ``papers()`` when absent or unusable.
 
@@ -114,7 +128,7 @@ def ensure_index(
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"cannot create the cache directory {cache_dir} ({exc}): choose another --cache-dir") from None
-    build_index(papers(), path, source=source, progress=progress, semantic=semantic)
+    build_index(papers(), path, source=source, progress=progress, semantic=semantic, stem=stem, stopwords=stopwords)
     sidecar = path.with_suffix(".json")
     tmp = sidecar.with_name(f".{sidecar.name}.tmp")
     tmp.write_text(json.dumps({"key": key, **manifest}, indent=2, sort_keys=True) + "\n", encoding="utf-8")

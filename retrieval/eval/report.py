@@ -86,6 +86,12 @@ class EvalReport:
             f"- Corpus: `{c['file']}`, {p['corpus_papers']:,} papers, sha256 `{c['sha256']}`.",
             f"- Queries: `{q['file']}`, {p['queries_in_file']:,} queries, sha256 `{q['sha256']}`.",
         ]
+        if self.inputs.get("analysis"):
+            a = self.inputs["analysis"]
+            lines.append(
+                f"- Analysis: stemmer `{a['stemmer']}`, stop words `{a['stopwords']}` (`retrieval build`'s "
+                "`--stem`, `--stopwords`)."
+            )
         if self.inputs.get("semantic"):
             lines.append(
                 f"- Semantic signal: the index searched keeps each paper's vector of `{self.inputs['semantic']}` "

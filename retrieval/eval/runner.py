@@ -24,8 +24,9 @@ from ..search.client import RetrievalClient
 from ..search.lexical import weigh
 from ..search.memo import QueryMemo
 from ..search.query import Query
+from ..text import DEFAULT_STEM, DEFAULT_STOPWORDS, Analyser
 from ..workers import context, default_workers, follow_parent
-from .cache import CachedIndex, cache_key, ensure_index, file_sha256, index_identity, resolve_cache_dir
+from .cache import CachedIndex, analysis, cache_key, ensure_index, file_sha256, index_identity, resolve_cache_dir
 from .graphrag import by_hop, by_seed_quality
 from .metrics import CUTOFFS, Effectiveness, effectiveness, latency_summary, require_library
 from .modes import LEXICAL_DEPTH, MODES, LexicalPass, Mode, select_modes
@@ -143,10 +144,16 @@ def index_kind(kind: str) -> str:
 
 
 def open_index(
-    prepared: Prepared, cache_dir: Path, progress: Progress | None, semantic: str | None = None
+    prepared: Prepared,
+    cache_dir: Path,
+    progress: Progress | None,
+    semantic: str | None = None,
+    stem: str | None = DEFAULT_STEM,
+    stopwords: str | None = DEFAULT_STOPWORDS,
 ) -> CachedIndex:
-    """The evaluation index of ``prepared`` from the cache, built there first if absent (with the papers' vectors
-    of the model ``semantic`` when given: a cache entry of its own)."""
+    """The evaluation index of ``prepared`` from the cache, built there first if absent, analysed with ``stem``
+    and ``stopwords`` as ``retrieval build`` would (with the papers' vectors of the model ``semantic`` when given:
+    each a cache entry of its own)."""
     evalset = prepared.evalset
     info = prepared.file_info()
     manifest = {
@@ -154,11 +161,18 @@ def open_index(
         "queries": {k: info["queries"][k] for k in ("file", "sha256")},
         "protocol": index_kind(evalset.kind),
         **index_identity(),
+        **analysis(stem, stopwords),
         **({"semantic": semantic} if semantic else {}),
         **({"format": prepared.format} if prepared.format else {}),
     }
     key = cache_key(
-        prepared.corpus_sha256, prepared.queries_sha256, index_kind(evalset.kind), semantic, prepared.format
+        prepared.corpus_sha256,
+        prepared.queries_sha256,
+        index_kind(evalset.kind),
+        semantic,
+        prepared.format,
+        stem,
+        stopwords,
     )
     return ensure_index(
         cache_dir,
@@ -168,6 +182,8 @@ def open_index(
         source=f"evaluation index of {display_name(prepared.corpus)}",
         progress=(lambda done: progress("index", done, evalset.index_papers)) if progress else None,
         semantic=semantic,
+        stem=stem,
+        stopwords=stopwords,
     )
 
 
@@ -409,6 +425,8 @@ def run_eval(
     jobs: int | None = None,
     semantic: str | None = None,
     format: str | None = None,
+    stem: str | None = DEFAULT_STEM,
+    stopwords: str | None = DEFAULT_STOPWORDS,
 ) -> EvalReport:
     """Evaluate every mode in ``modes`` (default: all of ``MODES``) on ``queries`` over ``corpus``.
 
@@ -420,7 +438,8 @@ def run_eval(
     evaluation index is cached under ``cache_dir`` (see ``retrieval.eval.cache``). ``jobs`` worker processes
     share the queries (default: one per core, at most two; fewer than ``PARALLEL_MIN_QUERIES`` queries run in
     this process); the figures do not depend on it. ``semantic`` (``"wordllama"``) builds the evaluation index with
-    the papers' vectors, so that the modes that blend the semantic signal (the policy's) use it. Raises
+    the papers' vectors, so that the modes that blend the semantic signal (the policy's) use it. ``stem`` and
+    ``stopwords`` analyse the evaluation index as ``retrieval build`` takes them (its defaults too). Raises
     ``RetrievalError`` subclasses with what to do next.
     """
     started = time.perf_counter()
@@ -436,7 +455,8 @@ def run_eval(
 
     if semantic:
         embed.encoder(semantic)  # a missing package fails before the long part
-    cached = open_index(prepared, resolve_cache_dir(cache_dir), progress, semantic)
+    Analyser(stem, stopwords)  # an unknown name fails before the long part
+    cached = open_index(prepared, resolve_cache_dir(cache_dir), progress, semantic, stem, stopwords)
     jobs = default_workers() if jobs is None else jobs
     if jobs < 1:
         raise ConfigError(f"jobs must be at least 1, got {jobs}")
@@ -451,6 +471,7 @@ def run_eval(
     queries_seconds = time.perf_counter() - queries_started
 
     report, effect = assemble(prepared, runs, selected, config, protocol)
+    report.inputs["analysis"] = analysis(stem, stopwords)
     if semantic:
         report.inputs["semantic"] = semantic
     for m in selected:

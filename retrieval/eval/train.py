@@ -53,7 +53,8 @@ from ..search.learned import (
     linked_share,
 )
 from ..search.query import Query
-from .cache import resolve_cache_dir
+from ..text import DEFAULT_STEM, DEFAULT_STOPWORDS
+from .cache import analysis, resolve_cache_dir
 from .modes import LEXICAL_DEPTH
 from .protocol import AUTO
 from .runner import bm25_list, exclusions, open_index, prepare
@@ -213,11 +214,14 @@ def extract(
     progress: Progress | None = None,
     candidates: dict = DEFAULT_CANDIDATES,
     format: str | None = None,
+    stem: str | None = DEFAULT_STEM,
+    stopwords: str | None = DEFAULT_STOPWORDS,
 ) -> SetData:
     """Every judged query's candidates (``candidates``: the model's candidate settings) and features under the
-    evaluation's protocol (cached; see the module). ``format``: the corpus file's (default: detected)."""
+    evaluation's protocol (cached; see the module), on an index analysed with ``stem`` and ``stopwords``.
+    ``format``: the corpus file's (default: detected)."""
     prepared = prepare(Path(corpus), Path(queries), protocol, limit_queries, format=format)
-    cached = open_index(prepared, resolve_cache_dir(cache_dir), progress)
+    cached = open_index(prepared, resolve_cache_dir(cache_dir), progress, stem=stem, stopwords=stopwords)
     inputs = {k: {"file": v["file"], "sha256": v["sha256"]} for k, v in prepared.file_info().items()}
     name = set_name(corpus, queries)
     evalset = prepared.evalset
@@ -367,11 +371,14 @@ def train(
     progress: Progress | None = None,
     relations: Sequence[str] | None = None,
     format: str | None = None,
+    stem: str | None = DEFAULT_STEM,
+    stopwords: str | None = DEFAULT_STOPWORDS,
 ) -> dict:
     """Fit the learned ranking on ``pairs`` of (corpus, judged queries), cross-validate it, and write the model
     to ``out``; returns the summary (the file's path and sha256, the cross-validation, the training figures).
     ``relations``: the relations the candidates' expansion follows (default all four; the model file records
-    them, and a search under the model follows them). ``format``: the corpus files' (default: detected)."""
+    them, and a search under the model follows them). ``format``: the corpus files' (default: detected);
+    ``stem``, ``stopwords``: the evaluation indexes' analysis, as ``retrieval build`` takes it (its defaults too)."""
     if not pairs:
         raise ConfigError("give at least one --corpus and --queries pair to train on")
     check_model_name(name)
@@ -385,7 +392,7 @@ def train(
             )
         candidates["relations"] = [r for r in DEFAULT_CANDIDATES["relations"] if r in relations]
     sets = [extract(c, q, cache_dir=cache_dir, limit_queries=limit_queries, protocol=protocol, progress=progress,
-                    candidates=candidates, format=format)
+                    candidates=candidates, format=format, stem=stem, stopwords=stopwords)
             for c, q in pairs]  # fmt: skip
     names = [s.name for s in sets]
     if len(set(names)) != len(names):
@@ -410,6 +417,7 @@ def train(
             "train_ndcg@10_history": [round(h, 6) for h in history],
             "retrieval_version": __version__,
             "limit_queries": limit_queries,
+            "analysis": analysis(stem, stopwords),
         },
         "training_sets": [{"name": s.name, **s.inputs, "queries_used": len(s.queries)} for s in sets],
         "cross_validation": cv,

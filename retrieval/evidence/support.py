@@ -43,7 +43,7 @@ from ..bm25 import idf as bm25_idf
 from ..errors import InputError
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
-from ..text import sentences, tokenise
+from ..text import sentences
 
 DOC_FREQ_SQL = statement(
     lambda d: (
@@ -80,19 +80,21 @@ class SupportScorer(Protocol):
 
 
 class TfidfCosineScorer:
-    """Cosine similarity of TF-IDF vectors (tf = 1 + ln count, idf from the index's ``doc_freq``)."""
+    """Cosine similarity of TF-IDF vectors (tf = 1 + ln count, idf from the index's ``doc_freq``), over the terms
+    of the index's own analysis (its stemmer and stop words), so that every term is one ``doc_freq`` knows."""
 
     name = "tfidf-cosine"
 
     def __init__(self, snap: Snapshot) -> None:
         self._snap = snap
         self._n = snap.stats.n_papers
+        self._analyse = snap.stats.analyser.analyse
         self._idf: dict[str, float] = {}
         self._vectors: dict[str, dict[str, float]] = {}
 
     def prepare(self, claims: Sequence[str]) -> None:
         # One query for the document frequencies of every new term of the run.
-        tokens = {text: tokenise(text) for text in claims if text not in self._vectors}
+        tokens = {text: self._analyse(text) for text in claims if text not in self._vectors}
         missing = sorted({t for toks in tokens.values() for t in toks} - self._idf.keys())
         if missing:
             df = dict(
@@ -122,7 +124,7 @@ class TfidfCosineScorer:
         """The unit TF-IDF vector of ``text`` (empty when it has no token)."""
         found = self._vectors.get(text)
         if found is None:
-            found = self._vectors[text] = self._vector(tokenise(text))
+            found = self._vectors[text] = self._vector(self._analyse(text))
         return found
 
     def best_supports(

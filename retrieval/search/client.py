@@ -561,6 +561,8 @@ def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Fil
             return ["the query is empty: nothing to rank"]
         return ["the query has no words to search (only punctuation): nothing to rank"]
     found = {t.term for t in wq.terms}
+    if not query.analyser.plain:  # the user's words as written: "hawking", not its stem "hawk"
+        query = Query.parse(query.text)
     if analysed.analyser == query.analyser:  # the words are the terms: nothing to analyse again
         absent = [token for token in query.qtf if token not in found]
     else:  # the user's words, each as the index analyses it (a stem, or nothing for a stop word)
@@ -582,8 +584,8 @@ def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Fil
                 count = author_papers(snap, token)
                 if count:
                     out.append(
-                        f"{token!r} is also the surname of authors of {count:,} papers: add --author {token} "
-                        "(or author:" + token + ") to rank their papers"
+                        f"{token!r} is also the surname of authors of {count:,} paper{'' if count == 1 else 's'}: "
+                        f"add --author {token} (or author:{token}) to rank their papers"
                     )
     return out
 

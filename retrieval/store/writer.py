@@ -285,7 +285,7 @@ class IndexWriter:
                 if term_id is None:  # the stored text was changed after it was indexed (by hand)
                     where = self.summary.path
                     raise NotAnIndexError(
-                        f"{where} is damaged: the stored title or abstract of {quoted(pid)} holds the word "
+                        f"{where} is damaged: the stored title or abstract of {quoted(pid)} holds the term "
                         f"{quoted(term)}, which the index's terms lack (its text was changed after it was indexed), "
                         f"so its postings cannot be found: nothing was changed; rebuild it with "
                         f"`retrieval build --db {where}` (from its corpus)"

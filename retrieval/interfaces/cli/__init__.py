@@ -28,6 +28,7 @@ from .options import (
     DB_HELP,
     FORMAT_HELP,
     FORMATS,
+    add_analysis_options,
     add_output_args,
     bounded,
     checked,
@@ -404,16 +405,7 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         type=bounded("workers", 0),
         help="processes that tokenise during the build (default: one per core, at most 2; 0 = this process only)",
     )
-    p.add_argument(
-        "--stem",
-        metavar="LANGUAGE",
-        help="stem terms with this Snowball stemmer (PyStemmer: english, porter, german, ...); default: none",
-    )
-    p.add_argument(
-        "--stopwords",
-        choices=["english"],
-        help="drop these stop words (english: Lucene's 33); default: none. Both are recorded in the index",
-    )
+    add_analysis_options(p)
     p.add_argument(
         "--semantic",
         choices=["wordllama"],

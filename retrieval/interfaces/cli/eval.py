@@ -13,7 +13,7 @@ from typing import TextIO
 from ...eval.cache import DEFAULT_CACHE_DIR
 from ...eval.modes import MODES
 from ...eval.protocol import AUTO, PROTOCOLS
-from .options import FORMAT_HELP, FORMATS, positive_int
+from .options import FORMAT_HELP, FORMATS, add_analysis_options, positive_int
 
 
 class ProgressBar:
@@ -85,6 +85,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             semantic=args.semantic,
             format=args.format,
+            stem=args.stem,
+            stopwords=args.stopwords,
         )
     finally:
         if bar:
@@ -158,6 +160,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="citation: remove query papers; judged: remove nothing; time-honest: citation, and each query sees no "
         "paper newer than its own; auto (default): citation or judged, from the files",
     )
+    add_analysis_options(p, "the evaluation index's ")
     p.add_argument(
         "--semantic",
         choices=["wordllama"],

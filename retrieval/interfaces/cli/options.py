@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ...config import DB_ENV_VAR, DEFAULT_DB, QUERY_TIMEOUT, RELATIONS
+from ...text import DEFAULT_STEM, DEFAULT_STOPWORDS, NONE, STOP_WORD_LISTS
 from ...validate import LIMITS, YEAR_RANGE
 
 #: ``--db``'s help, on every command that opens an index.
@@ -15,6 +16,25 @@ DB_HELP = f"index file or PostgreSQL URL (default: ${DB_ENV_VAR}, else ./{DEFAUL
 #: a search does not import the readers.
 FORMATS = ("jsonl", "openalex", "s2")
 FORMAT_HELP = "input format: jsonl, openalex or s2 (default: detected from the first record)"
+
+
+def add_analysis_options(p: argparse.ArgumentParser, what: str = "") -> None:
+    """``--stem`` and ``--stopwords`` on ``p`` (``build``, and ``eval`` and ``train`` for their indexes, ``what``)."""
+    p.add_argument(
+        "--stem",
+        metavar="LANGUAGE",
+        default=DEFAULT_STEM,
+        help=f"stem {what}terms with this Snowball stemmer (PyStemmer: english, porter, german, ...; {NONE} for no "
+        f"stemming); default: {DEFAULT_STEM or NONE}",
+    )
+    p.add_argument(
+        "--stopwords",
+        choices=[*STOP_WORD_LISTS, NONE],
+        default=DEFAULT_STOPWORDS,
+        help=f"drop these stop words (english: Lucene's 33; {NONE} to keep every word); default: "
+        f"{DEFAULT_STOPWORDS or NONE}."
+        " Both are recorded in the index",
+    )
 
 
 def index_location(text: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ...eval.cache import DEFAULT_CACHE_DIR
 from ...eval.protocol import AUTO, PROTOCOLS
-from .options import FORMAT_HELP, FORMATS, index_location, positive_int, relations
+from .options import FORMAT_HELP, FORMATS, add_analysis_options, index_location, positive_int, relations
 
 DESCRIPTION = (
     "Fit the learned ranking (a linear model over BM25, citation-evidence, in-degree and recency features, by "
@@ -31,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", required=True, action="append", metavar="FILE",
                    help='judged queries (JSONL {"qid", "query", "relevant"}), one per --corpus')  # fmt: skip
     p.add_argument("--format", choices=FORMATS, help="the corpus files' " + FORMAT_HELP)
+    add_analysis_options(p, "the evaluation indexes' ")
     p.add_argument(
         "--db",
         type=index_location,
@@ -81,6 +82,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         list(zip(args.corpus, args.queries, strict=True)), out, name=args.name, cache_dir=args.cache_dir,
         limit_queries=args.limit_queries, protocol=args.protocol, rounds=args.rounds or ROUNDS,
         relations=args.relations.split(",") if args.relations else None, format=args.format,
+        stem=args.stem, stopwords=args.stopwords,
     )  # fmt: skip
     if args.json:
         print(json.dumps(summary, indent=2))

@@ -48,6 +48,7 @@ from ... import stop
 from ...config import DatabaseURL
 from ...corpus.paper import Paper
 from ...errors import NotAnIndexError, StoreError
+from ...text import DEFAULT_STEM, DEFAULT_STOPWORDS
 from ..schema.catalogue import BOOLEANS, BY_NAME, COPIED, LOCKED
 from .connection import SCHEMA, _psycopg, open_raw, server_error
 
@@ -187,8 +188,8 @@ def build_postgres(
     source: str = "",
     progress=None,
     workers: int | None = None,
-    stem: str | None = None,
-    stopwords: str | None = None,
+    stem: str | None = DEFAULT_STEM,
+    stopwords: str | None = DEFAULT_STOPWORDS,
     semantic: str | None = None,
 ):
     """Build the index of ``papers`` at ``url`` (see the module docstring); returns the build's summary."""

@@ -86,6 +86,7 @@ from collections.abc import Iterable, Sequence
 from ...config import DatabaseURL, resolve_db
 from ...corpus.paper import Paper
 from ...errors import ConfigError, IndexNotFoundError, StoreError
+from ...text import DEFAULT_STEM, DEFAULT_STOPWORDS
 from ..schema.catalogue import COORDINATOR, DISTRIBUTED
 from .connection import SCHEMA, _psycopg, open_raw, server_error, server_params, url_of
 
@@ -366,8 +367,8 @@ def build_sharded(
     source: str = "",
     progress=None,
     workers: int | None = None,
-    stem: str | None = None,
-    stopwords: str | None = None,
+    stem: str | None = DEFAULT_STEM,
+    stopwords: str | None = DEFAULT_STOPWORDS,
     semantic: str | None = None,
 ):
     """Build the index of ``papers`` at the coordinator ``url``, its distributed tables partitioned over

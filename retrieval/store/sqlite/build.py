@@ -12,7 +12,7 @@ from pathlib import Path
 from ... import embed
 from ...bm25 import K1, B
 from ...corpus.paper import Paper
-from ...text import Analyser
+from ...text import DEFAULT_STEM, DEFAULT_STOPWORDS, Analyser
 from ..database import HEAD_REVISION, store_error
 from ..progress import STATISTICS, SWAP, VECTORS, BuildProgress, as_progress, phase
 from ..rows import WriteSummary, write_statistics
@@ -28,8 +28,8 @@ def build_index(
     source: str = "",
     progress: BuildProgress | Callable[[int], None] | None = None,
     workers: int | None = None,
-    stem: str | None = None,
-    stopwords: str | None = None,
+    stem: str | None = DEFAULT_STEM,
+    stopwords: str | None = DEFAULT_STOPWORDS,
     semantic: str | None = None,
 ) -> WriteSummary:
     """Index ``papers`` into a new file at ``path`` (Okapi BM25 statistics with k1=1.5, b=0.75).
@@ -47,7 +47,8 @@ def build_index(
     of papers read so far.
 
     ``stem`` (a Snowball stemmer of PyStemmer, e.g. ``"english"``) and ``stopwords`` (``"english"``: Lucene's 33
-    English stop words) choose the index's ``retrieval.text.Analyser``; both off by default. The index records
+    English stop words) choose the index's ``retrieval.text.Analyser``: neither by default
+    (``retrieval.text.DEFAULT_STEM``, ``DEFAULT_STOPWORDS``; None or ``"none"`` asks for none). The index records
     them, and every later add and query is analysed the same way.
 
     ``semantic`` (a model of ``retrieval.embed.MODELS``: ``"wordllama"``) also encodes every paper's title and
