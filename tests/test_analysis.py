@@ -253,3 +253,83 @@ def test_the_cli_builds_with_stemming_and_stop_words_and_stats_shows_them(tmp_pa
     assert "no stemmer 'klingon'" in capsys.readouterr().err
     with RetrievalClient(db=db) as client:  # the failed build left the index as it was
         assert client.stats.analyser == Analyser(**STEM_STOP)
+
+
+# -- what a stemmed index counts, warns of and advises, in the user's words --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stemmed_demo(tmp_path_factory):
+    db = tmp_path_factory.mktemp("stemmed") / "demo.db"
+    build(db=db, **STEM_STOP)
+    return db
+
+
+def _wide_words(n: int) -> list[str]:
+    """``n`` distinct words whose plurals stem to them: 2n distinct words, n stems."""
+    letters = "bcdfgklmnprstvz"
+    out = []
+    for i in range(n):
+        a, b, c = letters[i % 15], letters[(i // 15) % 15], letters[(i // 225) % 15]
+        out.append(f"{a}a{b}e{c}an")
+    return out
+
+
+def test_the_term_limit_counts_the_terms_the_index_searches(stemmed_demo, tmp_path, capsys):
+    """2,400 distinct words that a stemmed index reads as 1,200 terms are a query it takes (the limit is 2,000
+    distinct terms, counted as the index analyses text); the plain tokens would be too many."""
+    from retrieval.search.query import MAX_QUERY_TERMS
+
+    words = _wide_words(1200)
+    text = "attention " + " ".join(w + s for w in words for s in ("", "s"))
+    assert len(set(Analyser().analyse(text))) > MAX_QUERY_TERMS  # as written
+    assert len(set(Analyser(**STEM_STOP).analyse(text))) <= MAX_QUERY_TERMS  # as the index reads it
+    with RetrievalClient(db=stemmed_demo) as client:
+        assert client.search(text).ranked
+    assert main(["search", text, "--db", str(stemmed_demo)]) == 0
+    plain = tmp_path / "plain.db"
+    build(db=plain)
+    with pytest.raises(SystemExit) as usage:  # on a plain index the same words are too many: a usage error
+        main(["search", text, "--db", str(plain)])
+    assert usage.value.code == 2 and "distinct terms" in capsys.readouterr().err
+
+
+def test_similar_reads_the_first_terms_of_seeds_too_wide_for_one_query(stemmed_demo, monkeypatch):
+    """The seeds' texts together may hold more distinct terms than a query may: the user gave papers, so the text
+    signal reads their first terms instead of refusing."""
+    from retrieval.search import similar
+    from retrieval.search.similar import seeds_query
+
+    monkeypatch.setattr(similar, "MAX_QUERY_TERMS", 5)
+    analyser = Analyser(**STEM_STOP)
+    query = seeds_query("the sparse attention of routed transformers with blocks and gates", analyser)
+    assert list(query.qtf) == ["spars", "attent", "rout", "transform", "block"]
+    with RetrievalClient(db=stemmed_demo) as client:
+        assert client.similar(["p001", "p002", "p003"]).ranked
+
+
+def test_a_filter_of_stop_words_only_is_said_not_dropped_silently(stemmed_demo):
+    with RetrievalClient(db=stemmed_demo) as client:
+        plain = client.search("attention")
+        for query, named in [("attention -the", "-the"), ('attention -"of the"', '-"of the"'),
+                             ('"the" attention', '"the"')]:  # fmt: skip
+            result = client.search(query)
+            assert result.matched == plain.matched, query
+            assert any(w.startswith(f"{named}: only stop words") for w in result.warnings), result.warnings
+        assert not any("only stop words" in w for w in client.search("attention -sparsity").warnings)
+
+
+def test_rebuild_advice_keeps_the_index_analysis(stemmed_demo, tmp_path, capsys):
+    db = tmp_path / "damaged.db"
+    db.write_bytes(stemmed_demo.read_bytes())
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE doc_len SET length = length + 1 WHERE doc_id = 1")
+    assert main(["check", "--db", str(db)]) == 1
+    out = capsys.readouterr().out
+    assert f"rebuild it with `retrieval build --db {db} --stem english --stopwords english` (from its corpus)" in out
+    with sqlite3.connect(db) as conn:  # a stored text changed by hand: a remove names the term and the same build
+        conn.execute("UPDATE doc_len SET length = length - 1 WHERE doc_id = 1")
+        conn.execute("UPDATE papers SET title = 'changed entirely' WHERE id = 'p001'")
+    assert main(["remove", "p001", "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert "holds the term 'chang'" in err and "--stem english --stopwords english`" in err

@@ -22,6 +22,7 @@ from retrieval.eval.trec import trec_id
 from retrieval.interfaces.cli import main
 from retrieval.interfaces.cli.eval import ProgressBar
 from tests.helpers import SHARED_DATA, write_jsonl
+from tests.reference import analysed
 
 pytrec_eval = pytest.importorskip("pytrec_eval", reason="the eval extra (pytrec_eval) is not installed")
 pytest.importorskip("ir_measures", reason="the eval extra (ir-measures) is not installed")
@@ -690,10 +691,19 @@ def test_the_analysis_builds_an_index_of_its_own_and_the_report_says_which(citat
     with sqlite3.connect(built[0]) as a, sqlite3.connect(built[1]) as b:
         terms = [set(t for (t,) in c.execute("SELECT term FROM doc_freq")) for c in (a, b)]
     assert "the" in terms[0] ^ terms[1]  # the stop word is a term of the plain index only
+    # BM25's candidates: the papers holding a query term, as the index analyses text ("plasmas" is "plasma")
+    short = [{"qid": f"q{t}", "query": f"{words.split()[-1]}s of the", "relevant": [pid(t, 0)]}
+             for t, words in enumerate(TOPICS)]  # fmt: skip
+    judged = run_eval(corpus, write_jsonl(tmp_path / "short.jsonl", short), tmp_path / "short", cache_dir=cache,
+                      modes=["bm25"], stem="english", stopwords="english")  # fmt: skip
+    texts = [set(analysed(f"{r['title']} {r['abstract']}", "english", "english")) for r in corpus_records()]
+    matching = [sum(1 for words in texts if words & set(analysed(q["query"], "english", "english"))) for q in short]
+    assert min(matching) > 0
+    assert judged.modes["bm25"]["candidates_mean"] == pytest.approx(sum(matching) / len(matching))
     with pytest.raises(ConfigError, match="no stemmer 'klingon'"):
         run_eval(corpus, queries, tmp_path / "x", cache_dir=cache, modes=["bm25"], stem="klingon")
     argv = ["eval", "--corpus", str(corpus), "--queries", str(queries), "--out", str(tmp_path / "cli"),
             "--cache-dir", str(cache), "--modes", "bm25", "--stem", "english", "--stopwords", "english"]  # fmt: skip
     assert main(argv) == 0
     assert json.loads((tmp_path / "cli" / "report.json").read_text())["inputs"]["analysis"]["stemmer"] == "english"
-    assert len(list(cache.glob("*.db"))) == 2  # the CLI's run found the stemmed entry
+    assert len(list(cache.glob("*.db"))) == 3  # the CLI's run found the stemmed entry (and the judged set its own)

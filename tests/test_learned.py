@@ -482,6 +482,18 @@ def test_train_writes_a_model_beside_the_index_that_the_next_search_uses(files):
     assert code == 0
     assert json.loads(stemmed.read_text(encoding="utf-8"))["fitted"]["analysis"] == {
         "stemmer": "english", "stopwords": "english"}  # fmt: skip
+    # for a stemmed index (--db), the analysis left out is the index's: the model is fitted on text read as it is
+    stemmed_db = files["base"] / "stemmed.db"
+    assert main(["build", "--from", str(files["corpus"]), "--db", str(stemmed_db), "--stem", "english",
+                 "--stopwords", "english"]) == 0  # fmt: skip
+    with redirect_stdout(io.StringIO()):
+        code = main(["train", "--corpus", str(files["corpus"]), "--queries", str(files["queries"]),
+                     "--db", str(stemmed_db), "--cache-dir", str(files["cache"]), "--name", "mine",
+                     "--rounds", "3"])  # fmt: skip
+    assert code == 0
+    beside_stemmed = json.loads(beside(stemmed_db).read_text(encoding="utf-8"))
+    assert beside_stemmed["fitted"]["analysis"] == {"stemmer": "english", "stopwords": "english"}
+    assert beside_stemmed["weights"] == json.loads(stemmed.read_text(encoding="utf-8"))["weights"]
 
 
 def test_train_needs_paired_files(files, capsys):

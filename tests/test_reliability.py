@@ -94,6 +94,17 @@ def ask(reader: subprocess.Popen, line: str) -> str:
     return reader.stdout.readline().strip()
 
 
+@pytest.fixture(autouse=True)
+def _ctrl_c_as_at_a_terminal():
+    """A test that sends this process a SIGINT needs it delivered, as a terminal's process has it: a runner started
+    in the background (`pytest &`) starts with SIGINT ignored, which ``main`` leaves ignored, as Python does."""
+    before = signal.getsignal(signal.SIGINT)
+    if before == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.fixture
 def base(tmp_path) -> tuple[Path, Path, Path]:
     """An index of 300 papers, 40 more to add, and another corpus of 200 to rebuild from."""

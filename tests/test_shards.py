@@ -409,6 +409,67 @@ def test_a_shard_whose_database_is_gone_is_named_by_its_number_and_cause(sharded
         assert client.search("black holes").ranked
 
 
+def _shard_sessions(shard_url: str) -> list[int]:
+    """The server processes of the sessions open on a shard's database, other than the asker's."""
+    server, name = shard_url.rsplit("/", 1)
+    with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+        sql = "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+        return [pid for (pid,) in conn.execute(sql, (name,))]
+
+
+def test_a_long_lived_client_recovers_when_a_shard_ends_its_session(sharded_database, tmp_path):
+    """A shard's session ended (a restart, ``pg_terminate_backend``): the read that meets it says which shard
+    could not be read (it was an AttributeError), and the next search opens the shards again (it failed for
+    ever after), as the coordinator's own connection does."""
+    corpus, _ = _corpus(tmp_path)
+    coordinator, shards = sharded_database("lost")
+    build(db=coordinator, source=corpus, shards=shards, stem="english", stopwords="english")
+    with RetrievalClient(coordinator) as client:
+        expected = [(r.paper.id, r.final_score) for r in client.search("black holes").ranked]
+        sessions = _shard_sessions(shards[1])
+        assert sessions
+        server = shards[1].rsplit("/", 1)[0]
+        with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+            for pid in sessions:
+                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        try:
+            first = [(r.paper.id, r.final_score) for r in client.search("black holes").ranked]
+        except StoreError as exc:  # the read that met the ended session: named, with the shard's server
+            assert shards[1].rsplit("/", 1)[1] in str(exc)
+        else:
+            assert first == expected
+        assert [(r.paper.id, r.final_score) for r in client.search("black holes").ranked] == expected
+
+
+def test_a_read_budget_holds_on_the_shards_too(sharded_database, tmp_path):
+    """A shard's table locked by another session: a client with a time budget is stopped within it with a
+    ``QueryTimeoutError``, as on a single server (the shards' sessions had no budget: the read waited the lock out)."""
+    import threading
+    import time
+
+    from retrieval.errors import QueryTimeoutError
+
+    corpus, _ = _corpus(tmp_path)
+    coordinator, shards = sharded_database("budget")
+    build(db=coordinator, source=corpus, shards=shards)
+    schema = next(entry["schema"] for entry in _layout(coordinator) if entry["shard"] == 0)
+    with RetrievalClient(coordinator, timeout=0.5) as client:
+        client.search("black holes")
+        holder = psycopg.connect(shards[0])
+        holder.execute(f'LOCK TABLE "{schema}".term_freq IN ACCESS EXCLUSIVE MODE')
+        release = threading.Timer(20, holder.close)  # a read that waits the lock out ends the test, not hangs it
+        release.start()
+        try:
+            began = time.monotonic()
+            with pytest.raises(QueryTimeoutError):
+                client.search("black holes entropy")
+            assert time.monotonic() - began < 10
+        finally:
+            release.cancel()
+            holder.close()
+        assert client.search("black holes").ranked  # the lock gone, the client goes on
+
+
 # -- the merge of a scattered statement's results: pure, no server ----------------------------------------------
 def _best(rows, k):
     return sorted(rows, key=lambda r: (-round(r[1], SCORE_DECIMALS), r[0].encode()))[:k]

@@ -53,6 +53,45 @@ def test_a_postgresql_read_past_its_statement_timeout_is_stopped_and_the_client_
         assert [r.paper.id for r in client.search("attention sparsity").ranked] == expected
 
 
+def test_a_long_lived_client_waits_one_budget_and_stops_when_interrupted(demo_pg):
+    """A client that has searched before sends its next search's terms with the snapshot's beginning. When that
+    beginning waited out the budget on a lock, it was begun again without them, to wait a second budget; and an
+    ``interrupt`` during it was taken for a failed guess the same way. Both now end the read."""
+    import threading
+
+    from retrieval.store.sql.executor import Trace
+
+    trace = Trace()
+    with RetrievalClient(demo_pg, timeout=0.5, tracer=trace) as client:
+        expected = [r.paper.id for r in client.search("attention sparsity").ranked]
+        held = _lock_every_table(demo_pg)
+        try:
+            since = len(trace.statements)
+            with pytest.raises(QueryTimeoutError):
+                client.search("attention sparsity")
+            names = [s.name for s in trace.statements[since:]]
+            assert names.count("begin the read snapshot") == 1, names
+            assert "end the read snapshot whose guess failed" not in names
+        finally:
+            held.close()
+        assert [r.paper.id for r in client.search("attention sparsity").ranked] == expected
+    with RetrievalClient(demo_pg, timeout=None) as client:  # no budget: only the interrupt ends the wait
+        client.search("attention sparsity")
+        held = _lock_every_table(demo_pg)
+        release = threading.Timer(20, held.close)  # a read that waits the lock out ends the test, not hangs it
+        release.start()
+        try:
+            threading.Timer(0.5, client.interrupt).start()
+            began = time.monotonic()
+            with pytest.raises(Exception):  # noqa: B017 - the cancelled read's error, whichever the driver gives
+                client.search("attention sparsity")
+            assert time.monotonic() - began < 10
+        finally:
+            release.cancel()
+            held.close()
+        assert [r.paper.id for r in client.search("attention sparsity").ranked] == expected
+
+
 def test_a_postgresql_read_that_is_slow_without_a_lock_is_said_to_be_slow(demo_pg):
     from retrieval.store.sql.dialect import statement
 

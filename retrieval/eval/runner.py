@@ -237,9 +237,10 @@ def evaluate(
     if evalset.chronology is not None:
         refuse_unless_honest(modes)
     exclusion_of = exclusions(client, evalset)
+    analyser = client.stats.analyser  # the matching papers are counted on the terms the index searches
     for done, query in enumerate(evalset.queries, start=1):
         started = time.perf_counter()
-        parsed = Query.parse(query.text)
+        parsed = Query.parse(query.text, analyser)
         exclusion = exclusion_of(query.qid)
         bm25 = bm25_list(client, parsed, depth, exclusion)
         lexical_seconds = time.perf_counter() - started

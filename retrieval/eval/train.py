@@ -241,8 +241,9 @@ def extract(
     depth = max(LEXICAL_DEPTH, candidates["lexical_depth"])
     with RetrievalClient(config=cfg, db=cached.path) as client:
         exclusion_of = exclusions(client, evalset)  # as the evaluation does: no newer paper under time-honest
+        analyser = client.stats.analyser
         for done, query in enumerate(evalset.queries, start=1):
-            parsed = Query.parse(query.text)
+            parsed = Query.parse(query.text, analyser)
             exclusion = exclusion_of(query.qid)
             hits = bm25_list(client, parsed, depth, exclusion)
             result = client.rank(parsed, hits, cfg, limit=None, full=False, exclude=exclusion)

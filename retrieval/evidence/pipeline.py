@@ -84,7 +84,8 @@ def explain(
         texts = collect_subqueries(query, [*given[1:], *parts]) if parts else given
     else:
         texts = given
-    queries = [Query.parse(text) for text in texts]
+    analyser = client.stats.analyser  # terms counted (and refused past the limit) as the index analyses text
+    queries = [Query.parse(text, analyser) for text in texts]
     texts = [q.text for q in queries]  # valid Unicode, as stored by --save and printed
     # Seeds per sub-query: m for the query and the given sub-queries, ``split_seeds`` for the automatic ones.
     per_subquery = [cfg.seeds_per_subquery] * len(given) + [cfg.split_seeds] * (len(texts) - len(given))

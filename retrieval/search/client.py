@@ -231,6 +231,15 @@ class RetrievalClient:
             # A -word the analyser splits (``-N=4``, ``-D-brane``) leaves out the papers holding its pieces in
             # that order, as -"N=4" would: not those holding any one of them.
             excluded = [analyser.analyse(word) for word in asked.exclude]
+            # A -word or a phrase made only of stop words has no terms to filter by: said, not silently dropped.
+            stopped = [f"-{word}" for word, terms in zip(asked.exclude, excluded, strict=True) if not terms]
+            stopped += [f'-"{p}"' for p in asked.exclude_phrases if not analyser.analyse(p)]
+            stopped += [f'"{p}"' for p in asked.phrases if not analyser.analyse(p)]
+            if stopped:
+                warnings.append(
+                    f"{', '.join(stopped)}: only stop words, which this index does not search, so "
+                    f"{'it filters' if len(stopped) == 1 else 'they filter'} nothing"
+                )
             filters = Filters.make(
                 year=year if year is not None else asked.year,
                 authors=author_names(authors) + asked.authors,
@@ -537,6 +546,8 @@ class RetrievalClient:
 
 #: Queries of at most this many words are checked for words that are authors' surnames (a hint to use --author).
 AUTHOR_HINT_MAX_WORDS = 4
+#: The most words a query may have for a warning to list the ones in no paper.
+SHORT_WORDS = 20
 #: Words joined by hyphens: ``Calabi-Yau``.
 _HYPHENATED = re.compile(r"[^\W_]+(?:-[^\W_]+)+")
 
@@ -561,7 +572,9 @@ def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Fil
             return ["the query is empty: nothing to rank"]
         return ["the query has no words to search (only punctuation): nothing to rank"]
     found = {t.term for t in wq.terms}
-    if not query.analyser.plain:  # the user's words as written: "hawking", not its stem "hawk"
+    if not query.analyser.plain and len(query.tokens) <= SHORT_WORDS:
+        # The user's words as written ("hawking", not its stem "hawk"), for the messages of a short query, where
+        # they name words. A short query's words are few (its terms, and stop words), so never too many to parse.
         query = Query.parse(query.text)
     if analysed.analyser == query.analyser:  # the words are the terms: nothing to analyse again
         absent = [token for token in query.qtf if token not in found]
@@ -574,7 +587,7 @@ def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Fil
     out = []
     if not found:
         out.append(f"no paper contains any of the query's words ({_listed(absent)}): nothing to rank")
-    elif absent and len(query.qtf) <= 20:
+    elif absent and len(query.qtf) <= SHORT_WORDS:
         out.append(f"no paper contains {_listed(absent)}: ranked on the other words")
     if not filters.authors and len(query.tokens) <= AUTHOR_HINT_MAX_WORDS:
         # A word hyphenated to another names a thing after people (Calabi-Yau, Bekenstein-Hawking), not an author.

@@ -60,7 +60,7 @@ from collections import namedtuple
 
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK, idf, tf_norm_sql
 from ..errors import NotAnIndexError
-from ..store.database import IndexStats, shown
+from ..store.database import IndexStats, build_command, shown
 from ..store.sql.dialect import Dialect, statement
 from ..store.sql.executor import Executor, Snapshot
 from ..text import Analyser
@@ -543,7 +543,7 @@ def _damaged(snap: Snapshot, what: str) -> NotAnIndexError:
     where = shown(snap.executor.path)
     return NotAnIndexError(
         f"{where} is damaged: {what}; `retrieval check --db {where}` reports every problem, "
-        f"`retrieval build --db {where}` rebuilds it"
+        f"`{build_command(where, snap.stats.info)}` rebuilds it"
     )
 
 

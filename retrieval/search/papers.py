@@ -9,7 +9,7 @@ from urllib.parse import unquote
 
 from ..corpus.paper import Paper
 from ..errors import NotAnIndexError, PaperNotFoundError
-from ..store.database import shown
+from ..store.database import build_command, shown
 from ..store.sql.dialect import register_sharded, statement
 from ..store.sql.executor import Snapshot
 from ..validate import LIMITS, check_choice, check_int, quoted
@@ -65,20 +65,21 @@ def candidate_papers(snap: Snapshot, paper_ids: list[str], name: str) -> dict[st
         if year is not None and (not isinstance(year, int) or isinstance(year, bool)):
             raise NotAnIndexError(
                 f"{where} is damaged: papers.year of {quoted(paper.id)} is {quoted(str(year))}, not a year; "
-                f"`retrieval check --db {where}` reports every problem, `retrieval build --db {where}` rebuilds it"
+                f"`retrieval check --db {where}` reports every problem, `{build_command(where, snap.stats.info)}` "
+                "rebuilds it"
             )
         # Recency is scaled by the index's year range: a year outside it was written by hand, not by a writer.
         if year is not None and not (stats.min_year is not None and stats.min_year <= year <= stats.max_year):
             raise NotAnIndexError(
                 f"{where} is damaged: papers.year of {quoted(paper.id)} is {year}, outside the years "
                 f"{stats.min_year}-{stats.max_year} index_info gives; `retrieval check --db {where}` reports every "
-                f"problem, `retrieval build --db {where}` rebuilds it"
+                f"problem, `{build_command(where, snap.stats.info)}` rebuilds it"
             )
     if missing:
         more = f" and {len(missing) - 1:,} more" if len(missing) > 1 else ""
         damaged = NotAnIndexError(
             f"{where} is damaged: its postings name the paper {quoted(missing[0])}{more}, which the papers table "
-            f"lacks; rebuild it with `retrieval build --db {where}`"
+            f"lacks; rebuild it with `{build_command(where, snap.stats.info)}`"
         )
         damaged.missing = missing  # a caller that gave the ids itself (``RetrievalClient.rank``) says so instead
         raise damaged
@@ -94,7 +95,8 @@ def checked_counts(snap: Snapshot, counts: dict[str, int], what: str = "cited_co
             where = shown(snap.executor.path)
             raise NotAnIndexError(
                 f"{where} is damaged: {what} of {quoted(pid)} is {quoted(str(count))}, not a count of citing papers; "
-                f"`retrieval check --db {where}` reports every problem, `retrieval build --db {where}` rebuilds it"
+                f"`retrieval check --db {where}` reports every problem, `{build_command(where, snap.stats.info)}` "
+                "rebuilds it"
             )
     return counts
 

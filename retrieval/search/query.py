@@ -21,6 +21,17 @@ MAX_QUERY_CHARS = LIMITS["query_chars"]
 MAX_QUERY_TERMS = LIMITS["query_terms"]
 
 
+def checked_text(text: object) -> str:
+    """A query's text, valid Unicode (bad characters replaced by U+FFFD), refused with ``ConfigError`` when it is
+    not a string or longer than ``MAX_QUERY_CHARS``; its terms are counted once it is analysed (``Query.parse``),
+    as the index it is sent to analyses text."""
+    if not isinstance(text, str):
+        raise ConfigError(f"a query is a string, got {type(text).__name__}")
+    if len(text) > MAX_QUERY_CHARS:
+        raise TooLargeError(f"the query has {len(text):,} characters, more than {MAX_QUERY_CHARS:,}: shorten it")
+    return clean(text)
+
+
 class Query:
     """A query's text and its terms, in order (a term repeated in the query counts each time), as ``analyser``
     made them; ``qtf`` counts each distinct term, ``distinct_json`` is the sorted distinct terms as the term
@@ -55,11 +66,7 @@ class Query:
             if analyser is None or analyser == text.analyser:
                 return text
             text = text.text
-        if not isinstance(text, str):
-            raise ConfigError(f"a query is a string, got {type(text).__name__}")
-        if len(text) > MAX_QUERY_CHARS:
-            raise TooLargeError(f"the query has {len(text):,} characters, more than {MAX_QUERY_CHARS:,}: shorten it")
-        text = clean(text)
+        text = checked_text(text)
         analyser = DEFAULT_ANALYSER if analyser is None else analyser
         query = cls(text, tuple(analyser.analyse(text)), analyser, tuple(analyser.stopped(text)))
         if len(query.qtf) > MAX_QUERY_TERMS:

@@ -55,7 +55,7 @@ from .adjacency import GRAPHS
 from .blend import reorder
 from .filters import Filters, failing, passing
 from .papers import CANDIDATES_SQL, PAPERS_SQL, checked_counts
-from .query import MAX_QUERY_CHARS, Query
+from .query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, Query
 
 #: Weights of the three signals.
 W_COCITATION = 1.0 / 3.0
@@ -124,6 +124,15 @@ JOIN refs AS c2 ON c2.citing_id = r.citer
 WHERE c2.cited_id <> r.seed
 GROUP BY r.seed"""
 register_sharded(COCITED_SQL, COCITED_SQL_SHARDED)
+
+
+def seeds_query(text: str, analyser) -> Query:
+    """The seeds' titles and abstracts (``text``, at most ``MAX_QUERY_CHARS``) as one query, analysed as the index
+    is: its first ``MAX_QUERY_TERMS`` distinct terms (in the seeds' order) where it has more, since the user gave
+    papers, not a text to shorten."""
+    tokens = analyser.analyse(text)
+    kept = set(list(dict.fromkeys(tokens))[:MAX_QUERY_TERMS])
+    return Query(text, tuple(t for t in tokens if t in kept), analyser, tuple(analyser.stopped(text)))
 
 
 def sampled_citers(citers: list[str], fanout: int | None) -> list[str]:
@@ -536,7 +545,7 @@ def similar(
     read = {seed: len(ids) for seed, ids in sampled.items()}
     estimated = frozenset(seed for seed in together if read[seed] < citing[seed])
     text = " ".join(f"{found[s][0]} {found[s][1]}" for s in seeds)[:MAX_QUERY_CHARS]
-    wq = lexical.weigh(snap, Query.parse(text))
+    wq = lexical.weigh(snap, seeds_query(text, snap.stats.analyser))
     skip = set(seeds) | set(exclude)
     allowed = passing(snap, filters) if filters else None
     if allowed is None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..config import DEFAULT_DB, DatabaseURL
 from ..errors import IndexNotFoundError, NotAnIndexError, RetrievalError, SchemaVersionError, StoreError
-from ..text import TOKENISER_NAME, TOKENISER_VERSION, Analyser
+from ..text import DEFAULT_STEM, DEFAULT_STOPWORDS, NONE, TOKENISER_NAME, TOKENISER_VERSION, Analyser
 from .schema.catalogue import required
 from .sql.dialect import POSTGRESQL, statement, text_for
 
@@ -362,6 +362,21 @@ REVISION_SQL = statement("SELECT version_num FROM alembic_version")
 
 #: ``rows(name, sql)``: run a named statement and return its rows (an executor's, so that a trace shows it).
 Rows = Callable[[str, str], list]
+
+
+def build_command(where: Path | DatabaseURL | str, info: dict[str, str] | None = None) -> str:
+    """``retrieval build --db WHERE``, with the ``--stem`` and ``--stopwords`` that rebuild the index ``info`` (its
+    ``index_info``) describes as it was analysed, where those are not the build's defaults."""
+    options = ""
+    if info is not None:
+        for option, key, default in (
+            ("--stem", "stemmer", DEFAULT_STEM),
+            ("--stopwords", "stopwords", DEFAULT_STOPWORDS),
+        ):
+            value = info.get(key) or None
+            if value != default:
+                options += f" {option} {value or NONE}"
+    return f"retrieval build --db {shown(where)}{options}"
 
 
 def shown(path: Path | DatabaseURL | str) -> Path | str:

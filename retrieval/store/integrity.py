@@ -38,6 +38,7 @@ from .database import (
     SEAL_KEY,
     TABLES_SQL,
     IndexStats,
+    build_command,
     check_index,
     check_seal,
 )
@@ -64,8 +65,18 @@ class CheckReport:
     """What ``check`` found: the problems (none: the index holds every invariant), the invariants checked, notes
     (an index without a seal), and the seconds it took."""
 
-    def __init__(self, path: str, problems: list[Problem], checked: list[str], notes: list[str], seconds: float):
+    def __init__(
+        self,
+        path: str,
+        problems: list[Problem],
+        checked: list[str],
+        notes: list[str],
+        seconds: float,
+        rebuild: str | None = None,
+    ):
         self.path = path
+        #: The command that rebuilds the index as it was analysed (``build_command``), once its statistics were read.
+        self.rebuild = rebuild or f"retrieval build --db {path}"
         self.problems = problems
         self.checked = checked
         self.notes = notes
@@ -423,7 +434,8 @@ def check(executor, location, limit: int = 5) -> CheckReport:
     finally:
         if begun and executor.conn.in_transaction:
             executor.run("check: end", "COMMIT")
-    return CheckReport(where, problems, checked, notes, time.perf_counter() - started)
+    rebuild = build_command(where, info) if info else None
+    return CheckReport(where, problems, checked, notes, time.perf_counter() - started, rebuild)
 
 
 def _author_keys(rows, found, limit: int) -> None:

@@ -28,6 +28,7 @@ from ..errors import InputError, NotAnIndexError
 from ..text import Analyser
 from ..validate import quoted
 from .backend import Backend, backend_of
+from .database import build_command
 from .postings import sync as sync_postings
 from .rows import (
     INSERT_AUTHOR,
@@ -280,7 +281,7 @@ class IndexWriter:
         df_delta: Counter[int] = Counter()
         for pid, title, abstract, doc_id in rows:
             tokens = self.analyser.analyse(f"{title} {abstract}")
-            for term in set(tokens):
+            for term in dict.fromkeys(tokens):  # in the text's order: a message names its first unknown term
                 term_id = self.vocabulary.get(term)
                 if term_id is None:  # the stored text was changed after it was indexed (by hand)
                     where = self.summary.path
@@ -288,7 +289,7 @@ class IndexWriter:
                         f"{where} is damaged: the stored title or abstract of {quoted(pid)} holds the term "
                         f"{quoted(term)}, which the index's terms lack (its text was changed after it was indexed), "
                         f"so its postings cannot be found: nothing was changed; rebuild it with "
-                        f"`retrieval build --db {where}` (from its corpus)"
+                        f"`{build_command(where, self.analyser.info())}` (from its corpus)"
                     )
                 postings.append((term_id, doc_id))
                 df_delta[term_id] += 1

@@ -20,7 +20,7 @@ from importlib import import_module
 
 from ... import stop
 from ...config import EXPAND_MODES, POLICY_FIELDS, PRF_METHODS, RELATIONS, RetrievalConfig, resolve_db
-from ...errors import RetrievalError
+from ...errors import RetrievalError, TooLargeError
 from ...text import TOKENISER_VERSION
 from ...validate import LIMITS
 from .. import params
@@ -297,10 +297,13 @@ def _cmd_search(args: argparse.Namespace) -> int:
         )
     config = _config(args)
     trace = Trace() if args.sql else None
-    result = commands.search(
-        args.query, db=args.db, config=config, limit=args.limit, tracer=trace,
-        offset=args.offset, syntax=not args.plain, **params.filter_values(vars(args)),
-    )  # fmt: skip
+    try:
+        result = commands.search(
+            args.query, db=args.db, config=config, limit=args.limit, tracer=trace,
+            offset=args.offset, syntax=not args.plain, **params.filter_values(vars(args)),
+        )  # fmt: skip
+    except TooLargeError as exc:  # too many terms, as the index analyses them: the command line's to shorten
+        args.search_parser.error(str(exc))
     if trace is not None:
         _print_trace(trace.statements)
         return 0
@@ -369,14 +372,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if report.ok:
         print(f"{report.path} is consistent: {checked}")
         return 0
-    where = getattr(resolve_db(args.db), "shown", resolve_db(args.db))
     if [problem.invariant for problem in report.problems] == [REVISION_INVARIANT]:
         # Another revision or tokeniser is not damage: nothing else was checked, and the line above says what to do.
         print(f"{report.path} was not checked further: its revision or tokeniser is not this version's (above)")
         return 1
     print(
         f"{report.path} is damaged: {len(report.problems)} invariant{'s' if len(report.problems) != 1 else ''} "
-        f"broken ({checked}); rebuild it with `retrieval build --db {where}` (from its corpus)"
+        f"broken ({checked}); rebuild it with `{report.rebuild}` (from its corpus)"
     )
     return 1
 

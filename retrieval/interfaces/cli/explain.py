@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ...errors import ConfigError, InputError
+from ...errors import ConfigError, InputError, TooLargeError
 from ...evidence.config import BETA_RANGE, CAP_POLICIES, COVERAGES, RANKERS, RECENCY, EvidenceConfig
 from .options import DB_HELP, add_output_args, bounded, index_location, number_in, query, unit, year
 
@@ -85,7 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--graphml", metavar="FILE", help="write the run's graph as GraphML")
     p.add_argument("--dot", metavar="FILE", help="write the run's graph as Graphviz DOT")
     add_output_args(p, why=False)  # --format, --json: json is the whole run as one JSON object
-    p.set_defaults(func=_cmd_explain)
+    p.set_defaults(func=_cmd_explain, explain_parser=p)
 
 
 def config_from_args(args: argparse.Namespace) -> EvidenceConfig:
@@ -115,7 +115,11 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from ...evidence.pipeline import explain_index
 
     config = config_from_args(args)
-    run = explain_index(args.query, db=args.db, subqueries=args.subquery, plan=args.plan, config=config, save=args.save)
+    try:
+        run = explain_index(args.query, db=args.db, subqueries=args.subquery, plan=args.plan, config=config,
+                            save=args.save)  # fmt: skip
+    except TooLargeError as exc:  # too many terms, as the index analyses them: the command line's to shorten
+        args.explain_parser.error(str(exc))
     written = []
     for kind, option, path, write in (("GraphML", "--graphml", args.graphml, write_graphml),
                                       ("DOT", "--dot", args.dot, write_dot)):  # fmt: skip

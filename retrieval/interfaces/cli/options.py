@@ -18,22 +18,22 @@ FORMATS = ("jsonl", "openalex", "s2")
 FORMAT_HELP = "input format: jsonl, openalex or s2 (default: detected from the first record)"
 
 
-def add_analysis_options(p: argparse.ArgumentParser, what: str = "") -> None:
-    """``--stem`` and ``--stopwords`` on ``p`` (``build``, and ``eval`` and ``train`` for their indexes, ``what``)."""
+def add_analysis_options(p: argparse.ArgumentParser, what: str = "", default: str | None = None) -> None:
+    """``--stem`` and ``--stopwords`` on ``p`` (``build``, and ``eval`` and ``train`` for their indexes, ``what``);
+    ``default`` names where an option left out comes from (both are then None), else the build's defaults."""
     p.add_argument(
         "--stem",
         metavar="LANGUAGE",
-        default=DEFAULT_STEM,
+        default=None if default else DEFAULT_STEM,
         help=f"stem {what}terms with this Snowball stemmer (PyStemmer: english, porter, german, ...; {NONE} for no "
-        f"stemming); default: {DEFAULT_STEM or NONE}",
+        f"stemming); default: {default or DEFAULT_STEM or NONE}",
     )
     p.add_argument(
         "--stopwords",
         choices=[*STOP_WORD_LISTS, NONE],
-        default=DEFAULT_STOPWORDS,
+        default=None if default else DEFAULT_STOPWORDS,
         help=f"drop these stop words (english: Lucene's 33; {NONE} to keep every word); default: "
-        f"{DEFAULT_STOPWORDS or NONE}."
-        " Both are recorded in the index",
+        f"{default or DEFAULT_STOPWORDS or NONE}. Both are recorded in the index",
     )
 
 
@@ -136,15 +136,16 @@ def year(text: str) -> int:
 
 
 def query(text: str) -> str:
-    """The query's text, checked: a too long or too wide one is a usage error (an empty one is a query that
-    matches nothing). It stays text: the search reads its syntax and analyses it as its index does."""
+    """The query's text, checked: a too long one is a usage error (an empty one is a query that matches nothing).
+    It stays text: the search reads its syntax and analyses it as its index does, and counts its terms then (too
+    many is a usage error of the command too)."""
     from ...errors import ConfigError
     from ...search import syntax
-    from ...search.query import Query
+    from ...search.query import checked_text
 
     try:
         syntax.parse(text)  # a year: it cannot read is a usage error, as --year's is
-        return Query.parse(text).text
+        return checked_text(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

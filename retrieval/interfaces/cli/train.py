@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ...eval.cache import DEFAULT_CACHE_DIR
 from ...eval.protocol import AUTO, PROTOCOLS
+from ...text import DEFAULT_STEM, DEFAULT_STOPWORDS
 from .options import FORMAT_HELP, FORMATS, add_analysis_options, index_location, positive_int, relations
 
 DESCRIPTION = (
@@ -31,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", required=True, action="append", metavar="FILE",
                    help='judged queries (JSONL {"qid", "query", "relevant"}), one per --corpus')  # fmt: skip
     p.add_argument("--format", choices=FORMATS, help="the corpus files' " + FORMAT_HELP)
-    add_analysis_options(p, "the evaluation indexes' ")
+    add_analysis_options(p, "the evaluation indexes' ", default="the --db index's, else none")
     p.add_argument(
         "--db",
         type=index_location,
@@ -52,6 +53,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_cmd_train, train_parser=p)
+
+
+def _analysis_of(db: str | None) -> tuple[str | None, str | None]:
+    """The stemmer and stop words of the index at ``db`` (resolved as everywhere)."""
+    from ...search.client import RetrievalClient
+
+    with RetrievalClient(db) as client:
+        analyser = client.stats.analyser
+    return analyser.stem, analyser.stopwords
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -78,11 +88,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
         check_model_path(out)
     except ConfigError as exc:
         args.train_parser.error(str(exc))
+    stem, stopwords = args.stem, args.stopwords
+    if stem is None or stopwords is None:  # left out: the model is fitted on text analysed as its index's is
+        from_index = args.out is None or args.db is not None
+        stem, stopwords = _analysis_of(args.db) if from_index else (DEFAULT_STEM, DEFAULT_STOPWORDS)
+        stem, stopwords = args.stem or stem, args.stopwords or stopwords
     summary = train(
         list(zip(args.corpus, args.queries, strict=True)), out, name=args.name, cache_dir=args.cache_dir,
         limit_queries=args.limit_queries, protocol=args.protocol, rounds=args.rounds or ROUNDS,
         relations=args.relations.split(",") if args.relations else None, format=args.format,
-        stem=args.stem, stopwords=args.stopwords,
+        stem=stem, stopwords=stopwords,
     )  # fmt: skip
     if args.json:
         print(json.dumps(summary, indent=2))

@@ -427,7 +427,8 @@ def connect_shards(coordinator: PgConnection, layout: list[dict]) -> list[PgConn
     try:
         for entry in layout:
             url = DatabaseURL(url_of(server_params(coordinator.raw, entry["server"])))
-            out.append(connect(url, schema=entry["schema"]))
+            # The coordinator's read budget on every shard too (statement_timeout, lock_timeout).
+            out.append(connect(url, schema=entry["schema"], timeout=coordinator.timeout))
     except BaseException:
         for conn in out:
             conn.close()

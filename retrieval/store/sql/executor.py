@@ -260,16 +260,18 @@ class Executor:
         from ..postgres.connection import connect_shards
 
         text = info.get("shards")  # retrieval.store.postgres.shards.LAYOUT_KEY
+        if self.shards and any(shard.conn.lost for shard in self.shards):
+            # A shard's server restarted (or ended the session) since the last snapshot: open them all again, as
+            # the coordinator's own connection is (``_SnapshotScope._begin_on_server``).
+            self._layout = None
         if self._layout != text:
             self.close_shards()
             if text:
                 layout = json.loads(text)
                 conns = connect_shards(self.conn, layout)
-                # No tracer of their own: this executor traces each shard's statements, in shard order.
-                self.shards = [
-                    Executor(conn, None, path=f"shard {entry['shard']} of {self.path}")
-                    for conn, entry in zip(conns, layout, strict=True)
-                ]
+                # No tracer of their own: this executor traces each shard's statements, in shard order. Messages
+                # name the shard's server (its URL), the time budget is the coordinator's.
+                self.shards = [Executor(conn, None, path=conn.url, timeout=self.timeout) for conn in conns]
                 # The coordinator's own joins are of the few rows each statement fetched from the shards (the
                 # texts of ``register_sharded``): hashed, not looked up row by row
                 # (retrieval.store.postgres.connection turns hash joins off for a single server's lookups).
@@ -373,6 +375,7 @@ class _SnapshotScope:
             if executor.dialect == SQLITE:
                 info = dict(executor.rows("index statistics", INDEX_INFO_SQL))
             else:  # the locks before the snapshot is taken (at the first read), all in one round trip
+                executor._stopped = False  # an ``interrupt`` of an earlier read is not this one's
                 rows, ahead = self._begin_on_server()
                 info = dict(rows)
             stats = IndexStats.from_info(info)
@@ -401,7 +404,11 @@ class _SnapshotScope:
         guess = self._guess()
         try:
             return self._begin_with(guess)
+        except QueryTimeoutError:
+            raise  # the read's budget was spent waiting (a lock, a slow statement): not begun again to wait anew
         except Exception:
+            if executor._stopped:
+                raise  # ``interrupt`` cancelled it: the reader is to stop, not to begin again
             lost = getattr(executor.conn, "lost", False)
             if not lost and not guess:
                 raise
