@@ -72,9 +72,8 @@ def build(
     ``retrieval.store.sqlite.build.build_index``, which says what ``progress`` is told), stemming with the
     Snowball stemmer ``stem`` (e.g. ``"english"``) and dropping the stop words ``stopwords`` (``"english"``) when
     given (neither by default; None or ``"none"`` for none; recorded in the index, later adds and queries use
-    them), and encoding every paper's text
-    with the model ``semantic`` (``"wordllama"``: ``retrieval.embed``) when given, for the semantic signal.
-    Replaces an existing index only when the build succeeds.
+    them), and encoding every paper's text with the model ``semantic`` (``"wordllama"``: ``retrieval.embed``)
+    when given, for the semantic signal. Replaces an existing index only when the build succeeds.
 
     ``shards`` (PostgreSQL URLs, a list or ``"URL,URL,..."``) makes ``db`` the coordinator of an index
     partitioned over those servers (``retrieval.store.postgres.shards``); a rebuild of a sharded index without it keeps
