@@ -76,7 +76,7 @@ class CheckReport:
     ):
         self.path = path
         #: The command that rebuilds the index as it was analysed (``build_command``), once its statistics were read.
-        self.rebuild = rebuild or f"retrieval build --db {path}"
+        self.rebuild = rebuild or build_command(path)
         self.problems = problems
         self.checked = checked
         self.notes = notes
@@ -434,8 +434,7 @@ def check(executor, location, limit: int = 5) -> CheckReport:
     finally:
         if begun and executor.conn.in_transaction:
             executor.run("check: end", "COMMIT")
-    rebuild = build_command(where, info) if info else None
-    return CheckReport(where, problems, checked, notes, time.perf_counter() - started, rebuild)
+    return CheckReport(where, problems, checked, notes, time.perf_counter() - started, build_command(where, info))
 
 
 def _author_keys(rows, found, limit: int) -> None:
