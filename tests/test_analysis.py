@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from retrieval import RetrievalClient, SchemaVersionError, build_corpus, read_jsonl
+from retrieval import NotAnIndexError, RetrievalClient, SchemaVersionError, build_corpus, read_jsonl
 from retrieval.commands import add, build, upgrade
 from retrieval.interfaces.cli import main
 from retrieval.search.query import Query, analyser_of
@@ -317,6 +317,72 @@ def test_a_filter_of_stop_words_only_is_said_not_dropped_silently(stemmed_demo):
             assert result.matched == plain.matched, query
             assert any(w.startswith(f"{named}: only stop words") for w in result.warnings), result.warnings
         assert not any("only stop words" in w for w in client.search("attention -sparsity").warnings)
+
+
+def test_the_filters_a_result_shows_are_the_words_as_written(stemmed_demo, capsys):
+    """A stemmed index filters by stems ("attent"); the result (``--json``, the API, the query log) shows the
+    words the user wrote, in the lists they filter as, and not the stop words that filter nothing."""
+    query = 'Transformers -attention -"routing layers" "sparse blocks" -the -block-sparse'
+    with RetrievalClient(db=stemmed_demo) as client:
+        result = client.search(query)
+    assert result.filters.exclude == ("attent",)  # what it filters by
+    assert result.filters.to_dict() == {
+        "year": None,
+        "authors": [],
+        "exclude": ["attention"],
+        "phrases": ["sparse blocks"],
+        "exclude_phrases": ["routing layers", "block-sparse"],
+    }
+    assert result.query == "Transformers sparse blocks"  # the searched text, its spaces collapsed
+    assert main(["search", query, "--db", str(stemmed_demo), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["filters"] == result.filters.to_dict()
+
+
+def test_explain_on_stop_words_alone_names_them(stemmed_demo, capsys):
+    """``explain`` said "neither the query nor a sub-query matches a paper" where ``search`` names the stop words."""
+    from retrieval.evidence import explain
+
+    with RetrievalClient(db=stemmed_demo) as client:
+        run = explain(client, "the of and")
+        unknown = explain(client, "zzzqqq")
+    assert run.health.status == unknown.health.status == "no-seeds"
+    assert run.health.warnings[0].startswith("no seed: the query has only stop words ('the', 'of', 'and')")
+    assert unknown.health.warnings[0].startswith("no seed: neither the query")  # a word in no paper: no such reason
+    assert main(["explain", "the of and", "--db", str(stemmed_demo)]) == 0
+    assert "only stop words" in capsys.readouterr().out
+
+
+def _copy(source, target):
+    target.write_bytes(source.read_bytes())
+    return target
+
+
+def test_the_advice_at_open_and_in_the_postings_checks_keeps_the_index_analysis(stemmed_demo, tmp_path, monkeypatch):
+    """The checks made as an index opens (its seal) and as a search reads the postings BLOBs named a plain
+    ``retrieval build``, which would rebuild a stemmed index unstemmed."""
+    from retrieval.search import blobs
+    from retrieval.store.database import build_command
+
+    rebuild = "--stem english --stopwords english`"
+    sealed = _copy(stemmed_demo, tmp_path / "sealed.db")
+    with sqlite3.connect(sealed) as conn:
+        conn.execute("UPDATE index_info SET value = CAST(value AS INTEGER) - 1 WHERE key = 'n_papers'")
+    with pytest.raises(NotAnIndexError) as opened:
+        RetrievalClient(db=sealed).search("attention")
+    assert f"`retrieval build --db {sealed} {rebuild}" in str(opened.value)
+
+    monkeypatch.setattr(blobs, "CACHE", blobs._Cache(0))
+    chunks = _copy(stemmed_demo, tmp_path / "chunks.db")
+    with sqlite3.connect(chunks) as conn:
+        conn.execute("UPDATE postings SET max_count = max_count - 1 WHERE max_count > 1")
+    with RetrievalClient(db=chunks) as client:
+        client.lexical.path = "blobs"
+        with pytest.raises(NotAnIndexError) as read:
+            client.lexical.search("attention sparsity retrieval passage index perplexity", 10, exhaustive=False)
+    assert f"`retrieval build --db {chunks} {rebuild}" in str(read.value)
+
+    info = {"stemmer": "", "stopwords": "", "semantic_model": "wordllama"}  # vectors are rebuilt when asked for
+    assert build_command("x.db", info) == "retrieval build --db x.db --semantic wordllama"
 
 
 def test_rebuild_advice_keeps_the_index_analysis(stemmed_demo, tmp_path, capsys):

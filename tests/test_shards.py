@@ -402,10 +402,33 @@ def test_a_shard_whose_database_is_gone_is_named_by_its_number_and_cause(sharded
         message = str(failed.value)
         assert "its shard 1 cannot be reached" in message and f'database "{name}" does not exist' in message
         assert "_s1" not in message
+        # A rebuild without --shards reuses the shards the index records: it said "shard 1 of --shards".
+        with pytest.raises(IndexNotFoundError, match="shard 1 of the shards the index records has no database"):
+            build(db=coordinator, source=corpus)
     finally:
         with psycopg.connect(server + "/postgres", autocommit=True) as conn:
             conn.execute(f'ALTER DATABASE "{name}_away" RENAME TO "{name}"')
     with RetrievalClient(coordinator) as client:  # back: the index was never touched
+        assert client.search("black holes").ranked
+
+
+def test_a_shard_whose_schema_was_dropped_says_so_and_a_rebuild_on_the_recorded_shards_mends_it(
+    sharded_database, tmp_path, capsys
+):
+    """The read said only 'relation "retrieval_shard_<tag>.doc_len" does not exist' (postgres_fdw's remote
+    error), naming no shard and no way out."""
+    corpus, _ = _corpus(tmp_path)
+    coordinator, shards = sharded_database("dropped")
+    build(db=coordinator, source=corpus, shards=shards)
+    (schema,) = _schemas(shards[1])
+    with psycopg.connect(shards[1], autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    assert main(["search", "black holes", "--db", coordinator]) == 1
+    err = capsys.readouterr().err
+    assert "a shard no longer holds its tables" in err and f"`retrieval build --db {coordinator}`" in err
+    assert "Traceback" not in err
+    build(db=coordinator, source=corpus)  # as the message says: on the shards the index records
+    with RetrievalClient(coordinator) as client:
         assert client.search("black holes").ranked
 
 

@@ -23,7 +23,7 @@ from ..search.memo import QueryMemo
 from ..search.query import Query
 from ..search.split import split_query
 from ..store.querylog import record_if_enabled
-from ..validate import LIMITS, paper_id_list, text_list
+from ..validate import LIMITS, paper_id_list, quoted, text_list
 from .config import EvidenceConfig, age
 from .graph import EvidenceGraph, build_graph
 from .plan import Planner, collect_subqueries
@@ -171,7 +171,7 @@ def explain(
         scorer=counting.name,
         scorer_calls=calls,
         iterations=walk.iterations if walk else 0,
-        health=_health(seed_list, graph, edges, cfg),
+        health=_health(seed_list, graph, edges, cfg, queries if seeds is None else ()),
         timings_ms=clock.laps,
     )
     if save:
@@ -254,12 +254,25 @@ def _pruned_because(edge_support: EdgeSupport, cfg: EvidenceConfig) -> str:
 
 
 def _health(
-    seeds: list[Seed], graph: EvidenceGraph, edges: dict[tuple[str, str], EdgeRecord], cfg: EvidenceConfig
+    seeds: list[Seed],
+    graph: EvidenceGraph,
+    edges: dict[tuple[str, str], EdgeRecord],
+    cfg: EvidenceConfig,
+    queries: Sequence[Query] = (),
 ) -> Health:
-    """The run's status (the first of ``STATUSES`` that applies) and every warning."""
+    """The run's status (the first of ``STATUSES`` that applies) and every warning; ``queries``: the query and
+    its sub-queries as analysed, when they chose the seeds."""
     found: set[str] = set()
     warnings: list[str] = []
-    if not seeds:
+    stopped = list(dict.fromkeys(word for q in queries for word in q.stopped))
+    if not seeds and queries and stopped and not any(q.tokens for q in queries):
+        found.add("no-seeds")
+        shown = ", ".join(quoted(word) for word in stopped[:5]) + (" and more" if len(stopped) > 5 else "")
+        warnings.append(
+            f"no seed: the query has only stop words ({shown}), which this index does not search: add words that "
+            "say what the papers are about"
+        )
+    elif not seeds:
         found.add("no-seeds")
         warnings.append("no seed: neither the query nor a sub-query matches a paper (or no given seed is a paper)")
     off_topic = [seed.paper_id for seed in seeds if seed.relevance < cfg.off_topic_ratio]

@@ -39,7 +39,7 @@ import numpy as np
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
 from ..errors import ConfigError, NotAnIndexError
 from ..store import postings
-from ..store.database import located, shown
+from ..store.database import build_command, located, shown
 from ..store.postings import decode, unpack
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
@@ -108,7 +108,7 @@ def _damaged(snap: Snapshot, what: str) -> NotAnIndexError:
     where = shown(snap.executor.path)
     return NotAnIndexError(
         f"{where} is damaged: {what}; `retrieval check --db {where}` reports every problem, "
-        f"`retrieval build --db {where}` rebuilds it"
+        f"`{build_command(where, snap.stats.info)}` rebuilds it"
     )
 
 
@@ -608,7 +608,7 @@ def top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None = N
     try:
         return _top_k(snap, wq, k, passing)
     except ChunkError as exc:
-        raise located(exc, shown(snap.executor.path)) from None
+        raise located(exc, shown(snap.executor.path), snap.stats.info) from None
 
 
 def _top_k(snap: Snapshot, wq: WeightedQuery, k: int, passing: Passing | None) -> list[tuple[str, float]]:
@@ -827,7 +827,7 @@ def scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str,
     try:
         return _scores(snap, wq, paper_ids)
     except ChunkError as exc:
-        raise located(exc, shown(snap.executor.path)) from None
+        raise located(exc, shown(snap.executor.path), snap.stats.info) from None
 
 
 def _scores(snap: Snapshot, wq: WeightedQuery, paper_ids: list[str]) -> dict[str, float]:

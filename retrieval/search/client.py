@@ -247,6 +247,12 @@ class RetrievalClient:
                 phrases=[analyser.analyse(p) for p in asked.phrases],
                 exclude_phrases=[analyser.analyse(p) for p in asked.exclude_phrases]
                 + [terms for terms in excluded if len(terms) > 1],
+                typed=(  # shown as written, in the lists the words filter as; stop words alone filter nothing
+                    [word for word, terms in zip(asked.exclude, excluded, strict=True) if len(terms) == 1],
+                    [p for p in asked.phrases if analyser.analyse(p)],
+                    [p for p in asked.exclude_phrases if analyser.analyse(p)]
+                    + [word for word, terms in zip(asked.exclude, excluded, strict=True) if len(terms) > 1],
+                ),
             )
             wq = lexical.weigh(snap, parsed)
             warnings += _term_warnings(snap, parsed, wq, filters)

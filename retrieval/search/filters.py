@@ -109,14 +109,19 @@ def author_names(value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
-class Filters(namedtuple("Filters", "years authors exclude phrases exclude_phrases", defaults=(None, (), (), (), ()))):
-    """What a paper must satisfy to be ranked at all (see the module docstring)."""
+class Filters(
+    namedtuple("Filters", "years authors exclude phrases exclude_phrases typed", defaults=(None, (), (), (), (), None))
+):
+    """What a paper must satisfy to be ranked at all (see the module docstring): ``exclude``, ``phrases`` and
+    ``exclude_phrases`` hold terms as the index analyses text (stems, no stop words), ``typed`` the same three
+    as the user wrote them, which ``to_dict`` shows (None: shown as the terms)."""
 
     __slots__ = ()
 
     @classmethod
-    def make(cls, year=None, authors=(), exclude=(), phrases=(), exclude_phrases=()) -> Filters:
-        """Filters from option values: ``year`` a range string or ``(first, last)``, ``authors`` names."""
+    def make(cls, year=None, authors=(), exclude=(), phrases=(), exclude_phrases=(), typed=None) -> Filters:
+        """Filters from option values: ``year`` a range string or ``(first, last)``, ``authors`` names;
+        ``typed``: the words of ``exclude``, ``phrases`` and ``exclude_phrases`` as written, three lists."""
         years = year_range(year)
         authors = author_names(authors)
         if len(authors) > LIMITS["authors"]:
@@ -127,18 +132,27 @@ class Filters(namedtuple("Filters", "years authors exclude phrases exclude_phras
         for name in authors:
             check_author(name)
         phrases, exclude_phrases = (tuple(tuple(p) for p in listed) for listed in (phrases, exclude_phrases))
-        return cls(years, tuple(authors), tuple(exclude), phrases, exclude_phrases)
+        typed = None if typed is None else tuple(tuple(words) for words in typed)
+        return cls(years, tuple(authors), tuple(exclude), phrases, exclude_phrases, typed)
 
     def __bool__(self) -> bool:
         return bool(self.years or self.authors or self.exclude or self.phrases or self.exclude_phrases)
 
     def to_dict(self) -> dict:
+        """The filters as the user gave them: the words as written, not the index's terms (``entropy``, not
+        ``entropi``)."""
+        if self.typed is not None:
+            exclude, phrases, exclude_phrases = (list(words) for words in self.typed)
+        else:
+            exclude = list(self.exclude)
+            phrases = [" ".join(p) for p in self.phrases]
+            exclude_phrases = [" ".join(p) for p in self.exclude_phrases]
         return {
             "year": None if not self.years else list(self.years),
             "authors": list(self.authors),
-            "exclude": list(self.exclude),
-            "phrases": [" ".join(p) for p in self.phrases],
-            "exclude_phrases": [" ".join(p) for p in self.exclude_phrases],
+            "exclude": exclude,
+            "phrases": phrases,
+            "exclude_phrases": exclude_phrases,
         }
 
 

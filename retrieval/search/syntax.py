@@ -122,7 +122,7 @@ def _parse(text: str) -> Parsed:
     if years:
         parse_years(years[-1], "year:")  # a range it cannot read is the query's mistake, said as such
     return Parsed(
-        rest.replace('"', " "),
+        " ".join(rest.replace('"', " ").split()),  # what is searched, as a result shows it: no runs of spaces
         tuple(exclude),
         tuple(phrases),
         tuple(authors),

@@ -222,7 +222,8 @@ class IndexServer(Backend):
 
         urls = parse_shards(shards) if shards is not None else recorded_shards(self.location)
         if urls:  # sharded: the coordinator here and its shards (a rebuild without --shards keeps them)
-            return build_sharded(papers, self.location, urls, **options)
+            named = "--shards" if shards is not None else "the shards the index records"
+            return build_sharded(papers, self.location, urls, named=named, **options)
         return build_postgres(papers, self.location, **options)
 
     def upgrade(self):

@@ -265,12 +265,11 @@ class IndexStats(namedtuple("IndexStats", _STATS_FIELDS)):
         )
 
 
-def located(exc: NotAnIndexError, path: Path | str) -> NotAnIndexError:
+def located(exc: NotAnIndexError, path: Path | str, info: dict[str, str] | None = None) -> NotAnIndexError:
     """``exc`` (a message of ``IndexStats.from_info``, which knows no path) naming the index at ``path``, and the
-    commands it names told that path."""
-    text = str(exc)
-    for command in ("`retrieval check`", "`retrieval build`"):
-        text = text.replace(command, f"{command[:-1]} --db {path}`")
+    commands it names told that path (and the build, the analysis of the index ``info`` describes)."""
+    text = str(exc).replace("`retrieval check`", f"`retrieval check --db {path}`")
+    text = text.replace("`retrieval build`", f"`{build_command(path, info)}`")
     return NotAnIndexError(f"{path}: {text}")
 
 
@@ -365,8 +364,8 @@ Rows = Callable[[str, str], list]
 
 
 def build_command(where: Path | DatabaseURL | str, info: dict[str, str] | None = None) -> str:
-    """``retrieval build --db WHERE``, with the ``--stem`` and ``--stopwords`` that rebuild the index ``info`` (its
-    ``index_info``) describes as it was analysed, where those are not the build's defaults."""
+    """``retrieval build --db WHERE``, with the ``--stem``, ``--stopwords`` and ``--semantic`` that rebuild the
+    index ``info`` (its ``index_info``) describes as it was built, where those are not the build's defaults."""
     options = ""
     if info is not None:
         for option, key, default in (
@@ -376,6 +375,8 @@ def build_command(where: Path | DatabaseURL | str, info: dict[str, str] | None =
             value = info.get(key) or None
             if value != default:
                 options += f" {option} {value or NONE}"
+        if info.get("semantic_model"):  # its vectors are built again only when asked for
+            options += f" --semantic {info['semantic_model']}"
     return f"retrieval build --db {shown(where)}{options}"
 
 
@@ -468,18 +469,18 @@ def _check_contents(path: Path | str, names: set[str], info: dict[str, str], row
     try:
         stats = IndexStats.from_info(info)
     except NotAnIndexError as exc:
-        raise located(exc, path) from None
+        raise located(exc, path, info) from None
     # Document ids only grow, so N can never exceed the last one; a too small N shows in each query's df (lexical).
     (last,) = rows("open: the last document id", LAST_DOC_SQL)[0]
     if stats.n_papers > last:
         raise NotAnIndexError(
             f"{path} is damaged: index_info.n_papers says {stats.n_papers:,} papers, doc_len numbers {last:,}; "
-            f"rebuild it with `retrieval build --db {path}`"
+            f"rebuild it with `{build_command(path, info)}`"
         )
     if stats.total_tokens == 0 and rows("open: any term", ANY_TERM_SQL)[0][0]:
         raise NotAnIndexError(
             f"{path} is damaged: index_info.total_tokens is 0 but doc_freq holds terms; rebuild it with "
-            f"`retrieval build --db {path}`"
+            f"`{build_command(path, info)}`"
         )
 
 
@@ -525,7 +526,7 @@ def check_index(path: Path | DatabaseURL, rows: Rows | None = None) -> IndexStat
     try:
         return IndexStats.from_info(info)
     except NotAnIndexError as exc:
-        raise located(exc, path) from None
+        raise located(exc, path, info) from None
 
 
 #: Tokeniser versions older than ``TOKENISER_VERSION`` that ``retrieval upgrade`` re-indexes (the papers' text

@@ -22,6 +22,8 @@ _CONVERTED: dict[str, str] = {}
 DIALECT = "postgresql"
 #: The schema an index lives in, in the database its URL names.
 SCHEMA = "retrieval"
+#: The start of the schema name a sharded build gives its tables on every shard (``retrieval_shard_<tag>``).
+SHARD_SCHEMA_PREFIX = f"{SCHEMA}_shard_"
 
 
 def convert(sql: str) -> str:
@@ -88,6 +90,14 @@ def server_error(exc: BaseException, url: DatabaseURL, doing: str) -> StoreError
         return StoreError(
             f"cannot {doing} the index at {url.shown}: its shard {shard.group(1)} cannot be reached ({cause}): check "
             "that the shard's server runs and still holds its database"
+        )
+    if "does not exist" in first and "remote SQL command" in str(exc) and f'"{SHARD_SCHEMA_PREFIX}' in first:
+        # A shard answered that its schema is gone (dropped by hand, or its database replaced); postgres_fdw does
+        # not say which shard, and every shard's schema has the same name.
+        return StoreError(
+            f"cannot {doing} the index at {url.shown}: a shard no longer holds its tables ({first}): its schema "
+            f"was dropped or its database replaced; rebuild the index (`retrieval build --db {url.shown}`, on "
+            "the shards it records, or with --shards URL,URL,...)"
         )
     if "does not exist" in first and "database" in first:
         return IndexNotFoundError(

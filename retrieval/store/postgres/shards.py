@@ -88,7 +88,7 @@ from ...corpus.paper import Paper
 from ...errors import ConfigError, IndexNotFoundError, StoreError
 from ...text import DEFAULT_STEM, DEFAULT_STOPWORDS
 from ..schema.catalogue import COORDINATOR, DISTRIBUTED
-from .connection import SCHEMA, _psycopg, open_raw, server_error, server_params, url_of
+from .connection import SCHEMA, SHARD_SCHEMA_PREFIX, _psycopg, open_raw, server_error, server_params, url_of
 
 #: The key of ``index_info`` that records the layout (JSON: one entry per shard, in partition order).
 LAYOUT_KEY = "shards"
@@ -191,7 +191,7 @@ def _options(options: dict[str, str]):
 
 def _schemas_of(tag: str) -> tuple[str, str]:
     """The build ``tag``'s schemas: on the coordinator (whose name keys the build's lock there) and on each shard."""
-    return f"{SCHEMA}_build_{tag}", f"{SCHEMA}_shard_{tag}"
+    return f"{SCHEMA}_build_{tag}", f"{SHARD_SCHEMA_PREFIX}{tag}"
 
 
 def _create_servers(raw, tag: str, shards: list[DatabaseURL]) -> list[str]:
@@ -370,9 +370,12 @@ def build_sharded(
     stem: str | None = DEFAULT_STEM,
     stopwords: str | None = DEFAULT_STOPWORDS,
     semantic: str | None = None,
+    named: str = "--shards",
 ):
     """Build the index of ``papers`` at the coordinator ``url``, its distributed tables partitioned over
-    ``shards`` (see the module docstring); returns the build's summary (``summary.shards``: rows per shard)."""
+    ``shards`` (see the module docstring); returns the build's summary (``summary.shards``: rows per shard).
+    ``named``: where the shards' URLs came from, as messages name them (``--shards``, or those a rebuilt index
+    records)."""
     from ..sqlite.build import build_index
     from .build import _fingerprint, build_folder, claim_schema, migrate_schema, remove_stale_folders, swap_schema
     from .connection import PgConnection
@@ -389,11 +392,11 @@ def build_sharded(
                 opened.append(_connect(shard))
             except IndexNotFoundError:
                 raise IndexNotFoundError(
-                    f"shard {i} of --shards has no database at {shard.shown}: create it (`createdb`) on that "
+                    f"shard {i} of {named} has no database at {shard.shown}: create it (`createdb`) on that "
                     "server, then run the build again"
                 ) from None
             except StoreError as exc:
-                raise StoreError(f"shard {i} of --shards: {exc}") from None
+                raise StoreError(f"shard {i} of {named}: {exc}") from None
         _refuse_one_database_twice(coordinator, url, opened, shards)
         before = _fingerprint(coordinator, url)
         _, leftovers = remove_stale_builds(coordinator)  # before this build claims anything: its own would pass

@@ -122,7 +122,7 @@ def _check(conn: WriteConnection, url: DatabaseURL) -> dict[str, str]:
     try:
         IndexStats.from_info(info)  # types, ranges and the seal: a writer carries N and the totals forward
     except NotAnIndexError as exc:
-        raise located(exc, url.shown) from None
+        raise located(exc, url.shown, info) from None
     return info
 
 
