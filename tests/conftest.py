@@ -20,10 +20,14 @@ def _no_index_env(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def _ids_as_in_a_fresh_process():
-    """Each test looks up the best papers' ids and reads the citation graph as a fresh process would, whatever
-    the tests before it asked of a shared index (``blobs.PaperIds`` keeps the ids after a few lookups,
-    ``adjacency.Graphs`` the graph after a graph's worth of rows; not imported here, which loads NumPy)."""
+def _as_in_a_fresh_process():
+    """Each test looks up the best papers' ids and the query terms and reads the citation graph as a fresh
+    process would, whatever the tests before it asked of a shared index (``blobs.PaperIds`` keeps the ids after
+    a few lookups, ``lexical`` the terms it read, ``adjacency.Graphs`` the graph after a graph's worth of rows;
+    not imported here, which loads NumPy)."""
+    lexical = sys.modules.get("retrieval.search.lexical")
+    if lexical is not None:
+        lexical._TERMS.clear()
     blobs = sys.modules.get("retrieval.search.blobs")
     if blobs is not None:
         blobs.PAPER_IDS.clear()

@@ -487,6 +487,20 @@ def test_seeds_without_edges_give_an_empty_graph_reported_as_such(client):
     assert explain(client, "zzz unknown words").health.status == "no-seeds"
 
 
+def test_the_search_syntax_is_not_applied_silently(client):
+    """``explain`` searched "-viscosity" as the word viscosity (the opposite of what it asks) and dropped
+    ``author:`` and phrases without a word: a left-out word is now not searched for, and a warning names what
+    filters nothing here."""
+    words = explain(client, "quark gluon plasma")
+    asked = explain(client, 'quark gluon plasma -viscosity "gluon plasma" author:Nobody year:1999')
+    assert asked.query == "quark gluon plasma gluon plasma"  # the words searched, not the filters
+    assert {s.paper_id for s in asked.seeds} == {s.paper_id for s in explain(client, asked.query).seeds}
+    said = asked.health.warnings[0]
+    assert said.startswith("the evidence graph has no filters, so '-viscosity', '\"gluon plasma\"', ")
+    assert "'author:Nobody', 'year:1999' filter nothing here" in said
+    assert not any("no filters" in w for w in words.health.warnings)
+
+
 def test_a_lexically_similar_distractor_has_its_unsupported_edges_pruned(client):
     # Under the Crase walk's hard rule; under the default soft rule see test_soft_delta_ranks_the_distractor_low.
     run = explain(client, QUERY, config=EvidenceConfig.crase())

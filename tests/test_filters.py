@@ -224,6 +224,26 @@ def test_the_query_syntax_reads_tex_quotes_and_words_that_begin_with_a_digit(que
     assert not parsed.warnings
 
 
+@given(st.text(alphabet=' "\\-:abN4\u00e9yor', max_size=40))
+def test_plain_text_reads_as_the_same_words_and_nothing_else(text):
+    """``syntax.plain`` (a paper's title searched from its page): no filter, no warning, the same tokens."""
+    from retrieval.search.syntax import parse, plain
+
+    parsed = parse(plain(text))
+    assert not (parsed.exclude or parsed.phrases or parsed.authors or parsed.year or parsed.exclude_phrases)
+    assert not parsed.warnings
+    assert tokens(parsed.text) == tokens(text)
+
+
+def test_a_title_searched_from_its_page_is_read_as_words():
+    """hep-th/0012159's title, "M -theory on AdS_4 ...", left out every paper holding "theory", itself too."""
+    from retrieval.search.syntax import parse, plain
+
+    title = 'M -theory on AdS_4 x S^7: Self -dual "branes" and Schr\\"odinger year:1999'
+    assert parse(title).exclude  # read as syntax, it leaves papers out
+    assert plain(title) == 'M theory on AdS_4 x S^7: Self dual branes and Schr\\"odinger year 1999'
+
+
 @given(st.text(alphabet=' "\\-:abN4\ue000', max_size=30))
 def test_the_syntax_gives_every_tex_quote_back_and_never_its_stand_in(text):
     from retrieval.search.syntax import parse
@@ -299,6 +319,31 @@ def test_warnings_say_what_the_query_could_not_use(corpus):
         "author: has nothing after it (write author:Maldacena, with no space): 'author' is searched as a word",
         "year: has nothing after it (write year:1998-2001, with no space): 'year' is searched as a word",
     ]
+
+
+def test_filters_that_let_no_paper_through_say_which(corpus):
+    """A search whose filters let nothing through read as a query no paper matched ("no results for 'black'"),
+    with no warning, or one that said the phrase's words were ranked on."""
+    db, papers = corpus
+    years = [p.year for p in papers.values() if p.year]
+    by_witten = {p.year for p in papers.values() if any("Witten" in a for a in p.authors)}
+    not_witten = min(set(years) - by_witten)  # a year with papers, none of them Witten's
+    with RetrievalClient(db) as client:
+        nobody = client.search("black", authors="Nobodyxyz")
+        phrase = client.search('"hole black entropy" black')
+        old = client.search("black", year=(min(years) - 20, min(years) - 10))
+        both = client.search(f"black author:Witten year:{not_witten}")
+        fine = client.search('"black hole" author:Witten')
+        with pytest.raises(ConfigError, match="the query's author: '!!' has no letters: .* such as author:Maldacena"):
+            client.search("black author:!!")
+    assert not nobody.ranked and "no paper passes the filters: no paper is by 'Nobodyxyz'" in nobody.warnings
+    assert not any(contains(tokens(p.text), ("hole", "black", "entropy")) for p in papers.values())
+    assert not phrase.ranked and 'no paper holds the phrase "hole black entropy"' in phrase.warnings[-1]
+    assert not old.ranked and f"no paper is of the years {min(years) - 20}-{min(years) - 10}" in old.warnings[-1]
+    assert not both.ranked and both.warnings[-1] == (
+        "no paper passes all the filters together (each lets some through): loosen one of them"
+    )
+    assert fine.ranked and not any(w.startswith("no paper passes") for w in fine.warnings)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from retrieval import RetrievalClient, Trace, build_corpus, read_jsonl
 from retrieval.commands import build
-from tests.helpers import paper, write_jsonl
+from tests.helpers import BACKENDS, index_on, paper, write_jsonl
 from tests.reference import ReferenceBM25, analysed, close
 
 
@@ -93,6 +93,7 @@ def test_sql_is_parameterised(demo_db):
         assert client.lexical.search(hostile, 5) == []
         assert client.paper("p001") is not None
     trace = Trace()
+    hostile = hostile.replace("x'", "y'")  # a word this process has not read, so the terms statement runs
     with RetrievalClient(db=demo_db, tracer=trace) as client:
         client.search(hostile)
     assert trace.statements and all(hostile not in s.sql and "drop" not in s.sql.lower() for s in trace.statements)
@@ -100,6 +101,40 @@ def test_sql_is_parameterised(demo_db):
     assert '"drop"' in terms.params["terms"]
     with RetrievalClient(db=demo_db) as client:
         assert client.paper("p001") is not None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_terms_read_before_at_this_index_state_are_weighed_without_the_statement(request, backend):
+    """A process keeps the rows of the terms it has read, by the index's generation (which every writer draws
+    anew): a query of known terms runs no terms statement (on a server: none sent with the snapshot's
+    beginning) and scores the same; after an add, the new state's terms are read again, and the scores are
+    the new corpus's."""
+    from retrieval.commands import add
+    from retrieval.corpus.paper import Paper
+
+    papers = [Paper(p["id"], p["title"], p["abstract"], p["year"], [], [], source="t") for p in (
+        paper(f"p{i:02d}", f"attention topic {i % 5}", "sparsity " * (i % 4) + f"study {i}") for i in range(30))]
+    db = index_on(request, backend, papers, f"terms-{backend}")
+    query, name = "attention sparsity study", "lexical: the query's terms"
+
+    def traced(text: str) -> tuple[list, list[str]]:
+        trace = Trace()
+        with RetrievalClient(db=db, tracer=trace) as client:
+            return client.lexical.search(text, 10), [s.name for s in trace.statements]
+
+    first, ran = traced(query)
+    assert name in ran
+    again, ran = traced(query)
+    assert again == first and name not in ran and ran  # the snapshot was still read
+    assert name in traced(query + " zzz")[1]  # one term not read before: the statement, for all of them
+    more = [Paper("q01", "attention sparsity study", "sparsity study of attention", 2001, [], [], source="t")]
+    add(more, db=db)
+    after, ran = traced(query)
+    assert name in ran
+    ref = ReferenceBM25({p.id: p.text for p in papers + more})
+    expected = ref.top(query, 10)
+    assert [pid for pid, _ in after] == [pid for pid, _ in expected] and "q01" in dict(after)
+    assert all(close(a, b) for (_, a), (_, b) in zip(after, expected, strict=True))
 
 
 _WORDS = ["attention", "sparsity", "retrieval", "low", "rank", "study", "1", "12", "topic", "the", "zzz"]

@@ -639,14 +639,17 @@ def test_the_terms_sent_with_the_beginning_answer_only_when_the_statistics_are_u
                 same_result(fresh.search(query), result)
 
         check("black hole entropy", 1)  # nothing to guess from: the statement runs after the beginning
-        check("black hole entropy", 1)  # guessed, and the guess answers
-        check("horizon entropy", 1)
+        check("black hole entropy", 0)  # its terms read at this state of the index: kept by the process
+        check("horizon entropy", 1)  # a term not read yet: guessed, and the guess answers
+        check("horizon area", 1)
         add(write_jsonl(tmp_path / "more.jsonl", more), db=url)
-        check("black hole entropy", 2)  # avgdl changed: the guess is dropped, the statement runs again
-        check("black hole entropy", 1)
+        check("entropy counting", 2)  # guessed with N and avgdl of before the add: dropped, run again
+        check("black hole entropy", 1)  # the kept terms are of the old state: guessed from the new one, answers
+        check("black hole entropy", 0)
         build(db=url, source=write_jsonl(tmp_path / "all.jsonl", first + more), stem="english")
         check("black holes entropy", 2)  # stems now: other terms than the guess's
-        check("black holes entropy", 1)
+        check("black holes entropy", 0)
+        check("entropy area", 1)
         since = len(trace.statements)
         assert client.lexical.search("entropy counting", 3) == fresh_lexical(url, "entropy counting", 3)
         assert _terms_runs(trace, since) == 1

@@ -35,6 +35,13 @@ from tests.helpers import shared_corpus
         (r"\`a la Witten: $$E=mc^2$$", "à la Witten: E=mc²"),
         ("plain  text\nwith ~10 GeV and 50%", "plain text with ~10 GeV and 50%"),  # not TeX: kept, spaces folded
         ("", ""),
+        # a math symbol written as a word keeps its space: it was "the δoperator", "Γis" (117 hep-th fields)
+        (
+            r"introducing the \delta operator, where \Gamma is $\alpha$-like",
+            "introducing the δ operator, where Γ is α-like",
+        ),
+        (r"a lone $ and \mu meson", "a lone $ and μ meson"),  # with no math at all too
+        (r"Gro\ss e and {\it et al.} and \Delta \phi", "Große and et al. and Δϕ"),  # a letter, a switch, symbols
     ],
 )
 def test_tex_is_rendered_for_reading(raw, shown):

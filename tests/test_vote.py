@@ -189,6 +189,7 @@ def test_the_sentences_are_weighed_from_the_whole_querys_terms_without_a_stateme
         by_rows = vote.compute(snap, wq, hits)
         from_rows = [s.name for s in trace.statements]
         trace.statements.clear()
+        lexical._TERMS.clear()  # the sentences' terms, read above, forgotten by the process
         by_statements = vote.compute(snap, query, hits)
         asked = [s.name for s in trace.statements]
         outside = lexical.weigh(snap, Query.parse("black hole microstates landscape zebra"), within=wq)

@@ -22,6 +22,7 @@ from ..search.client import RetrievalClient
 from ..search.memo import QueryMemo
 from ..search.query import Query
 from ..search.split import split_query
+from ..search.syntax import parse as syntax_parse
 from ..store.querylog import record_if_enabled
 from ..validate import LIMITS, paper_id_list, quoted, text_list
 from .config import EvidenceConfig, age
@@ -73,6 +74,7 @@ def explain(
     clock = _Clock()
     subqueries = None if subqueries is None else text_list(subqueries, "subqueries")
     seeds = None if seeds is None else paper_id_list(seeds, "seeds")
+    query, ignored = _words_only(query)
     given = collect_subqueries(query, subqueries, plan, planner)
     if len(given) - 1 > LIMITS["subqueries"]:  # each seeds the graph: 400 took 18 s and 970 MB on hep-th
         raise ConfigError(
@@ -171,7 +173,7 @@ def explain(
         scorer=counting.name,
         scorer_calls=calls,
         iterations=walk.iterations if walk else 0,
-        health=_health(seed_list, graph, edges, cfg, queries if seeds is None else ()),
+        health=_health(seed_list, graph, edges, cfg, queries if seeds is None else (), ignored),
         timings_ms=clock.laps,
     )
     if save:
@@ -188,6 +190,24 @@ def explain_index(query: str, db: str | os.PathLike[str] | None = None, **kwargs
     info = client.last_stats.info if client.last_stats else None  # the snapshot's index_info: no second read
     record_if_enabled(client.path, "explain", run.query, run.config, run, info)  # the query log; never raises
     return run
+
+
+def _words_only(query: str) -> tuple[str, list[str]]:
+    """The query's words, and what of the search syntax it wrote (``-word``, ``"phrase"``, ``author:``,
+    ``year:``), which an evidence run does not apply: a left-out word is not searched for (as ``search`` leaves
+    it out), a phrase's words are searched as words, a field is dropped; the warning names each."""
+    asked = syntax_parse(query)
+    ignored = [f"-{word}" for word in asked.exclude] + [f'-"{p}"' for p in asked.exclude_phrases]
+    ignored += [f'"{p}"' for p in asked.phrases] + [f"author:{name}" for name in asked.authors]
+    ignored += [f"year:{asked.year}"] if asked.year is not None else []
+    if not ignored:
+        return query, []
+    shown = ", ".join(quoted(part) for part in ignored[:5]) + (" and more" if len(ignored) > 5 else "")
+    return asked.text, [
+        f"the evidence graph has no filters, so {shown} {'filters' if len(ignored) == 1 else 'filter'} nothing "
+        "here: a left-out word is only not searched for, a phrase's words are searched as words, author: and "
+        "year: are dropped (`search` applies them)"
+    ]
 
 
 def teleport_mass(seed: Seed, kind: str) -> float:
@@ -259,11 +279,12 @@ def _health(
     edges: dict[tuple[str, str], EdgeRecord],
     cfg: EvidenceConfig,
     queries: Sequence[Query] = (),
+    said: Sequence[str] = (),
 ) -> Health:
     """The run's status (the first of ``STATUSES`` that applies) and every warning; ``queries``: the query and
-    its sub-queries as analysed, when they chose the seeds."""
+    its sub-queries as analysed, when they chose the seeds; ``said``: warnings about the query, first."""
     found: set[str] = set()
-    warnings: list[str] = []
+    warnings: list[str] = list(said)
     stopped = list(dict.fromkeys(word for q in queries for word in q.stopped))
     if not seeds and queries and stopped and not any(q.tokens for q in queries):
         found.add("no-seeds")

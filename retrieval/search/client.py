@@ -14,6 +14,7 @@ import time
 from collections import Counter
 
 from ..config import GRAPH_SCORES, QUERY_TIMEOUT, RetrievalConfig
+from ..corpus.names import check_author
 from ..corpus.paper import Paper
 from ..errors import ConfigError, InputError, NotAnIndexError
 from ..store.backend import backend_of
@@ -23,7 +24,7 @@ from ..validate import LIMITS, check_choice, check_int, check_number, paper_id_l
 from . import cocited, expansion, learned, lexical, prf, semantic, vote
 from .adjacency import GRAPHS
 from .blend import SORTS, BeyondPaper, RetrievalResult, blend, reorder
-from .filters import Filters, author_names, author_papers, failing, passing
+from .filters import Filters, author_names, author_papers, failing, none_pass, passing
 from .graph import CitationGraph, walk
 from .lexical import BM25Index
 from .papers import (
@@ -240,6 +241,8 @@ class RetrievalClient:
                     f"{', '.join(stopped)}: only stop words, which this index does not search, so "
                     f"{'it filters' if len(stopped) == 1 else 'they filter'} nothing"
                 )
+            for name in asked.authors:  # named as the query wrote it, not as the command line's --author
+                check_author(name, "the query's author:", "author:Maldacena")
             filters = Filters.make(
                 year=year if year is not None else asked.year,
                 authors=author_names(authors) + asked.authors,
@@ -265,6 +268,8 @@ class RetrievalClient:
                 )
             if filters:
                 allowed = passing(snap, filters)
+                if allowed.count == 0:  # said, not left to read as a query no paper matches
+                    warnings.append(none_pass(snap, filters))
                 hits, found = lexical.filtered_top_papers(snap, wq, depth, allowed)
             else:
                 allowed = None

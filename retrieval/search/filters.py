@@ -24,7 +24,7 @@ from ..corpus.names import SUFFIXES, asked_words, check_author, matches
 from ..errors import ConfigError
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
-from ..validate import LIMITS, YEAR_RANGE, shown_value, year_range
+from ..validate import LIMITS, YEAR_RANGE, quoted, shown_value, year_range
 
 YEAR_DOCS_SQL = statement(
     lambda d: (
@@ -230,6 +230,29 @@ def passing(snap: Snapshot, filters: Filters, analyse=None) -> Passing:
             return Passing(sorted(allowed), None, len(allowed))
         rejected = set(every_doc(snap)) - allowed
     return Passing(None, sorted(rejected), n - len(rejected))
+
+
+def none_pass(snap: Snapshot, filters: Filters) -> str:
+    """What to tell a user whose ``filters`` let no paper through: each filter that alone lets none through (a
+    year range, an author, a phrase), else that they do so together."""
+    alone = []
+    if filters.years and passing(snap, Filters(years=filters.years)).count == 0:
+        lo, hi = filters.years
+        shown = str(lo) if lo == hi else f"{'' if lo is None else lo}-{'' if hi is None else hi}"
+        alone.append(f"no paper is of the years {shown}")
+    for name in filters.authors:
+        if passing(snap, Filters(authors=(name,))).count == 0:
+            alone.append(f"no paper is by {quoted(name)}")
+    phrases = [phrase for phrase in filters.phrases if any(phrase)]
+    shown_phrases = filters.to_dict()["phrases"]  # as written, where they were kept
+    if len(shown_phrases) != len(phrases):
+        shown_phrases = [" ".join(p) for p in phrases]
+    for phrase, shown in zip(phrases, shown_phrases, strict=True):
+        if passing(snap, Filters(phrases=(phrase,))).count == 0:
+            alone.append(f'no paper holds the phrase "{shown}"')
+    if alone:
+        return f"no paper passes the filters: {'; '.join(alone)}"
+    return "no paper passes all the filters together (each lets some through): loosen one of them"
 
 
 def every_doc(snap: Snapshot) -> list[int]:

@@ -57,6 +57,7 @@ import json
 import math
 import sys
 from collections import namedtuple
+from collections.abc import Iterable
 
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK, idf, tf_norm_sql
 from ..errors import NotAnIndexError
@@ -482,9 +483,48 @@ def weigh(snap: Snapshot, query: Query, within: WeightedQuery | None = None) -> 
     ):  # a term the index lacks is in neither's rows
         rows = [row for row in within.found if row[0] in query.qtf]
     else:
-        rows = terms_of(snap, query.distinct_json)
+        generation = stats.info.get("generation")
+        rows = known_terms(generation, query.qtf)
+        if rows is None:
+            rows = terms_of(snap, query.distinct_json)
+            _keep_terms(generation, query.qtf, rows)
     terms = tuple(query_term(stats, term, term_id, df, query.qtf[term], max_tf) for term, term_id, df, max_tf in rows)
     return WeightedQuery(query, terms, stats, tuple(rows))
+
+
+#: ``terms_of``'s rows this process has read, by (index generation, term); None for a term the index lacks. A
+#: generation names one state of an index (every writer draws a new one), so what was read at it stays true: a
+#: query whose terms were all read before (a long-lived client's usual case) is weighed without the statement,
+#: which on a server is a good share of a short query's time.
+_TERMS: dict[tuple[str, str], tuple | None] = {}
+_TERMS_MAX = 200_000
+_UNKNOWN = object()
+
+
+def known_terms(generation: str | None, terms: Iterable[str]) -> list[tuple] | None:
+    """``terms_of``'s rows for ``terms`` read before at ``generation``, in its order (term id), or None when a
+    term has not been read at it."""
+    if not generation:
+        return None
+    rows = []
+    for term in terms:
+        row = _TERMS.get((generation, term), _UNKNOWN)
+        if row is _UNKNOWN:
+            return None
+        if row is not None:
+            rows.append(row)
+    rows.sort(key=lambda row: row[1])
+    return rows
+
+
+def _keep_terms(generation: str | None, terms: Iterable[str], rows: list[tuple]) -> None:
+    if not generation:
+        return
+    if len(_TERMS) > _TERMS_MAX:
+        _TERMS.clear()
+    found = {row[0]: row for row in rows}
+    for term in terms:
+        _TERMS[(generation, term)] = found.get(term)
 
 
 class TermsAhead:
@@ -502,7 +542,9 @@ class TermsAhead:
         self.parsed = query = Query.parse(self.text, stats.analyser)
         if not query:
             return []
-        statements = [(TERMS_NAME, TERMS_SQL, _terms_params(stats, query.distinct_json))]
+        statements = []
+        if known_terms(stats.info.get("generation"), query.qtf) is None:
+            statements.append((TERMS_NAME, TERMS_SQL, _terms_params(stats, query.distinct_json)))
         if "numpy" in sys.modules:  # the BLOBs affordable (costs.NUMPY_IMPORT_COST): their short lists too
             from .blobs import postings_ahead
 

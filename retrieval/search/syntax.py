@@ -31,6 +31,8 @@ _PART = re.compile(
     r'|(?P<nphrase>(?<!\S)-"(?P<nquoted>[^"]*)")'
     r'|(?P<phrase>"(?P<quoted>[^"]*)")'
 )
+#: What ``plain`` makes a space: a quote, a minus that begins a word, the colon after a field's name.
+_SYNTAX_MARKS = re.compile(r'(?<!\\)"|(?<!\S)-+|(?<=[A-Za-z]):')  # not TeX's umlaut, \"
 FIELDS = ("author", "year")
 #: TeX's umlaut (``\\"o``), held as a private-use character while the marks are read, then given back.
 _TEX_QUOTE = '\\"'
@@ -130,3 +132,11 @@ def _parse(text: str) -> Parsed:
         tuple(warnings),
         tuple(exclude_phrases),
     )
+
+
+def plain(text: str) -> str:
+    """``text`` as a query that reads as words only: every mark the syntax reads (a quote other than TeX's
+    umlaut, a minus before a word, a field's colon) made a space, which the tokeniser splits on anyway, so the
+    words searched are the same. A paper's title searched as a query ("M -theory on AdS_4", "Self -dual ...")
+    is then not read as "leave out theory"."""
+    return " ".join(_SYNTAX_MARKS.sub(" ", text).split())

@@ -32,6 +32,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from ...corpus.paper import Paper
 from ...errors import ConfigError, RetrievalError
+from ...search.syntax import plain
 from ...text import sentences
 from ...validate import quoted
 from .. import params as parameters
@@ -356,13 +357,15 @@ def _search_body(service: Service, request: Request) -> tuple[str, str]:
         )
     out.append("</ol>")
     links = []
-    if offset > 0 and not results and matched:  # past the end (an edited address, an index that shrank)
-        last = (min(matched, BOUNDS["offset"] + 1) - 1) // limit * limit
+    # Pages go to the ranking's end, past the papers holding a query word (``matched``) to those the graph added.
+    length = data.get("length") or matched
+    if offset > 0 and not results and length:  # past the end (an edited address, an index that shrank)
+        last = (min(length, BOUNDS["offset"] + 1) - 1) // limit * limit
         links.append(f'<a rel="prev" href="/?{escape(urlencode({**base, "offset": last}))}">← the last page</a>')
     elif offset > 0:
         prev = max(0, offset - limit)
         links.append(f'<a rel="prev" href="/?{escape(urlencode({**base, "offset": prev}))}">← previous {limit}</a>')
-    if len(results) == limit and offset + limit < min(matched, BOUNDS["offset"] + 1):
+    if len(results) == limit and offset + limit < min(length, BOUNDS["offset"] + 1):
         nxt = offset + limit
         links.append(f'<a rel="next" href="/?{escape(urlencode({**base, "offset": nxt}))}">next {limit} →</a>')
     if links:
@@ -536,7 +539,7 @@ def _paper_body(service: Service, asked: str, request: Request) -> tuple[str, st
         f'{count(n_cites, "citing paper")}</a><a href="#similar">similar papers</a>{_download_links(pid)}</p>',
         f'<h2>Abstract</h2><div class="abstract">{escape(abstract) if abstract else "<em>No abstract.</em>"}</div>',
         f'<p class="actions"><a href="{escape(_explain_href(title, pid))}">evidence graph for this title</a>'
-        f'<a href="{escape("/?" + urlencode({"q": title}))}">search for this title</a></p>',
+        f'<a href="{escape("/?" + urlencode({"q": plain(title)}))}">search for this title</a></p>',
         f'<h2 id="references">References <span class="meta">{n_refs:,} ({data["references_in_corpus"]:,} in the '
         "index)</span></h2>",
         _link_list(refs, "references", pid, n_refs, paging),

@@ -32,6 +32,14 @@ SUBSCRIPTS = dict(zip("0123456789+-=()", "₀₁₂₃₄₅₆₇₈₉₊₋�
     zip("aehijklmnoprstuvx", "ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ", strict=True)
 )
 
+#: Control words of math symbols that abstracts write outside math as words (Greek letters and a few others).
+_SYMBOLS = (
+    "[vV]?[aA]lpha", "[bB]eta", "[gG]amma", "[dD]elta", "(?:var)?[eE]psilon", "[zZ]eta", "[eE]ta", "(?:var)?[tT]heta",
+    "[iI]ota", "[kK]appa", "[lL]ambda", "[mM]u", "[nN]u", "[xX]i", "(?:var)?[pP]i", "(?:var)?[rR]ho",
+    "(?:var)?[sS]igma", "[tT]au", "[uU]psilon", "(?:var)?[pP]hi", "[cC]hi", "[pP]si", "[oO]mega",
+    "infty", "partial", "nabla", "hbar", "ell",
+)  # fmt: skip
+
 #: The patterns of the TeX path, compiled on its first use (``_tex``): most text has none, and a search that shows
 #: none pays nothing for them.
 _TEX = {
@@ -45,6 +53,9 @@ _TEX = {
     # Relations and operators pylatexenc writes with the spaces TeX's parser happened to keep ("c≤ 1", "N →∞"):
     # spaced on both sides where the author spaced them on one.
     "operator": r"(\s*)([≤≥<>→←↔⇒⇐⇔↦×⊗⊕⋅≃≈∼≅≡≠∈∉⊂⊃⊆⊇∝±∓])(\s*)",
+    # A math symbol written outside math and followed by a word ("the \\delta operator"): TeX takes the space
+    # as the end of the control word, the author meant it between two words.
+    "symbol_word": r"(\\(?:" + "|".join(_SYMBOLS) + r"))[ \t]+(?=[^\W_])",
 }
 _INITIALS = re.compile(r"((?:[^\W\d_][^\W\d_]?\.-?)+)([^\W\d_].*)")
 
@@ -179,8 +190,9 @@ def _prepare(value: str) -> str:
     value = patterns["percent_amp"].sub(r"\\\1", value).replace("$$", "$")
     parts = patterns["dollar"].split(value)
     if len(parts) % 2 == 0:  # an odd number of $: none of them opens math
-        return patterns["dollar"].sub(r"\\$", value)
-    return "$".join(_scripts(part) if i % 2 else part for i, part in enumerate(parts))
+        return patterns["symbol_word"].sub(r"\1{} ", patterns["dollar"].sub(r"\\$", value))
+    spaced = patterns["symbol_word"]
+    return "$".join(_scripts(part) if i % 2 else spaced.sub(r"\1{} ", part) for i, part in enumerate(parts))
 
 
 def _scripts(math: str) -> str:
