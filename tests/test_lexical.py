@@ -112,8 +112,12 @@ def test_terms_read_before_at_this_index_state_are_weighed_without_the_statement
     from retrieval.commands import add
     from retrieval.corpus.paper import Paper
 
-    papers = [Paper(p["id"], p["title"], p["abstract"], p["year"], [], [], source="t") for p in (
-        paper(f"p{i:02d}", f"attention topic {i % 5}", "sparsity " * (i % 4) + f"study {i}") for i in range(30))]
+    papers = [
+        Paper(p["id"], p["title"], p["abstract"], p["year"], [], [], source="t")
+        for p in (
+            paper(f"p{i:02d}", f"attention topic {i % 5}", "sparsity " * (i % 4) + f"study {i}") for i in range(30)
+        )
+    ]
     db = index_on(request, backend, papers, f"terms-{backend}")
     query, name = "attention sparsity study", "lexical: the query's terms"
 
