@@ -13,7 +13,7 @@ from .config import RetrievalConfig, resolve_db, resolve_db_path
 from .errors import ConfigError, InputError, RetrievalError
 from .search.client import RetrievalClient
 from .store.backend import backend_of
-from .store.database import check_index
+from .store.database import BUILTIN_SOURCE, build_command, check_index
 from .store.querylog import record_if_enabled
 from .store.sql.dialect import register_sharded, statement
 from .store.sql.executor import Executor
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .store.rows import WriteSummary
     from .store.sql.executor import Tracer
 
-BUILTIN = "built-in demo corpus"
+BUILTIN = BUILTIN_SOURCE
 
 
 def _corpus_file(source: str | os.PathLike[str]) -> Path:
@@ -53,6 +53,25 @@ def _corpus_file(source: str | os.PathLike[str]) -> Path:
     if not src.is_file():
         raise InputError(f"no corpus file at {src}: give a file of papers (JSONL, OpenAlex or S2 lines)")
     return src
+
+
+def _refuse_demo_over(backend) -> None:
+    """Refuse to build the demo corpus (a build without a source) over an index of another corpus: a rebuild
+    without ``--from`` would replace the user's papers with the demo's hundred."""
+    try:
+        info = backend.check().info
+    except RetrievalError:  # none there, or not one this version reads: nothing of the user's to keep
+        return
+    recorded = info.get("source") or ""
+    if recorded == BUILTIN:
+        return
+    corpus = f"an index of {recorded}" if recorded else "an index"
+    rebuild = build_command(backend.location, info)
+    raise ConfigError(
+        f"{backend.shown} holds {corpus} ({int(info.get('n_papers', 0)):,} papers): a build without --from builds "
+        f"the demo corpus, which would replace it. To rebuild it, give its corpus: `{rebuild}`; to build the demo "
+        "corpus, choose another --db"
+    )
 
 
 def build(
@@ -89,6 +108,7 @@ def build(
     backend = backend_of(db)
     options = {"progress": progress, "workers": workers, "stem": stem, "stopwords": stopwords, "semantic": semantic}
     if source is None:
+        _refuse_demo_over(backend)
         corpus = build_corpus()
         papers = merge_clients(ArxivMockClient(corpus), SemanticScholarMockClient(corpus))
         return backend.build(papers, shards=shards, source=BUILTIN, **options)

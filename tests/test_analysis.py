@@ -249,8 +249,9 @@ def test_the_cli_builds_with_stemming_and_stop_words_and_stats_shows_them(tmp_pa
         "english",
         "unicode-alnum-lower v2",
     )
-    assert main(["build", "--stem", "klingon", "--db", db]) == 1
-    assert "no stemmer 'klingon'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # a usage error, as an unknown --stopwords is (it was exit 1)
+        main(["build", "--stem", "klingon", "--db", db])
+    assert usage.value.code == 2 and "argument --stem: no stemmer 'klingon'" in capsys.readouterr().err
     with RetrievalClient(db=db) as client:  # the failed build left the index as it was
         assert client.stats.analyser == Analyser(**STEM_STOP)
 
@@ -382,7 +383,10 @@ def test_the_advice_at_open_and_in_the_postings_checks_keeps_the_index_analysis(
     assert f"`retrieval build --db {chunks} {rebuild}" in str(read.value)
 
     info = {"stemmer": "", "stopwords": "", "semantic_model": "wordllama"}  # vectors are rebuilt when asked for
-    assert build_command("x.db", info) == "retrieval build --db x.db --semantic wordllama"
+    assert build_command("x.db", info) == "retrieval build --db x.db --from FILE --semantic wordllama"
+    assert build_command("x.db", {**info, "source": "my corpus.jsonl"}).startswith(
+        "retrieval build --db x.db --from 'my corpus.jsonl' --semantic"
+    )
 
 
 def test_rebuild_advice_keeps_the_index_analysis(stemmed_demo, tmp_path, capsys):
@@ -392,7 +396,7 @@ def test_rebuild_advice_keeps_the_index_analysis(stemmed_demo, tmp_path, capsys)
         conn.execute("UPDATE doc_len SET length = length + 1 WHERE doc_id = 1")
     assert main(["check", "--db", str(db)]) == 1
     out = capsys.readouterr().out
-    assert f"rebuild it with `retrieval build --db {db} --stem english --stopwords english` (from its corpus)" in out
+    assert f"rebuild it with `retrieval build --db {db} --stem english --stopwords english`" in out
     with sqlite3.connect(db) as conn:  # a stored text changed by hand: a remove names the term and the same build
         conn.execute("UPDATE doc_len SET length = length - 1 WHERE doc_id = 1")
         conn.execute("UPDATE papers SET title = 'changed entirely' WHERE id = 'p001'")

@@ -102,6 +102,35 @@ def test_bad_record_stops_the_build_and_keeps_the_previous_index(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "x.db"]  # no temporary file left
 
 
+def test_a_build_without_a_corpus_does_not_replace_an_index_of_another(tmp_path, capsys):
+    """``retrieval build --db x.db`` without ``--from`` builds the demo corpus: over an index of the user's own
+    papers it replaced them with the demo's hundred, and the damage messages advised exactly that command."""
+    db = tmp_path / "mine.db"
+    corpus = write_jsonl(tmp_path / "my papers.jsonl", [paper(f"m{i}", f"title {i}") for i in range(3)])
+    build(db=db, source=corpus, stem="english")
+    before = db.read_bytes()
+    assert main(["build", "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert f"{db} holds an index of my papers.jsonl (3 papers): a build without --from builds the demo" in err
+    assert f"`retrieval build --db {db} --from 'my papers.jsonl' --stem english`" in err
+    assert db.read_bytes() == before
+    build(db=db, source=corpus)  # with its corpus it is rebuilt as asked
+    demo = tmp_path / "demo.db"
+    build(db=demo)
+    build(db=demo)  # the demo over the demo: nothing of the user's to keep
+    with sqlite3.connect(db) as conn:  # damaged: the advice names the corpus the index records
+        conn.execute("UPDATE index_info SET value = '2' WHERE key = 'n_papers'")
+    with pytest.raises(RetrievalError, match=r"`retrieval build --db .*mine\.db --from 'my papers\.jsonl'`"):
+        RetrievalClient(db).search("title")
+
+
+def test_a_folder_is_no_index_to_build_over(tmp_path, capsys):
+    folder = tmp_path / "dir.db"
+    folder.mkdir()
+    assert main(["build", "--db", str(folder)]) == 1
+    assert f"{folder} is a folder, not an index file: give the index file's path" in capsys.readouterr().err
+
+
 def test_interrupted_build_keeps_the_previous_index(tmp_path):
     db = tmp_path / "x.db"
     build(db=db)

@@ -248,7 +248,7 @@ def test_check_on_a_damaged_index_lists_each_problem_and_exits_1(demo_db, tmp_pa
     assert "  ... and 2 more\n" in out
     assert "cited_counts.cited_by: 1 problem\n  paper 'p001': cited_counts gives 59, citations name it 19 times" in out
     assert "'block': document 5 is in the postings chunks, not in term_freq" in out
-    assert out.rstrip().endswith(f"rebuild it with `retrieval build --db {db}` (from its corpus)")
+    assert out.rstrip().endswith(f"rebuild it with `retrieval build --db {db}`")
     assert main(["check", "--db", str(db), "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is False

@@ -80,7 +80,8 @@ def test_search_json_shape(demo_db, capsys):
     assert code == 0
     data = json.loads(out)
     assert set(data) == {
-        "query", "results", "offset", "matched", "matched_exact", "filters", "warnings", "metrics", "expansion"
+        "query", "results", "offset", "matched", "matched_exact", "length", "filters", "warnings", "metrics",
+        "expansion",
     }  # fmt: skip
     assert data["query"] == "low rank adapter" and len(data["results"]) == 5
     assert data["offset"] == 0 and data["filters"] is None and data["warnings"] == [] and data["matched"] > 5

@@ -474,9 +474,13 @@ def test_an_add_says_what_it_dropped_and_warns_of_an_empty_file(demo_db, tmp_pat
     db.write_bytes(demo_db.read_bytes())
     empty = tmp_path / "empty.jsonl"
     empty.write_text("", encoding="utf-8")
+    info = dict(sqlite3.connect(db).execute("SELECT key, value FROM index_info").fetchall())
     assert main(["add", str(empty), "--db", str(db)]) == 0
     captured = capsys.readouterr()
     assert "added 0 papers" in captured.out and f"{empty} holds no papers: nothing was added" in captured.err
+    assert "100 papers, 70 terms now" in captured.out
+    # nothing written: the generation (what long-lived readers keep decoded) and the update time stay
+    assert dict(sqlite3.connect(db).execute("SELECT key, value FROM index_info").fetchall()) == info
     cites = tmp_path / "cites.jsonl"
     cites.write_text(json.dumps({"id": "s1", "title": "self", "references": ["s1", "p001", "p001"]}) + "\n")
     assert main(["add", str(cites), "--db", str(db)]) == 0

@@ -222,6 +222,15 @@ def test_since_filters_by_time_and_json_parses(db, capsys):
     assert "expected a date or a time in ISO 8601" in capsys.readouterr().err
 
 
+def test_the_table_sends_no_control_character_a_logged_query_holds(db, capsys):
+    """A query sent to the API with a terminal's escape sequence in it reached the terminal raw in `log`."""
+    log_enable(True, db=db)
+    search("attention \x1b[2J\x1b]0;pwned\x07 sparsity", db=db)
+    code, out, _ = run(capsys, "log", "--db", db)
+    assert code == 0 and "\x1b" not in out and "\x07" not in out
+    assert "attention [2J ]0;pwned sp" in out and out.rstrip().endswith("1 logged query; the query log is on")
+
+
 def test_the_table_fits_80_columns(db, capsys):
     log_enable(True, db=db)
     search("attention sparsity " * 40 + "\nsecond line", db=db)

@@ -784,6 +784,44 @@ def test_side_files_another_user_left_are_named_when_they_block_a_write(public_d
     assert dump(shared) == before
 
 
+def test_a_read_only_index_file_is_said_to_be_so_and_left_without_side_files(public_dir):
+    """A write to an index file the user may only read blamed "t.db-wal belongs to user ... (a search of theirs
+    left it)": the write itself had made ``-wal`` and ``-shm`` with the index's read-only mode, and they kept
+    refusing every write once the index was made writable again."""
+    command = _as_nobody()
+    if command is None:
+        pytest.skip("needs root, and a Python another user may run, to test permissions")
+    index = public_dir / "ro.db"
+    build(db=index)
+    before = dump(index)
+    for side in ("-wal", "-shm"):
+        Path(f"{index}{side}").unlink(missing_ok=True)
+    more = corpus(public_dir / "more.jsonl", 5, "m", seed=2)
+    more.chmod(0o644)
+    index.chmod(0o444)
+    public_dir.chmod(0o777)  # the folder is the user's to write in: only the file is read-only
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*command, *argv], user=NOBODY, capture_output=True, text=True, cwd="/")
+
+    try:
+        for argv in (["add", str(more), "--db", str(index)], ["remove", "p000001", "--db", str(index)],
+                     ["build", "--from", str(more), "--db", str(index)]):  # fmt: skip
+            done = run(*argv)
+            assert done.returncode == 1 and "Traceback" not in done.stderr, (argv, done.stderr)
+            assert f"{index}: the file is read-only for this user: make it writable" in done.stderr, done.stderr
+            assert not any(Path(f"{index}{side}").exists() for side in ("-wal", "-shm")), argv
+        assert dump(index) == before
+        for side in ("-wal", "-shm"):  # root's read just now left them (another user's: a case of its own)
+            Path(f"{index}{side}").unlink(missing_ok=True)
+        index.chmod(0o666)  # made writable: the next write goes through (one that needs no NumPy, which the
+        done = run("log", "on", "--db", str(index))  # Python this user may run may lack)
+        assert done.returncode == 0, done.stderr
+    finally:
+        public_dir.chmod(0o755)
+    assert dump(index)["index_info"] != before["index_info"]  # the log's switch, written
+
+
 def test_what_sqlite_says_of_a_read_only_disk_and_of_damaged_text_is_said_plainly(tmp_path, monkeypatch):
     """A write on a file system mounted read-only was told to "check that the file and its folder exist and that
     you may read them"; an index whose text is not UTF-8 any more was "cannot write to" with SQLite's words."""

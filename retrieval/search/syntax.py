@@ -32,7 +32,8 @@ _PART = re.compile(
     r'|(?P<phrase>"(?P<quoted>[^"]*)")'
 )
 #: What ``plain`` makes a space: a quote, a minus that begins a word, the colon after a field's name.
-_SYNTAX_MARKS = re.compile(r'(?<!\\)"|(?<!\S)-+|(?<=[A-Za-z]):')  # not TeX's umlaut, \"
+_SYNTAX_MARKS = re.compile(r'(?<!\\)"|(?<=[A-Za-z]):')  # not TeX's umlaut, \"
+_LEADING_MINUS = re.compile(r"(?<!\S)-+")  # once the marks before it are spaces: '"-a' is then ' -a'
 FIELDS = ("author", "year")
 #: TeX's umlaut (``\\"o``), held as a private-use character while the marks are read, then given back.
 _TEX_QUOTE = '\\"'
@@ -124,7 +125,7 @@ def _parse(text: str) -> Parsed:
     if years:
         parse_years(years[-1], "year:")  # a range it cannot read is the query's mistake, said as such
     return Parsed(
-        " ".join(rest.replace('"', " ").split()),  # what is searched, as a result shows it: no runs of spaces
+        squeezed(rest.replace('"', " ")),  # what is searched, as a result shows it: no runs of spaces
         tuple(exclude),
         tuple(phrases),
         tuple(authors),
@@ -139,4 +140,23 @@ def plain(text: str) -> str:
     umlaut, a minus before a word, a field's colon) made a space, which the tokeniser splits on anyway, so the
     words searched are the same. A paper's title searched as a query ("M -theory on AdS_4", "Self -dual ...")
     is then not read as "leave out theory"."""
-    return " ".join(_SYNTAX_MARKS.sub(" ", text).split())
+    return squeezed(_LEADING_MINUS.sub(_space, _SYNTAX_MARKS.sub(_space, text)))
+
+
+_RUNS = re.compile(r"(\\[^\W\d_]+)?(\s+)")
+
+
+def squeezed(text: str) -> str:
+    """``text`` with each run of whitespace one space and none at its ends, except the spaces after a TeX control
+    word, which the tokeniser reads (``\\o N`` is one word): the same words, shown without gaps."""
+    return _RUNS.sub(lambda found: found.group(0) if found.group(1) else " ", text).strip()
+
+
+_CONTROL_WORD_BEFORE = re.compile(r"\\[^\W\d_]+\s*$")  # letters as the tokeniser folds them: \\aé is \\ae
+
+
+def _space(found: re.Match) -> str:
+    """A space for a syntax mark; after a TeX control word (``\\o``) an empty group first, since the space would
+    end the control word and join it to the next word (``\\o N`` reads as "on")."""
+    before = found.string[max(0, found.start() - 40) : found.start()]
+    return "{} " if _CONTROL_WORD_BEFORE.search(before) else " "

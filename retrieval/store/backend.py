@@ -125,8 +125,9 @@ class IndexFile(Backend):
 
     @contextmanager
     def write_transaction(self, busy_ms: int, doing: str = "write to", writer: bool = False, upgraded=None) -> Iterator:
-        from .sqlite.files import refresh_planner_statistics, write_transaction
+        from .sqlite.files import check_writable, refresh_planner_statistics, write_transaction
 
+        check_writable(self.location, doing)  # before any read, whose open would leave read-only side files
         if writer and index_revision(self.location) in KNOWN_REVISIONS[:-1]:
             from .schema.migrate import upgraded_copy
 

@@ -132,6 +132,11 @@ def _blocked_by(path: Path | str) -> str | None:
     for suffix in ("-wal", "-shm"):
         side = f"{path}{suffix}"
         if os.path.exists(side) and not os.access(side, os.W_OK):
+            if os.stat(side).st_uid == os.geteuid():  # this user's: a write to the index while it was read-only
+                return (
+                    f"{side} is read-only (left by an earlier write to the index while the index was read-only): "
+                    "remove it when no one is using the index"
+                )
             try:
                 import pwd
 
@@ -188,7 +193,7 @@ def store_error(exc: BaseException, path: Path | str, doing: str) -> RetrievalEr
             "`retrieval build --db PATH`"
         )
     if "malformed" in text or "corrupt" in text or "could not decode" in text:
-        return NotAnIndexError(f"{path} is damaged ({exc}): rebuild it with `retrieval build --db {path}`")
+        return NotAnIndexError(f"{path} is damaged ({exc}): rebuild it with `{build_command(path)}`")
     if "disk i/o" in text:
         return StoreError(f"a disk error: cannot {doing} {path} ({exc}); check the disk (full, removed, read-only?)")
     return StoreError(f"cannot {doing} {path} ({exc})")
@@ -363,10 +368,20 @@ REVISION_SQL = statement("SELECT version_num FROM alembic_version")
 Rows = Callable[[str, str], list]
 
 
+#: The ``source`` an index of the built-in demo corpus records (``retrieval build`` without ``--from``).
+BUILTIN_SOURCE = "built-in demo corpus"
+
+
 def build_command(where: Path | DatabaseURL | str, info: dict[str, str] | None = None) -> str:
-    """``retrieval build --db WHERE``, with the ``--stem``, ``--stopwords`` and ``--semantic`` that rebuild the
-    index ``info`` (its ``index_info``) describes as it was built, where those are not the build's defaults."""
-    options = ""
+    """``retrieval build --from CORPUS --db WHERE``, with the ``--stem``, ``--stopwords`` and ``--semantic`` that
+    rebuild the index ``info`` (its ``index_info``) describes as it was built, where those are not the build's
+    defaults. ``CORPUS`` is the corpus file's name as the index records it (``FILE`` where it records none); an
+    index of the demo corpus needs no ``--from``. Without ``--from`` a build indexes the demo corpus, so advice
+    that left it out would replace the user's papers (``build`` refuses that)."""
+    import shlex
+
+    source = "FILE" if info is None else info.get("source") or "FILE"
+    options = "" if source == BUILTIN_SOURCE else f" --from {shlex.quote(source)}"
     if info is not None:
         for option, key, default in (
             ("--stem", "stemmer", DEFAULT_STEM),

@@ -35,6 +35,7 @@ from .rows import (
     INSERT_DOC_LEN,
     INSERT_PAPER,
     INSERT_SOURCE,
+    TERM_TOTALS_SQL,
     CorpusCounts,
     ReferenceCleaner,
     UniqueIds,
@@ -289,7 +290,7 @@ class IndexWriter:
                         f"{where} is damaged: the stored title or abstract of {quoted(pid)} holds the term "
                         f"{quoted(term)}, which the index's terms lack (its text was changed after it was indexed), "
                         f"so its postings cannot be found: nothing was changed; rebuild it with "
-                        f"`{build_command(where, self.analyser.info())}` (from its corpus)"
+                        f"`{build_command(where, self.analyser.info())}`"
                     )
                 postings.append((term_id, doc_id))
                 df_delta[term_id] += 1
@@ -328,6 +329,11 @@ class IndexWriter:
                 f"least one: nothing was removed; delete the index to drop it whole, or rebuild it from another "
                 f"corpus (`retrieval build --from FILE --db {where}`)"
             )
+        if not (self.summary.added or self.summary.removed):  # nothing changed (an empty file): nothing written,
+            self.summary.papers = self.n_papers  # so what readers keep of this state stays theirs
+            self.summary.terms, postings = self.conn.execute(TERM_TOTALS_SQL).fetchone()
+            self.summary.postings = postings or 0
+            return
         sync_postings(self.conn, self.first_new_doc, self.removed_postings, self.added_terms)
         self.cleaner.count_into(self.summary)
         counts = CorpusCounts(self.n_papers, self.total_tokens)

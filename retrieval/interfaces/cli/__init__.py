@@ -378,7 +378,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return 1
     print(
         f"{report.path} is damaged: {len(report.problems)} invariant{'s' if len(report.problems) != 1 else ''} "
-        f"broken ({checked}); rebuild it with `{report.rebuild}` (from its corpus)"
+        f"broken ({checked}); rebuild it with `{report.rebuild}`"
     )
     return 1
 
@@ -710,8 +710,10 @@ def _cmd_log(args: argparse.Namespace) -> int:
         return 0
     if rows:
         print(f"{'time (UTC)':<16} {'kind':<7} {'hits':>6} {'top':>6} {'ms':>7} {'gate':<4} query")
+    from ..output.display import one_line
+
     for row in rows:
-        text = " ".join(row["query"].split())
+        text = one_line(row["query"])  # a query the API logged may hold a terminal's escape sequences: not sent raw
         if len(text) > LOG_QUERY_WIDTH:
             text = text[: LOG_QUERY_WIDTH - 3] + "..."
         gate = {None: "-", True: "yes", False: "no"}[row["gate_fired"]]
@@ -723,7 +725,7 @@ def _cmd_log(args: argparse.Namespace) -> int:
     state = "on" if enabled else "off (`retrieval log on` turns it on)"
     if rows:
         print()
-    print(f"{len(rows):,} logged queries{since}; the query log is {state}")
+    print(f"{len(rows):,} logged {'query' if len(rows) == 1 else 'queries'}{since}; the query log is {state}")
     return 0
 
 

@@ -18,12 +18,26 @@ FORMATS = ("jsonl", "openalex", "s2")
 FORMAT_HELP = "input format: jsonl, openalex or s2 (default: detected from the first record)"
 
 
+def stemmer(text: str) -> str:
+    """``--stem``'s value: a stemmer PyStemmer has (imported only when one is named), or ``none``; another is a
+    usage error, as an unknown ``--stopwords`` is."""
+    from ...errors import ConfigError
+    from ...text import Analyser
+
+    try:
+        Analyser(stem=text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_analysis_options(p: argparse.ArgumentParser, what: str = "", default: str | None = None) -> None:
     """``--stem`` and ``--stopwords`` on ``p`` (``build``, and ``eval`` and ``train`` for their indexes, ``what``);
     ``default`` names where an option left out comes from (both are then None), else the build's defaults."""
     p.add_argument(
         "--stem",
         metavar="LANGUAGE",
+        type=stemmer,
         default=None if default else DEFAULT_STEM,
         help=f"stem {what}terms with this Snowball stemmer (PyStemmer: english, porter, german, ...; {NONE} for no "
         f"stemming); default: {default or DEFAULT_STEM or NONE}",

@@ -81,7 +81,7 @@ def one_line(text: str) -> str:
     """``text`` with every run of whitespace (newlines, tabs) as one space, and no control characters."""
     text = " ".join(text.split())
     if not text.isprintable():
-        text = "".join(char if char.isprintable() else " " for char in text)
+        text = " ".join("".join(char if char.isprintable() else " " for char in text).split())
     return text
 
 

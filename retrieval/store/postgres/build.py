@@ -477,7 +477,14 @@ def upgrade_server(url: DatabaseURL):
     from alembic import command
     from sqlalchemy import create_engine, pool, text
 
-    from ..database import HEAD_REVISION, KNOWN_REVISIONS, _read_revision_and_info, check_index, tokeniser_outdated
+    from ..database import (
+        HEAD_REVISION,
+        KNOWN_REVISIONS,
+        _read_revision_and_info,
+        build_command,
+        check_index,
+        tokeniser_outdated,
+    )
     from ..schema.migrate import Upgrade, alembic_config
     from .write import WRITER_LOCK_KEY
 
@@ -485,7 +492,7 @@ def upgrade_server(url: DatabaseURL):
     if tokeniser_outdated(info):
         raise StoreError(
             f"the index at {url.shown} was tokenised by an older tokeniser: rebuild it with "
-            f"`retrieval build --db {url.shown}` (re-indexing in place works on files only)"
+            f"`{build_command(url, info)}` (re-indexing in place works on files only)"
         )
     if before == HEAD_REVISION:
         check_index(url)

@@ -96,7 +96,7 @@ class WriteConnection:
 def _check(conn: WriteConnection, url: DatabaseURL) -> dict[str, str]:
     """The index at ``url`` is one this version writes to: its revision is the head and it is finished; returns
     its ``index_info``. (An older revision on a server is rebuilt: ``retrieval upgrade`` works on files.)"""
-    from ..database import HEAD_REVISION, KNOWN_REVISIONS, IndexStats, check_analyser, located
+    from ..database import HEAD_REVISION, KNOWN_REVISIONS, IndexStats, build_command, check_analyser, located
 
     psycopg = _psycopg()
     try:
@@ -107,17 +107,19 @@ def _check(conn: WriteConnection, url: DatabaseURL) -> dict[str, str]:
             "$RETRIEVAL_DB at an existing index)"
         ) from None
     if revision is None:
-        raise NotAnIndexError(f"{url.shown} has no schema revision: rebuild it with `retrieval build --db {url.shown}`")
+        raise NotAnIndexError(f"{url.shown} has no schema revision: rebuild it with `{build_command(url)}`")
     if revision[0] != HEAD_REVISION:
         known = revision[0] in KNOWN_REVISIONS
         raise SchemaVersionError(
             f"{url.shown} has schema revision {revision[0]!r}, "
             + (f"older than this version's {HEAD_REVISION!r}" if known else "which this version does not know")
-            + f": rebuild it with `retrieval build --db {url.shown}`"
+            + f": rebuild it with `{build_command(url)}`"
         )
     info = dict(conn.execute(INFO_SQL).fetchall())
     if "n_papers" not in info:
-        raise NotAnIndexError(f"{url.shown} is an unfinished index (no statistics): rebuild it with `retrieval build`")
+        raise NotAnIndexError(
+            f"{url.shown} is an unfinished index (no statistics): rebuild it with `{build_command(url, info)}`"
+        )
     check_analyser(url.shown, info)
     try:
         IndexStats.from_info(info)  # types, ranges and the seal: a writer carries N and the totals forward

@@ -182,7 +182,12 @@ def check_replaceable(target: Path) -> tuple | None:
         )
     if not target.exists():
         return None
-    if not target.is_file():  # a device, a pipe, a socket (a folder is refused before): never replaced
+    if target.is_dir():
+        raise StoreError(
+            f"{target} is a folder, not an index file: give the index file's path as --db (such as "
+            f"{target / 'retrieval.db'})"
+        )
+    if not target.is_file():  # a device, a pipe, a socket: never replaced
         raise StoreError(
             f"{target} is not a regular file (a device, a pipe or a socket): a build would replace it with an index "
             "file; give a file path as --db"
@@ -194,6 +199,7 @@ def check_replaceable(target: Path) -> tuple | None:
     except OSError as exc:
         raise StoreError(f"cannot read {target} ({exc.strerror}): {_advice(exc)}") from None
     if sqlite:
+        check_writable(target, "replace")  # before the build, and before an open leaves read-only side files
         try:
             conn = sqlite3.connect(_uri(target), uri=True)
             try:
@@ -265,6 +271,7 @@ def _swap_in(new: Path, target: Path, expected: tuple | None) -> None:
             os.replace(new, target)
         return
     real = target.resolve()
+    check_writable(real, "replace", target)
     with WriterLock(real), _stop_held() as arrived:
         dest = sqlite3.connect(_uri(real), uri=True, isolation_level=None)
         try:
@@ -367,6 +374,18 @@ def _begin_immediate(conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
 
 
+def check_writable(path: Path, doing: str, named: Path | None = None) -> None:
+    """Refuse a write to an index file this user may not write before SQLite opens it: its open would fail, and
+    leave ``-wal`` and ``-shm`` files beside it with the index's read-only mode, which then block every later
+    write, even once the index is made writable."""
+    if os.path.isfile(path) and not os.access(path, os.W_OK):
+        where = named or path
+        raise StoreError(
+            f"cannot {doing} {where}: the file is read-only for this user: make it writable (`chmod u+w {where}`, "
+            "as its owner) and run the command again, or work on a copy; nothing was changed"
+        )
+
+
 @contextmanager
 def write_transaction(
     path: Path, busy_timeout_ms: int, doing: str, lock: bool = True, named: Path | None = None
@@ -376,6 +395,7 @@ def write_transaction(
     the block ends, rolled back on any error (a rollback SQLite already did, as on a full disk, does not hide the
     cause). Environment failures become messages saying what failed (``doing``: "write to", "save the run in") to
     ``named`` (default ``path``: a copy is named by the index it will replace)."""
+    check_writable(path, doing, named)
     with WriterLock(path.resolve()) if lock else contextlib.nullcontext():
         try:
             conn = connect(path, readonly=False)
