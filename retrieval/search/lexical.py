@@ -494,8 +494,8 @@ def weigh(snap: Snapshot, query: Query, within: WeightedQuery | None = None) -> 
 
 #: ``terms_of``'s rows this process has read, by (index generation, term); None for a term the index lacks. A
 #: generation names one state of an index (every writer draws a new one), so what was read at it stays true: a
-#: query whose terms were all read before (a long-lived client's usual case) is weighed without the statement,
-#: which on a server is a good share of a short query's time.
+#: query whose terms were all read before (one asked again, of a server, an agent, an evaluation's modes) is
+#: weighed without the statement (``bench/terms_kept.py``).
 _TERMS: dict[tuple[str, str], tuple | None] = {}
 _TERMS_MAX = 200_000
 _UNKNOWN = object()
