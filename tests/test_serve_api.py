@@ -163,6 +163,8 @@ def test_paper_answers_what_the_library_answers(api, library):
     assert {c["id"] for c in got["citations"]} >= {"hep-th/9802109", "hep-th/9802150"}
     paged = answer(api.get("/papers/hep-th/9711200", params={"limit": 1, "sort": "id", "citations_offset": 1}))
     assert paged == plain(library.show("hep-th/9711200", limit=1, sort="id", citations_offset=1).to_dict())
+    # an empty sort= (a form's) is the default, as on /search (it was a 400 here)
+    assert answer(api.get("/papers/hep-th/9711200", params={"sort": ""})) == got
 
 
 def test_explain_answers_what_the_library_answers(api, library):

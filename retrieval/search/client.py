@@ -338,7 +338,7 @@ class RetrievalClient:
         paper_id: str,
         *,
         limit: int | None = None,
-        sort: str = "citations",
+        sort: str | None = "citations",
         references_offset: int = 0,
         citations_offset: int = 0,
     ) -> PaperPage:
@@ -348,6 +348,7 @@ class RetrievalClient:
         of those in the corpus, and the totals the pages are out of (``PaperPage``). The id may be given as people
         write it (``resolve``); one that names no paper is a ``PaperNotFoundError``."""
         paper_id_of(paper_id, "paper_id")
+        sort = sort or "citations"  # an empty value (a form's, a URL's `sort=`) is the default, as for search
         check_links(limit, sort, references_offset, citations_offset)
         with self.snapshot() as snap:
             pid = resolve_ids(snap, [paper_id])[paper_id]
