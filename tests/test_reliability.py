@@ -806,7 +806,7 @@ def test_a_read_only_index_file_is_said_to_be_so_and_left_without_side_files(pub
 
     try:
         for argv in (["add", str(more), "--db", str(index)], ["remove", "p000001", "--db", str(index)],
-                     ["build", "--from", str(more), "--db", str(index)]):  # fmt: skip
+                     ["build", "--from", str(more), "--db", str(index)], ["upgrade", "--db", str(index)]):  # fmt: skip
             done = run(*argv)
             assert done.returncode == 1 and "Traceback" not in done.stderr, (argv, done.stderr)
             assert f"{index}: the file is read-only for this user: make it writable" in done.stderr, done.stderr

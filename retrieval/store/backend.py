@@ -173,7 +173,9 @@ class IndexFile(Backend):
 
     def upgrade(self):
         from .schema.migrate import upgrade_index
+        from .sqlite.files import check_writable
 
+        check_writable(self.location, "upgrade")  # before its revision is read (which leaves side files behind)
         return upgrade_index(self.location)
 
     def size(self, rows) -> int:
