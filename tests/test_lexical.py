@@ -141,6 +141,47 @@ def test_terms_read_before_at_this_index_state_are_weighed_without_the_statement
     assert all(close(a, b) for (_, a), (_, b) in zip(after, expected, strict=True))
 
 
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["add", "replace", "remove"]), st.integers(0, 39)), min_size=1,
+                max_size=6), st.randoms(use_true_random=False))  # fmt: skip
+def test_a_long_lived_client_scores_each_state_of_the_index_as_the_reference(tmp_path_factory, steps, rng):
+    """One client, kept open, searching the same queries while other calls add, replace and remove papers: what
+    the process keeps (the terms' rows, the postings lists, the ids, by the index's generation) never answers for
+    a state it was not read at."""
+    from retrieval.commands import add, remove
+    from retrieval.corpus.paper import Paper
+
+    words = ["black", "hole", "entropy", "string", "brane", "gauge", "field", "duality"]
+
+    def made(pid: str) -> Paper:
+        text = " ".join(rng.choices(words, k=rng.randint(3, 12)))
+        return Paper(pid, text[:20], text, 2000, [], [], source="t")
+
+    db = tmp_path_factory.mktemp("kept") / "kept.db"
+    corpus = {f"p{i:02d}": made(f"p{i:02d}") for i in range(20)}
+    build(db=db, source=list(corpus.values()))
+    queries = ["black hole entropy", "string duality", "gauge field brane hole"]
+
+    def check(client: RetrievalClient) -> None:
+        ref = ReferenceBM25({pid: p.text for pid, p in corpus.items()})
+        for query in queries:  # read at this state: kept by the process for the next searches
+            expected, got = ref.top(query, 10), client.lexical.search(query, 10)
+            assert [pid for pid, _ in got] == [pid for pid, _ in expected], query
+            assert all(close(a, b) for (_, a), (_, b) in zip(got, expected, strict=True))
+
+    with RetrievalClient(db=db) as client:
+        for kind, i in steps:
+            check(client)
+            pid = f"p{i:02d}"
+            if kind == "remove" and pid in corpus and len(corpus) > 1:
+                remove([pid], db=db)
+                del corpus[pid]
+            elif kind != "remove":
+                corpus[pid] = made(pid)
+                add([corpus[pid]], db=db, replace=True)
+        check(client)
+
+
 _WORDS = ["attention", "sparsity", "retrieval", "low", "rank", "study", "1", "12", "topic", "the", "zzz"]
 
 
