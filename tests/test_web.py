@@ -143,6 +143,32 @@ def test_pages_go_past_the_matched_papers_to_the_end_of_the_ranking(web, demo_db
     assert ids == ranked
 
 
+def test_pages_go_past_the_ranked_candidates_to_the_rest_of_the_bm25_list(tmp_path):
+    """A page near the top reports the ranking as deep as it asked (``length``: the ranked candidates), shorter
+    than the papers that match: the "next" link must go on to the BM25 list past them."""
+    from retrieval.commands import build
+    from tests.helpers import corpus
+
+    db = tmp_path / "many.db"
+    build(db=db, source=corpus(tmp_path / "many.jsonl", 1500))
+    with RetrievalClient(db) as client:
+        first = client.search("w1 w2 w3", limit=50)
+        whole = [e.paper.id for e in client.search("w1 w2 w3", limit=1000).ranked]
+    assert first.length < first.matched <= len(whole)
+    service = Service(db)
+    try:
+        with TestClient(create_app(service)) as web:
+            ids, href = [], "/?q=w1+w2+w3&limit=50"
+            while href:
+                page = web.get(href.replace("&amp;", "&")).text
+                ids += [r["data-id"] for r in elements(page, "result", tag="li")]
+                found = re.search(r'rel="next" href="([^"]+)"', page)
+                href = found.group(1) if found else None
+    finally:
+        service.close()
+    assert ids == whole
+
+
 def test_a_page_past_the_end_links_to_the_last_page(web, demo_db):
     """An edited address (or an index that shrank) past the results linked "previous" to another empty page."""
     with RetrievalClient(demo_db) as client:

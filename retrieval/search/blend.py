@@ -223,7 +223,7 @@ class RetrievalResult:
             "offset": self.offset,
             "matched": self.matched,
             "matched_exact": self.matched_exact,
-            "length": self.length,  # how far the ranking goes: past the matched papers, those the graph added
+            "length": self.length,  # how far the ranking goes, as deep as the page asked (see ``length``)
             "filters": None if not self.filters else self.filters.to_dict(),
             "warnings": list(self.warnings),
             "metrics": self.metrics,

@@ -357,8 +357,9 @@ def _search_body(service: Service, request: Request) -> tuple[str, str]:
         )
     out.append("</ol>")
     links = []
-    # Pages go to the ranking's end, past the papers holding a query word (``matched``) to those the graph added.
-    length = data.get("length") or matched
+    # Pages go to the ranking's end: past the papers holding a query word (``matched``) to those the graph added,
+    # and past the ranked candidates (``length``, as deep as this page asked) to the rest of the BM25 list.
+    length = max(data.get("length") or 0, matched)
     if offset > 0 and not results and length:  # past the end (an edited address, an index that shrank)
         last = (min(length, BOUNDS["offset"] + 1) - 1) // limit * limit
         links.append(f'<a rel="prev" href="/?{escape(urlencode({**base, "offset": last}))}">← the last page</a>')
