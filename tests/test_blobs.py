@@ -807,3 +807,24 @@ def test_a_process_keeps_every_papers_id_after_repeated_lookups_and_never_past_a
     monkeypatch.setattr(blobs, "PAPER_IDS", blobs.PaperIds())
     monkeypatch.setattr(blobs, "CACHE", blobs._Cache(blobs.ID_BYTES * len(papers)))  # a quarter is too little
     assert all(lookup in run(q) for q in queries)
+
+
+@pytest.mark.parametrize("value", ["'xx'", "12345", "100000000000000"])
+def test_a_postings_column_that_is_no_blob_is_damage_not_a_traceback(demo_db, tmp_path, monkeypatch, capsys, value):
+    """A TEXT value was ``TypeError: string argument without an encoding`` (in `check` and a search), an integer
+    n became n zero bytes (a MemoryError for a large one)."""
+    from retrieval.interfaces.cli import main
+    from retrieval.search import blobs
+
+    monkeypatch.setattr(blobs, "CACHE", blobs._Cache(0))
+    db = tmp_path / "edited.db"
+    db.write_bytes(demo_db.read_bytes())
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE postings SET counts = {value}")  # every row: whichever terms a query reads
+    assert main(["check", "--db", str(db)]) == 1
+    assert "values where its columns are BLOBs" in capsys.readouterr().out
+    query = "this study reports perplexity accuracy wall time attention sparsity retrieval passage index"
+    with RetrievalClient(db) as client:
+        client.lexical.path = "blobs"
+        with pytest.raises(NotAnIndexError, match="values where its columns are BLOBs"):
+            client.lexical.search(query, 10, exhaustive=False)

@@ -420,6 +420,11 @@ def test_a_file_that_holds_no_index_is_said_to_be_none_not_a_damaged_one(tmp_pat
             "citations.listed_by",
             "citation 'p001' -> 'elsewhere': declared by neither paper's record",
         ),
+        (  # `show p001` listed the paper as its own reference and its own citing paper; check said consistent
+            "INSERT INTO citations VALUES ('p001', 'p001', 1, 0)",
+            "citations.listed_by",
+            "citation 'p001' -> 'p001': a paper citing itself, which no writer keeps (a build drops self-citations)",
+        ),
         (
             "INSERT INTO paper_authors VALUES ('nope', 0, 'A B', 'b', 'a b')",
             "paper_authors and field_sources vs papers",

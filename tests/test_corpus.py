@@ -5,6 +5,7 @@ import pytest
 
 from retrieval import ArxivMockClient, InputError, SemanticScholarMockClient, build_corpus, read_jsonl
 from retrieval.corpus import merge_clients
+from retrieval.corpus.jsonl import read_papers
 from retrieval.corpus.mock import TOPICS
 from tests.helpers import paper, write_jsonl
 
@@ -68,6 +69,7 @@ def test_reads_gzip(tmp_path):
     ("line", "reason"),
     [
         ("{not json", "invalid JSON"),
+        ('{"id": "x\t", "title": "t"}', "invalid JSON (Invalid control character at column 10)"),  # not "at at"
         ("[1, 2]", "expected a JSON object"),
         (json.dumps({"title": "x"}), "missing 'id'"),
         (json.dumps({"id": "x"}), "has no 'title'"),
@@ -80,12 +82,49 @@ def test_reads_gzip(tmp_path):
         (json.dumps({"id": "x", "title": "t", "authors": ["  "]}), "'authors' entry 1 is blank"),
         (json.dumps({"id": "x", "title": "t", "authors": ["A\tB"]}), "'authors' entry 1 'A\\tB' holds a control"),
         (json.dumps(paper("a")), "duplicate id 'a'"),
+        # a reference with a NUL was cut at it by the build: "A\u0000B" became a citation of paper A
+        (json.dumps({"id": "x", "title": "t", "references": ["a\u0000b"]}), r"'references' entry 1 'a\x00b' holds"),
+        (json.dumps({"id": "x", "title": "t", "references": ["a", " "]}), "'references' entry 2 is blank"),
+        (json.dumps({"id": "x", "title": "t", "references": ["a1\n"]}), r"'references' entry 1 'a1\n' holds a"),
+        (
+            json.dumps({"id": "W1", "title": "t", "referenced_works": ["https://openalex.org/"]}),
+            "'referenced_works' entry 1 is blank",
+        ),
+        (
+            json.dumps(
+                {
+                    "id": "https://openalex.org/W1",
+                    "title": "t",
+                    "authorships": [{"author": {"display_name": "Jane\tDoe"}}],
+                }
+            ),
+            r"'authors' entry 1 'Jane\tDoe' holds a control character",
+        ),
+        (
+            json.dumps({"paperId": "s1", "title": "t", "references": [{"paperId": "  "}]}),
+            "'references' entry 1 is blank",
+        ),
+        (
+            json.dumps({"paperId": "s1", "title": "t", "authors": [{"name": "Jane\nDoe"}]}),
+            r"'authors' entry 1 'Jane\nDoe' holds a control character",
+        ),
     ],
 )
 def test_bad_records_name_file_and_line(tmp_path, line, reason):
-    path = write_jsonl(tmp_path / "bad.jsonl", [paper("a"), paper("b"), line])
+    from retrieval.corpus.jsonl import detect_format
+
+    try:
+        kind = detect_format(json.loads(line))
+    except (ValueError, AttributeError):  # not JSON, or not an object: the project's format is asked for
+        kind = None
+    first = [paper("a"), paper("b")]
+    if kind == "openalex":
+        first = [{"id": f"https://openalex.org/W{i}", "title": "t"} for i in (7, 8)]
+    elif kind == "s2":
+        first = [{"paperId": f"s{i}", "title": "t"} for i in (7, 8)]
+    path = write_jsonl(tmp_path / "bad.jsonl", [*first, line])
     with pytest.raises(InputError) as info:
-        list(read_jsonl(path))
+        list(read_papers(path, kind if kind in ("openalex", "s2") else "jsonl"))
     assert info.value.line == 3
     assert str(info.value).startswith(f"{path}:3: ")
     assert reason in str(info.value)

@@ -674,3 +674,56 @@ def test_a_fetched_name_is_written_as_the_projects_reader_takes_it(tmp_path):
     path = tmp_path / "fetched.jsonl"
     path.write_text(json.dumps(record) + "\n", encoding="utf-8")
     assert [p.authors for _, p in read_papers(path)] == [["Ann Lee", "Bo Chen", "Cy Doe"]]
+
+
+def test_a_key_header_does_not_follow_a_redirect_to_another_origin():
+    """Semantic Scholar's ``x-api-key`` went along a redirect to another host (httpx drops only Authorization)."""
+
+    def answer(request):
+        return 200, {"Content-Type": "application/json"}, b'{"ok": true}'
+
+    with Server(answer) as home, Server(answer) as away:
+        elsewhere = f"http://localhost:{away.port}/paper/batch"  # another origin: localhost, not 127.0.0.1
+        home.faults.append(Fault(307, {"Location": elsewhere}))
+        home.faults.append(Fault(307, {"Location": f"{home.url}/moved"}))
+        with session_module.Session(home.url, headers={"x-api-key": "SECRET"}, interval=0) as session:
+            assert session.get_json("/paper/batch") == {"ok": True}
+            assert session.get_json("/first") == {"ok": True}
+    (sent,) = away.requests()
+    assert "x-api-key" not in sent["headers"]
+    assert all(r["headers"].get("x-api-key") == "SECRET" for r in home.requests())  # its own redirect: kept
+    assert [r["path"] for r in home.requests()] == ["/paper/batch", "/first", "/moved"]
+
+
+def test_answers_of_the_wrong_shape_are_messages_not_tracebacks(openalex, tmp_path):
+    """An OpenAlex page whose ``next_cursor`` is not text was ``TypeError: unhashable type``; a Semantic Scholar
+    citing batch holding something else than papers was ``AttributeError``."""
+    page = {"meta": {"next_cursor": {"a": 1}}, "results": [{"id": "https://openalex.org/W77", "title": "x"}]}
+    openalex.faults.append(Fault(200, body=json.dumps(page).encode(), path="/works"))
+    with pytest.raises(FetchError, match="next cursor is not text"):
+        fetch_openalex(tmp_path / "o.jsonl", search="x", base_url=openalex.url, policy=FAST)
+    with Server(S2API(s2_corpus(), bulk_page=4)) as server:
+        server.faults.append(Fault(200, body=b'["oops", null]', path="/paper/batch"))
+        server.faults.append(Fault(200, body=b'["oops", null]', path="/paper/batch"))
+        out = tmp_path / "s2.jsonl"
+        fetch_s2(out, search="graph retrieval", max=2, with_citing=True, max_hop=2,
+                 base_url=server.url + "/graph/v1", policy=FAST)  # fmt: skip
+    assert all(isinstance(r["id"], str) for r in lines(out))
+
+
+def test_given_records_a_reader_refuses_are_skipped_not_written(tmp_path):
+    """``fetch s2 --ids-from`` wrote given records as they were: ``"authors": "Jane Doe"`` (a file ``build`` then
+    refused) and ``"references": "2101.00001"`` (written split into characters)."""
+    given = tmp_path / "given.jsonl"
+    rows = [  # arXiv e-prints the server does not know: written as given, when the reader takes them
+        {"id": "2101.00097", "title": "kept as given", "authors": ["Jane Doe"], "references": ["2101.00098"]},
+        {"id": "2101.00098", "title": "authors as one string", "authors": "Jane Doe"},
+        {"id": "2101.00099", "title": "references as one string", "references": "2101.00001"},
+    ]
+    given.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with Server(S2API(s2_corpus())) as server:
+        out = tmp_path / "s2.jsonl"
+        summary = fetch_s2(out, ids_from=given, base_url=server.url + "/graph/v1", policy=FAST)
+    assert [r["id"] for r in lines(out)] == ["2101.00097"]
+    assert summary.skipped == 2
+    assert commands.build(db=tmp_path / "g.db", source=out).papers == 1  # the file is one build reads

@@ -306,6 +306,8 @@ def test_one_public_name_per_operation_and_the_old_names_still_work_with_a_warni
         (Paper("z5", "t", references="p001"), "'references' must be a list of strings"),
         (Paper("z6", "t", year=3000), "'year' 3000 is not a year between"),
         (Paper("z8", "t", authors=["Ann Lee", " "]), "'authors' entry 2 is blank"),
+        (Paper("z9", "t", references=["p001\x00x"]), "'references' entry 1 'p001\\x00x' holds a control"),
+        (Paper("z10", "t", citations=[" "]), "'citations' entry 1 is blank"),
         ({"id": "z7", "title": "t"}, "item 2 is a dict, not a Paper"),
     ],
 )

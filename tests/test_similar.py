@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from retrieval import RetrievalClient
+from retrieval.commands import build
 from retrieval.corpus.paper import Paper
 from retrieval.errors import ConfigError, InputError
 from retrieval.interfaces.cli import main
@@ -494,3 +495,19 @@ def test_a_file_of_ids_saved_with_a_byte_order_mark_reads_its_first_id(tmp_path)
     listed = tmp_path / "ids.txt"
     listed.write_bytes("\ufeffp001\np002  # the second\n\n".encode())
     assert read_ids(listed) == ["p001", "p002"]
+
+
+def test_a_seed_with_citations_but_no_neighbour_is_not_said_to_have_none(tmp_path):
+    """A cites B and C cites A, but no paper is cited beside A or shares its reference: the warning said "the
+    seeds have no citations in the index"."""
+    papers = [Paper("A", "gauge alpha", "gauge", 2000, [], ["B"], source="t"),
+              Paper("B", "gauge beta", "gauge", 1999, [], [], source="t"),
+              Paper("C", "gauge gamma", "gauge", 2001, [], ["A"], source="t")]  # fmt: skip
+    db = tmp_path / "nosig.db"
+    build(db=db, source=papers)
+    with RetrievalClient(db) as client:
+        result = client.similar("A")
+    assert result.warnings == [
+        "no paper is cited beside the seeds or shares a reference with them: ranked by text similarity only"
+    ]
+    assert {e.paper.id for e in result.ranked} == {"B", "C"}

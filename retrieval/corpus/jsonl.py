@@ -178,6 +178,8 @@ def checked_papers(papers: Iterable[Paper], what: str = "the papers given") -> I
                     got = _shown(values if isinstance(values, str) else repr(values))
                     raise InputError.at(*where, f"paper {pid!r}: '{field}' must be a list of strings, got {got}")
             _author_names(paper.authors, pid, where)
+            _reference_ids(paper.references, "references", pid, where)
+            _reference_ids(paper.citations, "citations", pid, where)
             if not isinstance(paper.source, str):
                 raise InputError.at(
                     *where, f"paper {pid!r}: 'source' must be a string, got {_shown(repr(paper.source))}"
@@ -212,9 +214,27 @@ def parse_jsonl(record: dict, where: Where, source: str) -> Paper:
         abstract=_text(record.get("abstract"), pid, "abstract", where),
         year=_year(record.get("year"), pid, "year", where),
         authors=_author_names(_string_list(record.get("authors"), "authors", where), pid, where),
-        references=_string_list(record.get("references"), "references", where),
+        references=_reference_ids(
+            _string_list(record.get("references"), "references", where), "references", pid, where
+        ),
         source=source,
     )
+
+
+def _reference_ids(ids: list[str], field: str, pid: str, where: Where) -> list[str]:
+    """``ids`` (references, citing papers), refused (``InputError``) where one is blank or holds a control
+    character: a blank one was stored as a paper id no record has, and one with a NUL was cut at it by the build
+    (SQLite's JSON functions end text there), so ``"A\\u0000B"`` became a citation of paper ``A``."""
+    for number, other in enumerate(ids, start=1):
+        if not other.strip():
+            raise InputError.at(*where, f"paper {pid!r}: '{field}' entry {number} is blank: leave it out of the list")
+        if has_control(other):
+            raise InputError.at(
+                *where,
+                f"paper {pid!r}: '{field}' entry {number} {other!r} holds a control character (NUL, tab, newline, "
+                "...): give the paper id as it is",
+            )
+    return ids
 
 
 def _author_names(names: list[str], pid: str, where: Where) -> list[str]:
@@ -317,8 +337,8 @@ def parse_openalex(record: dict, where: Where, source: str) -> Paper:
         title=title or "",  # OpenAlex has works without a title; their abstract is still worth indexing
         abstract=rebuild_abstract(record.get("abstract_inverted_index"), pid, where),
         year=_year(record.get("publication_year"), pid, "publication_year", where),
-        authors=_openalex_authors(record.get("authorships"), where),
-        references=[_openalex_id(r) for r in refs],
+        authors=_author_names(_openalex_authors(record.get("authorships"), where), pid, where),
+        references=_reference_ids([_openalex_id(r) for r in refs], "referenced_works", pid, where),
         source=source,
     )
 
@@ -358,9 +378,11 @@ def parse_s2(record: dict, where: Where, source: str) -> Paper:
         title=_text(record.get("title"), pid, "title", where),
         abstract=_text(record.get("abstract"), pid, "abstract", where),
         year=_year(record.get("year"), pid, "year", where),
-        authors=_s2_authors(record.get("authors"), pid, where),
-        references=_paper_ids(record.get("references"), "references", pid, where),
-        citations=_paper_ids(record.get("citations"), "citations", pid, where),
+        authors=_author_names(_s2_authors(record.get("authors"), pid, where), pid, where),
+        references=_reference_ids(
+            _paper_ids(record.get("references"), "references", pid, where), "references", pid, where
+        ),
+        citations=_reference_ids(_paper_ids(record.get("citations"), "citations", pid, where), "citations", pid, where),
         source=source,
     )
 
@@ -399,7 +421,8 @@ def _record(raw: bytes, where: Where, hint: str) -> dict | None:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise InputError.at(*where, f"invalid JSON ({exc.msg} at column {exc.colno}){hint}") from None
+        said = exc.msg.removesuffix(" at")  # "Invalid control character at": the column follows
+        raise InputError.at(*where, f"invalid JSON ({said} at column {exc.colno}){hint}") from None
     except RecursionError:
         raise InputError.at(*where, f"the JSON is nested too deeply to read{hint}") from None
     except ValueError:  # Python's bound on an integer's digits (sys.get_int_max_str_digits), not JSON's

@@ -70,7 +70,7 @@ class RankedPaper:
         self.graph_score = graph_score
         self.reached = [] if reached is None else reached
         self.config = config  # what it was ranked under (``why()`` reads its weights)
-        self.citations: int | None = None  # papers of the index citing it (set for the entries a search returns)
+        self.citations: int | None = None  # the citations the index records of it (set for the entries returned)
         self.semantic_norm: float | None = None  # the semantic signal, where the blend had one
         self.cocited: float | None = None  # what the co-citation feedback added (``retrieval.search.cocited``)
 

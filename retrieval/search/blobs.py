@@ -142,6 +142,9 @@ class _Chunk:
     def __init__(self, row: tuple) -> None:
         self.term_id = row[0]
         self.first, self.last, self.df, self.max_count, self.min_length = row[1:6]
+        kinds = [type(column).__name__ for column in row[6:9] if not isinstance(column, (bytes, memoryview))]
+        if kinds:  # a value put there by hand: bytes() of a number is that many zero bytes, of text an error
+            raise ChunkError(self, f"holds {', '.join(kinds)} values where its columns are BLOBs")
         self.packed = doc_ids, counts, lengths = bytes(row[6]), bytes(row[7]), bytes(row[8])  # (or memoryviews)
         self.whole: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.keep = False

@@ -203,7 +203,7 @@ class RetrievalClient:
 
         ``sort``: ``relevance`` (the default), ``citations`` (most cited first) or ``year`` (newest first), over
         the ranked papers, ties in the ranking's order; a page past them continues in BM25 order. Each returned
-        entry carries its citation count (``entry.citations``: papers of the index citing it).
+        entry carries its citation count (``entry.citations``: the citations the index records of it, ``cited_counts``).
         """
         cfg = self.config if config is None else RetrievalConfig.of(config)
         sort = sort or "relevance"  # an empty value (a form's, a URL's `sort=`) is the default, not another order

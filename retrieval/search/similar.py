@@ -296,7 +296,7 @@ class SimilarPaper:
         self.score = W_COCITATION * cocitation + W_COUPLING * coupling + W_TEXT * text
         self.together = together  # seed -> papers citing both
         self.shared = shared  # seed -> references in common
-        self.citations: int | None = None  # papers of the index citing it
+        self.citations: int | None = None  # the citations the index records of it (``cited_counts``)
         self.estimated: frozenset[str] = frozenset()  # seeds whose co-citation counts are estimated from a sample
 
     def __repr__(self) -> str:
@@ -616,7 +616,12 @@ def similar(
     ranked = reorder(ranked, sort, {e.paper.id: e.citations for e in ranked})
     warnings = []
     if not together and not shared:
-        warnings.append("the seeds have no citations in the index: ranked by text similarity only")
+        linked = any(any(degrees.get(seed, (0, 0))) for seed in seeds)
+        warnings.append(
+            "no paper is cited beside the seeds or shares a reference with them: ranked by text similarity only"
+            if linked
+            else "the seeds have no citations in the index: ranked by text similarity only"
+        )
     page = ranked[offset : offset + limit]
     wall = (time.perf_counter() - start) * 1000.0
     result = SimilarResult(seeds, page, len(ranked) + matched, wall, offset, warnings, filters, exact)

@@ -18,6 +18,7 @@ afford, a whole table read, is here, each invariant one statement written for bo
 - ``papers.year``: a whole number (or none);
 - ``paper_authors``: each author's ``surname`` and ``name_key`` those its name gives (what ``--author`` matches);
 - ``cited_counts``: each paper's count of ``citations`` rows naming it, a whole number;
+- ``citations``: each row declared by the record of a paper the index holds, and none a paper citing itself;
 - ``paper_vectors`` (an index built with ``--semantic``): one vector per paper, of the recorded model's size;
 - on SQLite, ``PRAGMA integrity_check`` (the file's pages and indexes).
 
@@ -187,7 +188,8 @@ CITATION_FLAGS_SQL = statement(
     lambda d: _rows(
         "SELECT c.citing_id, c.cited_id, c.listed_by_citing, c.listed_by_cited",
         """FROM citations AS c
-WHERE NOT (c.listed_by_citing OR c.listed_by_cited)
+WHERE c.citing_id = c.cited_id
+   OR NOT (c.listed_by_citing OR c.listed_by_cited)
    OR (c.listed_by_citing AND NOT EXISTS (SELECT 1 FROM papers AS p WHERE p.id = c.citing_id))
    OR (c.listed_by_cited AND NOT EXISTS (SELECT 1 FROM papers AS p WHERE p.id = c.cited_id))""",
         f"citing_id{d.bytes_order}, cited_id{d.bytes_order}",
@@ -399,7 +401,8 @@ def check(executor, location, limit: int = 5) -> CheckReport:
             _total(flags),
             [
                 f"citation {citing!r} -> {cited!r}: " + (
-                    "declared by neither paper's record" if not (by_citing or by_cited)
+                    "a paper citing itself, which no writer keeps (a build drops self-citations)" if citing == cited
+                    else "declared by neither paper's record" if not (by_citing or by_cited)
                     else "declared by the record of a paper the index lacks"
                 )
                 for citing, cited, by_citing, by_cited, _ in flags
@@ -561,6 +564,10 @@ def _decoded(chunks: list[tuple], label: str) -> tuple[list[tuple] | None, list[
     out: list[tuple] = []
     for _, first, last, df, max_count, min_length, doc_ids, counts, lengths in chunks:
         at = f"{label}, chunk at document {first}"
+        kinds = [type(c).__name__ for c in (doc_ids, counts, lengths) if not isinstance(c, (bytes, memoryview))]
+        if kinds:  # bytes() of a number is that many zero bytes (a large one, memory), of text an error
+            errors.append(("malformed", f"{at}: holds {', '.join(kinds)} values where its columns are BLOBs"))
+            return None, errors
         blobs = (bytes(doc_ids), bytes(counts), bytes(lengths))
         widths = [len(b) // df if isinstance(df, int) and df > 0 else 0 for b in blobs]
         if not (

@@ -296,6 +296,11 @@ def _next_cursor(meta: dict, asked: set) -> str | None:
     """The page after this one (None at the end); a ``FetchError`` when the answer names a page already asked
     for: the same pages would come back for ever."""
     cursor = meta.get("next_cursor")
+    if cursor is not None and not isinstance(cursor, str):
+        raise FetchError(
+            f"OpenAlex answered a page whose next cursor is not text ({str(cursor)[:60]}): is --base-url the "
+            "OpenAlex API? Stopped; what was fetched is kept, and the same command resumes"
+        )
     if cursor is not None and cursor in asked:
         raise FetchError(
             "OpenAlex named a page it had already given as the next one (its cursor repeats): stopped, since "

@@ -106,12 +106,32 @@ def parsed(parser, record: dict, where: Where, source: str) -> tuple[Paper | Non
     """``(paper, None)`` from a source record through the readers' ``parser``, or ``(None, reason)`` when the
     readers would refuse it (no id, a field of the wrong type, a control character in an id)."""
     try:
-        paper = parser(record, where, source)
+        paper = parser(_usable_links(record), where, source)
     except InputError as exc:
         return None, getattr(exc, "reason", str(exc))
-    if any(has_control(ref) for ref in paper.references):
-        paper.references = [r for r in paper.references if not has_control(r)]
     return paper, None
+
+
+#: The fields of a source's record that list other papers (a string each, or an object with a ``paperId``).
+_LINK_FIELDS = ("references", "referenced_works", "citations")
+
+
+def _bad_link(entry: object) -> bool:
+    other = entry.get("paperId") if isinstance(entry, dict) else entry
+    if not isinstance(other, str):
+        return False  # the reader's to refuse: a record of the wrong shape is skipped, and says why
+    return not other.removeprefix("https://openalex.org/").strip() or has_control(other)
+
+
+def _usable_links(record: dict) -> dict:
+    """``record`` without the links the readers refuse (a blank id, one with a control character): a source's
+    record is kept without them rather than skipped whole, as a user's file would be refused."""
+    if not any(isinstance(record.get(f), list) and any(_bad_link(e) for e in record[f]) for f in _LINK_FIELDS):
+        return record
+    return {
+        **record,
+        **{f: [e for e in record[f] if not _bad_link(e)] for f in _LINK_FIELDS if isinstance(record.get(f), list)},
+    }
 
 
 def source_paper(

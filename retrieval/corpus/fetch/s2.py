@@ -32,7 +32,7 @@ from pathlib import Path
 from ...config import fetch_setting
 from ...errors import ConfigError, FetchError, InputError
 from ...validate import parse_years
-from ..jsonl import json_lines, parse_s2
+from ..jsonl import json_lines, parse_jsonl, parse_s2
 from .records import arxiv_id, checked_year, merge, normalize_doi, project_record, source_paper
 from .run import Source, chunks, most_cited, run_fetch
 from .session import Policy, Session
@@ -227,7 +227,9 @@ class SemanticScholar(Source):
             raise FetchError(f"{session.host} answered a batch with something else than a list of papers")
         found = []
         for paper in answer:
-            for entry in (paper or {}).get("citations") or []:
+            if not isinstance(paper, dict):  # null: an id Semantic Scholar does not know; anything else: no paper
+                continue
+            for entry in paper.get("citations") or []:
                 if isinstance(entry, dict) and isinstance(entry.get("paperId"), str) and entry["paperId"]:
                     found.append(entry["paperId"])
         return found
@@ -273,7 +275,9 @@ class SemanticScholar(Source):
             records = []
             for number, ((_, record), answer) in enumerate(zip(chunk, answers, strict=True), start=first + 1):
                 found = paper_record(answer, ("ids", number), run) if answer is not None else None
-                mine = _given_record(record)
+                mine, refused = _given_record(record, ("ids", number))
+                if refused:  # written as given, it would be a file `retrieval build` refuses
+                    run.tally("skipped", reason=refused)
                 if answer is None:
                     run.tally("not_found")
                 if found is not None and mine is not None:
@@ -339,10 +343,12 @@ class SemanticScholar(Source):
             run.commit([], {}, finished=True)
 
 
-def _given_record(record: dict) -> dict | None:
-    """A given line as a record of the project's format, when it is a paper (it has an id and a title)."""
+def _given_record(record: dict, where: tuple) -> tuple[dict | None, str | None]:
+    """A given line as a record of the project's format, when it is a paper (it has an id and a title), and
+    ``None`` with why when the reader of that format would refuse it (authors as one string, a reference that is
+    not a string): a record is written only as ``retrieval build`` reads it."""
     if not isinstance(record.get("id"), str) or not isinstance(record.get("title"), str):
-        return None
+        return None, None
     keys = ("id", "title", "abstract", "year", "authors", "references", "doi", "arxiv")
     out = {k: record[k] for k in keys if k in record}
     out.setdefault("abstract", "")
@@ -350,7 +356,11 @@ def _given_record(record: dict) -> dict | None:
     out.setdefault("references", [])
     year, _ = checked_year(out.get("year"))
     out["year"] = year
-    return json.loads(json.dumps(out))
+    try:
+        parse_jsonl(out, where, "given")
+    except InputError as exc:
+        return None, f"a given record the reader refuses ({getattr(exc, 'reason', exc)})"
+    return json.loads(json.dumps(out)), None
 
 
 def fetch_s2(out, *, restart: bool = False, policy: Policy | None = None, progress=None, notice=None, **options):

@@ -192,11 +192,21 @@ class Session:
         self.stats = Stats()
         self._last = float("-inf")
         timeout = httpx.Timeout(self.policy.timeout, connect=max(10.0, self.policy.timeout / 10))
+        home = httpx.URL(self.base_url)
+        secrets = list(headers or {})
+
+        def keep_secrets_home(request: httpx.Request) -> None:
+            """A redirect to another origin does not carry the key headers (httpx drops only Authorization)."""
+            if (request.url.scheme, request.url.host, request.url.port) != (home.scheme, home.host, home.port):
+                for name in secrets:
+                    request.headers.pop(name, None)
+
         self.client = httpx.Client(
             timeout=timeout,
             headers={"User-Agent": USER_AGENT, **(headers or {})},
             follow_redirects=True,  # OpenAlex redirects a merged work to the one it was merged into
             limits=httpx.Limits(max_connections=1),  # one connection at a time, as arXiv asks of everyone
+            event_hooks={"request": [keep_secrets_home]},
         )
 
     def __enter__(self) -> Session:

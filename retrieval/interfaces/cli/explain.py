@@ -146,7 +146,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 def run_entries(run: EvidenceRun, db: str | None = None) -> list[tuple]:
     """The run's returned papers as ``(paper, score, record)`` for ``retrieval.interfaces.output.export``: each
     paper read whole (authors, abstract) from the index at ``db``, its record the explanation ``--json`` lists with
-    its ``citations`` (papers of the index citing it) added."""
+    its ``citations`` (the citations the index records of it) added."""
     from ...corpus.paper import Paper
     from ...search.client import RetrievalClient
 
@@ -158,7 +158,7 @@ def run_entries(run: EvidenceRun, db: str | None = None) -> list[tuple]:
         found = papers.get(e.node.paper_id)
         paper = found or Paper(e.node.paper_id, e.node.title, year=e.node.year)
         record = e.to_dict()
-        if found is not None:  # papers of the index citing it, as a search's records count them
+        if found is not None:  # the citations the index records of it, as a search's records count them
             record["citations"] = len(found.citations)
         out.append((paper, e.node.score, record))
     return out

@@ -408,7 +408,7 @@ def summary_lines(s, label: str) -> list[str]:
     if s.given is not None:
         matched = f" of the {s.given:,} ids given"
     lines = [
-        f"fetched {s.papers:,} papers from {label} into {s.path}: {s.searched:,}{matched}"
+        f"fetched {s.papers:,} paper{'' if s.papers == 1 else 's'} from {label} into {s.path}: {s.searched:,}{matched}"
         + (
             f" (stopped at --max {s.max:,})"
             if s.reached_max and isinstance(s.matched, int) and s.matched > s.max

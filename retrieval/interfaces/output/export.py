@@ -9,8 +9,9 @@ record)`` tuples, or one object with ``.paper`` (a page of ``show``), so that ev
   a result's ``to_dict()``, else a list of the records.
 - ``jsonl``: one object per entry: ``{"rank": ..., **record}``, the record being the entry's ``to_dict()`` (a
   ranked entry's, with the paper's authors added) or the record given in a tuple.
-- ``csv``: a header, then one row per entry: rank, id, year, title, authors (``; ``-joined), citations (papers of
-  the index citing it, where known: ``citation_count``; for ``show``, all of them, not the page listed), score.
+- ``csv``: a header, then one row per entry: rank, id, year, title, authors (``; ``-joined), citations (the
+  citations the index records of it, where known: ``citation_count``; for ``show``, its citing papers in the index,
+  all of them, not the page listed), score.
 - ``bibtex``: one ``@misc`` entry per paper (see ``to_bibtex``); ``ris``: one record per paper, ``TY  - UNPB``
   for an arXiv e-print (see ``to_ris``).
 
