@@ -134,13 +134,18 @@ def test_pages_go_past_the_matched_papers_to_the_end_of_the_ranking(web, demo_db
     ranked = [e.paper.id for e in whole.ranked]
     assert whole.matched < whole.length == len(ranked)  # the graph adds papers holding no query word
     assert web.get("/search", params={"q": "retrieval", "limit": 5}).json()["length"] == whole.length
-    ids, href = [], "/?q=retrieval&limit=5"
+    assert paged_ids(web, "/?q=retrieval&limit=5") == ranked
+
+
+def paged_ids(web, href: str) -> list[str]:
+    """The ids of every page from ``href`` on, following each page's "next" link."""
+    ids: list[str] = []
     while href:
         page = web.get(href.replace("&amp;", "&")).text
         ids += [r["data-id"] for r in elements(page, "result", tag="li")]
         found = re.search(r'rel="next" href="([^"]+)"', page)
         href = found.group(1) if found else None
-    assert ids == ranked
+    return ids
 
 
 def test_pages_go_past_the_ranked_candidates_to_the_rest_of_the_bm25_list(tmp_path):
@@ -158,12 +163,7 @@ def test_pages_go_past_the_ranked_candidates_to_the_rest_of_the_bm25_list(tmp_pa
     service = Service(db)
     try:
         with TestClient(create_app(service)) as web:
-            ids, href = [], "/?q=w1+w2+w3&limit=50"
-            while href:
-                page = web.get(href.replace("&amp;", "&")).text
-                ids += [r["data-id"] for r in elements(page, "result", tag="li")]
-                found = re.search(r'rel="next" href="([^"]+)"', page)
-                href = found.group(1) if found else None
+            ids = paged_ids(web, "/?q=w1+w2+w3&limit=50")
     finally:
         service.close()
     assert ids == whole
