@@ -1,7 +1,7 @@
 """The merged ranking: the lesson's five behaviours, the blend recomputed from its parts, and invariants."""
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from retrieval import (
@@ -13,6 +13,7 @@ from retrieval import (
     build_corpus,
     build_from_clients,
 )
+from retrieval.bm25 import SCORE_DECIMALS
 from retrieval.commands import build
 from tests.helpers import paper, write_jsonl
 from tests.reference import ReferenceBM25, bfs, close
@@ -137,6 +138,7 @@ _WORDS = ["attention", "sparsity", "retrieval", "low", "rank", "study", "7", "to
 
 
 @settings(max_examples=80, deadline=None)
+@example(["attention", "attention", "study", "7", "the"], 7, 2, False)  # two scores a last bit apart
 @given(
     st.lists(st.sampled_from(_WORDS), min_size=0, max_size=5),
     st.integers(1, 12),
@@ -150,8 +152,11 @@ def test_ranking_invariants(client, words, k, hops, lesson):
     result = client.search(query, cfg, full=False)
     ids = [r.paper.id for r in result.ranked]
     assert len(ids) == len(set(ids))
-    keys = [(-r.final_score, r.paper.id) for r in result.ranked]
-    assert keys == sorted(keys)  # scores non-increasing, ties by id
+    # scores non-increasing, ties by id, on the score rounded as the ranking rounds it (SCORE_DECIMALS): sums
+    # of the same parts in another order differ in their last bit (hypothesis found 0.027449018495487826 and
+    # ...83 for two papers of one score, ranked by id)
+    keys = [(-round(r.final_score, SCORE_DECIMALS), r.paper.id) for r in result.ranked]
+    assert keys == sorted(keys)
     again = client.search(query, cfg, full=False)
     assert [(r.paper.id, r.final_score) for r in again.ranked] == [(r.paper.id, r.final_score) for r in result.ranked]
     assert all(r.final_score >= 0.0 for r in result.ranked)
