@@ -82,6 +82,8 @@ def test_reads_gzip(tmp_path):
         (json.dumps({"id": "x", "title": "t", "authors": ["  "]}), "'authors' entry 1 is blank"),
         (json.dumps({"id": "x", "title": "t", "authors": ["A\tB"]}), "'authors' entry 1 'A\\tB' holds a control"),
         (json.dumps(paper("a")), "duplicate id 'a'"),
+        (json.dumps(paper("a\u2028b")), r"'id' 'a\u2028b' holds a control character"),
+        (json.dumps(paper("a\u0085b")), r"'id' 'a\x85b' holds a control character"),
         # a reference with a NUL was cut at it by the build: "A\u0000B" became a citation of paper A
         (json.dumps({"id": "x", "title": "t", "references": ["a\u0000b"]}), r"'references' entry 1 'a\x00b' holds"),
         (json.dumps({"id": "x", "title": "t", "references": ["a", " "]}), "'references' entry 2 is blank"),

@@ -26,7 +26,7 @@ from retrieval.errors import RetrievalError  # noqa: E402
 from retrieval.evidence.config import RANKERS, EvidenceConfig  # noqa: E402
 from retrieval.evidence.pipeline import explain  # noqa: E402
 from retrieval.interfaces import cli  # noqa: E402
-from retrieval.interfaces.service import BOUNDS, summarise  # noqa: E402
+from retrieval.interfaces.service import BOUNDS, _paper_ids, summarise  # noqa: E402
 from retrieval.search.client import RetrievalClient  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,6 +203,7 @@ def test_a_bad_call_is_a_tool_error_with_the_librarys_message(demo_db, tmp_path)
         ("similar", {"paper_ids": ["no/such-paper"]}),
         ("similar", {"paper_ids": []}),
         ("explain", {"query": "attention", "top_k": BOUNDS["top_k"] + 1}),
+        ("show", {"paper_id": " "}),  # named as this tool's argument (it was `id`, the HTTP API's)
         ("search", {"query": "attention sparsity", "limit": 1}),  # the server still answers after errors
     )  # fmt: skip
     with RetrievalClient(demo_db) as client:
@@ -217,6 +218,7 @@ def test_a_bad_call_is_a_tool_error_with_the_librarys_message(demo_db, tmp_path)
             library_message(lambda: client.similar(["no/such-paper"])),
             library_message(lambda: client.similar([])),
             library_message(lambda: service.explain("attention", settings={"top_k": BOUNDS["top_k"] + 1})),
+            library_message(lambda: _paper_ids(" ", "paper_id")),
         ]
         service.close()
     for result, message in zip(results, expected, strict=False):
@@ -225,6 +227,7 @@ def test_a_bad_call_is_a_tool_error_with_the_librarys_message(demo_db, tmp_path)
         assert text.endswith(message), (text, message)  # after the SDK's "Error executing tool <name>: "
         assert "Traceback" not in text and "\n" not in text
     assert "limit must be between 1 and 100" in expected[1] and "no/such-paper" in expected[3]
+    assert expected[7].startswith("paper_id")
     assert data(results[-1])["results"]
 
 

@@ -251,6 +251,19 @@ def test_an_empty_dates_file_or_dates_under_another_protocol_is_refused(files, t
     assert prepare(corpus, queries, TIME_HONEST, None, base / "dates.tsv").evalset.chronology is not None
 
 
+def test_dates_under_a_protocol_named_otherwise_are_a_usage_error(files, tmp_path, capsys):
+    """``--protocol judged --dates FILE`` exited 1, as a runtime error: the command line contradicts itself."""
+    from retrieval.interfaces.cli import main
+
+    base, corpus, queries, _, _ = files
+    with pytest.raises(SystemExit) as usage:
+        main(["eval", "--corpus", str(corpus), "--queries", str(queries), "--protocol", "judged",
+              "--dates", str(base / "dates.tsv"), "--out", str(tmp_path / "out")])  # fmt: skip
+    assert usage.value.code == 2
+    assert "--dates applies to the time-honest protocol, not --protocol judged" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_judged_queries_numbered_like_papers_are_told_to_take_the_judged_protocol(tmp_path):
     """CACM's queries are numbered 1, 2, ... as its papers are: the time-honest protocol read them as query papers
     and said only that no relevant paper was left; the message now says what the queries are and what to use."""

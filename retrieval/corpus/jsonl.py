@@ -137,8 +137,9 @@ def _optional_text(value: object, what: str, where: Where) -> str | None:
 
 
 def has_control(text: str) -> bool:
-    """Whether ``text`` holds a control character (NUL, tab, newline, DEL, ...)."""
-    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+    """Whether ``text`` holds a control character (NUL, tab, newline, DEL, the C1 controls such as U+0085) or a
+    line or paragraph separator (U+2028, U+2029): each breaks a line or a terminal's display."""
+    return any(ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029" for c in text)
 
 
 def _id(value: object, field: str, where: Where) -> str:

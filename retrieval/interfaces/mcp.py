@@ -230,6 +230,7 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
         references_offset: field(REFERENCES_OFFSET) = REFERENCES_OFFSET.default,
         citations_offset: field(CITATIONS_OFFSET) = CITATIONS_OFFSET.default,
     ) -> dict[str, Any]:
+        _paper_ids(paper_id, "paper_id")  # the message names this tool's parameter (the HTTP API's is `id`)
         return service.paper(
             paper_id, limit=limit, sort=sort, references_offset=references_offset, citations_offset=citations_offset
         )

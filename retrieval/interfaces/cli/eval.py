@@ -12,7 +12,7 @@ from typing import TextIO
 
 from ...eval.cache import DEFAULT_CACHE_DIR
 from ...eval.modes import MODES
-from ...eval.protocol import AUTO, PROTOCOLS
+from ...eval.protocol import AUTO, PROTOCOLS, TIME_HONEST
 from .options import FORMAT_HELP, FORMATS, add_analysis_options, positive_int
 
 
@@ -69,6 +69,11 @@ def _mode_list(text: str) -> list[str]:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from ...eval.runner import REPORT_JSON, REPORT_MD, run_eval
 
+    if args.dates is not None and args.protocol not in (AUTO, TIME_HONEST):  # a usage error, said as one
+        args.eval_parser.error(
+            f"--dates applies to the time-honest protocol, not --protocol {args.protocol}: add --protocol "
+            "time-honest, or drop --dates"
+        )
     bar = ProgressBar.for_stream(sys.stderr)
     try:
         report = run_eval(
@@ -180,4 +185,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="worker processes that share the queries (default: one per core, at most 2; 1 = this process only); "
         "the figures do not depend on it",
     )
-    p.set_defaults(func=_cmd_eval)
+    p.set_defaults(func=_cmd_eval, eval_parser=p)
