@@ -512,6 +512,10 @@ def test_eval_subcommand(citation_files, tmp_path, capsys):
         "run.bm25.trec",
     ]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["recall_at_k.png", "report.json", "report.md"]
+    # Again into the same folders with one mode: the other mode's run, of the earlier report, is not left there
+    # beside the new qrels (it was, and no report listed it).
+    assert main([*argv[:-1], "bm25"]) == 0
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["qrels.trec", "run.bm25.trec"]
 
 
 @given(st.text(min_size=1))

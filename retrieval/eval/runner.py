@@ -477,6 +477,8 @@ def run_eval(
         report.inputs["semantic"] = semantic
     for m in selected:
         write_run(runs_path / run_file_name(m.name), ((r.qid, r.answers[m.name].ranking) for r in runs), m.name)
+    for stale in set(runs_path.glob(run_file_name("*"))) - {runs_path / run_file_name(m.name) for m in selected}:
+        stale.unlink(missing_ok=True)  # an earlier report's run, of other queries: not left beside these qrels
     write_qrels(runs_path / QRELS_FILE, {r.qid: r.relevant for r in runs})
     plot_recall_at_k(
         out_dir / PLOT_PNG,
