@@ -82,6 +82,12 @@ def quoted(text: str, most: int = 60) -> str:
     return f"{text[:most]!r}... ({len(text):,} characters)"
 
 
+def quoted_list(texts: list[str], most: int = 5) -> str:
+    """The first ``most`` of ``texts``, each ``quoted``, joined by commas, and how many more there are."""
+    shown = ", ".join(quoted(text) for text in texts[:most])  # a pasted run of characters is one word: cut
+    return shown + (f" and {len(texts) - most} more" if len(texts) > most else "")
+
+
 _YEARS = re.compile(r"^\s*(\d{4})?\s*(-)?\s*(\d{4})?\s*$")
 
 

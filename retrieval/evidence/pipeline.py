@@ -24,7 +24,7 @@ from ..search.query import Query
 from ..search.split import split_query
 from ..search.syntax import parse as syntax_parse
 from ..store.querylog import record_if_enabled
-from ..validate import LIMITS, paper_id_list, quoted, text_list
+from ..validate import LIMITS, paper_id_list, quoted_list, text_list
 from .config import EvidenceConfig, age
 from .graph import EvidenceGraph, build_graph
 from .plan import Planner, collect_subqueries
@@ -202,11 +202,10 @@ def _words_only(query: str) -> tuple[str, list[str]]:
     ignored += [f"year:{asked.year}"] if asked.year is not None else []
     if not ignored:
         return query, []
-    shown = ", ".join(quoted(part) for part in ignored[:5]) + (" and more" if len(ignored) > 5 else "")
     return asked.text, [
-        f"the evidence graph has no filters, so {shown} {'filters' if len(ignored) == 1 else 'filter'} nothing "
-        "here: a left-out word is only not searched for, a phrase's words are searched as words, author: and "
-        "year: are dropped (`search` applies them)"
+        f"the evidence graph has no filters, so {quoted_list(ignored)} "
+        f"{'filters' if len(ignored) == 1 else 'filter'} nothing here: a left-out word is only not searched for, a "
+        "phrase's words are searched as words, author: and year: are dropped (`search` applies them)"
     ]
 
 
@@ -285,17 +284,16 @@ def _health(
     its sub-queries as analysed, when they chose the seeds; ``said``: warnings about the query, first."""
     found: set[str] = set()
     warnings: list[str] = list(said)
-    stopped = list(dict.fromkeys(word for q in queries for word in q.stopped))
-    if not seeds and queries and stopped and not any(q.tokens for q in queries):
+    if not seeds:
         found.add("no-seeds")
-        shown = ", ".join(quoted(word) for word in stopped[:5]) + (" and more" if len(stopped) > 5 else "")
-        warnings.append(
-            f"no seed: the query has only stop words ({shown}), which this index does not search: add words that "
-            "say what the papers are about"
-        )
-    elif not seeds:
-        found.add("no-seeds")
-        warnings.append("no seed: neither the query nor a sub-query matches a paper (or no given seed is a paper)")
+        stopped = list(dict.fromkeys(word for q in queries for word in q.stopped))
+        if stopped and not any(q.tokens for q in queries):
+            warnings.append(
+                f"no seed: the query has only stop words ({quoted_list(stopped)}), which this index does not "
+                "search: add words that say what the papers are about"
+            )
+        else:
+            warnings.append("no seed: neither the query nor a sub-query matches a paper (or no given seed is a paper)")
     off_topic = [seed.paper_id for seed in seeds if seed.relevance < cfg.off_topic_ratio]
     if off_topic:
         listed = ", ".join(off_topic[:5]) + (", ..." if len(off_topic) > 5 else "")

@@ -20,7 +20,17 @@ from ..errors import ConfigError, InputError, NotAnIndexError
 from ..store.backend import backend_of
 from ..store.database import IndexStats, check_index
 from ..store.sql.executor import Executor, Snapshot, StatementCache, Tracer
-from ..validate import LIMITS, check_choice, check_int, check_number, paper_id_list, paper_id_of, quoted, shown_value
+from ..validate import (
+    LIMITS,
+    check_choice,
+    check_int,
+    check_number,
+    paper_id_list,
+    paper_id_of,
+    quoted,
+    quoted_list,
+    shown_value,
+)
 from . import cocited, expansion, learned, lexical, prf, semantic, vote
 from .adjacency import GRAPHS
 from .blend import SORTS, BeyondPaper, RetrievalResult, blend, reorder
@@ -573,7 +583,7 @@ def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Fil
     analysed = wq.query
     if not analysed.tokens:
         if analysed.stopped:
-            return [f"the query has only stop words ({_listed(list(analysed.stopped))}), which this index does not "
+            return [f"the query has only stop words ({quoted_list(list(analysed.stopped))}), which this index does not "
                     "search: nothing to rank"]  # fmt: skip
         if filters.years or filters.authors or filters.exclude or filters.exclude_phrases:
             given = [*(["a year"] if filters.years else []), *(["an author"] if filters.authors else []),
@@ -598,9 +608,9 @@ def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Fil
         ]
     out = []
     if not found:
-        out.append(f"no paper contains any of the query's words ({_listed(absent)}): nothing to rank")
+        out.append(f"no paper contains any of the query's words ({quoted_list(absent)}): nothing to rank")
     elif absent and len(query.qtf) <= SHORT_WORDS:
-        out.append(f"no paper contains {_listed(absent)}: ranked on the other words")
+        out.append(f"no paper contains {quoted_list(absent)}: ranked on the other words")
     if not filters.authors and len(query.tokens) <= AUTHOR_HINT_MAX_WORDS:
         # A word hyphenated to another names a thing after people (Calabi-Yau, Bekenstein-Hawking), not an author.
         joined = {t for part in _HYPHENATED.findall(query.text) for t in Query.parse(part).tokens}
@@ -613,11 +623,6 @@ def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Fil
                         f"add --author {token} (or author:{token}) to rank their papers"
                     )
     return out
-
-
-def _listed(words: list[str], most: int = 5) -> str:
-    shown = ", ".join(quoted(w) for w in words[:most])  # a pasted run of characters is one word: cut
-    return shown + (f" and {len(words) - most} more" if len(words) > most else "")
 
 
 __all__ = ["PaperPage", "RetrievalClient", "lexical_depth"]
