@@ -13,7 +13,7 @@ from .config import RetrievalConfig, resolve_db, resolve_db_path
 from .errors import ConfigError, InputError, RetrievalError
 from .search.client import RetrievalClient
 from .store.backend import backend_of
-from .store.database import BUILTIN_SOURCE, build_command, check_index
+from .store.database import BUILTIN_SOURCE, build_command, check_index, recorded_info
 from .store.querylog import record_if_enabled
 from .store.sql.dialect import register_sharded, statement
 from .store.sql.executor import Executor
@@ -58,17 +58,16 @@ def _corpus_file(source: str | os.PathLike[str]) -> Path:
 def _refuse_demo_over(backend) -> None:
     """Refuse to build the demo corpus (a build without a source) over an index of another corpus: a rebuild
     without ``--from`` would replace the user's papers with the demo's hundred."""
-    try:
-        info = backend.check().info
-    except RetrievalError:  # none there, or not one this version reads: nothing of the user's to keep
-        return
+    info = recorded_info(backend.location)  # also an older revision's, or a damaged one's: the papers are the user's
+    if info is None or info.get("source") == BUILTIN:
+        return  # no index there, or the demo's: nothing of the user's to keep
     recorded = info.get("source") or ""
-    if recorded == BUILTIN:
-        return
     corpus = f"an index of {recorded}" if recorded else "an index"
+    count = info.get("n_papers", "")
+    papers = f" ({int(count):,} papers)" if count.isdigit() else ""
     rebuild = build_command(backend.location, info)
     raise ConfigError(
-        f"{backend.shown} holds {corpus} ({int(info.get('n_papers', 0)):,} papers): a build without --from builds "
+        f"{backend.shown} holds {corpus}{papers}: a build without --from builds "
         f"the demo corpus, which would replace it. To rebuild it, give its corpus: `{rebuild}`; to build the demo "
         "corpus, choose another --db"
     )

@@ -24,6 +24,7 @@ from retrieval.store.progress import (
     STATISTICS,
     BuildProgress,
 )
+from retrieval.store.schema.migrate import downgrade, migrate
 from retrieval.store.sqlite import bulk
 from retrieval.store.sqlite.build import build_index
 from retrieval.text import tokenise
@@ -122,6 +123,29 @@ def test_a_build_without_a_corpus_does_not_replace_an_index_of_another(tmp_path,
         conn.execute("UPDATE index_info SET value = '2' WHERE key = 'n_papers'")
     with pytest.raises(RetrievalError, match=r"`retrieval build --db .*mine\.db --from 'my papers\.jsonl'`"):
         RetrievalClient(db).search("title")
+
+
+def test_a_build_without_a_corpus_does_not_replace_an_older_or_damaged_index(tmp_path, capsys):
+    """An index this version cannot read as it is (an older revision, statistics edited) still holds the user's
+    papers: the demo build replaced it, since only an index that opened was looked at."""
+    db = tmp_path / "mine.db"
+    build(db=db, source=write_jsonl(tmp_path / "mine.jsonl", [paper(f"m{i}", f"title {i}") for i in range(3)]))
+    downgrade(db, "0008")
+    before = db.read_bytes()
+    assert main(["build", "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert f"{db} holds an index of mine.jsonl (3 papers): a build without --from builds the demo" in err
+    assert db.read_bytes() == before
+    migrate(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE index_info SET value = 'x' WHERE key = 'n_papers'")
+    assert main(["build", "--db", str(db)]) == 1
+    assert f"{db} holds an index of mine.jsonl: a build without --from" in capsys.readouterr().err
+    demo = tmp_path / "demo.db"
+    build(db=demo)
+    downgrade(demo, "0008")
+    build(db=demo)  # an older demo index is rebuilt as the demo: nothing of the user's in it
+    assert RetrievalClient(demo).stats.n_papers == 100
 
 
 def test_a_folder_is_no_index_to_build_over(tmp_path, capsys):

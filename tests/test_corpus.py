@@ -71,6 +71,9 @@ def test_reads_gzip(tmp_path):
         ("{not json", "invalid JSON"),
         ('{"id": "x\t", "title": "t"}', "invalid JSON (Invalid control character at column 10)"),  # not "at at"
         ("[1, 2]", "expected a JSON object"),
+        # json keeps the last of two values silently: which one the writer meant is unknown
+        ('{"id": "x", "title": "t", "id": "y"}', "the key 'id' is written twice in one object: keep the one you"),
+        ('{"id": "x", "title": "t", "authors": [{"n": 1, "n": 2}]}', "the key 'n' is written twice"),
         (json.dumps({"title": "x"}), "missing 'id'"),
         (json.dumps({"id": "x"}), "has no 'title'"),
         (json.dumps({"id": "x", "title": "t", "year": "1999"}), "'year' must be an integer"),

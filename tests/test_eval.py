@@ -442,6 +442,7 @@ def test_empty_query_file_is_refused(citation_files, tmp_path):
     [
         ("{not json", "invalid JSON"),
         ('["a list"]', "expected a JSON object"),
+        ('{"qid": "q", "query": "x", "relevant": [], "qid": "r"}', "the key 'qid' is written twice in one object; "),
         ('{"query": "x", "relevant": []}', "missing 'qid'"),
         ('{"qid": "q", "relevant": []}', "no 'query'"),
         ('{"qid": 7, "query": "x", "relevant": []}', "'qid' must be a non-empty string, got 7: write it in quotes"),

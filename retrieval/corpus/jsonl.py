@@ -411,6 +411,22 @@ def detect_format(record: dict) -> str | None:
     return None
 
 
+class _RepeatedKey(Exception):
+    """A JSON object names one key twice (``json`` alone would keep the last value silently)."""
+
+
+def _object(pairs: list[tuple[str, object]]) -> dict:
+    """``pairs`` as a dict, refusing a key written twice: which of the two values the writer meant is unknown."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return obj
+
+
 def _record(raw: bytes, where: Where, hint: str) -> dict | None:
     """Line ``raw`` of a JSON-lines file as an object; None for a blank line; ``InputError`` naming ``where``."""
     try:
@@ -420,7 +436,11 @@ def _record(raw: bytes, where: Where, hint: str) -> dict | None:
     if not line.strip():
         return None
     try:
-        record = json.loads(line)
+        record = json.loads(line, object_pairs_hook=_object)
+    except _RepeatedKey as exc:
+        raise InputError.at(
+            *where, f"the key {exc.args[0]!r} is written twice in one object{hint}: keep the one you mean"
+        ) from None
     except json.JSONDecodeError as exc:
         said = exc.msg.removesuffix(" at")  # "Invalid control character at": the column follows
         raise InputError.at(*where, f"invalid JSON ({said} at column {exc.colno}){hint}") from None

@@ -418,7 +418,9 @@ def _server_rows(url: DatabaseURL):
     return conn, rows
 
 
-def _read_revision_and_info(path: Path | DatabaseURL, rows: Rows | None = None) -> tuple[str, dict[str, str]]:
+def _read_revision_and_info(
+    path: Path | DatabaseURL, rows: Rows | None = None, contents: bool = True
+) -> tuple[str, dict[str, str]]:
     conn = None
     where = shown(path)
     if rows is None and isinstance(path, DatabaseURL):
@@ -445,7 +447,7 @@ def _read_revision_and_info(path: Path | DatabaseURL, rows: Rows | None = None) 
             )
         revision = rows("open: the schema revision", REVISION_SQL)
         info = dict(rows("open: the statistics", INDEX_INFO_SQL))
-        if revision and revision[0][0] in READABLE_REVISIONS:
+        if contents and revision and revision[0][0] in READABLE_REVISIONS:
             _check_contents(where, tables, info, rows, revision[0][0])
     except sqlite3.DatabaseError as exc:
         error = store_error(exc, path, "read")
@@ -497,6 +499,16 @@ def _check_contents(path: Path | str, names: set[str], info: dict[str, str], row
             f"{path} is damaged: index_info.total_tokens is 0 but doc_freq holds terms; rebuild it with "
             f"`{build_command(path, info)}`"
         )
+
+
+def recorded_info(path: Path | DatabaseURL) -> dict[str, str] | None:
+    """What ``index_info`` at ``path`` records, whatever the index's revision or state (damaged, of an older
+    revision): whose corpus an index is, for a build that would replace it. None where no index can be read."""
+    try:
+        _require_file(path)
+        return _read_revision_and_info(path, contents=False)[1]
+    except RetrievalError:
+        return None
 
 
 def index_revision(path: Path) -> str:
