@@ -26,7 +26,7 @@ MAX_WEIGHT = 1e6
 GRAPH_SCORES = {0: 1.0, 1: 0.6, 2: 0.3}
 
 
-_PASSWORD_PARAM = re.compile(r"[?&]password=([^&#]*)")
+_PASSWORD_PARAM = re.compile(r"[?&](?:ssl)?password=([^&#]*)")
 
 
 class DatabaseURL(str):

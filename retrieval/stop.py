@@ -41,6 +41,13 @@ def saved() -> None:
     _saved = True
 
 
+def staged() -> None:
+    """What was just saved is a copy still to be put in place (the file a PostgreSQL build copies from): a stop
+    stops the command again, and one that arrived since is raised at the next ``check``."""
+    global _saved
+    _saved = False
+
+
 def check() -> None:
     """Raise ``KeyboardInterrupt`` if a stop was asked for since ``reset`` (whether or not it was raised), unless
     the command's change is saved already."""

@@ -66,13 +66,26 @@ def _passes(p: Paper, years=None, authors=(), exclude=(), phrases=(), exclude_ph
         asked = name_words(name)
         if not any(matches(asked, name_key(a)[1]) for a in p.authors):
             return False
-    # words and phrases as the index analyses text (the default analysis: stemmed, stop words dropped)
+    # words and phrases as the index analyses text (the default analysis: stemmed, stop words dropped); a phrase
+    # in the title or in the abstract, not across the two
     words = analysed(p.text)
     if any(term in words for w in exclude for term in analysed(w)):
         return False
-    if any(contains(words, tuple(analysed(" ".join(ph)))) for ph in exclude_phrases):
+
+    def holds(ph) -> bool:
+        wanted = tuple(analysed(" ".join(ph)))
+        return contains(analysed(p.title), wanted) or contains(analysed(p.abstract or ""), wanted)
+
+    if any(holds(ph) for ph in exclude_phrases):
         return False
-    return all(contains(words, tuple(analysed(" ".join(ph)))) for ph in phrases)
+    return all(holds(ph) for ph in phrases)
+
+
+def holds_phrase(p: Paper, phrase: tuple[str, ...], words=None) -> bool:
+    """Whether the title or the abstract of ``p`` holds ``phrase`` (each read by ``words``, the tokeniser by
+    default): a phrase does not run from the title's last word into the abstract's first."""
+    words = tokens if words is None else words
+    return contains(words(p.title), phrase) or contains(words(p.abstract or ""), phrase)
 
 
 def _expected(papers: dict, query: str, k: int, **filters) -> list[tuple[str, float]]:
@@ -163,7 +176,7 @@ def test_query_syntax_excludes_and_requires_phrases(corpus):
         plain = client.search('"hole black"', limit=100, syntax=False)
     assert excluded.ranked and all("entropy" not in tokens(r.paper.text) for r in excluded.ranked)
     # a phrase is matched on the analysed text: "hole of black" holds "hole black", its stop word dropped
-    expected = {pid for pid, p in papers.items() if contains(analysed(p.text), ("hole", "black"))}
+    expected = {pid for pid, p in papers.items() if holds_phrase(p, ("hole", "black"), analysed)}
     assert {r.paper.id for r in phrase.ranked} <= expected and len(phrase.ranked) == min(100, phrase.length)
     assert phrase.matched == len(expected)
     assert all(any("Maldacena" in a for a in r.paper.authors) and 1995 <= r.paper.year <= 2000 for r in fields.ranked)
@@ -172,9 +185,9 @@ def test_query_syntax_excludes_and_requires_phrases(corpus):
     with RetrievalClient(db) as client:  # -"black hole" was read as "black hole", the papers it asked to leave out
         without = client.search('hole -"black hole"', limit=200)
     kept = {pid for pid, p in papers.items() if "hole" in tokens(p.text)}
-    kept -= {pid for pid, p in papers.items() if contains(tokens(p.text), ("black", "hole"))}
+    kept -= {pid for pid, p in papers.items() if holds_phrase(p, ("black", "hole"))}
     assert kept and without.matched == len(kept) and without.ranked
-    assert not any(contains(tokens(r.paper.text), ("black", "hole")) for r in without.ranked)
+    assert not any(holds_phrase(r.paper, ("black", "hole")) for r in without.ranked)
     assert without.filters.to_dict()["exclude_phrases"] == ["black hole"] and not without.warnings
 
 
@@ -187,7 +200,7 @@ def test_a_word_to_leave_out_that_the_tokeniser_splits_leaves_out_its_phrase(cor
         split = client.search("string entropy -black-hole", words, limit=300)
         quoted = client.search('string entropy -"black hole"', words, limit=300)
     kept = {pid for pid, p in papers.items() if {"string", "entropy"} & set(tokens(p.text))}
-    gone = {pid for pid in kept if contains(tokens(papers[pid].text), ("black", "hole"))}
+    gone = {pid for pid in kept if holds_phrase(papers[pid], ("black", "hole"))}
     with_either = {pid for pid in kept - gone if {"black", "hole"} & set(tokens(papers[pid].text))}
     assert gone and with_either  # the corpus tells the two readings apart
     assert split.matched == len(kept - gone) == quoted.matched
@@ -257,6 +270,53 @@ def test_a_title_searched_from_its_page_is_read_as_words():
     title = 'M -theory on AdS_4 x S^7: Self -dual "branes" and Schr\\"odinger year:1999'
     assert parse(title).exclude  # read as syntax, it leaves papers out
     assert plain(title) == 'M theory on AdS_4 x S^7: Self dual branes and Schr\\"odinger year 1999'
+
+
+def test_a_field_with_a_minus_or_an_author_past_the_bounds_is_the_query_s_usage_error(corpus, capsys):
+    """``-author:Witten`` left out the papers holding the words "author" and "witten" (Witten's own stayed), with
+    no word said; an author: of 301 characters, or 21 of them, was a runtime error (exit 1) where the same name
+    given as --author is a usage error (exit 2)."""
+    from retrieval.interfaces.cli import main
+    from retrieval.search.syntax import parse
+
+    db, _ = corpus
+    with pytest.raises(ConfigError, match=r"the query's '-author:Witten': a search cannot leave out an author's"):
+        parse("string theory -author:Witten")
+    with pytest.raises(ConfigError, match=r"'-Year:1999': a search cannot leave out years .* such as year:1998-2001"):
+        parse("string theory -Year:1999")
+    assert parse("string -authority").exclude == ("authority",)  # a word, as before
+    long_name = "x" * 301
+    many = " ".join(f"author:N{chr(97 + i)}" for i in range(21))
+    for query, said in (
+        ("black -author:Witten", "a search cannot leave out an author's papers"),
+        (f"black author:{long_name}", "the query's author: 'xxxxx"),
+        (f"black {many}", "the query filters by at most 20 authors (a paper by all of them), got 21 author: fields"),
+    ):
+        with pytest.raises(SystemExit) as usage:
+            main(["search", query, "--db", str(db)])
+        assert usage.value.code == 2 and said in capsys.readouterr().err, query
+    with RetrievalClient(db) as client, pytest.raises(ConfigError, match="cannot leave out an author's papers"):
+        client.search("black -author:Witten")
+
+
+def test_a_long_query_says_which_filters_it_reads_as_words(corpus):
+    """Past 32 words a query is plain words: its ``-entropy`` and ``author:Strominger`` were searched for, so the
+    papers it asked to leave out ranked first, and nothing said so."""
+    from retrieval.search.syntax import SYNTAX_MAX_WORDS, parse
+
+    db, _ = corpus
+    words = " ".join(["black hole"] * SYNTAX_MAX_WORDS)
+    parsed = parse(f"{words} -entropy author:Strominger year:1999 state-of-the-art -3b<5a \"dual\" note: x")
+    assert parsed.text.endswith("-entropy author:Strominger year:1999 state-of-the-art -3b<5a \"dual\" note: x")
+    assert parsed.warnings == (
+        f"the query has more than {SYNTAX_MAX_WORDS} words, so it is read as plain words (a pasted text's dashes "
+        "and colons are prose): '-entropy', 'author:Strominger', 'year:1999' are searched as words, not as "
+        "filters; give the author and years as --author and --year, or shorten the query",
+    )
+    assert not parse(f'{words} state-of-the-art "dual" note: x -3b<5a').warnings  # prose: nothing to say
+    with RetrievalClient(db) as client:
+        result = client.search(f"{words} -entropy", limit=5)
+    assert any("'-entropy' is searched as words, not as filters" in w for w in result.warnings)
 
 
 @given(st.text(alphabet=' "\\-:abN4\ue000', max_size=30))

@@ -3,6 +3,7 @@ the same corpus, and the atomic swap (a failed build leaves the previous index a
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -124,6 +125,103 @@ def test_a_failed_build_leaves_the_previous_index_and_no_schema_behind(tmp_path,
     with psycopg.connect(url) as conn:
         schemas = {r[0] for r in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'retrieval%'")}
     assert schemas == {"retrieval"}  # the half-built schema was dropped
+
+
+def test_a_stop_during_the_copy_to_the_server_stops_the_build_and_keeps_the_index(tmp_path, pg_database, monkeypatch,
+                                                                                    capsys):  # fmt: skip
+    """The file a PostgreSQL build copies from is swapped in first, which counted as the change being saved: a
+    Ctrl-C during the copy was only remembered, and the new index replaced the old one (exit 0)."""
+    import os
+    import signal
+
+    from retrieval.interfaces.cli import main
+
+    url = pg_database("stopped")
+    build(db=url, source=write_jsonl(tmp_path / "good.jsonl", [paper("a", "black hole entropy")]))
+    before = _pg_tables(url)
+    real = pgbuild.copy_tables
+
+    def stopped_then_copied(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pgbuild, "copy_tables", stopped_then_copied)
+    other = write_jsonl(tmp_path / "other.jsonl", [paper("e", "lattice gauge theory")])
+    assert main(["build", "--from", str(other), "--db", url]) == 130
+    assert capsys.readouterr().err.splitlines() == ["retrieval: interrupted; nothing was changed"]
+    assert _pg_tables(url) == before
+    with psycopg.connect(url) as conn:
+        schemas = {r[0] for r in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'retrieval%'")}
+    assert schemas == {"retrieval"}
+
+
+#: What the previous version's index (revision 0008) is: without the papers' vectors (migration 0009's downgrade).
+TO_0008 = (
+    "DROP TABLE paper_vectors CASCADE",
+    "UPDATE index_info SET value = '0008' WHERE key = 'schema_revision'",
+    "UPDATE alembic_version SET version_num = '0008'",
+)
+
+
+def to_0008(url: str) -> None:
+    with psycopg.connect(url) as conn:
+        for sql in TO_0008:
+            conn.execute(sql)
+
+
+def test_an_index_of_the_previous_revision_on_a_server_names_the_upgrade_and_is_rebuilt(tmp_path, pg_database,
+                                                                                        capsys):  # fmt: skip
+    """A search locks every table of the schema as its snapshot begins: on an index of the previous revision it
+    failed on the table added since ("relation paper_vectors does not exist"), and so did a rebuild's swap."""
+    from retrieval.interfaces.cli import main
+
+    url = pg_database("previous")
+    corpus = write_jsonl(tmp_path / "c.jsonl", [paper("a", "black hole entropy"), paper("b", "string theory")])
+    build(db=url, source=corpus)
+    to_0008(url)
+    assert main(["search", "black", "--db", url]) == 1
+    err = capsys.readouterr().err
+    assert "has schema revision '0008', older than this version's '0009': upgrade it once with `retrieval" in err
+    assert main(["build", "--from", str(corpus), "--db", url]) == 0  # the swap locks the tables it has
+    capsys.readouterr()
+    assert main(["search", "black", "--db", url, "--json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)["results"]] == ["a"]
+    to_0008(url)
+    assert main(["upgrade", "--db", url]) == 0
+    capsys.readouterr()
+    assert main(["search", "black", "--db", url, "--json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)["results"]] == ["a"]
+
+
+def test_a_role_that_may_not_use_the_index_schema_is_told_so(tmp_path, pg_database, capsys):
+    """Connected as a role without USAGE on the index's schema, a search said "the database has no schema
+    'retrieval': build one", and a build printed psycopg's InsufficientPrivilege traceback."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    from retrieval.interfaces.cli import main
+
+    url = pg_database("grants")
+    corpus = write_jsonl(tmp_path / "c.jsonl", [paper("a", "black hole entropy")])
+    build(db=url, source=corpus)
+    role = f"retrieval_reader_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        parts = urlsplit(url)
+        other = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rsplit('@', 1)[-1]}"))
+        assert main(["search", "black", "--db", other]) == 1
+        err = capsys.readouterr().err
+        assert "the role it connects as may not use the schema 'retrieval' that holds the index" in err, err
+        assert main(["build", "--from", str(corpus), "--db", other]) == 1
+        err = capsys.readouterr().err
+        assert "permission denied for schema retrieval: connect as a role that may" in err, err
+        assert "Traceback" not in err
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
+    assert [row[0] for row in _pg_tables(url)["papers"]] == ["a"]
 
 
 def test_a_rebuild_replaces_the_index_in_one_swap(tmp_path, pg_database):

@@ -305,6 +305,40 @@ def test_a_sharded_index_keeps_the_citations_and_in_degrees_of_ids_outside_the_c
     _same_links(lite, coordinator, ["n1", "d04", "d05", "d12"])
 
 
+def test_a_search_that_sees_a_write_half_committed_is_read_again_not_called_damage(
+    sharded_database, tmp_path, monkeypatch
+):
+    """A search's shard snapshots begin after the coordinator's: a write committing in between showed the shards'
+    new rows beside the coordinator's old statistics, and the search said the index was damaged (a year outside
+    the years index_info gives, postings of a document doc_len lacks)."""
+    from retrieval.store.sql.executor import Executor
+
+    corpus, _ = _corpus(tmp_path, 30)
+    coordinator, shards = sharded_database("halfway")
+    build(db=coordinator, source=corpus, shards=shards)
+    new = [paper(f"n{i}", "Black holes far ahead", "Entropy of black holes.", year=2050 + i) for i in range(6)]
+    add(write_jsonl(tmp_path / "new.jsonl", new), db=coordinator)
+    real = Executor.begin_shards
+    writes = []
+
+    def begin_then_write(self, info):
+        if not writes:  # the coordinator's snapshot has begun: the remove commits before the shards' do
+            writes.append("remove")
+            remove([r["id"] for r in new], db=coordinator)
+        return real(self, info)
+
+    with RetrievalClient(coordinator) as client:
+        client.stats  # noqa: B018 - the index is known to be sharded from its first snapshot on
+        monkeypatch.setattr(Executor, "begin_shards", begin_then_write)
+        found = client.search("black holes entropy", limit=50)
+    assert writes == ["remove"]
+    monkeypatch.undo()
+    with RetrievalClient(coordinator) as fresh:
+        expected = fresh.search("black holes entropy", limit=50)
+    assert [(r.paper.id, r.final_score) for r in found.ranked] == [(r.paper.id, r.final_score) for r in expected.ranked]
+    assert not any(r.paper.id.startswith("n") for r in found.ranked)
+
+
 def test_a_failed_build_leaves_the_previous_sharded_index_as_it_was(sharded_database, tmp_path):
     corpus, _ = _corpus(tmp_path, 30)
     coordinator, shards = sharded_database("failed")
@@ -322,6 +356,91 @@ def test_a_failed_build_leaves_the_previous_sharded_index_as_it_was(sharded_data
     assert servers == len(shards)  # the failed build's own servers are gone
     with RetrievalClient(coordinator) as client:
         assert [(r.paper.id, r.final_score) for r in client.search("black holes").ranked] == expected
+
+
+def test_a_stop_while_a_shard_is_loaded_stops_the_build_and_keeps_the_index(sharded_database, tmp_path, monkeypatch,
+                                                                             capsys):  # fmt: skip
+    """As on one server: the build's own file swapped in counted as the change saved, so a Ctrl-C while the
+    shards were loaded was only remembered, and the new index replaced the old one (exit 0)."""
+    import os
+    import signal
+
+    from retrieval.interfaces.cli import main
+    from retrieval.store.postgres import shards as shards_module
+
+    corpus, _ = _corpus(tmp_path, 30)
+    coordinator, shards = sharded_database("stopped")
+    build(db=coordinator, source=corpus, shards=shards)
+    before = [_schemas(u) for u in [coordinator, *shards]]
+    with RetrievalClient(coordinator) as client:
+        expected = [(r.paper.id, r.final_score) for r in client.search("black holes").ranked]
+    real = shards_module._load_shard
+
+    def stopped_then_loaded(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(shards_module, "_load_shard", stopped_then_loaded)
+    (tmp_path / "other").mkdir()
+    other, _ = _corpus(tmp_path / "other", 12)
+    assert main(["build", "--from", str(other), "--db", coordinator]) == 130
+    assert capsys.readouterr().err.splitlines() == ["retrieval: interrupted; nothing was changed"]
+    assert [_schemas(u) for u in [coordinator, *shards]] == before
+    with RetrievalClient(coordinator) as client:
+        assert [(r.paper.id, r.final_score) for r in client.search("black holes").ranked] == expected
+
+
+def test_a_sharded_index_of_the_previous_revision_names_the_rebuild_that_brings_it_up(sharded_database, tmp_path,
+                                                                                      capsys):  # fmt: skip
+    """A search failed on the table added since ("relation paper_vectors does not exist"), `upgrade` printed a
+    traceback (its migration cannot partition a table over the shards) and a rebuild failed in its swap."""
+    from retrieval.interfaces.cli import main
+    from tests.test_postgres_build import to_0008
+
+    corpus, _ = _corpus(tmp_path, 30)
+    coordinator, shards = sharded_database("previous")
+    build(db=coordinator, source=corpus, shards=shards)
+    with RetrievalClient(coordinator) as client:
+        expected = [(r.paper.id, r.final_score) for r in client.search("black holes").ranked]
+    to_0008(coordinator)
+    for argv in (["search", "black holes"], ["upgrade"]):
+        assert main([*argv, "--db", coordinator]) == 1
+        err = capsys.readouterr().err
+        assert "revision '0008'" in err and "building it again: `retrieval build --db" in err, err
+        assert "Traceback" not in err
+    assert main(["build", "--from", str(corpus), "--db", coordinator]) == 0
+    with RetrievalClient(coordinator) as client:
+        assert [(r.paper.id, r.final_score) for r in client.search("black holes").ranked] == expected
+
+
+def test_a_shard_url_s_connection_settings_are_kept_by_its_foreign_server_and_by_a_rebuild(sharded_database, tmp_path):
+    """Only host, port, database, user and password of a shard's URL reached its foreign server: ``?sslmode=``,
+    ``connect_timeout`` or ``application_name`` were dropped silently, and a rebuild on the recorded shards lost
+    them for good."""
+    from retrieval.config import DatabaseURL
+    from retrieval.store.postgres.shards import recorded_shards
+
+    corpus, _ = _corpus(tmp_path, 30)
+    coordinator, shards = sharded_database("settings")
+    settings = "?connect_timeout=7&application_name=retrieval_shard_test"
+    build(db=coordinator, source=corpus, shards=[url + settings for url in shards])
+    with RetrievalClient(coordinator) as client:
+        expected = [(r.paper.id, r.final_score) for r in client.search("black holes").ranked]
+    for _ in range(2):
+        with psycopg.connect(coordinator) as conn:
+            options = [set(row[0]) for row in conn.execute("SELECT srvoptions FROM pg_foreign_server")]
+        assert len(options) == len(shards)
+        assert all({"connect_timeout=7", "application_name=retrieval_shard_test"} <= o for o in options), options
+        recorded = recorded_shards(DatabaseURL(coordinator))
+        assert [str(url).split("?")[1] for url in recorded] == [
+            "application_name=retrieval_shard_test&connect_timeout=7"
+        ] * 2
+        build(db=coordinator, source=corpus)  # on the recorded shards: their settings with them
+    with RetrievalClient(coordinator) as client:
+        assert [(r.paper.id, r.final_score) for r in client.search("black holes").ranked] == expected
+    assert DatabaseURL("postgresql://u@h/d?sslpassword=s3cret&sslmode=require").shown == (
+        "postgresql://u@h/d?sslpassword=***&sslmode=require"
+    )
 
 
 def test_a_rebuild_keeps_the_shards_and_drops_the_replaced_tables(sharded_database, tmp_path):

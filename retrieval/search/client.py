@@ -14,7 +14,6 @@ import time
 from collections import Counter
 
 from ..config import GRAPH_SCORES, QUERY_TIMEOUT, RetrievalConfig
-from ..corpus.names import check_author
 from ..corpus.paper import Paper
 from ..errors import ConfigError, InputError, NotAnIndexError
 from ..store.backend import backend_of
@@ -57,6 +56,34 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a query 
 if TYPE_CHECKING:
     from .cutoff import Exclusion
     from .memo import QueryMemo
+
+
+#: How often a read of a sharded index that saw a write half committed is begun again, and the pause before each.
+SHARD_READ_RETRIES = (0.05, 0.2, 0.5)
+
+
+def _read_again_if_half_written(method):
+    """A read of a sharded index sees the shards' rows in snapshots of their own, begun after the coordinator's:
+    an add or remove that commits in between (its shards commit first, then the coordinator) shows rows the
+    coordinator's statistics do not know yet, which the checks of a search take for damage. Such a read is begun
+    again in a new snapshot, a few times, and damage that stays is said. Not inside a snapshot the caller holds
+    (which only that caller can begin again), and never on one server, where one snapshot sees everything."""
+    import functools
+
+    @functools.wraps(method)
+    def read(self, *args, **kwargs):
+        for pause in (*SHARD_READ_RETRIES, None):
+            try:
+                return method(self, *args, **kwargs)
+            except NotAnIndexError:
+                executor = self._executor
+                sharded = executor.last_stats is not None and "shards" in executor.last_stats.info
+                if pause is None or not sharded or executor._snapshot is not None:
+                    raise
+                time.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    return read
 
 
 def lexical_depth(cfg: RetrievalConfig) -> int:
@@ -124,6 +151,7 @@ class RetrievalClient:
         return self._executor.snapshot()
 
     @property
+    @_read_again_if_half_written
     def stats(self) -> IndexStats:
         """The index's statistics now (another process may have added papers since this client opened)."""
         with self.snapshot() as snap:
@@ -150,6 +178,7 @@ class RetrievalClient:
         self.close()
 
     # -- papers, one call away ----------------------------------------------------------------------------
+    @_read_again_if_half_written
     def papers(self, paper_ids: list[str], full: bool = True) -> dict[str, Paper]:
         """The papers with these ids (missing ids are left out), with authors, references and citing papers
         when ``full``. A fixed number of statements whatever the number of ids (one id may be given as a string)."""
@@ -161,6 +190,7 @@ class RetrievalClient:
                 add_links(snap, out)
         return out
 
+    @_read_again_if_half_written
     def paper(self, paper_id: str) -> Paper | None:
         """One paper by id (with authors, references and citing papers), or None. The id may be given as people
         write it (``arXiv:hep-th/9711200``, an arxiv.org address, a DOI: ``resolve``)."""
@@ -169,6 +199,7 @@ class RetrievalClient:
             found = resolve_ids(snap, [paper_id])[paper_id]
             return None if found is None else self.papers([found]).get(found)
 
+    @_read_again_if_half_written
     def resolve(self, paper_ids: str | list[str]) -> list[str]:
         """The index's ids of the papers ``paper_ids`` name, in order (``retrieval.search.papers.id_forms``: an id as
         ``search`` shows it, ``arXiv:ID``, an arxiv.org abstract or PDF address with or without a version, a DOI or
@@ -183,6 +214,7 @@ class RetrievalClient:
         return [found[text] for text in texts]
 
     # -- search ---------------------------------------------------------------------------------------------
+    @_read_again_if_half_written
     def search(
         self,
         query: str | Query,
@@ -251,8 +283,6 @@ class RetrievalClient:
                     f"{', '.join(stopped)}: only stop words, which this index does not search, so "
                     f"{'it filters' if len(stopped) == 1 else 'they filter'} nothing"
                 )
-            for name in asked.authors:  # named as the query wrote it, not as the command line's --author
-                check_author(name, "the query's author:", "author:Maldacena")
             filters = Filters.make(
                 year=year if year is not None else asked.year,
                 authors=author_names(authors) + asked.authors,
@@ -294,6 +324,7 @@ class RetrievalClient:
         self._keep_graph()
         return result
 
+    @_read_again_if_half_written
     def similar(
         self,
         paper_ids: str | list[str],
@@ -343,6 +374,7 @@ class RetrievalClient:
             with self.snapshot() as snap:
                 GRAPHS.keep(snap)
 
+    @_read_again_if_half_written
     def show(
         self,
         paper_id: str,
@@ -375,6 +407,7 @@ class RetrievalClient:
         change while the cache is in use: an evaluation sets one per query (``retrieval.search.memo``)."""
         self._executor.cache = cache
 
+    @_read_again_if_half_written
     def rank(
         self,
         query: str | Query | WeightedQuery,
@@ -570,8 +603,9 @@ class RetrievalClient:
 AUTHOR_HINT_MAX_WORDS = 4
 #: The most words a query may have for a warning to list the ones in no paper.
 SHORT_WORDS = 20
-#: Words joined by hyphens: ``Calabi-Yau``.
-_HYPHENATED = re.compile(r"[^\W_]+(?:-[^\W_]+)+")
+#: Words joined by hyphens: ``Calabi-Yau``. Each match begins where a word does: tried inside one long word, every
+#: position would backtrack over the rest of it (time quadratic in the word's length).
+_HYPHENATED = re.compile(r"(?<![^\W_])[^\W_]+(?:-[^\W_]+)+")
 
 
 def _term_warnings(snap: Snapshot, query: Query, wq: WeightedQuery, filters: Filters) -> list[str]:

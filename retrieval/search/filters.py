@@ -204,8 +204,9 @@ def passing(snap: Snapshot, filters: Filters, analyse=None) -> Passing:
         narrow({doc for doc, key in rows if matches(words, key)})
 
     def with_phrase(phrase: tuple[str, ...]) -> set[int]:
-        """The papers (among those still passing) whose title and abstract hold ``phrase``."""
-        words = [w for w in phrase if w]
+        """The papers (among those still passing) whose title or abstract holds ``phrase``: papers with all its
+        words, whose texts are read and analysed where the phrase has more than one word."""
+        words = tuple(w for w in phrase if w)
         having: set[int] | None = None
         for word in dict.fromkeys(words):
             docs = _docs(snap, "filter: papers with a phrase's word", TERM_DOCS_SQL, {"term": word})
@@ -213,15 +214,23 @@ def passing(snap: Snapshot, filters: Filters, analyse=None) -> Passing:
         if allowed is not None:
             having &= allowed
         having = (having or set()) - rejected
+        if len(words) == 1:  # a word's papers are those whose title or abstract holds it: nothing to read
+            return having
         texts = snap.rows("filter: texts to check a phrase in", DOC_TEXTS_SQL, {"doc_ids": json.dumps(sorted(having))})
-        return {doc for doc, title, abstract in texts if contains(analyse(f"{title} {abstract}"), tuple(words))}
+        # In the title or in the abstract: the last word of one and the first of the other are not a phrase.
+        return {
+            doc
+            for doc, title, abstract in texts
+            if contains(analyse(title), words) or contains(analyse(abstract), words)
+        }
 
-    for phrase in filters.phrases:
+    # Each phrase once: a query repeating one read its papers' texts again for every copy.
+    for phrase in dict.fromkeys(filters.phrases):
         if any(phrase):
             narrow(with_phrase(phrase))
     for word in filters.exclude:
         rejected |= _docs(snap, "filter: papers with an excluded word", TERM_DOCS_SQL, {"term": word})
-    for phrase in filters.exclude_phrases:
+    for phrase in dict.fromkeys(filters.exclude_phrases):
         if any(phrase):
             rejected |= with_phrase(phrase)
     if allowed is not None:

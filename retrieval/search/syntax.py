@@ -1,7 +1,7 @@
 """What a query's text asks beyond its words: ``"a phrase"``, ``-word``, ``author:NAME`` and ``year:RANGE``.
 
 - ``"black hole"``: the words are scored as words, and a paper must contain them in that order (a filter on
-  its title and abstract, analysed as the index analyses text).
+  its title or its abstract, each analysed as the index analyses text).
 - ``-entropy``: papers containing the word are left out; the word is not scored.
 - ``-"black hole"``: papers containing the phrase are left out; its words are not scored.
 - ``author:Maldacena``, ``author:"J. Maldacena"``, ``year:1998-2001``: the same filters as ``--author`` and
@@ -9,8 +9,9 @@
 - Any other ``name:word`` is read as the words ``name`` and ``word``, with a warning (there are no other fields).
 
 Only a short query is read this way (at most ``SYNTAX_MAX_WORDS`` words): a pasted abstract or draft is read
-as plain words, since its quotes, dashes and colons are prose, not operators; ``syntax=False`` does the same for
-any query. Everything unusual is reported as a warning the CLI prints on stderr.
+as plain words, since its quotes, dashes and colons are prose, not operators (a warning names the fields and
+the ``-word`` it searched as words); ``syntax=False`` does the same for any query. Everything unusual is
+reported as a warning the CLI prints on stderr.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from __future__ import annotations
 import re
 from collections import namedtuple
 
-from ..validate import parse_years
+from ..corpus.names import check_author
+from ..errors import ConfigError
+from ..validate import LIMITS, parse_years, quoted, quoted_list
 
 #: Queries of more words than this are read as plain words (a pasted abstract's quotes are not phrases).
 SYNTAX_MAX_WORDS = 32
@@ -53,11 +56,32 @@ class Parsed(namedtuple("Parsed", "text exclude phrases authors year warnings ex
 def parse(text: str, syntax: bool = True) -> Parsed:
     """``text`` as the module docstring says (``syntax`` False: every character is plain text). A backslash
     before a quote (TeX's umlaut, ``Schr\\"odinger``) makes it part of its word, not a phrase's mark."""
-    if not syntax or len(text.split()) > SYNTAX_MAX_WORDS or not any(c in text for c in '"-:'):
+    if not syntax or not any(c in text for c in '"-:'):
         return Parsed(text, (), (), (), None, ())
+    if len(text.split()) > SYNTAX_MAX_WORDS:
+        return Parsed(text, (), (), (), None, _unread(text))
     if _TEX_QUOTE in text and _HELD not in text:
         return _restored(_parse(text.replace(_TEX_QUOTE, _HELD)))
     return _parse(text)
+
+
+def _unread(text: str) -> tuple[str, ...]:
+    """The warning for a long query (read as plain words) that holds what a short one reads as a filter, an
+    ``author:``/``year:`` field or a ``-word``: silently searched for, it ranks by what it was to filter out.
+    Quotes are left unsaid: a pasted text quotes words as prose does."""
+    marks = [
+        found.group(0)
+        for found in _PART.finditer(text)
+        if (found.group("minus") and found.group("word").isalpha())  # not prose's "-3b<5a"
+        or (found.group("field") and found.group("name").lower() in FIELDS)
+    ]
+    if not marks:
+        return ()
+    return (
+        f"the query has more than {SYNTAX_MAX_WORDS} words, so it is read as plain words (a pasted text's dashes "
+        f"and colons are prose): {quoted_list(marks)} {'is' if len(marks) == 1 else 'are'} searched as words, not "
+        "as filters; give the author and years as --author and --year, or shorten the query",
+    )
 
 
 def _restored(parsed: Parsed) -> Parsed:
@@ -99,7 +123,19 @@ def _parse(text: str) -> Parsed:
                 )
                 scored.append(f" {name} {value} ")
         elif found.group("minus"):
-            exclude.append(found.group("word"))
+            word = found.group("word")
+            field = word.split(":", 1)[0].lower() if ":" in word else ""
+            if field in FIELDS:  # it left out the papers holding the words "author" and the name, silently
+                raise ConfigError(
+                    f"the query's {quoted(found.group(0))}: a search cannot leave out "
+                    + (
+                        "an author's papers (only words and phrases): drop it, or keep only their papers with "
+                        "author:NAME"
+                        if field == "author"
+                        else "years (only words and phrases): give the years to keep, such as year:1998-2001"
+                    )
+                )
+            exclude.append(word)
             scored.append(" ")
         elif found.group("nphrase"):  # -"black hole": read as a phrase it was kept for, the opposite of what it asks
             if found.group("nquoted").strip():
@@ -124,6 +160,13 @@ def _parse(text: str) -> Parsed:
         warnings.append(f"year: is given {len(years)} times: the last, {years[-1]!r}, is used")
     if years:
         parse_years(years[-1], "year:")  # a range it cannot read is the query's mistake, said as such
+    if len(authors) > LIMITS["authors"]:
+        raise ConfigError(
+            f"the query filters by at most {LIMITS['authors']} authors (a paper by all of them), got "
+            f"{len(authors):,} author: fields: give fewer"
+        )
+    for name in authors:  # named as the query wrote it, not as the command line's --author
+        check_author(name, "the query's author:", "author:Maldacena")
     return Parsed(
         squeezed(rest.replace('"', " ")),  # what is searched, as a result shows it: no runs of spaces
         tuple(exclude),

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..config import DEFAULT_DB, DatabaseURL
 from ..errors import IndexNotFoundError, NotAnIndexError, RetrievalError, SchemaVersionError, StoreError
 from ..text import DEFAULT_STEM, DEFAULT_STOPWORDS, NONE, TOKENISER_NAME, TOKENISER_VERSION, Analyser
-from .schema.catalogue import required
+from .schema.catalogue import LOCKED_SINCE, required
 from .sql.dialect import POSTGRESQL, statement, text_for
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
@@ -359,6 +359,15 @@ SELECT i.indexname AS name
 FROM pg_indexes AS i
 WHERE i.schemaname = current_schema()""",
 )
+#: PostgreSQL: whether the index's schema is there and the role may use it (where ``TABLES_SQL`` finds nothing, a
+#: role without USAGE on the schema sees no ``current_schema()``).
+SCHEMA_USABLE_SQL = statement(
+    """\
+SELECT has_schema_privilege(n.oid, 'USAGE')
+FROM pg_namespace AS n
+WHERE n.nspname = 'retrieval'""",
+    only=POSTGRESQL,
+)
 # O(log N), where count(*) reads the whole table: a cold open of a 500K index would pay 180 ms for it.
 LAST_DOC_SQL = statement("SELECT coalesce(max(doc_id), 0) FROM doc_len")
 ANY_TERM_SQL = statement("SELECT EXISTS (SELECT 1 FROM doc_freq)")
@@ -431,6 +440,14 @@ def _read_revision_and_info(
     try:
         tables = {row[0] for row in rows("open: the tables and indexes", TABLES_SQL)}
         if isinstance(path, DatabaseURL) and not tables:
+            usable = rows("open: the schema's access", SCHEMA_USABLE_SQL)
+            if usable and not usable[0][0]:
+                raise StoreError(
+                    f"cannot open the index at {where}: the role it connects as may not use the schema "
+                    f"{_SCHEMA!r} that holds the index: connect as the role that built it, or have that role grant "
+                    f"this one access (GRANT USAGE ON SCHEMA {_SCHEMA} TO ...; GRANT SELECT ON ALL TABLES IN SCHEMA "
+                    f"{_SCHEMA} TO ...)"
+                )
             raise IndexNotFoundError(
                 f"no index at {where} (the database has no schema {_SCHEMA!r}): build one with "
                 f"`retrieval build --db {where}` (or point --db / $RETRIEVAL_DB at an existing index)"
@@ -536,6 +553,7 @@ def check_index(path: Path | DatabaseURL, rows: Rows | None = None) -> IndexStat
     """
     _require_file(path)
     revision, info = _read_revision_and_info(path, rows)
+    server = isinstance(path, DatabaseURL)
     path = shown(path)  # for the messages: a server URL without its password
     if revision not in READABLE_REVISIONS:
         if revision in KNOWN_REVISIONS:
@@ -546,6 +564,18 @@ def check_index(path: Path | DatabaseURL, rows: Rows | None = None) -> IndexStat
         raise SchemaVersionError(
             f"{path} has schema revision {revision!r}, which this version of retrieval does not know "
             f"(it writes {HEAD_REVISION!r}): upgrade retrieval, or rebuild the index with `retrieval build`"
+        )
+    if server and revision < LOCKED_SINCE:
+        # A snapshot on a server locks every table a search may read as it begins, those of later revisions too.
+        if "shards" in info:
+            raise SchemaVersionError(
+                f"{path} has schema revision {revision!r}, older than this version's {HEAD_REVISION!r}: a "
+                f"sharded index is brought up to date by building it again: `{build_command(path, info)}` (it "
+                "keeps the recorded shards; the old index stays in place if that fails)"
+            )
+        raise SchemaVersionError(
+            f"{path} has schema revision {revision!r}, older than this version's {HEAD_REVISION!r}: upgrade it "
+            f"once with `retrieval upgrade --db {path}` (the index stays as it was if that fails)"
         )
     if "n_papers" not in info:
         raise NotAnIndexError(f"{path} is an unfinished index (no statistics): rebuild it with `retrieval build`")

@@ -215,6 +215,8 @@ def build_postgres(
         try:
             summary = build_index(papers, file, source=source, progress=progress, workers=workers, stem=stem,
                                   stopwords=stopwords, semantic=semantic)  # fmt: skip
+            stop.staged()  # the file is the copy's source, not the index: a stop from here on stops the build
+            stop.check()  # one that arrived as the file was swapped in, remembered only
         except BaseException:
             raw.close()
             raise
@@ -417,6 +419,13 @@ def _try_flock(fd: int) -> bool:
     return True
 
 
+#: The tables of a schema (plain, partitioned or foreign), by name.
+_RELATIONS_SQL = (
+    "SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'f')"
+)
+
+
 def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None, also=None) -> None:
     """Make the built schema ``schema`` the index: in one transaction under the writers' lock, refused when a
     writer changed the index since the build read its fingerprint ``before``; the old schema is dropped.
@@ -440,7 +449,9 @@ def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None, also=N
         if exists and before is not None:
             # The tables in the order every search locks them (retrieval.store.sql.executor), so a search
             # that begins meanwhile waits for the swap instead of deadlocking with it.
-            tables = ", ".join(f'"{SCHEMA}"."{t}"' for t in LOCKED)
+            # Those the replaced index has: an older revision's lacks the tables added since.
+            present = {row[0] for row in raw.execute(_RELATIONS_SQL, (SCHEMA,))}
+            tables = ", ".join(f'"{SCHEMA}"."{t}"' for t in LOCKED if t in present)
             raw.execute(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
         if exists:
             raw.execute(f'ALTER SCHEMA "{SCHEMA}" RENAME TO "{old}"')
@@ -476,6 +487,7 @@ def upgrade_server(url: DatabaseURL):
     re-indexed by building again)."""
     from alembic import command
     from sqlalchemy import create_engine, pool, text
+    from sqlalchemy.exc import DBAPIError
 
     from ..database import (
         HEAD_REVISION,
@@ -489,6 +501,11 @@ def upgrade_server(url: DatabaseURL):
     from .write import WRITER_LOCK_KEY
 
     before, info = _read_revision_and_info(url)
+    if "shards" in info and before != HEAD_REVISION and before in KNOWN_REVISIONS:
+        raise StoreError(  # its tables live on the shards, which the migrations do not reach
+            f"the index at {url.shown} is sharded, at schema revision {before!r}: a sharded index is brought to "
+            f"{HEAD_REVISION!r} by building it again: `{build_command(url, info)}` (it keeps the recorded shards)"
+        )
     if tokeniser_outdated(info):
         raise StoreError(
             f"the index at {url.shown} was tokenised by an older tokeniser: rebuild it with "
@@ -509,6 +526,8 @@ def upgrade_server(url: DatabaseURL):
             command.upgrade(cfg, "head")
     except _psycopg().Error as exc:
         raise server_error(exc, url, "upgrade") from None
+    except DBAPIError as exc:  # SQLAlchemy's wrapping of the server's error
+        raise server_error(exc.orig, url, "upgrade") from None
     finally:
         engine.dispose()
     check_index(url)

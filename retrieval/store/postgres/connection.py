@@ -103,6 +103,11 @@ def server_error(exc: BaseException, url: DatabaseURL, doing: str) -> StoreError
         return IndexNotFoundError(
             f"no database at {url.shown} ({first}): create it (`createdb`), then `retrieval build --db {url.shown}`"
         )
+    if first.startswith("permission denied"):
+        return StoreError(
+            f"cannot {doing} the index at {url.shown}: {first}: connect as a role that may (the one that built the "
+            "index), or have it grant this one what it lacks"
+        )
     if "connection" in first.lower() or "could not" in first.lower():
         return StoreError(f"cannot {doing} the index at {url.shown}: {first}; check that the server runs and the URL")
     return StoreError(f"cannot {doing} the index at {url.shown}: {first}")
@@ -399,9 +404,18 @@ def is_error(exc: BaseException) -> bool:
 
 
 # -- a sharded index (retrieval.store.postgres.shards): how the coordinator reaches its shards -------------------
+#: The connection settings a shard's user mapping holds rather than its foreign server (postgres_fdw's rule).
+MAPPING_OPTIONS = ("user", "password", "sslpassword")
+#: The foreign servers' options that are postgres_fdw's own, not settings of the connection to the shard.
+FDW_OPTIONS = frozenset(
+    ("fetch_size", "async_capable", "use_remote_estimate", "fdw_startup_cost", "fdw_tuple_cost", "extensions",
+     "updatable", "truncatable", "keep_connections", "parallel_commit", "batch_size")
+)  # fmt: skip
+
+
 def server_params(coordinator, server: str) -> dict[str, str]:
-    """How to reach the shard behind the coordinator's foreign server ``server``: its options and the public
-    user mapping's."""
+    """How to reach the shard behind the coordinator's foreign server ``server``: its connection settings and
+    the public user mapping's."""
     options = dict(
         coordinator.execute(
             "SELECT split_part(o, '=', 1), substr(o, strpos(o, '=') + 1) "
@@ -416,18 +430,22 @@ def server_params(coordinator, server: str) -> dict[str, str]:
             (server,),
         ).fetchall()
     )
-    return {k: v for k, v in {**options, **mapping}.items() if k in ("host", "port", "dbname", "user", "password")}
+    mapping = {k: v for k, v in mapping.items() if k in MAPPING_OPTIONS}
+    return {**{k: v for k, v in options.items() if k not in FDW_OPTIONS}, **mapping}
 
 
 def url_of(params: dict[str, str]) -> str:
-    """A ``postgresql://`` URL from connection parameters (host, port, dbname, user, password)."""
-    from urllib.parse import quote
+    """A ``postgresql://`` URL from connection parameters (host, port, dbname, user, password; any others as its
+    query, ``?sslmode=require``, in name order)."""
+    from urllib.parse import quote, urlencode
 
     user = quote(params.get("user", ""), safe="")
     password = params.get("password")
     auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
     port = f":{params['port']}" if "port" in params else ""
-    return f"postgresql://{auth}{params.get('host', '')}{port}/{quote(params.get('dbname', ''), safe='')}"
+    rest = sorted((k, v) for k, v in params.items() if k not in ("host", "port", "dbname", "user", "password"))
+    query = f"?{urlencode(rest)}" if rest else ""
+    return f"postgresql://{auth}{params.get('host', '')}{port}/{quote(params.get('dbname', ''), safe='')}{query}"
 
 
 def connect_shards(coordinator: PgConnection, layout: list[dict]) -> list[PgConnection]:

@@ -83,12 +83,22 @@ import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 
+from ... import stop
 from ...config import DatabaseURL, resolve_db
 from ...corpus.paper import Paper
 from ...errors import ConfigError, IndexNotFoundError, StoreError
 from ...text import DEFAULT_STEM, DEFAULT_STOPWORDS
 from ..schema.catalogue import COORDINATOR, DISTRIBUTED
-from .connection import SCHEMA, SHARD_SCHEMA_PREFIX, _psycopg, open_raw, server_error, server_params, url_of
+from .connection import (
+    MAPPING_OPTIONS,
+    SCHEMA,
+    SHARD_SCHEMA_PREFIX,
+    _psycopg,
+    open_raw,
+    server_error,
+    server_params,
+    url_of,
+)
 
 #: The key of ``index_info`` that records the layout (JSON: one entry per shard, in partition order).
 LAYOUT_KEY = "shards"
@@ -175,11 +185,13 @@ def _connect(url: DatabaseURL):
 def _server_options(url: DatabaseURL) -> tuple[dict[str, str], dict[str, str]]:
     """The foreign server's options and the user mapping's, from a shard's URL."""
     info = _conninfo(url)
-    server = {k: info[k] for k in ("host", "port", "dbname") if k in info}
+    # Every connection setting of the URL (sslmode, connect_timeout, ...): the foreign server's, but for the
+    # user mapping's own (a role's name and secrets); client_encoding is postgres_fdw's to set.
+    server = {k: v for k, v in info.items() if k not in MAPPING_OPTIONS and k != "client_encoding"}
     # Remote estimates: the planner asks a shard for a foreign scan's cost, and only then considers scans
     # parameterised by a join (a lookup per key instead of a whole foreign table: 12 s to 0.3 s per search on hepth).
     server.update(fetch_size=str(FETCH_SIZE), async_capable="true", use_remote_estimate="true")
-    mapping = {k: info[k] for k in ("user", "password") if k in info}
+    mapping = {k: info[k] for k in MAPPING_OPTIONS if k in info}
     return server, mapping
 
 
@@ -418,6 +430,8 @@ def build_sharded(
             file = tmp / "index.db"
             summary = build_index(papers, file, source=source, progress=progress, workers=workers, stem=stem,
                                   stopwords=stopwords, semantic=semantic)  # fmt: skip
+            stop.staged()  # the file is the copy's source, not the index: a stop from here on stops the build
+            stop.check()  # one that arrived as the file was swapped in, remembered only
             lite = sqlite3.connect(f"file:{file}?mode=ro", uri=True)
             try:
                 claim_schema(coordinator, schema)  # the lock covers the servers too (remove_stale_builds)
@@ -631,5 +645,7 @@ def recorded_shards(url: DatabaseURL) -> list[DatabaseURL] | None:
             params = server_params(raw, entry["server"])
             out.append(DatabaseURL(url_of(params)))
         return out
+    except _psycopg().Error as exc:  # a role that may not read the index's schema, a server gone meanwhile
+        raise server_error(exc, url, "open") from None
     finally:
         raw.close()

@@ -105,6 +105,8 @@ BY_NAME = {table.name: table for table in TABLES}
 COPIED = tuple(t for t in TABLES if t.copied)
 #: What a PostgreSQL read snapshot locks, in this order (a rebuild's swap takes the same locks in the same order).
 LOCKED = tuple(t.name for t in TABLES if t.locked)
+#: The revision that added the last of them: a snapshot on a server reads an index of this revision or later.
+LOCKED_SINCE = max(t.since for t in TABLES if t.locked)
 #: A sharded index's distributed tables, each with its partition key, in load order.
 DISTRIBUTED = {t.name: t.shard_key for t in TABLES if t.shard_key}
 #: The coordinator's own tables a sharded build copies from the SQLite build.
