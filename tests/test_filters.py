@@ -295,6 +295,12 @@ def test_a_field_with_a_minus_or_an_author_past_the_bounds_is_the_query_s_usage_
         with pytest.raises(SystemExit) as usage:
             main(["search", query, "--db", str(db)])
         assert usage.value.code == 2 and said in capsys.readouterr().err, query
+    for command in (["search", "black"], ["similar", "p001"]):
+        options = [arg for i in range(21) for arg in ("--author", f"N{chr(97 + i)}")]
+        with pytest.raises(SystemExit) as usage:
+            main([*command, *options, "--db", str(db)])
+        err = capsys.readouterr().err
+        assert usage.value.code == 2 and "--author is given more than 20 times (at most 20)" in err, command
     with RetrievalClient(db) as client, pytest.raises(ConfigError, match="cannot leave out an author's papers"):
         client.search("black -author:Witten")
 

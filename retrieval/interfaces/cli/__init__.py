@@ -28,6 +28,7 @@ from .options import (
     DB_HELP,
     FORMAT_HELP,
     FORMATS,
+    AtMost,
     add_analysis_options,
     add_output_args,
     bounded,
@@ -541,7 +542,14 @@ def _filter_args(p) -> None:
         if f.repeat:
             kind = checked(f) if f.check is not None else str
             p.add_argument(
-                f.option, dest=f.name, action="append", type=kind, default=[], metavar=f.metavar, help=f.cli_help()
+                f.option,
+                dest=f.name,
+                action=AtMost,
+                most=LIMITS[f.name],
+                type=kind,
+                default=[],
+                metavar=f.metavar,
+                help=f.cli_help(),
             )
         elif f.choices:
             p.add_argument(f.option, dest=f.name, choices=f.choices, default=None, help=f.cli_help())

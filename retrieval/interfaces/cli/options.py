@@ -239,3 +239,18 @@ def add_output_args(p, why: bool = True) -> None:
             action="store_true",
             help="the ranking's internals too: a score column, the formula, the graph's expansion, the candidates",
         )
+
+
+class AtMost(argparse.Action):
+    """``action="append"`` that takes at most ``most`` values: one more is a usage error, as a value's own check
+    is (the library's bound on them would be a runtime error, exit 1)."""
+
+    def __init__(self, *args, most: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.most = most
+
+    def __call__(self, parser, namespace, value, option_string=None) -> None:
+        values = list(getattr(namespace, self.dest, None) or [])
+        if len(values) >= self.most:
+            parser.error(f"{option_string} is given more than {self.most} times (at most {self.most}): give fewer")
+        setattr(namespace, self.dest, [*values, value])
