@@ -72,6 +72,10 @@ def resolve_db(db: str | os.PathLike[str] | None = None) -> Path | DatabaseURL:
         )
     if db is None or str(db) == "":
         db = os.environ.get(DB_ENV_VAR) or DEFAULT_DB
+        if not str(db).strip():  # "no index at  : build one with `retrieval build --db  `"
+            raise ConfigError(f"${DB_ENV_VAR} is blank ({str(db)!r}): unset it, or set it to an index's path or URL")
+    elif not str(db).strip():
+        raise ConfigError(f"--db is blank ({str(db)!r}): give an index's path or URL")
     if isinstance(db, Path) or "://" not in str(db):
         return Path(db)
     text = str(db)

@@ -260,6 +260,20 @@ def test_db_from_environment(tmp_path, capsys, monkeypatch):
     assert code == 0 and json.loads(out)["papers"] == 100
 
 
+def test_a_blank_db_from_the_environment_says_so(tmp_path, capsys, monkeypatch):
+    """``RETRIEVAL_DB=' '`` read as a path of one space: "no index at  : build one with `retrieval build --db  `"."""
+    from retrieval import RetrievalClient
+    from retrieval.errors import ConfigError
+
+    monkeypatch.setenv("RETRIEVAL_DB", " ")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "search", "black")
+    assert code == 1 and "$RETRIEVAL_DB is blank (' '): unset it, or set it to an index's path or URL" in err
+    with pytest.raises(ConfigError, match=r"--db is blank \('\\t'\)"):
+        RetrievalClient("\t")
+    assert list(tmp_path.iterdir()) == []
+
+
 def _cli(*argv, cwd):
     return subprocess.run([sys.executable, "-m", "retrieval", *argv], cwd=cwd, capture_output=True, text=True)
 
