@@ -312,8 +312,8 @@ def test_a_long_query_says_which_filters_it_reads_as_words(corpus):
 
     db, _ = corpus
     words = " ".join(["black hole"] * SYNTAX_MAX_WORDS)
-    parsed = parse(f"{words} -entropy author:Strominger year:1999 state-of-the-art -3b<5a \"dual\" note: x")
-    assert parsed.text.endswith("-entropy author:Strominger year:1999 state-of-the-art -3b<5a \"dual\" note: x")
+    parsed = parse(f'{words} -entropy author:Strominger year:1999 state-of-the-art -3b<5a "dual" note: x')
+    assert parsed.text.endswith('-entropy author:Strominger year:1999 state-of-the-art -3b<5a "dual" note: x')
     assert parsed.warnings == (
         f"the query has more than {SYNTAX_MAX_WORDS} words, so it is read as plain words (a pasted text's dashes "
         "and colons are prose): '-entropy', 'author:Strominger', 'year:1999' are searched as words, not as "
