@@ -211,6 +211,17 @@ def test_usage_errors_exit_two(argv, capsys):
     assert "usage:" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", [["search", "x"], ["stats"], ["similar", "p001"], ["build"]])
+def test_an_unknown_option_is_said_by_the_command_s_own_usage(command, capsys):
+    """It was said under the program's usage line, ``usage: retrieval [-h] [--version] COMMAND ...``, which names
+    none of the command's options."""
+    with pytest.raises(SystemExit) as info:
+        main([*command, "--frobnicate"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert err.startswith(f"usage: retrieval {command[0]} ") and f"retrieval {command[0]}: error: unrecognized" in err
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [

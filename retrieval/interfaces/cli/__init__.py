@@ -885,7 +885,11 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _Parser.given = tuple(argv)
-    args = make_parser(_command_of(argv)).parse_args(argv)
+    parser = make_parser(_command_of(argv))
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the command's parser, whose usage line names its options (not "retrieval COMMAND ...")
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     stop.reset()
     previous = {}
     try:
