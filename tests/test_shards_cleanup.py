@@ -188,6 +188,11 @@ def test_a_sharded_build_leaves_a_running_builds_objects_on_every_server(tmp_pat
     with pgbuild.build_folder(pgshards.FOLDER_PREFIX) as folder:
         summary = build(db=coordinator, source=write_jsonl(tmp_path / "b.jsonl", [paper("b", "string theory")]))
         assert [w for w in summary.warnings if "retrieval_6_6_s0" in w and "drop them by hand" in w]
+        # not only a killed build's: a replaced index's server whose shard was gone when it was replaced is too
+        assert (
+            "a left-over (a killed build's or a replaced index's) foreign server retrieval_6_6_s0"
+            in summary.warnings[0]
+        )
         assert len(summary.warnings) == 1
         assert folder.is_dir() and not dead.exists() and (tmpdir / "retrieval-pgbuild-dead0000").is_dir()
         live = _layout(coordinator)

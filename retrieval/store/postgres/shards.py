@@ -548,7 +548,8 @@ def remove_stale_builds(coordinator) -> tuple[list[str], list[str]]:
         if found := _SERVER_NAME.fullmatch(name):
             by_tag.setdefault(found.group(1), []).append(name)
     for tag, names in by_tag.items():
-        gone, left = _drop_servers(coordinator, tag, names, "a killed build's")
+        # Left by a killed build, or by a replaced index whose shard could not be reached when it was replaced.
+        gone, left = _drop_servers(coordinator, tag, names, "a left-over (a killed build's or a replaced index's)")
         dropped += gone
         failed += left
     return dropped, failed
