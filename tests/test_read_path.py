@@ -44,6 +44,27 @@ def test_returned_papers_are_the_candidates_completed_not_built_again(demo_db):
         assert entry.paper == full[entry.paper.id]  # abstract, authors, references and citing papers filled in
 
 
+def test_a_paper_read_back_says_who_supplied_its_record(tmp_path, capsys):
+    """``show --json``'s ``source`` (and every paper the library returned) said "merged" whatever the index
+    records: the corpus file a build read, or the sources a record was merged from."""
+    import json
+
+    from retrieval.interfaces.cli import main
+    from tests.helpers import paper, write_jsonl
+
+    db = tmp_path / "mine.db"
+    build(db=db, source=write_jsonl(tmp_path / "mine.jsonl", [paper("a", "black hole"), paper("b", "black")]))
+    with RetrievalClient(db) as client:
+        assert {p.source for p in client.papers(["a", "b"]).values()} == {"mine.jsonl"}
+        assert {r.paper.source for r in client.search("black").ranked} == {"mine.jsonl"}
+    assert main(["show", "a", "--db", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"] == "mine.jsonl"
+    demo = tmp_path / "demo.db"
+    build(db=demo)
+    with RetrievalClient(demo) as client:
+        assert client.papers(["p001"])["p001"].source == "arxiv+s2"
+
+
 @given(st.integers(1, 60), st.integers(1, 5000), st.floats(1.0, 500.0), st.floats(0.0, 3.0), st.floats(0.0, 1.0))
 def test_the_sql_tf_norm_is_the_python_one(count, length, avgdl, k1, b):
     with sqlite3.connect(":memory:") as conn:

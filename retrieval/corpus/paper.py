@@ -11,8 +11,10 @@ class Paper:
     ``references`` are the ids this paper cites (kept even when the cited paper is not in the corpus);
     ``citations`` are the ids of papers that cite it (in results: corpus papers; in input: what a source such as
     Semantic Scholar lists). ``source`` says who supplied the record: ``"arxiv"`` or ``"s2"`` for the mock
-    clients, the input file's name for a build, ``"merged"`` in results. ``field_sources`` names, for a record
-    merged from several sources, the source of each field (not part of equality).
+    clients, the input file's name for a build; in results, what the index records (a corpus file's name, or
+    the sources a record was merged from), ``"merged"`` where a paper was not read whole (a link of ``show``).
+    ``field_sources`` names, for a record merged from several sources, the source of each field (not part of
+    equality).
 
     A plain class with slots rather than a dataclass: a query process does not import ``dataclasses``
     (and ``inspect`` with it), which is a third of a fresh search's start (bench/cli_start.py).

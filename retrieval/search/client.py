@@ -185,7 +185,7 @@ class RetrievalClient:
         paper_ids = paper_id_list(paper_ids, "paper_ids")
         with self.snapshot() as snap:
             rows = snap.rows("papers", PAPERS_SQL, {"paper_ids": json.dumps(paper_ids)})
-            out = {pid: Paper(pid, title, abstract, year, source="merged") for pid, title, abstract, year in rows}
+            out = {pid: Paper(pid, title, abstract, year, source=source) for pid, title, abstract, year, source in rows}
             if full:
                 add_links(snap, out)
         return out
@@ -397,8 +397,8 @@ class RetrievalClient:
             rows = [] if pid is None else snap.rows("show: the paper", PAPERS_SQL, {"paper_ids": json.dumps([pid])})
             if not rows:
                 raise not_found([paper_id])
-            [(pid, title, abstract, year)] = rows
-            paper = Paper(pid, title, abstract, year, source="merged")
+            [(pid, title, abstract, year, source)] = rows
+            paper = Paper(pid, title, abstract, year, source=source)
             add_links(snap, {pid: paper}, links=False)
             return link_page(snap, paper, limit, sort, references_offset, citations_offset)
 

@@ -101,8 +101,8 @@ def checked_counts(snap: Snapshot, counts: dict[str, int], what: str = "cited_co
     return counts
 
 
-PAPERS_SQL = by_id("id", "title", "abstract", "year")
-ABSTRACTS_SQL = by_id("id", "abstract")
+PAPERS_SQL = by_id("id", "title", "abstract", "year", "source")
+ABSTRACTS_SQL = by_id("id", "abstract", "source")
 
 AUTHORS_SQL = statement(
     lambda d: (
@@ -173,13 +173,14 @@ register_sharded(CITED_BY_SQL, CITED_BY_SQL_SHARDED)
 
 
 def add_abstracts(snap: Snapshot, papers: dict[str, Paper]) -> None:
-    """Fill in the abstracts of ``papers`` (one statement): the page a search or ``similar`` returns, whose
-    candidates were scored without them."""
+    """Fill in the abstracts (and who supplied each record, ``source``) of ``papers`` (one statement): the page
+    a search or ``similar`` returns, whose candidates were scored without them."""
     if papers:
-        for pid, abstract in snap.rows(
+        for pid, abstract, source in snap.rows(
             "returned papers: abstracts", ABSTRACTS_SQL, {"paper_ids": json.dumps(list(papers))}
         ):
             papers[pid].abstract = abstract
+            papers[pid].source = source
 
 
 def add_links(snap: Snapshot, papers: dict[str, Paper], links: bool = True) -> None:

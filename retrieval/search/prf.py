@@ -100,7 +100,7 @@ def feedback_vectors(snap: Snapshot, paper_ids: list[str]) -> tuple[dict[str, Co
     """Each paper's term counts (title and abstract, analysed as the index does) and the df of every term."""
     analyser = snap.stats.analyser
     rows = snap.rows("prf: the feedback documents' texts", PAPERS_SQL, {"paper_ids": json.dumps(paper_ids)})
-    counts = {pid: Counter(analyser.analyse(f"{title} {abstract}")) for pid, title, abstract, _ in rows}
+    counts = {pid: Counter(analyser.analyse(f"{title} {abstract}")) for pid, title, abstract, _, _ in rows}
     vocabulary = sorted({t for c in counts.values() for t in c})
     listed = json.dumps(vocabulary, ensure_ascii=False)
     df = {term: d for term, _, d, _ in lexical.terms_of(snap, listed, "prf: the feedback terms' df")}

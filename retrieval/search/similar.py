@@ -515,7 +515,7 @@ def similar(
     start = time.perf_counter()
     seeds = list(dict.fromkeys(seeds))
     rows = snap.rows("similar: the seed papers", PAPERS_SQL, {"paper_ids": json.dumps(seeds)})
-    found = {pid: (title, abstract, year) for pid, title, abstract, year in rows}
+    found = {pid: (title, abstract, year) for pid, title, abstract, year, _ in rows}
     unknown = [pid for pid in seeds if pid not in found]
     if unknown:
         shown = ", ".join(quoted(pid) for pid in unknown[:5]) + (
