@@ -230,6 +230,19 @@ def test_modes_that_cannot_honour_it_are_refused(files, tmp_path):
                  protocol=TIME_HONEST)  # fmt: skip
 
 
+def test_without_modes_it_runs_every_mode_that_can_honour_it(files, tmp_path):
+    """Without --modes the default was every mode, and the protocol refused the 18 that cannot leave newer papers
+    out: the command as the README gave it failed."""
+    from retrieval.eval.modes import MODES
+
+    _, corpus, queries, _, _ = files
+    report = run_eval(corpus, queries, tmp_path / "out", cache_dir=tmp_path / "cache", protocol=TIME_HONEST,
+                      limit_queries=2, jobs=1)  # fmt: skip
+    honest = [name for name, mode in MODES.items() if getattr(mode, "honours_exclusion", False)]
+    assert honest and len(honest) < len(MODES)
+    assert list(report.modes) == honest
+
+
 def test_a_bad_dates_file_names_its_line(files, tmp_path):
     _, corpus, queries, _, _ = files
     bad = tmp_path / "dates.tsv"

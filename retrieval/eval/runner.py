@@ -429,7 +429,8 @@ def run_eval(
     stem: str | None = DEFAULT_STEM,
     stopwords: str | None = DEFAULT_STOPWORDS,
 ) -> EvalReport:
-    """Evaluate every mode in ``modes`` (default: all of ``MODES``) on ``queries`` over ``corpus``.
+    """Evaluate every mode in ``modes`` (default: all of ``MODES``, under the time-honest protocol all that can
+    leave newer papers out) on ``queries`` over ``corpus``.
 
     Writes ``report.md``, ``report.json`` and ``recall_at_k.png`` into ``out`` and one TREC run file per mode
     into ``runs_dir`` (default: ``out``); returns the report. ``limit_queries`` keeps the first N evaluable
@@ -446,6 +447,8 @@ def run_eval(
     started = time.perf_counter()
     config = config or RetrievalConfig.lesson()  # the seed set of the hop and seed tables: the lesson's
     selected = select_modes(modes)
+    if modes is None and protocol == "time-honest":  # every mode, of those that can leave newer papers out
+        selected = [m for m in selected if getattr(m, "honours_exclusion", False)]
     require_library()  # fail before the long part, not after it
     require_matplotlib()
     prepared = prepare(Path(corpus), Path(queries), protocol, limit_queries, Path(dates) if dates else None, format)

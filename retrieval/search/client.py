@@ -229,9 +229,14 @@ class RetrievalClient:
         links: bool = False,
         sort: str | None = None,
     ) -> RetrievalResult:
-        """Rank papers for ``query``: BM25 top-k seeds, the gate, a walk of up to ``max_hops``, the blend.
+        """Rank papers for ``query`` by the configuration's ``ranking``: by default (``auto``) the BM25 list
+        expanded one hop over the citation graph and ranked by the learned model ranker-v3 (the hand-weighted
+        policy where the query's BM25 hits are rarely cited), then re-ranked by co-citation with its top 10;
+        ``learned`` is the model alone, ``expansion`` the hand-weighted policy's blend, ``hops`` the lesson's
+        score by hop distance (``RetrievalConfig.lesson()``).
 
-        ``limit`` entries are returned from ``offset`` on (the metrics still describe the whole merged list, and
+        ``limit`` entries are returned from ``offset`` on (None: the whole ranking; the metrics still describe the
+        whole merged list, and
         ``matched`` counts every paper that contains a query term and passes the filters); ``full`` also loads
         the returned papers' abstracts and authors, and with ``links`` their references and citing papers
         (without ``full``, entries carry id, title and year). Links are off by default, as in the CLI, the API

@@ -150,7 +150,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--modes",
         type=_mode_list,
         metavar="LIST",
-        help=f"comma-separated modes to compare (default: all of {','.join(MODES)})",
+        help=f"comma-separated modes to compare (default: all of {','.join(MODES)}; under --protocol time-honest, "
+        "those that can leave newer papers out)",
     )
     p.add_argument(
         "--limit-queries",
