@@ -59,7 +59,7 @@ def test_merge_blends_the_three_scores(client):
         assert close(r.bm25_score, bm25)
         assert close(r.recency_score, recency)
         assert close(r.final_score, expected)
-        assert r.paper.source == "merged"
+        assert r.paper.source == "arxiv+s2"  # the record as the index holds it, merged from the two sources
 
 
 def test_dedup_one_entry_per_paper(client):

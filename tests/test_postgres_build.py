@@ -142,7 +142,7 @@ def test_a_stop_during_the_copy_to_the_server_stops_the_build_and_keeps_the_inde
     real = pgbuild.copy_tables
 
     def stopped_then_copied(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)  # SIGINT stays ignored under a runner started in the background
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pgbuild, "copy_tables", stopped_then_copied)

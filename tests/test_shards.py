@@ -377,7 +377,7 @@ def test_a_stop_while_a_shard_is_loaded_stops_the_build_and_keeps_the_index(shar
     real = shards_module._load_shard
 
     def stopped_then_loaded(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)  # SIGINT stays ignored under a runner started in the background
         return real(*args, **kwargs)
 
     monkeypatch.setattr(shards_module, "_load_shard", stopped_then_loaded)
