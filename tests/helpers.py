@@ -78,3 +78,13 @@ def corpus(path: Path, n: int, prefix: str = "p", seed: int = 1) -> Path:
             }
             handle.write(json.dumps(record) + "\n")
     return path
+
+
+def finishes(code: str, seconds: float = 60) -> None:
+    """Run ``code`` in a Python process of its own and assert it ends well within ``seconds``: a guard against
+    an input whose cost grows quadratically or worse (it would run for minutes), not a measure of speed."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=seconds)
+    assert done.returncode == 0, done.stderr

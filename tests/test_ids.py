@@ -226,3 +226,34 @@ def test_an_id_with_spaces_at_its_ends_is_found_as_given_before_trimmed(tmp_path
         assert similar.seeds == [" only"] and " only" not in [e.paper.id for e in similar.ranked]
     assert main(["show", " only", "--db", str(db)]) == 0
     assert "Spaced only" in capsys.readouterr().out
+
+
+@given(st.lists(st.sampled_from(["/", ".pdf", ".PDF", "?", "#", "a", "1", "."]), max_size=12).map("".join))
+def test_an_arxiv_address_names_what_the_lazy_pattern_named(path):
+    """What an arXiv address names (``papers._arxiv_path``): as the pattern with a lazy group before ``/*`` read
+    it, which tried every run of slashes at every position (16,000 slashes: 9 s for `show`)."""
+    from retrieval.search.papers import _ARXIV_URL, _arxiv_path
+
+    old = re.compile(
+        r"(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|format|ps|html)/([^?#]+?)(?:\.pdf)?/*(?:[?#].*)?",
+        re.I,
+    )
+    address = "https://arxiv.org/abs/" + path
+    before, now = old.fullmatch(address), _ARXIV_URL.fullmatch(address)
+    assert (before is None) == (now is None)
+    if now is not None:
+        assert _arxiv_path(now.group(1)) == before.group(1)
+
+
+def test_an_address_of_thousands_of_slashes_is_read_at_once():
+    from retrieval.corpus.fetch.records import arxiv_id
+    from retrieval.search.papers import id_forms
+    from tests.helpers import finishes
+
+    assert "hep-th/9711200" in id_forms("https://arxiv.org/abs/hep-th/9711200v2//")
+    assert arxiv_id("https://arxiv.org/abs/2101.00001v2") == "2101.00001"
+    assert arxiv_id("arxiv.org/abs/x" * 1000 + "?") is None
+    finishes(
+        "from retrieval.search.papers import id_forms; from retrieval.corpus.fetch.records import arxiv_id;"
+        "id_forms('https://arxiv.org/abs/a' + '/' * 100_000 + 'b'); arxiv_id('arxiv.org/abs/x' * 30_000 + '?')"
+    )

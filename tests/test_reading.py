@@ -160,3 +160,22 @@ def test_every_hep_th_title_and_name_renders():
     assert all("\n" not in s for s in shown.values())
     names = {a for r in records for a in r.get("authors") or []}
     assert r"M\'aximo Ba\~nados" in names and reading.text(r"M\'aximo Ba\~nados") == "Máximo Bañados"
+
+
+@given(st.text(alphabet="\\ab1!", max_size=30))
+def test_a_label_is_what_the_backtracking_pattern_accepted(group):
+    """The label pattern takes each control word whole: it accepts exactly the texts the pattern that could
+    split one (``\\ab`` as ``\\a`` then ``b``) accepted, without trying every split of a text it refuses."""
+    old = re.compile(r"(?:[A-Za-z0-9]|\\[A-Za-z]+)+")
+    assert bool(reading._tex()["label"].fullmatch(group)) == bool(old.fullmatch(group))
+
+
+def test_a_sub_or_superscript_of_many_control_words_is_rendered_at_once():
+    """``$x_{\\ab\\ab...!}$`` (96 characters) took 6.6 s to show, every display of the paper: the label pattern
+    tried every way to split its control words before refusing it."""
+    from tests.helpers import finishes
+
+    assert reading.text("$x_{" + "\\ab" * 3 + "!}$") == "x_(\\ab\\ab\\ab!)"
+    finishes(
+        "from retrieval.interfaces.output.reading import text; assert text('$x_{' + '\\\\ab' * 40 + '!}$')[:3] == 'x_('"
+    )

@@ -237,3 +237,32 @@ def test_sentences_keeps_the_first_n():
     text = "First one. Second one! Third? Fourth."
     assert sentences(text, 3) == ["First one.", "Second one!", "Third?"]
     assert sentences("") == []
+
+
+def _fold_tex_unbounded(text: str) -> str:
+    """The fold of TeX as it was, pass after pass until none is left: the reference for the bounded one."""
+    from retrieval.text import _TEX, _tex_letter
+
+    while True:
+        text, found = _TEX.subn(_tex_letter, text)
+        if not found:
+            return text
+
+
+@given(st.lists(st.sampled_from([*"\\\"'{} oai^~.u", '\\"', "{\\'"]), max_size=15).map("".join))
+def test_the_bounded_fold_of_tex_is_the_unbounded_one_on_text_nested_less_deeply(text):
+    from retrieval.text import TEX_PASSES, _fold_tex
+
+    assert TEX_PASSES >= 8
+    assert _fold_tex(text) == _fold_tex_unbounded(text)  # 15 pieces nest at most 15 accents
+
+
+def test_a_run_of_nested_tex_accents_is_folded_in_bounded_passes():
+    """``\\"\\"\\"...o``: each pass folded the innermost accent only, over the whole text, so 20,000 characters
+    took 5 s to tokenise (a query, an abstract at build). Past ``TEX_PASSES`` levels the rest is left."""
+    from retrieval.text import TEX_PASSES, _fold_tex
+    from tests.helpers import finishes
+
+    assert _fold_tex('\\"' * TEX_PASSES + "o") == "o"
+    assert _fold_tex('\\"' * (TEX_PASSES + 2) + "o") == '\\"\\"o'
+    finishes("from retrieval.text import tokenise; tokenise('\\\\\"' * 100_000 + 'o')")

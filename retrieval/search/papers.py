@@ -437,8 +437,20 @@ class PaperPage:
 _ARXIV = re.compile(r"(\d{4}\.\d{4,5}|[A-Za-z][A-Za-z-]*(?:\.[A-Za-z]{2})?/\d{7})(v\d+)?")
 #: An arXiv page's address: the abstract, the PDF (``.pdf`` or not), the other formats; with or without a scheme.
 _ARXIV_URL = re.compile(
-    r"(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|format|ps|html)/([^?#]+?)(?:\.pdf)?/*(?:[?#].*)?", re.I
+    r"(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|format|ps|html)/([^?#]+)(?:[?#].*)?", re.I
 )
+
+
+def _arxiv_path(path: str) -> str:
+    """What an arXiv address names after ``/abs/`` (or ``/pdf/``...): ``path`` without its trailing slashes and
+    then one ``.pdf``, never empty. (A pattern that matched this, a lazy group before ``/*``, tried every run of
+    slashes at every position: an address of thousands of slashes took seconds.)"""
+    trimmed = path.rstrip("/")
+    if not trimmed:
+        return path[:1]
+    return trimmed[:-4] if len(trimmed) > 4 and trimmed[-4:].lower() == ".pdf" else trimmed
+
+
 #: A DOI resolver's address (``https://doi.org/10....``, ``http://dx.doi.org/10....``).
 _DOI_URL = re.compile(r"(?:https?://)?(?:dx\.)?doi\.org/([^?#]+)(?:[?#].*)?", re.I)
 _OPENALEX_URL = re.compile(r"(?:https?://)?(?:api\.)?openalex\.org/(?:works/)?(W\d+)/*(?:[?#].*)?", re.I)
@@ -466,7 +478,8 @@ def id_forms(text: str) -> list[str]:
     for pattern in (_ARXIV_URL, _OPENALEX_URL, _S2_URL, _DOI_URL):
         match = pattern.fullmatch(core)
         if match:
-            core = unquote(match.group(1)) if pattern is _DOI_URL else match.group(1)
+            core = match.group(1)
+            core = unquote(core) if pattern is _DOI_URL else _arxiv_path(core) if pattern is _ARXIV_URL else core
             break
     else:
         if core[:6].lower() == "arxiv:":

@@ -29,6 +29,8 @@ ARXIV_DOI = "10.48550/arxiv."
 #: An arXiv id, new style (``2101.00001``) or old (``hep-th/9901001``), with an optional version.
 _ARXIV_ID = re.compile(r"^(\d{4}\.\d{4,5}|[a-z][a-z.-]*/\d{7})(v\d+)?$", re.IGNORECASE)
 _ARXIV_URL = re.compile(r"arxiv\.org/(?:abs|pdf)/([^?#]+?)(?:\.pdf)?/?$", re.IGNORECASE)
+#: The longest text read for an arXiv id: an address of one is well under it.
+ARXIV_TEXT_MAX = 500
 
 
 def normalize_doi(value: object) -> str | None:
@@ -49,6 +51,8 @@ def arxiv_id(value: object) -> str | None:
     if not isinstance(value, str):
         return None
     text = value.strip()
+    if len(text) > ARXIV_TEXT_MAX:  # no id or address of one is that long; a search of one was quadratic
+        return None
     doi = normalize_doi(text)
     if doi is not None:
         text = doi[len(ARXIV_DOI) :] if doi.startswith(ARXIV_DOI) else ""

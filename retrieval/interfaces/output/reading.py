@@ -49,7 +49,9 @@ _TEX = {
     # A sub- or superscript: the mark, then a group without nested braces, a control word or one character.
     "script": r"([_^])(?:\{([^{}]*)\}|(\\[A-Za-z]+)|([^\s{}\\$]))",
     "single": r"\s*(\\[A-Za-z]+|[^\s\\])\s*",
-    "label": r"(?:[A-Za-z0-9]|\\[A-Za-z]+)+",
+    # A control word takes all its letters: split between the two alternatives (\ab as \a then b) a label that
+    # fails to match was tried every way, in time exponential in its length.
+    "label": r"(?:[A-Za-z0-9]|\\[A-Za-z]+(?![A-Za-z]))+",
     # Relations and operators pylatexenc writes with the spaces TeX's parser happened to keep ("c≤ 1", "N →∞"):
     # spaced on both sides where the author spaced them on one.
     "operator": r"(\s*)([≤≥<>→←↔⇒⇐⇔↦×⊗⊕⋅≃≈∼≅≡≠∈∉⊂⊃⊆⊇∝±∓])(\s*)",
