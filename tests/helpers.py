@@ -88,3 +88,18 @@ def finishes(code: str, seconds: float = 60) -> None:
 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=seconds)
     assert done.returncode == 0, done.stderr
+
+
+def stop_before(monkeypatch, module, name: str) -> None:
+    """Make ``module.name`` receive a SIGTERM (as from ``kill``, or Ctrl-C's SIGINT, which a runner started in the
+    background ignores) as it is called, then run: a stop that lands in the middle of that step."""
+    import os
+    import signal
+
+    real = getattr(module, name)
+
+    def stopped_then_run(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, stopped_then_run)

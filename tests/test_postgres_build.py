@@ -131,21 +131,13 @@ def test_a_stop_during_the_copy_to_the_server_stops_the_build_and_keeps_the_inde
                                                                                     capsys):  # fmt: skip
     """The file a PostgreSQL build copies from is swapped in first, which counted as the change being saved: a
     Ctrl-C during the copy was only remembered, and the new index replaced the old one (exit 0)."""
-    import os
-    import signal
-
     from retrieval.interfaces.cli import main
+    from tests.helpers import stop_before
 
     url = pg_database("stopped")
     build(db=url, source=write_jsonl(tmp_path / "good.jsonl", [paper("a", "black hole entropy")]))
     before = _pg_tables(url)
-    real = pgbuild.copy_tables
-
-    def stopped_then_copied(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGTERM)  # SIGINT stays ignored under a runner started in the background
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pgbuild, "copy_tables", stopped_then_copied)
+    stop_before(monkeypatch, pgbuild, "copy_tables")
     other = write_jsonl(tmp_path / "other.jsonl", [paper("e", "lattice gauge theory")])
     assert main(["build", "--from", str(other), "--db", url]) == 130
     assert capsys.readouterr().err.splitlines() == ["retrieval: interrupted; nothing was changed"]

@@ -58,6 +58,12 @@ def _layout(url: str) -> list[dict]:
         return json.loads(conn.execute("SELECT value FROM retrieval.index_info WHERE key = 'shards'").fetchone()[0])
 
 
+def _ranking(db: str, query: str = "black holes") -> list[tuple[str, float]]:
+    """The ids and scores of ``query``'s ranking on the index at ``db``, read by a client of its own."""
+    with RetrievalClient(db) as client:
+        return [(r.paper.id, r.final_score) for r in client.search(query).ranked]
+
+
 def _schemas(url: str) -> list[str]:
     with psycopg.connect(url) as conn:
         return [r[0] for r in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'retrieval%'")]
@@ -344,8 +350,7 @@ def test_a_failed_build_leaves_the_previous_sharded_index_as_it_was(sharded_data
     coordinator, shards = sharded_database("failed")
     build(db=coordinator, source=corpus, shards=shards)
     before = [_schemas(u) for u in [coordinator, *shards]]
-    with RetrievalClient(coordinator) as client:
-        expected = [(r.paper.id, r.final_score) for r in client.search("black holes").ranked]
+    expected = _ranking(coordinator)
     bad = tmp_path / "bad.jsonl"
     bad.write_text(corpus.read_text() + '{"id": "x", "title": \n', encoding="utf-8")
     with pytest.raises(InputError, match=r"bad\.jsonl:31"):
@@ -354,40 +359,29 @@ def test_a_failed_build_leaves_the_previous_sharded_index_as_it_was(sharded_data
     with psycopg.connect(coordinator) as conn:
         servers = conn.execute("SELECT count(*) FROM pg_foreign_server").fetchone()[0]
     assert servers == len(shards)  # the failed build's own servers are gone
-    with RetrievalClient(coordinator) as client:
-        assert [(r.paper.id, r.final_score) for r in client.search("black holes").ranked] == expected
+    assert _ranking(coordinator) == expected
 
 
 def test_a_stop_while_a_shard_is_loaded_stops_the_build_and_keeps_the_index(sharded_database, tmp_path, monkeypatch,
                                                                              capsys):  # fmt: skip
     """As on one server: the build's own file swapped in counted as the change saved, so a Ctrl-C while the
     shards were loaded was only remembered, and the new index replaced the old one (exit 0)."""
-    import os
-    import signal
-
     from retrieval.interfaces.cli import main
     from retrieval.store.postgres import shards as shards_module
+    from tests.helpers import stop_before
 
     corpus, _ = _corpus(tmp_path, 30)
     coordinator, shards = sharded_database("stopped")
     build(db=coordinator, source=corpus, shards=shards)
     before = [_schemas(u) for u in [coordinator, *shards]]
-    with RetrievalClient(coordinator) as client:
-        expected = [(r.paper.id, r.final_score) for r in client.search("black holes").ranked]
-    real = shards_module._load_shard
-
-    def stopped_then_loaded(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGTERM)  # SIGINT stays ignored under a runner started in the background
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(shards_module, "_load_shard", stopped_then_loaded)
+    expected = _ranking(coordinator)
+    stop_before(monkeypatch, shards_module, "_load_shard")
     (tmp_path / "other").mkdir()
     other, _ = _corpus(tmp_path / "other", 12)
     assert main(["build", "--from", str(other), "--db", coordinator]) == 130
     assert capsys.readouterr().err.splitlines() == ["retrieval: interrupted; nothing was changed"]
     assert [_schemas(u) for u in [coordinator, *shards]] == before
-    with RetrievalClient(coordinator) as client:
-        assert [(r.paper.id, r.final_score) for r in client.search("black holes").ranked] == expected
+    assert _ranking(coordinator) == expected
 
 
 def test_a_sharded_index_of_the_previous_revision_names_the_rebuild_that_brings_it_up(sharded_database, tmp_path,
@@ -400,8 +394,7 @@ def test_a_sharded_index_of_the_previous_revision_names_the_rebuild_that_brings_
     corpus, _ = _corpus(tmp_path, 30)
     coordinator, shards = sharded_database("previous")
     build(db=coordinator, source=corpus, shards=shards)
-    with RetrievalClient(coordinator) as client:
-        expected = [(r.paper.id, r.final_score) for r in client.search("black holes").ranked]
+    expected = _ranking(coordinator)
     to_0008(coordinator)
     for argv in (["search", "black holes"], ["upgrade"]):
         assert main([*argv, "--db", coordinator]) == 1
@@ -409,8 +402,7 @@ def test_a_sharded_index_of_the_previous_revision_names_the_rebuild_that_brings_
         assert "revision '0008'" in err and "building it again: `retrieval build --db" in err, err
         assert "Traceback" not in err
     assert main(["build", "--from", str(corpus), "--db", coordinator]) == 0
-    with RetrievalClient(coordinator) as client:
-        assert [(r.paper.id, r.final_score) for r in client.search("black holes").ranked] == expected
+    assert _ranking(coordinator) == expected
 
 
 def test_a_shard_url_s_connection_settings_are_kept_by_its_foreign_server_and_by_a_rebuild(sharded_database, tmp_path):
@@ -424,8 +416,7 @@ def test_a_shard_url_s_connection_settings_are_kept_by_its_foreign_server_and_by
     coordinator, shards = sharded_database("settings")
     settings = "?connect_timeout=7&application_name=retrieval_shard_test"
     build(db=coordinator, source=corpus, shards=[url + settings for url in shards])
-    with RetrievalClient(coordinator) as client:
-        expected = [(r.paper.id, r.final_score) for r in client.search("black holes").ranked]
+    expected = _ranking(coordinator)
     for _ in range(2):
         with psycopg.connect(coordinator) as conn:
             options = [set(row[0]) for row in conn.execute("SELECT srvoptions FROM pg_foreign_server")]
@@ -436,8 +427,7 @@ def test_a_shard_url_s_connection_settings_are_kept_by_its_foreign_server_and_by
             "application_name=retrieval_shard_test&connect_timeout=7"
         ] * 2
         build(db=coordinator, source=corpus)  # on the recorded shards: their settings with them
-    with RetrievalClient(coordinator) as client:
-        assert [(r.paper.id, r.final_score) for r in client.search("black holes").ranked] == expected
+    assert _ranking(coordinator) == expected
     assert DatabaseURL("postgresql://u@h/d?sslpassword=s3cret&sslmode=require").shown == (
         "postgresql://u@h/d?sslpassword=***&sslmode=require"
     )
