@@ -286,7 +286,7 @@ SELECT (SELECT count(*) FROM papers) AS papers,
 def stats(db: str | os.PathLike[str] | None = None) -> dict:
     """What the index at ``db`` holds: papers, edges, terms, avgdl, years, schema revision, file size, ...
     (on PostgreSQL, ``file_bytes`` is the size of the index's schema ``retrieval``: tables, indexes, TOAST; of a
-    sharded index's coordinator, its own tables, and ``shards`` lists the shards)."""
+    sharded index, the coordinator's tables and every shard's, and ``shards`` lists the shards' URLs)."""
     backend = backend_of(db)
     conn = backend.connect()
     executor = Executor(conn, None, backend.location)
@@ -295,6 +295,7 @@ def stats(db: str | os.PathLike[str] | None = None) -> dict:
         with executor.snapshot() as snap:  # every count from one state of the index
             papers, terms, postings, total, cited_outside, citing_outside = snap.rows("stats: counts", STATS_SQL)[0]
             size = backend.size(snap.rows)
+            size += sum(backend.size(shard.rows) for shard in executor.shards or ())  # a sharded index's shards
     finally:
         executor.close_shards()  # a sharded index: its shards' connections too
         conn.close()
@@ -321,7 +322,7 @@ def stats(db: str | os.PathLike[str] | None = None) -> dict:
         "source": info.info.get("source"),
         "built_at": info.info.get("built_at"),
         "file_bytes": size,
-        **({"shards": ", ".join(s["url"] for s in json.loads(info.info["shards"]))} if "shards" in info.info else {}),
+        **({"shards": [s["url"] for s in json.loads(info.info["shards"])]} if "shards" in info.info else {}),
     }
 
 

@@ -495,6 +495,31 @@ def test_shard_options_are_checked_before_anything_is_written(sharded_database, 
     assert main(["stats", "--db", coordinator]) == 0
     out = capsys.readouterr().out
     assert all(url in out for url in shards)  # stats names the shards
+    # In JSON a list (it was one comma-joined string), and the size counts the shards' tables (it was the
+    # coordinator's alone, whose distributed tables are foreign ones of no size there).
+    assert main(["stats", "--db", coordinator, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["shards"] == shards
+    with psycopg.connect(coordinator) as conn:
+        own = conn.execute(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class AS c JOIN pg_namespace AS n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = 'retrieval' AND c.relkind IN ('r', 'p', 'm')"
+        ).fetchone()[0]
+    own = int(own)
+    layout = _layout(coordinator)
+    on_shards = 0
+    for url, entry in zip(shards, layout, strict=True):
+        with psycopg.connect(url) as conn:
+            on_shards += int(
+                conn.execute(
+                    "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class AS c JOIN pg_namespace AS n "
+                    "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'm')",
+                    (entry["schema"],),
+                ).fetchone()[0]
+            )
+    # (autovacuum may add a page map between the two reads: near, not equal)
+    assert on_shards > 0 and info["file_bytes"] > own
+    assert abs(info["file_bytes"] - (own + on_shards)) <= 0.1 * (own + on_shards)
 
 
 def test_a_shard_whose_database_is_gone_is_named_by_its_number_and_cause(sharded_database, tmp_path):

@@ -347,6 +347,8 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     width = max(len(k) for k in info)
     for key, value in info.items():
         shown = f"{value:.3f}" if isinstance(value, float) else ("" if value is None else value)
+        if isinstance(value, list):  # a sharded index's shards
+            shown = ", ".join(value)
         if isinstance(value, int) and not isinstance(value, bool) and not key.endswith("year"):
             shown = f"{value:,}"
         print(f"{key:<{width}}  {shown}")
