@@ -43,9 +43,10 @@ def saved() -> None:
 
 def staged() -> None:
     """What was just saved is a copy still to be put in place (the file a PostgreSQL build copies from): a stop
-    stops the command again, and one that arrived since is raised at the next ``check``."""
+    stops the command again, and one that arrived while it was saved (remembered only) is raised now."""
     global _saved
     _saved = False
+    check()
 
 
 def check() -> None:

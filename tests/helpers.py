@@ -103,3 +103,14 @@ def stop_before(monkeypatch, module, name: str) -> None:
         return real(*args, **kwargs)
 
     monkeypatch.setattr(module, name, stopped_then_run)
+
+
+def to_0008(url: str) -> None:
+    """Make the index on the PostgreSQL server at ``url`` what the previous version built (revision 0008): without
+    the papers' vectors, as migration 0009's downgrade leaves it (a sharded index's coordinator too)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        conn.execute("DROP TABLE paper_vectors CASCADE")
+        conn.execute("UPDATE index_info SET value = '0008' WHERE key = 'schema_revision'")
+        conn.execute("UPDATE alembic_version SET version_num = '0008'")

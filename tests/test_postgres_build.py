@@ -12,7 +12,7 @@ from retrieval.commands import build
 from retrieval.errors import InputError
 from retrieval.store.postgres import build as pgbuild
 from retrieval.store.schema import catalogue
-from tests.helpers import paper, write_jsonl
+from tests.helpers import paper, to_0008, write_jsonl
 
 psycopg = pytest.importorskip("psycopg")
 #: Each table a build copies, with its columns.
@@ -145,20 +145,6 @@ def test_a_stop_during_the_copy_to_the_server_stops_the_build_and_keeps_the_inde
     with psycopg.connect(url) as conn:
         schemas = {r[0] for r in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'retrieval%'")}
     assert schemas == {"retrieval"}
-
-
-#: What the previous version's index (revision 0008) is: without the papers' vectors (migration 0009's downgrade).
-TO_0008 = (
-    "DROP TABLE paper_vectors CASCADE",
-    "UPDATE index_info SET value = '0008' WHERE key = 'schema_revision'",
-    "UPDATE alembic_version SET version_num = '0008'",
-)
-
-
-def to_0008(url: str) -> None:
-    with psycopg.connect(url) as conn:
-        for sql in TO_0008:
-            conn.execute(sql)
 
 
 def test_an_index_of_the_previous_revision_on_a_server_names_the_upgrade_and_is_rebuilt(tmp_path, pg_database,

@@ -389,7 +389,7 @@ def test_a_sharded_index_of_the_previous_revision_names_the_rebuild_that_brings_
     """A search failed on the table added since ("relation paper_vectors does not exist"), `upgrade` printed a
     traceback (its migration cannot partition a table over the shards) and a rebuild failed in its swap."""
     from retrieval.interfaces.cli import main
-    from tests.test_postgres_build import to_0008
+    from tests.helpers import to_0008
 
     corpus, _ = _corpus(tmp_path, 30)
     coordinator, shards = sharded_database("previous")

@@ -216,7 +216,6 @@ def build_postgres(
             summary = build_index(papers, file, source=source, progress=progress, workers=workers, stem=stem,
                                   stopwords=stopwords, semantic=semantic)  # fmt: skip
             stop.staged()  # the file is the copy's source, not the index: a stop from here on stops the build
-            stop.check()  # one that arrived as the file was swapped in, remembered only
         except BaseException:
             raw.close()
             raise

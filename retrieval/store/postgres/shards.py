@@ -431,7 +431,6 @@ def build_sharded(
             summary = build_index(papers, file, source=source, progress=progress, workers=workers, stem=stem,
                                   stopwords=stopwords, semantic=semantic)  # fmt: skip
             stop.staged()  # the file is the copy's source, not the index: a stop from here on stops the build
-            stop.check()  # one that arrived as the file was swapped in, remembered only
             lite = sqlite3.connect(f"file:{file}?mode=ro", uri=True)
             try:
                 claim_schema(coordinator, schema)  # the lock covers the servers too (remove_stale_builds)
