@@ -301,6 +301,14 @@ def test_a_field_with_a_minus_or_an_author_past_the_bounds_is_the_query_s_usage_
             main([*command, *options, "--db", str(db)])
         err = capsys.readouterr().err
         assert usage.value.code == 2 and "--author is given more than 20 times (at most 20)" in err, command
+    # 11 in the query and 10 as --author: each within its bound, together past it (was a runtime error, exit 1)
+    some = " ".join(f"author:N{chr(97 + i)}" for i in range(11))
+    options = [arg for i in range(10) for arg in ("--author", f"M{chr(97 + i)}")]
+    for command in (["search", f"black {some}"],):
+        with pytest.raises(SystemExit) as usage:
+            main([*command, *options, "--db", str(db)])
+        err = capsys.readouterr().err
+        assert usage.value.code == 2 and "at most 20 authors (a paper by all of them), got 21" in err, command
     with RetrievalClient(db) as client, pytest.raises(ConfigError, match="cannot leave out an author's papers"):
         client.search("black -author:Witten")
 

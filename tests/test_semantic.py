@@ -197,6 +197,13 @@ def test_the_cli_builds_with_vectors_and_refuses_an_unknown_model(tmp_path):
     why = subprocess.run([*run, "search", "attention", "--db", str(db), "--ranking", "expansion", "--why"],
                          capture_output=True, text=True)  # fmt: skip
     assert why.returncode == 0 and "*semantic " in why.stdout
+    # -v gives the formula that ranked: it left out the semantic term (and still does where it took no part)
+    for options, said in ((["--ranking", "expansion"], True), (["--lesson"], False)):
+        verbose = subprocess.run([*run, "search", "attention", "--db", str(db), "-v", *options], capture_output=True,
+                                 text=True)  # fmt: skip
+        formula = " ".join(verbose.stdout.split("final = ")[1].split("\n")[:2])
+        assert ("*semantic" in formula) is said, (options, formula)
+        assert not said or "0.5*graph(evidence) + 1*semantic(wordllama) + 0.05*recency" in formula, formula
     bad = subprocess.run([*run, "build", "--db", str(tmp_path / "x.db"), "--semantic", "bogus"], capture_output=True,
                          text=True)  # fmt: skip
     assert bad.returncode == 2 and "--semantic" in bad.stderr and not (tmp_path / "x.db").exists()

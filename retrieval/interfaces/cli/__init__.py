@@ -296,6 +296,15 @@ def _cmd_search(args: argparse.Namespace) -> int:
             f"--sql prints the statements a search ran instead of its results: leave out --sql for the {args.format} "
             "results, or --format/--json for the statements"
         )
+    if args.authors and not args.plain:  # each within its bound, the two together past it: still the command's
+        from ...search.syntax import parse
+
+        named = len(parse(args.query).authors) + len(args.authors)
+        if named > LIMITS["authors"]:
+            args.search_parser.error(
+                f"a search filters by at most {LIMITS['authors']} authors (a paper by all of them), got {named}: "
+                f"{len(args.authors)} as --author and {named - len(args.authors)} as author: in the query; give fewer"
+            )
     config = _config(args)
     trace = Trace() if args.sql else None
     try:

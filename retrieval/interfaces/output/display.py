@@ -390,7 +390,12 @@ def summary_lines(
     ranked = f"top {m['top_score']:.4f}, average {m['avg_score']:.4f} over {count(m['hit_count'], 'ranked candidate')}"
     lines += wrap(ranked, width, hanging=2)
     graph = "1/.6/.3 by hops" if config.ranking == "hops" else "evidence"
-    formula = f"final = {config.w_bm25:g}*bm25/max + {config.w_graph:g}*graph({graph}) + {config.w_recency:g}*recency"
+    semantic = result.expansion.get("semantic", {})  # the text vectors' term, where the blend had one
+    similar = f" + {config.w_semantic:g}*semantic({semantic['model']})" if semantic.get("used") else ""
+    formula = (
+        f"final = {config.w_bm25:g}*bm25/max + {config.w_graph:g}*graph({graph}){similar} + "
+        f"{config.w_recency:g}*recency"
+    )
     model = result.expansion.get("model") if config.ranking == "learned" else None
     if model:
         formula = f"final = learned model {model['name']}: sum of weight*feature over {model['features']} features"
