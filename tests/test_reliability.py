@@ -558,8 +558,10 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-@pytest.mark.parametrize("command", ["add", "build", "explain"])
+@pytest.mark.parametrize("command", ["add", "build", "build-schema", "explain"])
 def test_a_full_disk_is_a_message_and_changes_nothing(base, tmp_path, command):
+    """``build-schema``: the disk full before the build's tables were made, while the schema was written (by
+    Alembic, through SQLAlchemy): that was a traceback."""
     db, more, _ = base
     big = corpus(tmp_path / "big.jsonl", 3000, "f", seed=8)
     if command == "explain":  # a graph of some hundred papers: a saved run of more than the limit below
@@ -568,11 +570,12 @@ def test_a_full_disk_is_a_message_and_changes_nothing(base, tmp_path, command):
     argv = {
         "add": ["add", str(big), "--db", str(db)],
         "build": ["build", "--from", str(big), "--db", str(db)],
+        "build-schema": ["build", "--from", str(big), "--db", str(db)],
         "explain": ["explain", "w1 w2 w3", "--db", str(db), "--save", "--seeds", "100", "--top-k", "500"],
     }[command]
     # A file may not grow past the limit: the WAL (from 0) and the temporary build file hit it; the -shm (32 KiB)
     # does not.
-    limit = str(40_000 if command == "explain" else db.stat().st_size + 200_000)
+    limit = str({"explain": 40_000, "build-schema": 8192}.get(command, db.stat().st_size + 200_000))
     done = subprocess.run([sys.executable, "-c", FULL_DISK, limit, *argv], capture_output=True, text=True)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.startswith("retrieval: error: ")
@@ -650,6 +653,54 @@ def test_a_writer_waits_for_another_writer_then_says_so(base, monkeypatch, capsy
         assert main(["add", str(more), "--db", str(db)]) == 1
     assert "another process has been writing to" in capsys.readouterr().err
     assert main(["add", str(more), "--db", str(db)]) == 0
+
+
+def test_a_client_sees_other_processes_writes_after_its_own_process_wrote(base, tmp_path):
+    """The writers' lock opened the index file and closed it after each write, and closing a descriptor drops every
+    POSIX lock the process holds on the file, SQLite's too: another process's writer, seeing no other connection,
+    deleted the -wal and -shm this process still mapped, and from its second write on a client left open here
+    answered from the old index for as long as it lived."""
+    db, more, _ = base
+    with RetrievalClient(db) as client:
+        assert client.stats.n_papers == 300
+        add(more, db=db)  # this process writes
+        remove(["m000000"], db=db)
+        assert client.stats.n_papers == 339
+        for k in range(3):  # then another process, three times
+            extra = tmp_path / f"extra{k}.jsonl"
+            extra.write_text(json.dumps({"id": f"x{k}", "title": f"quasar{k} zebrafish"}) + "\n")
+            assert cli("add", str(extra), "--db", str(db)).returncode == 0
+            truth = sqlite3.connect(db).execute("SELECT count(*) FROM papers").fetchone()[0]
+            assert truth == 340 + k
+            assert client.stats.n_papers == truth, k
+            assert [e.paper.id for e in client.search(f"quasar{k}").ranked] == [f"x{k}"]
+    assert healthy(db) == 340 + 2
+
+
+def test_the_writers_lock_excludes_another_thread_of_the_same_process(base):
+    """The lock is one descriptor per file in a process now (it is never closed), and a ``flock`` does not
+    exclude holders of the same descriptor: threads take turns by a lock of their own."""
+    import threading
+
+    db, _, _ = base
+    outcome: list[str] = []
+
+    def second() -> None:
+        try:
+            with files.WriterLock(db.resolve(), timeout=0.3):
+                outcome.append("held")
+        except RetrievalError as exc:
+            outcome.append(str(exc))
+
+    with files.WriterLock(db.resolve()):
+        thread = threading.Thread(target=second)
+        thread.start()
+        thread.join(10)
+    assert len(outcome) == 1 and "has been writing to" in outcome[0]
+    thread = threading.Thread(target=second)  # once released, taken
+    thread.start()
+    thread.join(10)
+    assert outcome[1:] == ["held"]
 
 
 NOBODY = 65534

@@ -15,6 +15,13 @@ record locks SQLite uses, so the two never interfere; the kernel drops a lock wh
 dies. A build records what the index held when it started and swaps in only if nothing else wrote meanwhile, so
 an ``add`` racing a rebuild is refused with a message, never silently lost.
 
+**A descriptor is never closed.** Closing *any* descriptor of a file drops every POSIX lock the process holds on
+it, SQLite's included: a client of the same process then reads without its locks, and another process's writer,
+finding no other connection, checkpoints and deletes the ``-wal`` and ``-shm`` this process still maps, so the
+client no longer sees later writes. So the lock and the header's read go through one descriptor per file, kept
+open while the process lives (``_kept``; closed once its file is deleted or replaced), and threads of the process
+exclude each other with a lock of their own, since a ``flock`` does not exclude holders of the same descriptor.
+
 **Temporary files.** A build or an upgrade writes ``.NAME.XXXX.building`` (or ``.upgrading``) beside the target
 and holds a ``flock`` on it while it lives. A later build removes such files whose lock it can take: their
 writer is gone (killed, or the machine went down), and nobody else's files match the pattern.
@@ -29,6 +36,7 @@ import os
 import signal
 import sqlite3
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,6 +60,31 @@ SELECT (SELECT group_concat(key || '=' || value, ';') FROM (SELECT key, value FR
        (SELECT count(*) FROM papers)"""
 
 
+_KEPT: dict[tuple[int, int], tuple[int, threading.Lock]] = {}  # (device, inode) -> its descriptor, its threads' lock
+_KEPT_GUARD = threading.Lock()
+
+
+def _kept(path: Path) -> tuple[int, threading.Lock]:
+    """The descriptor this process keeps open on the file at ``path`` (read-only; opened at the first call) and
+    the lock its threads take for the writers' lock (see the module). Descriptors of files since deleted or
+    replaced are closed here: no connection reads those any more."""
+    with _KEPT_GUARD:
+        st = os.stat(path)
+        held = _KEPT.get((st.st_dev, st.st_ino))
+        if held is not None:
+            return held
+        for key, (fd, guard) in list(_KEPT.items()):
+            if os.fstat(fd).st_nlink == 0 and not guard.locked():
+                os.close(fd)
+                del _KEPT[key]
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        st = os.fstat(fd)  # the file opened, should the path have been replaced since the stat
+        held = _KEPT.setdefault((st.st_dev, st.st_ino), (fd, threading.Lock()))
+        if held[0] != fd:  # opened twice (replaced and back): the extra one stays open, as every other does
+            _KEPT[(-1, fd)] = (fd, threading.Lock())
+        return held
+
+
 def _try_flock(fd: int) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -69,31 +102,40 @@ class WriterLock:
         self.path = Path(path)
         self.timeout = LOCK_TIMEOUT if timeout is None else timeout
         self.fd: int | None = None
+        self._guard: threading.Lock | None = None
 
     def __enter__(self) -> WriterLock:
         try:
-            self.fd = os.open(self.path, os.O_RDONLY)
+            fd, guard = _kept(self.path)
         except OSError as exc:
             raise StoreError(f"cannot open {self.path} to write to it ({exc.strerror}): {_advice(exc)}") from None
         deadline = time.monotonic() + self.timeout
-        try:  # a Ctrl-C while waiting (Python's sleep, so it is acted on at once) leaves no descriptor open
-            while not _try_flock(self.fd):
-                if time.monotonic() >= deadline:
-                    raise StoreError(
-                        f"another process has been writing to {self.path} for {self.timeout:.0f} s (a build, add, "
-                        "remove or upgrade): nothing was changed; try again when it has finished"
-                    )
+        # Another thread of this process first, then another process. A Ctrl-C while waiting (short waits, so it is
+        # acted on at once) leaves neither lock held.
+        while not guard.acquire(timeout=0.05):
+            self._waited_too_long(deadline)
+        try:
+            while not _try_flock(fd):
+                self._waited_too_long(deadline)
                 time.sleep(0.05)
         except BaseException:
-            os.close(self.fd)
-            self.fd = None
+            guard.release()
             raise
+        self.fd, self._guard = fd, guard
         return self
+
+    def _waited_too_long(self, deadline: float) -> None:
+        if time.monotonic() >= deadline:
+            raise StoreError(
+                f"another process has been writing to {self.path} for {self.timeout:.0f} s (a build, add, "
+                "remove or upgrade): nothing was changed; try again when it has finished"
+            )
 
     def __exit__(self, *exc: object) -> None:
         if self.fd is not None:
-            os.close(self.fd)  # closing drops the flock
-            self.fd = None
+            fcntl.flock(self.fd, fcntl.LOCK_UN)  # not closed: see the module
+            self._guard.release()
+            self.fd, self._guard = None, None
 
 
 class TempIndex:
@@ -146,9 +188,9 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
 
 
 def is_sqlite(path: Path) -> bool:
-    """Whether ``path`` starts with SQLite's file header."""
-    with open(path, "rb") as handle:
-        return handle.read(16) == b"SQLite format 3\x00"
+    """Whether ``path`` starts with SQLite's file header (read through the descriptor kept for it: see the
+    module)."""
+    return os.pread(_kept(path)[0], 16, 0) == b"SQLite format 3\x00"
 
 
 def fingerprint(conn: sqlite3.Connection) -> tuple:
