@@ -449,6 +449,10 @@ def test_empty_query_file_is_refused(citation_files, tmp_path):
         ('{"qid": "q", "query": ["x"], "relevant": []}', "'query' must be a string, got"),
         ('{"qid": "q", "query": "x", "relevant": "t0p01"}', "'relevant' must be a list"),
         ('{"qid": "t0p09", "query": "x", "relevant": []}', "repeats line 1"),
+        # a lone surrogate crashed the process in the metrics' library (SIGSEGV, no message)
+        ('{"qid": "a\\ud800", "query": "x", "relevant": ["t0p01"]}', r"query 'a\\\\ud800': 'qid' holds a lone"),
+        ('{"qid": "q", "query": "x \\udc80", "relevant": []}', "query 'q': 'query' holds a lone surrogate"),
+        ('{"qid": "q", "query": "x", "relevant": ["\\udfff"]}', "'relevant' holds a lone surrogate"),
     ],
 )
 def test_malformed_query_line_names_file_and_line(citation_files, tmp_path, line, reason):
@@ -515,8 +519,15 @@ def test_eval_subcommand(citation_files, tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["recall_at_k.png", "report.json", "report.md"]
     # Again into the same folders with one mode: the other mode's run, of the earlier report, is not left there
     # beside the new qrels (it was, and no report listed it).
+    # A run of the user's own in that folder, named as no mode is, stays (it was deleted with no word said).
+    (tmp_path / "runs" / "run.mybaseline.trec").write_text("q1 Q0 p1 1 1 mine\n")
     assert main([*argv[:-1], "bm25"]) == 0
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["qrels.trec", "run.bm25.trec"]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
+        "qrels.trec",
+        "run.bm25.trec",
+        "run.mybaseline.trec",
+    ]
+    assert (tmp_path / "runs" / "run.mybaseline.trec").read_text() == "q1 Q0 p1 1 1 mine\n"
 
 
 @given(st.text(min_size=1))

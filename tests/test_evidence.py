@@ -33,6 +33,7 @@ from retrieval.evidence import (
     personalised_salsa,
     read_plan,
     to_dot,
+    write_dot,
     write_graphml,
 )
 from retrieval.evidence.config import age
@@ -195,6 +196,14 @@ def test_plan_files_json_text_and_planner(tmp_path):
         read_plan(tmp_path / "bad.json")
     with pytest.raises(InputError, match="no plan file"):
         read_plan(tmp_path / "missing.txt")
+    # A byte order mark made a JSON plan one sub-query of JSON text; deep nesting and a number of 5,000 digits
+    # were Python tracebacks.
+    (tmp_path / "marked.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(["zeta quoted", "zeta tab"]).encode())
+    assert read_plan(tmp_path / "marked.json") == ["zeta quoted", "zeta tab"]
+    for text, said in (("[" * 100_000 + "]" * 100_000, "nested too deeply"), ("[" + "9" * 5000 + "]", "digits")):
+        (tmp_path / "odd.json").write_text(text)
+        with pytest.raises(InputError, match=f"odd.json: cannot read it as JSON .*{said}"):
+            read_plan(tmp_path / "odd.json")
 
 
 def test_seeds_follow_the_documented_blend(client):
@@ -621,6 +630,31 @@ def test_graphml_round_trips_through_networkx(client, tmp_path):
             node.score,
             node.rank,
         )
+
+
+def test_a_graph_file_past_the_room_the_disk_allows_leaves_the_previous_one(client, tmp_path):
+    """``explain --graphml``/``--dot`` wrote in place: a write that ran out of room (a full disk; here the process's
+    file size limit, which fails the same way) left a truncated, unreadable file where the previous one was."""
+    import resource
+    import signal
+
+    run = explain(client, QUERY, subqueries=["graph vertex colouring"])
+    for write in (write_graphml, write_dot):
+        path = tmp_path / f"run.{write.__name__}"
+        path.write_text("the previous run\n")
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+        ignored = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails (EFBIG) instead of the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, limit[1]))
+        try:
+            with pytest.raises(OSError) as failed:
+                write(run, path)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+            signal.signal(signal.SIGXFSZ, ignored)
+        assert failed.value.filename == str(path)
+        assert path.read_text() == "the previous run\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.write_dot", "run.write_graphml"]
+    assert len(write_graphml(run, tmp_path / "run.write_graphml").read_text()) > 1024  # the limit was reachable
 
 
 def test_graphml_of_a_query_with_control_characters_is_still_xml(client, tmp_path):

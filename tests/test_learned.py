@@ -291,6 +291,19 @@ def test_a_bad_model_file_is_a_clear_error(files, tmp_path, capsys):
 N_SHIPPED = len(json.loads(SHIPPED_MODEL.read_text(encoding="utf-8"))["features"])
 
 
+def test_a_model_file_nested_too_deeply_or_with_a_huge_number_is_named_and_one_with_a_bom_is_read(tmp_path):
+    """Deep nesting and a number of 5,000 digits were Python tracebacks (RecursionError, ValueError); a byte order
+    mark, which the corpus reader takes, was refused."""
+    bad = tmp_path / "bad.json"
+    for text in ("[" * 100_000 + "]" * 100_000, '{"weights": [' + "9" * 5000 + "]}"):
+        bad.write_text(text, encoding="utf-8")
+        with pytest.raises(InputError, match=f"{bad} is not a JSON ranker file"):
+            RankerModel.load(bad)
+    marked = tmp_path / "marked.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + SHIPPED_MODEL.read_bytes())
+    assert RankerModel.load(marked).weights == RankerModel.load(SHIPPED_MODEL).weights
+
+
 @pytest.mark.parametrize(
     ("field", "value", "named"),
     [
@@ -323,6 +336,11 @@ N_SHIPPED = len(json.loads(SHIPPED_MODEL.read_text(encoding="utf-8"))["features"
         ("weights", ["1"] * N_SHIPPED, "weights"),
         ("scales", None, "scales"),
         ("scales", [[1.0]] * N_SHIPPED, "scales"),
+        # finite, and the scores overflowed to infinity (written as `Infinity`, which is no JSON): bounded now
+        ("weights", [1e308] * N_SHIPPED, "weights"),
+        ("weights", [-2e6] + [0.1] * (N_SHIPPED - 1), "weights"),
+        ("scales", [1e-300] * N_SHIPPED, "scales"),
+        ("scales", [1e7] * N_SHIPPED, "scales"),
         ("name", 5, "name"),
         ("name", None, "name"),
         ("version", True, "version"),

@@ -251,6 +251,19 @@ def test_a_bad_dates_file_names_its_line(files, tmp_path):
         read_dates(bad)
     with pytest.raises(InputError, match="no dates file"):
         prepare(corpus, queries, TIME_HONEST, None, tmp_path / "missing.tsv")
+    # A byte order mark was kept in the first id, so that paper went undated and stayed among the relevant; a
+    # date no calendar has, or an id dated twice (the last line won), was taken.
+    marked = tmp_path / "marked.tsv"
+    marked.write_text("\ufefft0p00\t1995-01-02\nt0p01\t1995-01-03\n", encoding="utf-8")
+    assert read_dates(marked) == {"t0p00": "1995-01-02", "t0p01": "1995-01-03"}
+    for text, said in (
+        ("t0p00\t1995-01-02\nt0p01\t2000-13-45\n", r"dates.tsv:2: '2000-13-45' is no date"),
+        ("t0p00\t1995-02-29\n", r"dates.tsv:1: '1995-02-29' is no date"),
+        ("t0p00\t1995-01-02\n\nt0p00\t1996-01-02\n", r"dates.tsv:3: 't0p00' is dated again \(first on line 1\)"),
+    ):
+        bad.write_text(text, encoding="utf-8")
+        with pytest.raises(InputError, match=said):
+            read_dates(bad)
 
 
 def test_an_empty_dates_file_or_dates_under_another_protocol_is_refused(files, tmp_path):

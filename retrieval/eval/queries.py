@@ -41,6 +41,17 @@ def _parse(record: dict, where: tuple[str, int]) -> Query:
     relevant = record.get("relevant")
     if not isinstance(relevant, list) or not all(isinstance(r, str) for r in relevant):
         raise InputError.at(*where, f"query {qid!r}: 'relevant' must be a list of paper ids (strings)")
+    # A lone surrogate ("\ud800" in the JSON) is no Unicode text: the run files cannot hold it, and the metrics'
+    # library crashed the process on it.
+    for field, values in (("qid", [qid]), ("query", [text]), ("relevant", relevant)):
+        for value in values:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = qid.encode("utf-8", "backslashreplace").decode("utf-8")
+                raise InputError.at(
+                    *where, f"query {shown!r}: '{field}' holds a lone surrogate (not valid Unicode text): fix the line"
+                ) from None
     return Query(qid=qid, text=text, relevant=tuple(relevant), line=where[1])
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from .. import __version__, embed
 from ..config import RetrievalConfig
 from ..errors import ConfigError, InputError, StoreError
+from ..outfile import replace_text
 from ..search import cutoff, prf
 from ..search.client import RetrievalClient
 from ..search.lexical import weigh
@@ -480,8 +481,12 @@ def run_eval(
         report.inputs["semantic"] = semantic
     for m in selected:
         write_run(runs_path / run_file_name(m.name), ((r.qid, r.answers[m.name].ranking) for r in runs), m.name)
-    for stale in set(runs_path.glob(run_file_name("*"))) - {runs_path / run_file_name(m.name) for m in selected}:
-        stale.unlink(missing_ok=True)  # an earlier report's run, of other queries: not left beside these qrels
+    # An earlier report's run of another mode (of other queries) is not left beside these qrels; a file named as no
+    # mode is, the user's own, stays.
+    for stale in {runs_path / run_file_name(name) for name in MODES} - {
+        runs_path / run_file_name(m.name) for m in selected
+    }:
+        stale.unlink(missing_ok=True)
     write_qrels(runs_path / QRELS_FILE, {r.qid: r.relevant for r in runs})
     plot_recall_at_k(
         out_dir / PLOT_PNG,
@@ -499,6 +504,6 @@ def run_eval(
         "modes": {m.name: latency_summary([r.answers[m.name].seconds for r in runs]) for m in selected},
         "total_seconds": time.perf_counter() - started,
     }
-    (out_dir / REPORT_JSON).write_text(report.to_json(), encoding="utf-8")
-    (out_dir / REPORT_MD).write_text(report.markdown(), encoding="utf-8")
+    replace_text(out_dir / REPORT_JSON, report.to_json())
+    replace_text(out_dir / REPORT_MD, report.markdown())
     return report

@@ -20,6 +20,7 @@ the citation counts the expansion breaks neighbour ties with.
 
 from __future__ import annotations
 
+import datetime
 import re
 from bisect import bisect_right
 from pathlib import Path
@@ -32,11 +33,13 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 def read_dates(path: Path) -> dict[str, str]:
-    """``{id: "YYYY-MM-DD"}`` from a file of ``id<TAB>YYYY-MM-DD`` lines (blank lines skipped); a malformed line
-    is an ``InputError`` naming ``file:line``."""
+    """``{id: "YYYY-MM-DD"}`` from a file of ``id<TAB>YYYY-MM-DD`` lines (blank lines skipped, a UTF-8 byte order
+    mark allowed); a malformed line, a date no calendar has, or an id dated twice is an ``InputError`` naming
+    ``file:line``."""
     out: dict[str, str] = {}
+    first: dict[str, int] = {}
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8-sig") as handle:
             for number, line in enumerate(handle, start=1):
                 line = line.rstrip("\n").rstrip("\r")
                 if not line.strip():
@@ -46,6 +49,19 @@ def read_dates(path: Path) -> dict[str, str]:
                     raise InputError(
                         f"{path}:{number}: expected `id<TAB>YYYY-MM-DD`, got {line[:80]!r}: fix the dates file"
                     )
+                try:
+                    datetime.date.fromisoformat(parts[1])
+                except ValueError:
+                    raise InputError(
+                        f"{path}:{number}: {parts[1]!r} is no date (month 01-12, a day the month has): fix the "
+                        "dates file"
+                    ) from None
+                if parts[0] in first:
+                    raise InputError(
+                        f"{path}:{number}: {parts[0][:80]!r} is dated again (first on line {first[parts[0]]}): "
+                        "keep one date per paper"
+                    )
+                first[parts[0]] = number
                 out[parts[0]] = parts[1]
     except OSError as exc:
         raise InputError(f"cannot read the dates file {path} ({exc}): give a readable file with --dates") from None

@@ -47,6 +47,7 @@ from ..search.learned import (
     FEATURES,
     MODEL_FORMAT,
     MODEL_VERSION,
+    SCALE_RANGE,
     RankerModel,
     beside,
     derived_values,
@@ -120,12 +121,13 @@ def mean_ndcg(queries: Sequence[QueryData], weights: np.ndarray) -> float:
 
 
 def scales_of(queries: Sequence[QueryData]) -> np.ndarray:
-    """Each feature's standard deviation over every candidate of ``queries`` (1 where it is 0)."""
+    """Each feature's standard deviation over every candidate of ``queries`` (1 where it is about 0: below the
+    smallest scale a model file may hold)."""
     rows = [q.x for q in queries if len(q.x)]
     if not rows:
         return np.ones(len(FEATURES))
     sd = np.concatenate(rows).std(axis=0)
-    return np.where(sd > 1e-12, sd, 1.0)
+    return np.where(sd >= SCALE_RANGE[0], np.minimum(sd, SCALE_RANGE[1]), 1.0)
 
 
 def coordinate_ascent(

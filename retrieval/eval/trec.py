@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ..outfile import replace_text
+
 QRELS_FILE = "qrels.trec"
 
 
@@ -46,12 +48,10 @@ def qrels_lines(relevant: Mapping[str, Iterable[str]]) -> Iterable[str]:
 
 
 def write_run(path: Path, rankings: Iterable[tuple[str, Sequence[str]]], tag: str) -> None:
-    """Write a run file at ``path`` (replacing it)."""
-    with open(path, "w", encoding="utf-8", newline="\n") as handle:
-        handle.writelines(run_lines(rankings, tag))
+    """Write a run file at ``path`` (replacing it, whole or not at all: ``retrieval.outfile``)."""
+    replace_text(path, run_lines(rankings, tag))
 
 
 def write_qrels(path: Path, relevant: Mapping[str, Iterable[str]]) -> None:
-    """Write a qrels file at ``path`` (replacing it)."""
-    with open(path, "w", encoding="utf-8", newline="\n") as handle:
-        handle.writelines(qrels_lines(relevant))
+    """Write a qrels file at ``path`` (replacing it, whole or not at all)."""
+    replace_text(path, qrels_lines(relevant))

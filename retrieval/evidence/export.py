@@ -19,6 +19,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ..outfile import replace_text
 from .records import EvidenceRun
 
 GRAPHML_NS = "http://graphml.graphdrawing.org/xmlns"
@@ -174,14 +175,10 @@ def to_dot(run: EvidenceRun) -> str:
 
 
 def write_graphml(run: EvidenceRun, path: str | os.PathLike[str]) -> Path:
-    """Write ``to_graphml(run)`` to ``path``."""
-    out = Path(path)
-    out.write_text(to_graphml(run), encoding="utf-8")
-    return out
+    """Write ``to_graphml(run)`` to ``path``, whole or not at all (``retrieval.outfile``)."""
+    return replace_text(path, to_graphml(run))
 
 
 def write_dot(run: EvidenceRun, path: str | os.PathLike[str]) -> Path:
-    """Write ``to_dot(run)`` to ``path``."""
-    out = Path(path)
-    out.write_text(to_dot(run), encoding="utf-8")
-    return out
+    """Write ``to_dot(run)`` to ``path``, whole or not at all (``retrieval.outfile``)."""
+    return replace_text(path, to_dot(run))

@@ -35,7 +35,7 @@ def read_plan(path: str | os.PathLike[str]) -> list[str]:
     """The sub-queries of a plan file (see the module docstring for the two formats)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise InputError(f"no plan file at {path}: give a file of sub-queries ({PLAN_FORMAT})") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -51,6 +51,9 @@ def _from_json(path: Path, text: str) -> list[str]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg}); a plan file is {PLAN_FORMAT}") from None
+    except (ValueError, RecursionError) as exc:  # a number of 4,300+ digits; nesting deeper than Python reads
+        said = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InputError(f"{path}: cannot read it as JSON ({said}); a plan file is {PLAN_FORMAT}") from None
     items = data.get("subqueries") if isinstance(data, dict) else data
     if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
         raise InputError(f"{path}: expected {PLAN_FORMAT}")

@@ -45,12 +45,12 @@ docs/eval/learned.md; the previous ``ranker-v2.json`` and ``ranker-v1.json``, ov
 and ranker-v2's five density products, stay loadable). A model file is checked whole when it is read: a field of
 the wrong type or out of range (``features`` not a list of known feature names, a weight that is not a finite
 number, ``candidates`` not an object of known settings, each of its type and in its range) is an ``InputError``
-naming the file, the field and what it must be.
+naming the file, the field and what it must be; weights are at most ``MAX_WEIGHT`` in size and scales within
+``SCALE_RANGE``, so that no score overflows.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
@@ -59,9 +59,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..bm25 import SCORE_DECIMALS
-from ..config import EXPAND_MODES, MAX_HOPS, RetrievalConfig
+from ..config import EXPAND_MODES, MAX_HOPS, MAX_WEIGHT, RetrievalConfig
 from ..corpus.paper import Paper
 from ..errors import ConfigError, InputError
+from ..outfile import replace_text
 from ..store.sql.dialect import Dialect, statement
 from ..text import tokenise
 from ..validate import LIMITS, check_choice, check_int, shown_value
@@ -71,6 +72,9 @@ from .blend import RankedPaper, recency
 from .expansion import Reach, excluded, live
 from .papers import checked_counts
 from .split import MIN_TOKENS
+
+#: The smallest and largest scale a model file may give a feature.
+SCALE_RANGE = (1e-6, 1e6)
 
 RELATIONS = ("references", "citing", "cocitation", "coupling")
 #: The features of one candidate alone (ranker-v1's 18).
@@ -217,6 +221,13 @@ class RankerModel:
                     raise InputError(f"{where}: {field} must be finite numbers, got {shown_value(value)} in it: {_FIX}")
         if any(s <= 0 for s in scales):
             raise InputError(f"{where}: every one of scales must be positive: {_FIX}")
+        # Bounded so that no candidate's score can overflow to infinity (which no JSON can carry and no ranking
+        # can order): a fitted model's weights and scales are near 1.
+        if any(abs(w) > MAX_WEIGHT for w in weights) or any(not SCALE_RANGE[0] <= s <= SCALE_RANGE[1] for s in scales):
+            raise InputError(
+                f"{where}: weights must be at most {MAX_WEIGHT:g} in size and scales from {SCALE_RANGE[0]:g} to "
+                f"{SCALE_RANGE[1]:g}: {_FIX}"
+            )
         self.name = name
         self.features = features
         self.weights = tuple(float(w) for w in weights)
@@ -294,13 +305,9 @@ class RankerModel:
     def save(self, path: str | os.PathLike[str]) -> str:
         """Write the model to ``path`` atomically; returns the file's sha256."""
         path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp")
         try:
-            tmp.write_text(self.to_json(), encoding="utf-8")
-            os.replace(tmp, path)
+            replace_text(path, self.to_json())
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
             raise InputError(
                 f"cannot write the model file {path} ({exc.strerror or exc}): check that you may write there, or "
                 "choose another place"
@@ -341,9 +348,11 @@ class RankerModel:
         except OSError as exc:
             raise InputError(f"cannot read the model file {path} ({exc.strerror or exc})") from None
         try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = json.loads(raw.decode("utf-8-sig"))
+        except (UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, or a number of 4,300+ digits
             raise InputError(f"{path} is not a JSON ranker file ({exc})") from None
+        except RecursionError:
+            raise InputError(f"{path} is not a JSON ranker file (nested too deeply to read)") from None
         return cls.from_dict(data, source=str(path), sha256=hashlib.sha256(raw).hexdigest())
 
 

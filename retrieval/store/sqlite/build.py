@@ -72,7 +72,12 @@ def _build(papers, target: Path, source: str, progress, workers, analyser: Analy
     tmp = temp.path
     summary = WriteSummary(path=str(target))
     try:
-        migrate(tmp)
+        try:
+            migrate(tmp)
+        except Exception as exc:  # SQLAlchemy's wrapper of SQLite's own error (a full disk): said as a build says it
+            if isinstance(getattr(exc, "orig", None), sqlite3.Error):
+                raise exc.orig from None
+            raise
         conn = sqlite3.connect(tmp, isolation_level=None, check_same_thread=False)  # the loader's indexer thread
         try:
             # The temporary file is thrown away on failure, so the build needs no journal of its own.
