@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -208,16 +209,22 @@ def show(paper_id: str, db: str | os.PathLike[str] | None = None, **paging) -> P
         return client.show(paper_id, **paging)
 
 
+#: Where a comment starts in a file of ids: a ``#`` at the start of the line, or after a space or tab.
+_COMMENT = re.compile(r"(?:^|(?<=[ \t]))#")
+
+
 def read_ids(path: str | os.PathLike[str]) -> list[str]:
-    """Paper ids from a file, one per line (blank lines and ``#`` comments skipped): a reading list, or the
-    papers to leave out of ``similar``."""
+    """Paper ids from a file, one per line (blank lines and ``#`` comments skipped: a ``#`` that starts a line or
+    follows a space or tab; one inside an id is the id's): a reading list, or the papers to leave out of
+    ``similar``."""
     try:
         text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not the id's
     except FileNotFoundError:
         raise InputError(f"no file of paper ids at {path}: give a file with one id per line") from None
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(f"cannot read paper ids from {path}: {error}") from None
-    return [line.split("#", 1)[0].strip() for line in text.splitlines() if line.split("#", 1)[0].strip()]
+    ids = (_COMMENT.split(line, maxsplit=1)[0].strip() for line in text.splitlines())
+    return [pid for pid in ids if pid]
 
 
 def build_from_clients(

@@ -495,6 +495,9 @@ def test_a_file_of_ids_saved_with_a_byte_order_mark_reads_its_first_id(tmp_path)
     listed = tmp_path / "ids.txt"
     listed.write_bytes("\ufeffp001\np002  # the second\n\n".encode())
     assert read_ids(listed) == ["p001", "p002"]
+    # a "#" inside an id is the id's (it cut "W2#3" to "W2"); a comment starts a line or follows a space
+    listed.write_text("# my reading list\nW2#3\np#4\t# tab then note\n  #indented comment\np5 #\n")
+    assert read_ids(listed) == ["W2#3", "p#4", "p5"]
 
 
 def test_a_seed_with_citations_but_no_neighbour_is_not_said_to_have_none(tmp_path):

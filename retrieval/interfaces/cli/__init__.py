@@ -592,7 +592,12 @@ def _cmd_similar(args: argparse.Namespace) -> int:
 
 def _similar_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("ids", nargs="*", type=_paper_id, metavar="PAPER_ID", help="one paper, or several (a reading list)")
-    p.add_argument("--from", dest="from_file", metavar="FILE", help="more paper ids, one per line")
+    p.add_argument(
+        "--from",
+        dest="from_file",
+        metavar="FILE",
+        help="more paper ids, one per line (a # after a space starts a comment)",
+    )
     p.add_argument("--exclude", metavar="FILE", help="paper ids to leave out (those you have), one per line")
     p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument(
