@@ -58,6 +58,20 @@ def test_reads_records_with_line_numbers(tmp_path):
     assert out[0][1].source == "c.jsonl"
 
 
+def test_a_byte_order_mark_starting_any_line_is_read_and_a_cr_only_file_is_named(tmp_path):
+    """A mark was taken on line 1 only: after a blank first line, or where files saved with one were joined with
+    `cat`, it was refused with Python's "decode using utf-8-sig". A file of CR-only line ends (old Mac) was one
+    line with "Extra data at column ..."."""
+    joined = tmp_path / "joined.jsonl"
+    joined.write_bytes(b"\n" + b"\xef\xbb\xbf" + json.dumps(paper("a")).encode() + b"\n\xef\xbb\xbf"
+                       + json.dumps(paper("b")).encode() + b"\n")  # fmt: skip
+    assert [(n, p.id) for n, p in read_jsonl(joined)] == [(2, "a"), (3, "b")]
+    cr = tmp_path / "cr.jsonl"
+    cr.write_bytes(json.dumps(paper("a")).encode() + b"\r" + json.dumps(paper("b")).encode() + b"\r")
+    with pytest.raises(InputError, match=r"cr.jsonl:1: .*lines end with a carriage return alone \(CR\)"):
+        list(read_jsonl(cr))
+
+
 def test_reads_gzip(tmp_path):
     path = tmp_path / "c.jsonl.gz"
     with gzip.open(path, "wt") as handle:

@@ -430,7 +430,7 @@ def _object(pairs: list[tuple[str, object]]) -> dict:
 def _record(raw: bytes, where: Where, hint: str) -> dict | None:
     """Line ``raw`` of a JSON-lines file as an object; None for a blank line; ``InputError`` naming ``where``."""
     try:
-        line = raw.decode("utf-8-sig" if where[1] == 1 else "utf-8")  # a byte-order mark is accepted
+        line = raw.decode("utf-8-sig")  # a byte-order mark starting a line is accepted (files joined with `cat`)
     except UnicodeDecodeError as exc:
         raise InputError.at(*where, f"not UTF-8 text ({exc.reason})") from None
     if not line.strip():
@@ -443,6 +443,8 @@ def _record(raw: bytes, where: Where, hint: str) -> dict | None:
         ) from None
     except json.JSONDecodeError as exc:
         said = exc.msg.removesuffix(" at")  # "Invalid control character at": the column follows
+        if b"\r" in raw.rstrip(b"\r\n"):  # lines ended by CR alone (old Mac files) read as one line
+            said += "; the lines end with a carriage return alone (CR): convert them to LF or CRLF line ends"
         raise InputError.at(*where, f"invalid JSON ({said} at column {exc.colno}){hint}") from None
     except RecursionError:
         raise InputError.at(*where, f"the JSON is nested too deeply to read{hint}") from None
