@@ -146,6 +146,8 @@ def test_bibtex_writes_a_suffix_where_bibtex_reads_one():
         ("Curtis G. Callan, Jr.", "Callan, Jr., Curtis G.", (["Curtis", "G."], ["Callan"], ["Jr."])),  # one string
         ("K.I.Bolotin", "K.I. Bolotin", (["K.I."], ["Bolotin"], [])),  # initials run into the surname
         ("Greniewski, M,", "Greniewski, M", (["M"], ["Greniewski"], [])),  # a trailing comma failed the entry
+        # BibTeX's own "Last, Jr, First": the suffix was read as a given name ("Smith, Jr. John")
+        ("Smith, Jr., John", "Smith, Jr., John", (["John"], ["Smith"], ["Jr."])),
     ],
 )
 def test_bibtex_names_split_as_the_corpus_means_them(name, written, parts):

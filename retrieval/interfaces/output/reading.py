@@ -232,16 +232,20 @@ def _scripts(math: str) -> str:
 @lru_cache(maxsize=16384)
 def name_parts(name: str) -> tuple[str, str, str]:
     """``(given, family, suffix)`` of an author's name as a corpus writes it, TeX rendered: "Family, Given[,
-    Suffix]" split at its commas; otherwise the family name is the last word with the lowercase words before it
-    (BibTeX's "von" part: "Ludwig van Beethoven", "Gerard 't Hooft"), after any suffix ("Jr.", "III"), and initials
-    run into it are split off ("S.N.Solodukhin"). A name whose last word has no letter ("Author 1-8") or that is
-    one word is all family name."""
+    Suffix]" or BibTeX's "Family, Suffix, Given" split at its commas; otherwise the family name is the last word
+    with the lowercase words before it (BibTeX's "von" part: "Ludwig van Beethoven", "Gerard 't Hooft"), after
+    any suffix ("Jr.", "III"), and initials run into it are split off ("S.N.Solodukhin"). A name whose last word
+    has no letter ("Author 1-8") or that is one word is all family name."""
     rendered = text(name)
     if "," in rendered:
         pieces = [p.strip() for p in rendered.split(",")]
         rest = [p for p in pieces[1:] if p]
         if pieces[0] and rest and not (len(rest) == 1 and rest[0].lower() in SUFFIXES):  # "Callan, Jr." alone
-            suffix = rest.pop() if len(rest) > 1 and rest[-1].lower() in SUFFIXES else ""
+            suffix = ""
+            if len(rest) > 1 and rest[-1].lower() in SUFFIXES:  # "Family, Given, Suffix"
+                suffix = rest.pop()
+            elif len(rest) > 1 and rest[0].lower() in SUFFIXES:  # BibTeX's own "Family, Suffix, Given"
+                suffix = rest.pop(0)
             family = pieces[0].split()
             if not suffix and len(family) > 1 and family[-1].lower() in SUFFIXES:  # "Thacher Jr., H. C."
                 suffix = family.pop()
