@@ -773,6 +773,44 @@ def test_a_read_only_index_is_searchable(tmp_path):
     assert dump(db) == before
 
 
+def test_a_read_only_copy_with_writes_left_in_its_wal_is_refused_not_read_as_before_them(tmp_path):
+    """A copy made while an add's writes were still in the -wal (a reader held its snapshot, so no checkpoint),
+    without its -shm, in a folder no -shm can be made in: every command read the index as before the add (300
+    papers, not 340; `show` of an added paper: no such paper), and `check` called it consistent."""
+    import shutil
+
+    first = corpus(tmp_path / "first.jsonl", 300, "a")
+    more = corpus(tmp_path / "more.jsonl", 40, "m", seed=2)
+    live = tmp_path / "live"
+    live.mkdir()
+    db = live / "x.db"
+    build(db=db, source=first)
+    holder = sqlite3.connect(db)
+    holder.execute("BEGIN")
+    holder.execute("SELECT count(*) FROM papers").fetchone()  # a read snapshot: the add's pages stay in the -wal
+    assert cli("add", str(more), "--db", str(db)).returncode == 0
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    shutil.copy(db, folder / "x.db")
+    shutil.copy(f"{db}-wal", folder / "x.db-wal")
+    holder.close()
+    assert (folder / "x.db-wal").stat().st_size > 0
+    if not _immutable(folder, True):
+        pytest.skip("chattr +i is not available here")
+    try:
+        for argv in (["stats"], ["show", "m000001"], ["check"], ["search", "w1"]):
+            done = cli(*argv, "--db", str(folder / "x.db"))
+            assert done.returncode == 1 and "Traceback" not in done.stderr, (argv, done.stdout, done.stderr)
+            assert "has writes in x.db-wal" in done.stderr and "open the index once where it can be written" in (
+                done.stderr
+            ), done.stderr
+    finally:
+        _immutable(folder, False)
+    assert cli("stats", "--db", str(folder / "x.db")).returncode == 0  # writable again: the writes are read
+    with sqlite3.connect(folder / "x.db") as conn:
+        assert conn.execute("SELECT count(*) FROM papers").fetchone()[0] == 340
+
+
 def test_unreadable_input_and_index_are_messages(public_dir):
     command = _as_nobody()
     if command is None:

@@ -65,8 +65,10 @@ def connect(path: Path, readonly: bool = True) -> sqlite3.Connection:
 
     A reader of an index in a folder or on a medium it may not write to cannot create the ``-shm`` file that
     WAL mode shares between processes; it then opens the file as immutable (no locks, no ``-shm``), which is
-    right for a read-only copy: nothing can write to it. Statements use named parameters (``:name``) with a
-    dict, so the SQL text is what ``--sql`` prints.
+    right for a read-only copy: nothing can write to it. Not where a ``-wal`` beside it holds writes: an
+    immutable open would read the index as it was before them, silently, so that is a ``StoreError`` saying
+    what to do. Statements use named parameters (``:name``) with a dict, so the SQL text is what ``--sql``
+    prints.
     """
     if os.path.isdir(path):  # SQLite calls it a disk I/O error
         raise StoreError(
@@ -79,6 +81,14 @@ def connect(path: Path, readonly: bool = True) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         if not readonly or not isinstance(exc, sqlite3.OperationalError) or not _cannot_share(exc):
             raise store_error(exc, path, "open") from None
+        wal = Path(f"{path}-wal")
+        if wal.exists() and wal.stat().st_size > 0:  # an immutable open reads the file alone: the WAL's writes unseen
+            raise StoreError(
+                f"{path} has writes in {wal.name} that only a reader able to create {Path(path).name}-shm beside it "
+                "can apply, and this folder is read-only here: open the index once where it can be written (any "
+                f"command, such as `retrieval stats --db {path}`, moves the writes into the file), or copy it with "
+                f'`sqlite3 {path} ".backup COPY"` and search the copy'
+            ) from None
         try:
             conn = _open(_uri(path) + "?mode=ro&immutable=1", readonly)
         except sqlite3.Error:
