@@ -206,6 +206,11 @@ def test_a_year_that_cannot_be_is_refused_with_the_paper(demo_db, tmp_path, year
         for config in (RetrievalConfig(ranking="learned"), RetrievalConfig(ranking="expansion")):
             with pytest.raises(NotAnIndexError, match=rf"papers.year of 'p001' {match}.*retrieval check --db"):
                 client.search(QUERY, config=config)
+    # the evidence graph reads its seeds' and nodes' years by statements of its own: a TypeError there
+    from retrieval.evidence import explain_index
+
+    with pytest.raises(NotAnIndexError, match=rf"papers.year of 'p001' {match}.*retrieval check --db"):
+        explain_index(QUERY, db=db)
     assert check(db).problems
 
 
@@ -392,6 +397,17 @@ def test_an_index_without_a_schema_revision_is_not_called_consistent(demo_db, tm
     assert "records no schema revision (alembic_version is empty): rebuild it" in out and "consistent" not in out
     assert main(["search", "attention", "--db", str(db)]) == 1
     assert "schema revision" in capsys.readouterr().err
+    # the table dropped: `check` called it consistent, and the other commands "not a retrieval index (no
+    # index_info/papers tables)", which it has
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE alembic_version")
+    assert main(["check", "--db", str(db)]) == 1
+    out = capsys.readouterr().out
+    assert "records no schema revision (its alembic_version table is gone): rebuild it" in out
+    assert "consistent" not in out
+    assert main(["search", "attention", "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert "is damaged: it has an index's tables but no alembic_version table" in err and "no index_info" not in err
 
 
 def test_a_file_that_holds_no_index_is_said_to_be_none_not_a_damaged_one(tmp_path, capsys):

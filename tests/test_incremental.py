@@ -457,6 +457,34 @@ def test_removing_a_paper_whose_stored_text_was_changed_by_hand_is_a_message_and
     assert db.read_bytes() == before
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE postings SET counts = substr(counts, 1, length(counts) - 1) WHERE term_id = :t",  # a byte short
+        "UPDATE postings SET counts = 'abc' WHERE term_id = :t",  # text
+        "UPDATE postings SET doc_ids = 7 WHERE term_id = :t",  # a number
+    ],
+)
+def test_a_write_over_a_postings_row_changed_by_hand_is_a_message_and_changes_nothing(
+    demo_db, tmp_path, capsys, damage
+):
+    """An add or a remove that rewrote such a row failed with a Python traceback (KeyError, TypeError)."""
+    db = tmp_path / "edited.db"
+    db.write_bytes(demo_db.read_bytes())
+    with sqlite3.connect(db) as conn:
+        (term,) = conn.execute("SELECT term_id FROM doc_freq WHERE term = 'attention'").fetchone()
+        conn.execute(damage, {"t": term})
+    before = db.read_bytes()
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"id": "zz1", "title": "attention again", "year": 2020}) + "\n")
+    for argv in (["add", str(more)], ["remove", "p001"]):
+        assert main([*argv, "--db", str(db)]) == 1, argv
+        err = capsys.readouterr().err
+        assert f"{db} is damaged: the postings row of term {term} at document" in err, err
+        assert "retrieval check --db" in err and "Traceback" not in err
+        assert db.read_bytes() == before
+
+
 def test_removing_every_paper_says_an_index_keeps_one_and_changes_nothing(demo_db, tmp_path, capsys):
     db = tmp_path / "all.db"
     db.write_bytes(demo_db.read_bytes())

@@ -114,6 +114,20 @@ def test_on_logs_each_search_and_explain_with_its_numbers(db, capsys):
     assert [e["id"] for e in log_entries(db)] == [first["id"], second["id"], third["id"]]
 
 
+def test_a_log_row_changed_by_hand_is_named_not_a_traceback(db, capsys):
+    """A row whose settings or result ids are not JSON made `retrieval log` fail with a JSONDecodeError."""
+    assert run(capsys, "log", "on", "--db", db)[0] == 0
+    for query in ("attention sparsity", "low rank adapter", "mixture of experts"):
+        assert run(capsys, "search", query, "--db", db)[0] == 0
+    first, second, third = log_entries(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE query_log SET settings = '{not json' WHERE id = ?", (second["id"],))
+    code, _, err = run(capsys, "log", "--db", db)
+    assert code == 1 and "Traceback" not in err
+    assert f"is damaged: the query log's row {second['id']!r} (logged at {second['logged_at']}) holds settings" in err
+    assert [e["id"] for e in log_entries(db, since=third["logged_at"])] == [third["id"]]  # the way around it
+
+
 def test_off_again_logs_nothing_more_and_keeps_the_rows(db, capsys):
     assert log_enable(True, db=db) is False
     assert log_enable(True, db=db) is True  # it was on

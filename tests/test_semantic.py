@@ -222,7 +222,7 @@ def test_check_finds_a_paper_without_its_vector(request):
     assert not report.ok
     shown = repr([(p.invariant, p.count, p.examples) for p in report.problems])
     assert "paper_vectors" in shown and "paper 'b1' has no vector" in shown
-    assert "paper 'c2' has a vector of 2 bytes, where wordllama gives 512" in shown
+    assert "paper 'c2' has a vector of 2 bytes, where wordllama gives 512 bytes (256 float16 values)" in shown
 
 
 def test_eval_with_vectors_ranks_cacm_by_the_policy_with_the_signal_and_says_so(tmp_path):

@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
+from ..search.papers import checked_years
 from ..store.sql.dialect import DIALECTS, POSTGRESQL, SQLITE, Dialect, statement
 from ..store.sql.executor import Snapshot
 from .config import EvidenceConfig
@@ -180,7 +181,7 @@ def build_graph(snap: Snapshot, seed_ids: list[str], config: EvidenceConfig) -> 
     return EvidenceGraph(
         seeds=sorted(seeds),
         nodes=nodes,
-        years={row[0]: row[3] for row in kept},
+        years=checked_years(snap, {row[0]: row[3] for row in kept}),
         links={row[0]: sorted(tuple(link) for link in json.loads(row[4] or "[]")) for row in kept},
         edges=edges,
         found_nodes=len(rows),

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ..bm25 import SCORE_DECIMALS
 from ..search import lexical
+from ..search.papers import checked_years
 from ..search.query import Query
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
@@ -93,7 +94,7 @@ def read_years(snap: Snapshot, paper_ids: list[str]) -> dict[str, int | None]:
     """``paper id -> year`` for the ids that are papers of the index (others are left out)."""
     if not paper_ids:
         return {}
-    return dict(snap.rows("evidence: seed years", YEARS_SQL, {"paper_ids": json.dumps(paper_ids)}))
+    return checked_years(snap, dict(snap.rows("evidence: seed years", YEARS_SQL, {"paper_ids": json.dumps(paper_ids)})))
 
 
 def pick_for_subquery(

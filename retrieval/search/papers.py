@@ -52,6 +52,31 @@ ORDER BY j.position"""
 CANDIDATES_SQL = by_id("id", "title", "year")
 
 
+def checked_years(snap: Snapshot, years: dict[str, object]) -> dict[str, int | None]:
+    """``years`` (paper id -> ``papers.year`` as read), every one an integer within the index's year range or
+    None; else the index is damaged (a year written by hand), said so (``NotAnIndexError``): the rankings
+    compute with years (recency, the seeds' era), and a text or a year outside the range would be a crash or a
+    recency no writer gave."""
+    stats = snap.stats
+    for pid, year in years.items():
+        if year is None:
+            continue
+        where = shown(snap.executor.path)
+        if not isinstance(year, int) or isinstance(year, bool):
+            raise NotAnIndexError(
+                f"{where} is damaged: papers.year of {quoted(pid)} is {quoted(str(year))}, not a year; "
+                f"`retrieval check --db {where}` reports every problem, `{build_command(where, stats.info)}` "
+                "rebuilds it"
+            )
+        if not (stats.min_year is not None and stats.min_year <= year <= stats.max_year):
+            raise NotAnIndexError(
+                f"{where} is damaged: papers.year of {quoted(pid)} is {year}, outside the years "
+                f"{stats.min_year}-{stats.max_year} index_info gives; `retrieval check --db {where}` reports every "
+                f"problem, `{build_command(where, stats.info)}` rebuilds it"
+            )
+    return years  # type: ignore[return-value]
+
+
 def candidate_papers(snap: Snapshot, paper_ids: list[str], name: str) -> dict[str, Paper]:
     """The titles and years of ``paper_ids`` (``CANDIDATES_SQL``), every one of them: an id the lexical or the graph
     pass gave that ``papers`` lacks (a row deleted by hand) is a damaged index, said so, never a crash."""
@@ -59,22 +84,7 @@ def candidate_papers(snap: Snapshot, paper_ids: list[str], name: str) -> dict[st
     papers = {pid: Paper(pid, title, year=year, source="merged") for pid, title, year in rows}
     missing = [pid for pid in paper_ids if pid not in papers]
     where = shown(snap.executor.path)
-    stats = snap.stats
-    for paper in papers.values():  # the ranking computes with years (recency, the seeds' era)
-        year = paper.year
-        if year is not None and (not isinstance(year, int) or isinstance(year, bool)):
-            raise NotAnIndexError(
-                f"{where} is damaged: papers.year of {quoted(paper.id)} is {quoted(str(year))}, not a year; "
-                f"`retrieval check --db {where}` reports every problem, `{build_command(where, snap.stats.info)}` "
-                "rebuilds it"
-            )
-        # Recency is scaled by the index's year range: a year outside it was written by hand, not by a writer.
-        if year is not None and not (stats.min_year is not None and stats.min_year <= year <= stats.max_year):
-            raise NotAnIndexError(
-                f"{where} is damaged: papers.year of {quoted(paper.id)} is {year}, outside the years "
-                f"{stats.min_year}-{stats.max_year} index_info gives; `retrieval check --db {where}` reports every "
-                f"problem, `{build_command(where, snap.stats.info)}` rebuilds it"
-            )
+    checked_years(snap, {pid: paper.year for pid, paper in papers.items()})
     if missing:
         more = f" and {len(missing) - 1:,} more" if len(missing) > 1 else ""
         damaged = NotAnIndexError(

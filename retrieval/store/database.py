@@ -462,6 +462,11 @@ def _read_revision_and_info(
                 f"no index at {where} (the database has no schema {_SCHEMA!r}): build one with "
                 f"`retrieval build --db {where}` (or point --db / $RETRIEVAL_DB at an existing index)"
             )
+        if {"index_info", "papers"} <= tables and "alembic_version" not in tables:  # dropped by hand
+            raise NotAnIndexError(
+                f"{where} is damaged: it has an index's tables but no alembic_version table, which records its "
+                f"schema revision; rebuild it with `retrieval build --db {where} --from FILE`"
+            )
         if not {"alembic_version", "index_info", "papers"} <= tables:
             if isinstance(path, DatabaseURL):
                 raise NotAnIndexError(

@@ -338,8 +338,9 @@ def check(executor, location, limit: int = 5) -> CheckReport:
     if refused is not None and not names & {"index_info", "papers"}:
         raise refused  # no index at all (an empty file, another program's database): not a damaged one
     revision = rows("check: the schema revision", REVISION_SQL) if "alembic_version" in names else []
-    if "alembic_version" in names and not revision:  # every command refuses it; "consistent" would be false
-        found(REVISION_INVARIANT, 1, [f"{where} records no schema revision (alembic_version is empty): rebuild it"])
+    if not revision:  # every command refuses it; "consistent" would be false
+        said = "alembic_version is empty" if "alembic_version" in names else "its alembic_version table is gone"
+        found(REVISION_INVARIANT, 1, [f"{where} records no schema revision ({said}): rebuild it"])
         return CheckReport(where, problems, checked, notes, time.perf_counter() - started)
     missing = [n for n in ("index_info", *required(revision[0][0] if revision else HEAD_REVISION)) if n not in names]
     if missing:
@@ -425,7 +426,7 @@ def check(executor, location, limit: int = 5) -> CheckReport:
                 _total(vectors),
                 [
                     f"paper {pid!r} has {'no vector' if size is None else f'a vector of {size} bytes'}, "
-                    f"where {info['semantic_model']} gives {2 * dims}"
+                    f"where {info['semantic_model']} gives {2 * dims} bytes ({dims} float16 values)"
                     for pid, size, _ in vectors
                 ],
             )

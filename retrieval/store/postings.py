@@ -134,6 +134,31 @@ def decode(first_doc: int, df: int, doc_ids, counts, lengths) -> tuple[np.ndarra
     return unpack(doc_ids, df).astype(np.int64) + first_doc, unpack(counts, df), unpack(lengths, df)
 
 
+class DamagedChunk(ValueError):
+    """A row of ``postings`` whose columns cannot hold its ``df`` postings (the file was changed by hand)."""
+
+
+def shape_problem(df: object, doc_ids: object, counts: object, lengths: object) -> str | None:
+    """What is wrong with a row's ``df`` and columns as this module packs them (None: nothing): BLOBs of 2 or 4
+    bytes a doc id, 1, 2 or 4 a count, 2 or 4 a length, for a ``df`` of 1 to ``CHUNK``."""
+    blobs = (doc_ids, counts, lengths)
+    if not isinstance(df, int) or not 1 <= df <= CHUNK or not all(isinstance(b, (bytes, memoryview)) for b in blobs):
+        return f"holds {df!r} postings in columns of the types {[type(b).__name__ for b in blobs]}"
+    if not (
+        len(doc_ids) in (2 * df, 4 * df) and len(counts) in (df, 2 * df, 4 * df) and len(lengths) in (2 * df, 4 * df)
+    ):
+        return f"holds columns of {[len(b) for b in blobs]} bytes for a df of {df}"
+    return None
+
+
+def _decoded(term_id: int, first: int, df, doc_ids, counts, lengths) -> tuple:
+    """``decode`` of a row a writer rewrites, checked first (``DamagedChunk`` naming it)."""
+    problem = shape_problem(df, doc_ids, counts, lengths)
+    if problem is not None:
+        raise DamagedChunk(f"the postings row of term {term_id} at document {first} {problem}")
+    return decode(first, df, doc_ids, counts, lengths)
+
+
 def chunk_rows(terms: np.ndarray, docs: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> Iterator[tuple]:
     """The rows of ``postings`` for postings sorted by ``(term, doc)`` (the build's arrays, or a table's)."""
     for start, end in _runs(terms):
@@ -189,7 +214,7 @@ def sync(conn, first_new_doc: int, removed: dict[int, set[int]], added_terms: It
             gone = [d for d in removed[term_id] if first <= d <= last]
             if not gone:
                 continue
-            docs, cs, ls = decode(first, df, doc_ids, counts, lengths)
+            docs, cs, ls = _decoded(term_id, first, df, doc_ids, counts, lengths)
             keep = ~np.isin(docs, np.array(gone, dtype=np.int64))
             conn.execute(DELETE_SQL, (term_id, first))
             if keep.any():
@@ -209,7 +234,7 @@ def sync(conn, first_new_doc: int, removed: dict[int, set[int]], added_terms: It
         tail = tails.get(term_id)
         if tail is not None and tail[2] < CHUNK:  # the last chunk has room: rewritten with the new postings
             _, first, df, doc_ids, counts, lengths = tail
-            old = decode(first, df, doc_ids, counts, lengths)
+            old = _decoded(term_id, first, df, doc_ids, counts, lengths)
             conn.execute(DELETE_SQL, (term_id, first))
             d, c, le = (np.concatenate([o.astype(np.int64), n]) for o, n in zip(old, (d, c, le), strict=True))
         for a in range(0, len(d), CHUNK):

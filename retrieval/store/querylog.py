@@ -27,7 +27,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import ConfigError, RetrievalError, SchemaVersionError
+from ..errors import ConfigError, NotAnIndexError, RetrievalError, SchemaVersionError
 from .backend import Backend, backend_of
 from .database import KNOWN_REVISIONS, index_revision, store_error
 from .sql.dialect import statement
@@ -292,8 +292,15 @@ def entries(path: str | os.PathLike[str], since: object = None) -> list[dict]:
     out = []
     for values in rows:
         entry = dict(zip(COLUMNS, values, strict=True))
-        entry["settings"] = json.loads(entry["settings"])
-        entry["result_ids"] = json.loads(entry["result_ids"])
+        for column in ("settings", "result_ids"):
+            try:
+                entry[column] = json.loads(entry[column])
+            except (TypeError, ValueError, RecursionError):  # a row changed by hand
+                raise NotAnIndexError(
+                    f"{backend.shown} is damaged: the query log's row {entry['id']!r} (logged at "
+                    f"{entry['logged_at']}) holds {column} that is not JSON: delete that row of query_log, or read "
+                    "the log from a time after it (`retrieval log --since TIME`)"
+                ) from None
         entry["gate_fired"] = None if entry["gate_fired"] is None else bool(entry["gate_fired"])
         out.append(entry)
     return out

@@ -29,6 +29,7 @@ from ..text import Analyser
 from ..validate import quoted
 from .backend import Backend, backend_of
 from .database import build_command
+from .postings import DamagedChunk
 from .postings import sync as sync_postings
 from .rows import (
     INSERT_AUTHOR,
@@ -334,7 +335,14 @@ class IndexWriter:
             self.summary.terms, postings = self.conn.execute(TERM_TOTALS_SQL).fetchone()
             self.summary.postings = postings or 0
             return
-        sync_postings(self.conn, self.first_new_doc, self.removed_postings, self.added_terms)
+        try:
+            sync_postings(self.conn, self.first_new_doc, self.removed_postings, self.added_terms)
+        except DamagedChunk as exc:  # a row changed by hand: said as a search says it, and nothing is written
+            where = self.summary.path
+            raise NotAnIndexError(
+                f"{where} is damaged: {exc}; nothing was changed: `retrieval check --db {where}` reports every "
+                f"problem, and `{build_command(where, self.analyser.info())}` rebuilds it"
+            ) from None
         self.cleaner.count_into(self.summary)
         counts = CorpusCounts(self.n_papers, self.total_tokens)
         write_statistics(self.conn, counts, self.summary)
