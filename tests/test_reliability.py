@@ -901,6 +901,14 @@ def test_a_read_only_index_file_is_said_to_be_so_and_left_without_side_files(pub
             assert f"{index}: the file is read-only for this user: make it writable" in done.stderr, done.stderr
             assert not any(Path(f"{index}{side}").exists() for side in ("-wal", "-shm")), argv
         assert dump(index) == before
+        index.chmod(0o400)  # not even readable: it was called "read-only" all the same
+        for argv in (["add", str(more), "--db", str(index)], ["remove", "p000001", "--db", str(index)]):
+            done = run(*argv)
+            assert done.returncode == 1 and "Traceback" not in done.stderr, (argv, done.stderr)
+            assert "this user may neither read nor write the file (permission denied)" in done.stderr, done.stderr
+            assert "read-only" not in done.stderr
+        index.chmod(0o444)
+        assert dump(index) == before
         for side in ("-wal", "-shm"):  # root's read just now left them (another user's: a case of its own)
             Path(f"{index}{side}").unlink(missing_ok=True)
         index.chmod(0o666)  # made writable: the next write goes through (one that needs no NumPy, which the

@@ -422,6 +422,12 @@ def check_writable(path: Path, doing: str, named: Path | None = None) -> None:
     write, even once the index is made writable."""
     if os.path.isfile(path) and not os.access(path, os.W_OK):
         where = named or path
+        if not os.access(path, os.R_OK):  # not "read-only": this user may not read it either
+            raise StoreError(
+                f"cannot {doing} {where}: this user may neither read nor write the file (permission denied): run "
+                f"the command as its owner, or have the owner grant access (`chmod u+rw {where}`, or a group's); "
+                "nothing was changed"
+            )
         raise StoreError(
             f"cannot {doing} {where}: the file is read-only for this user: make it writable (`chmod u+w {where}`, "
             "as its owner) and run the command again, or work on a copy; nothing was changed"
