@@ -147,8 +147,6 @@ def _id(value: object, field: str, where: Where) -> str:
         raise InputError.at(*where, f"missing '{field}' (a non-empty string)")
     if has_control(value):
         raise InputError.at(*where, f"'{field}' {value!r} holds a control character (NUL, tab, newline, ...)")
-    if value != value.strip():  # shown without them, it could not be asked for again; a reference would miss it
-        raise InputError.at(*where, f"'{field}' {value!r} begins or ends with a space: write the id without it")
     return value
 
 
@@ -237,11 +235,6 @@ def _reference_ids(ids: list[str], field: str, pid: str, where: Where) -> list[s
                 f"paper {pid!r}: '{field}' entry {number} {other!r} holds a control character (NUL, tab, newline, "
                 "...): give the paper id as it is",
             )
-        if other != other.strip():  # " b" is no paper "b": the citation would dangle, silently
-            raise InputError.at(
-                *where, f"paper {pid!r}: '{field}' entry {number} {other!r} begins or ends with a space: write the "
-                "id without it",
-            )  # fmt: skip
     return ids
 
 
