@@ -292,6 +292,15 @@ def test_explain_refuses_bad_bodies(api, service):
             got["error"] == "the body is not valid JSON text (it must be UTF-8): send the JSON object encoded as UTF-8"
         )
     assert answer(api.get("/explain"), 405)["kind"] == "HTTPException"
+    # A key given twice ran the last ("tachyon") without a word, where a repeated query parameter is refused; JSON
+    # nested thousands deep was said to be "not valid JSON text (it must be UTF-8)".
+    for body, said in (
+        (b'{"query": "black hole", "query": "tachyon"}', "the body gives the key 'query' twice in one object"),
+        (b'{"query": "x", "settings": {"seeds": 3, "seeds": 4}}', "the body gives the key 'seeds' twice"),
+        (b'{"query": "x", "subqueries": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", "the body's JSON is nested too"),
+    ):
+        got = answer(api.post("/explain", content=body, headers={"content-type": "application/json"}), 400)
+        assert got["kind"] == "RequestValidationError" and got["error"].startswith(said), got
 
 
 @pytest.mark.parametrize(

@@ -177,6 +177,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             access_log=False,
             limit_concurrency=None,  # it would count idle sockets: the limits are the app's and the protocol's
             timeout_keep_alive=limits.KEEP_ALIVE,
+            h11_max_incomplete_event_size=limits.MAX_HEAD_BYTES,
             timeout_graceful_shutdown=args.grace,
             lifespan="on",
             server_header=False,

@@ -201,6 +201,8 @@ class _Guard:
                 await _send_json(sending, 408, error_body(
                     f"the request body did not arrive within {bounds.BODY_TIMEOUT:g} s: send it again", "TimeoutError"
                 ))  # fmt: skip
+            elif (problem := _json_problem(scope, getattr(replay, "body", b""))) is not None:
+                await _send_json(sending, 400, error_body(problem, "RequestValidationError"))
             else:
                 await self.app(scope, replay, sending)
         except asyncio.CancelledError:
@@ -254,6 +256,7 @@ class _Guard:
         async def replay():
             return pending.pop() if pending else await receive()
 
+        replay.body = first.get("body", b"")  # read by ``_json_problem``
         return replay
 
 
@@ -261,6 +264,40 @@ class _Guard:
 _RETRY = {"retry-after": str(bounds.RETRY_AFTER)}
 #: What ``_Guard._body`` returns for a body that did not arrive in time.
 _SLOW_BODY = object()
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _no_repeats(pairs: list[tuple[str, object]]) -> dict:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _RepeatedKey(key)
+        seen.add(key)
+    return dict(pairs)
+
+
+def _json_problem(scope, body: bytes) -> str | None:
+    """What is wrong with a JSON body that a JSON parser reads without a word (None: nothing, or something
+    FastAPI's own reading names): a key given twice, of which the last was taken silently (a query parameter
+    given twice is refused); nesting too deep to read, which was called "not valid JSON text (it must be
+    UTF-8)"."""
+    kind = dict(scope.get("headers") or ()).get(b"content-type", b"")
+    if not body or b"json" not in kind.lower():
+        return None
+    try:
+        json.loads(body, object_pairs_hook=_no_repeats)
+    except _RepeatedKey as exc:
+        return f"the body gives the key {quoted(exc.args[0])} twice in one object, and takes one value: give it once"
+    except RecursionError:
+        return "the body's JSON is nested too deeply to read: send the object of the documented fields"
+    except (ValueError, UnicodeDecodeError):  # FastAPI's reading says what is wrong
+        return None
+    return None
+
+
 #: What a request cut short by the server's stop is told.
 STOPPING = "the server stopped before this request finished: send it again (to this server once it is back)"
 

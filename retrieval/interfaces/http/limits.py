@@ -34,6 +34,10 @@ SLOW_REQUESTS = 16
 HEADER_TIMEOUT = 10.0  # likewise
 #: Seconds a request's body may take to arrive.
 BODY_TIMEOUT = 30.0
+#: Bytes of a request's head (its line and headers) read before it is refused. A GET's query string must hold a
+#: query of the documented length percent-encoded, up to 12 bytes a character; h11's default (16 KiB), reached
+#: once a head arrives in pieces, refused a Greek or Chinese abstract of about 2,700 characters with plain text.
+MAX_HEAD_BYTES = 512 * 1024
 #: Seconds an idle keep-alive connection stays open.
 KEEP_ALIVE = 5.0
 #: Connections open at once before a new one is refused (a file descriptor each).
