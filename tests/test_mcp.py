@@ -116,6 +116,11 @@ def test_list_tools_gives_the_four_tools_with_typed_schemas(demo_db, tmp_path):
     assert set(similar) == {"paper_ids", "limit", "offset", "exclude", "year", "authors", "sort"}
     assert similar["paper_ids"]["type"] == "array" and similar["paper_ids"]["items"] == {"type": "string"}
     assert similar["paper_ids"]["maxItems"] == BOUNDS["ids"]
+    # bounds the tools enforce, in their schemas too (they were in the descriptions only)
+    assert search["query"]["maxLength"] == BOUNDS["query_chars"] and similar["exclude"]["maxItems"] == BOUNDS["ids"]
+    explained = schemas["explain"]["properties"]
+    assert explained["query"]["maxLength"] == BOUNDS["query_chars"]
+    assert explained["subqueries"]["maxItems"] == BOUNDS["subqueries"]
     assert schemas["show"]["properties"]["paper_id"]["type"] == "string"
     show = schemas["show"]["properties"]
     assert set(show) == {"paper_id", "limit", "sort", "references_offset", "citations_offset"}

@@ -195,6 +195,7 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
             Field(
                 description=f"the words to search for, or a pasted abstract; at most {BOUNDS['query_chars']:,} "
                 "characters",
+                json_schema_extra={"maxLength": BOUNDS["query_chars"]},
             ),
         ],
         limit: Limit = LIMIT.default,
@@ -216,7 +217,12 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
         ],
         limit: Limit = LIMIT.default,
         offset: Offset = OFFSET.default,
-        exclude: Annotated[list[str] | None, Field(description=f"{EXCLUDE.help} (at most {BOUNDS['ids']})")] = None,
+        exclude: Annotated[
+            list[str] | None,
+            Field(
+                description=f"{EXCLUDE.help} (at most {BOUNDS['ids']})", json_schema_extra={"maxItems": BOUNDS["ids"]}
+            ),
+        ] = None,
         **filters: Any,
     ) -> dict[str, Any]:
         _paper_ids(paper_ids, "paper_ids")  # the message names this tool's parameter (the HTTP API's is `ids`)
@@ -238,13 +244,17 @@ def _tools(service: Service) -> list[tuple[Callable[..., dict], str, str]]:
     def explain(
         query: Annotated[
             str,
-            Field(description=f"the question, in words (sub-query 0); at most {BOUNDS['query_chars']:,} characters"),
+            Field(
+                description=f"the question, in words (sub-query 0); at most {BOUNDS['query_chars']:,} characters",
+                json_schema_extra={"maxLength": BOUNDS["query_chars"]},
+            ),
         ],
         subqueries: Annotated[
             list[str] | None,
             Field(
                 description=f"more aspects of the question, each seeding the graph too (at most "
                 f"{BOUNDS['subqueries']})",
+                json_schema_extra={"maxItems": BOUNDS["subqueries"]},
             ),
         ] = None,
         top_k: Annotated[
