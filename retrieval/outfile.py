@@ -21,17 +21,17 @@ def replace_text(path: str | os.PathLike[str], text: str | Iterable[str]) -> Pat
     all (see the module); returns ``path``."""
     out = Path(path)
     chunks = [text] if isinstance(text, str) else text
-    real = Path(os.path.realpath(out))
     try:
-        mode = os.stat(real).st_mode
+        mode = os.stat(out).st_mode  # through links: /dev/stdout is one, to a pipe or a terminal
     except FileNotFoundError:
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(21, "Is a directory", str(out))
-        with open(real, "w", encoding="utf-8", newline="\n") as handle:  # a device or a pipe: a stream
+        with open(out, "w", encoding="utf-8", newline="\n") as handle:  # a device or a pipe: a stream
             handle.writelines(chunks)
         return out
+    real = Path(os.path.realpath(out))  # a regular file (or none yet): the link's target is replaced
     tmp = real.with_name(f".{real.name}.{os.getpid()}.tmp")
     with contextlib.suppress(OSError):
         tmp.unlink(missing_ok=True)  # left by a process of the same number that was killed

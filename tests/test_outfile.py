@@ -68,6 +68,21 @@ def test_a_pipe_is_written_as_a_stream_and_stays_a_pipe(tmp_path):
     assert got == ["a\nb\n"]
 
 
+def test_standard_output_named_as_a_file_is_written_to(tmp_path):
+    """``--graphml /dev/stdout``: a link to ``/proc/self/fd/1``, whose target (``pipe:[...]``) is no path; written
+    there as a stream, as before files were written whole (the first version looked for the link's target)."""
+    read, write = os.pipe()
+    try:
+        replace_text(f"/proc/self/fd/{write}", "to the pipe\n")
+        os.close(write)
+        write = None
+        assert os.read(read, 100) == b"to the pipe\n"
+    finally:
+        os.close(read)
+        if write is not None:
+            os.close(write)
+
+
 def test_a_folder_is_refused_as_a_file(tmp_path):
     with pytest.raises(IsADirectoryError):
         replace_text(tmp_path, "x")
