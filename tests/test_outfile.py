@@ -12,6 +12,7 @@ import pytest
 from retrieval.eval.trec import write_run
 from retrieval.outfile import replace_text
 from retrieval.search.learned import RankerModel
+from tests.helpers import finishes
 
 
 def _failing(lines: int):
@@ -81,6 +82,26 @@ def test_standard_output_named_as_a_file_is_written_to(tmp_path):
         os.close(read)
         if write is not None:
             os.close(write)
+
+
+def test_a_model_written_to_a_pipe_gives_the_checksum_of_what_it_wrote():
+    """``train --out /dev/stdout``: the checksum was the file's, read back, and reading a pipe's write end waited
+    for ever (so the save runs in a process of its own, with a deadline)."""
+    finishes(
+        """
+import hashlib, os
+from retrieval.search.learned import RankerModel
+model = RankerModel(("bm25_norm",), (1.0,), (1.0,), name="piped")
+read, write = os.pipe()
+digest = model.save(f"/proc/self/fd/{write}")
+os.close(write)
+written = b""
+while chunk := os.read(read, 65536):
+    written += chunk
+assert written == model.to_json().encode() and digest == hashlib.sha256(written).hexdigest()
+""",
+        seconds=30,
+    )
 
 
 def test_a_folder_is_refused_as_a_file(tmp_path):

@@ -303,16 +303,18 @@ class RankerModel:
         return json.dumps(self.to_dict(), indent=1, sort_keys=False, ensure_ascii=True) + "\n"
 
     def save(self, path: str | os.PathLike[str]) -> str:
-        """Write the model to ``path`` atomically; returns the file's sha256."""
+        """Write the model to ``path`` whole or not at all (``retrieval.outfile``: to a device or a pipe, such as
+        ``/dev/stdout``, as a stream); returns the sha256 of what was written."""
         path = Path(path)
+        text = self.to_json()
         try:
-            replace_text(path, self.to_json())
+            replace_text(path, text)
         except OSError as exc:
             raise InputError(
                 f"cannot write the model file {path} ({exc.strerror or exc}): check that you may write there, or "
                 "choose another place"
             ) from None
-        return file_sha256(path)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()  # not read back: a pipe has nothing to read
 
     @classmethod
     def from_dict(cls, data: Mapping, source: str = "", sha256: str = "") -> RankerModel:
