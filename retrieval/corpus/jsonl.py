@@ -443,9 +443,10 @@ def _record(raw: bytes, where: Where, hint: str) -> dict | None:
         ) from None
     except json.JSONDecodeError as exc:
         said = exc.msg.removesuffix(" at")  # "Invalid control character at": the column follows
+        cr = ""
         if b"\r" in raw.rstrip(b"\r\n"):  # lines ended by CR alone (old Mac files) read as one line
-            said += "; the lines end with a carriage return alone (CR): convert them to LF or CRLF line ends"
-        raise InputError.at(*where, f"invalid JSON ({said} at column {exc.colno}){hint}") from None
+            cr = "; the lines end with a carriage return alone (CR): convert them to LF or CRLF line ends"
+        raise InputError.at(*where, f"invalid JSON ({said} at column {exc.colno}){cr}{hint}") from None
     except RecursionError:
         raise InputError.at(*where, f"the JSON is nested too deeply to read{hint}") from None
     except ValueError:  # Python's bound on an integer's digits (sys.get_int_max_str_digits), not JSON's
