@@ -305,7 +305,7 @@ SEALED_KEYS = (
     "tokeniser", "tokeniser_version", "stemmer", "stopwords",
 )  # fmt: skip
 SEAL_KEY = "seal"
-_SEAL_VERSION = "v1"
+SEAL_VERSION = "v1"
 _seals: dict[tuple, str] = {}  # the last few digests computed (every snapshot checks the seal: a lookup then)
 
 
@@ -318,7 +318,7 @@ def seal(info: dict[str, str]) -> str:
 
         fields = zip(SEALED_KEYS, values, strict=True)
         text = "\x1e".join(f"{key}\x1f{'' if v is None else v}\x1f{v is None:d}" for key, v in fields)
-        digest = f"{_SEAL_VERSION}:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        digest = f"{SEAL_VERSION}:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
         if len(_seals) > 64:
             _seals.clear()
         _seals[values] = digest
@@ -327,9 +327,9 @@ def seal(info: dict[str, str]) -> str:
 
 def check_seal(info: dict[str, str]) -> None:
     """Refuse ``info`` whose seal does not match its statistics (one edited by hand, or by a program other than
-    this package's writers); an index without a seal passes, as does one sealed otherwise than ``_SEAL_VERSION``."""
+    this package's writers); an index without a seal passes, as does one sealed otherwise than ``SEAL_VERSION``."""
     stored = info.get(SEAL_KEY)
-    if stored is None or not str(stored).startswith(f"{_SEAL_VERSION}:") or stored == seal(info):
+    if stored is None or not str(stored).startswith(f"{SEAL_VERSION}:") or stored == seal(info):
         return  # none, or a later version's kind of seal (that version says what it needs), or it holds
     shown = ", ".join(f"{key}={info[key]!r}" for key in SEALED_KEYS[:5] if key in info)
     raise NotAnIndexError(

@@ -37,6 +37,7 @@ from .database import (
     INDEX_INFO_SQL,
     REVISION_SQL,
     SEAL_KEY,
+    SEAL_VERSION,
     TABLES_SQL,
     IndexStats,
     build_command,
@@ -493,6 +494,11 @@ def _statistics(rows, info: dict[str, str], found, notes: list[str]) -> None:
         notes.append(
             "index_info has no seal (written before this version): an edit of its statistics shows only here; "
             "the next add, remove or build seals them"
+        )
+    elif not str(info[SEAL_KEY]).startswith(f"{SEAL_VERSION}:"):
+        notes.append(
+            f"index_info's seal is not of the kind this version writes ({SEAL_VERSION}:): it cannot tell whether the "
+            "statistics were edited; a build with this version seals them anew"
         )
     else:
         try:
