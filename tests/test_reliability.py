@@ -1232,3 +1232,11 @@ def test_a_pipe_a_dash_a_folder_or_a_dangling_link_is_named_for_what_it_is(demo_
     err = capsys.readouterr().err
     assert "is a symbolic link to" in err and "which does not exist" in err
     assert not (tmp_path / "missing.db").exists() and link.is_symlink()
+    # reading through it, or through links in a loop, said "no index at ...: build one" (a build there is refused)
+    loop_a, loop_b = tmp_path / "a.db", tmp_path / "b.db"
+    loop_a.symlink_to(loop_b)
+    loop_b.symlink_to(loop_a)
+    for where, target in ((link, tmp_path / "missing.db"), (loop_a, loop_b)):
+        assert main(["search", "x", "--db", str(where)]) == 1
+        err = capsys.readouterr().err
+        assert f"{where} is a symbolic link to {target}, which leads to no file" in err, err

@@ -553,6 +553,11 @@ def _require_file(path: Path | DatabaseURL) -> None:
     if isinstance(path, DatabaseURL):
         return  # a server: opening it says whether the database and the index are there
     if not path.exists():
+        if path.is_symlink():  # a link to nothing, or round in a loop: the link is what to mend
+            raise IndexNotFoundError(
+                f"{path} is a symbolic link to {os.readlink(path)}, which leads to no file (it is gone, or the "
+                "links go round in a loop): point the link at the index, or give the index's own path as --db"
+            )
         raise IndexNotFoundError(
             f"no index at {path}: build one with `retrieval build --db {path}` "
             f"(or point --db / $RETRIEVAL_DB at an existing index)"
