@@ -77,15 +77,22 @@ def _check_unicode(paper: Paper, where: Where) -> None:
     """Every text of ``paper`` can be stored as UTF-8 (a lone surrogate, which ``"\\ud800"`` decodes to, cannot)."""
     fields = {"id": [paper.id], "title": [paper.title], "abstract": [paper.abstract], "authors": paper.authors,
               "references": paper.references, "citations": paper.citations}  # fmt: skip
+    field = lone_surrogate_in(fields)
+    if field is not None:
+        shown = paper.id.encode("utf-8", "backslashreplace").decode("utf-8")
+        raise InputError.at(*where, f"paper {shown!r}: '{field}' holds a lone surrogate (not valid Unicode text)")
+
+
+def lone_surrogate_in(fields: dict[str, list[str]]) -> str | None:
+    """The first of ``fields`` (name -> its texts) holding a text that cannot be stored as UTF-8 (a lone
+    surrogate, which a ``"\\ud800"`` escape decodes to), or None."""
     for field, values in fields.items():
         for value in values:
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:
-                shown = paper.id.encode("utf-8", "backslashreplace").decode("utf-8")
-                raise InputError.at(
-                    *where, f"paper {shown!r}: '{field}' holds a lone surrogate (not valid Unicode text)"
-                ) from None
+                return field
+    return None
 
 
 def _shown(value: object) -> str:
@@ -411,18 +418,18 @@ def detect_format(record: dict) -> str | None:
     return None
 
 
-class _RepeatedKey(Exception):
+class RepeatedKey(Exception):  # also the HTTP API's, for its JSON bodies
     """A JSON object names one key twice (``json`` alone would keep the last value silently)."""
 
 
-def _object(pairs: list[tuple[str, object]]) -> dict:
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
     """``pairs`` as a dict, refusing a key written twice: which of the two values the writer meant is unknown."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _RepeatedKey(key)
+                raise RepeatedKey(key)
             seen.add(key)
     return obj
 
@@ -436,8 +443,8 @@ def _record(raw: bytes, where: Where, hint: str) -> dict | None:
     if not line.strip():
         return None
     try:
-        record = json.loads(line, object_pairs_hook=_object)
-    except _RepeatedKey as exc:
+        record = json.loads(line, object_pairs_hook=unique_keys)
+    except RepeatedKey as exc:
         raise InputError.at(
             *where, f"the key {exc.args[0]!r} is written twice in one object{hint}: keep the one you mean"
         ) from None

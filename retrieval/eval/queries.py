@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..corpus.jsonl import json_lines
+from ..corpus.jsonl import json_lines, lone_surrogate_in
 from ..errors import InputError
 
 QUERY_FORMAT = '{"qid": str, "query": str, "relevant": [paper ids]}'
@@ -43,15 +43,12 @@ def _parse(record: dict, where: tuple[str, int]) -> Query:
         raise InputError.at(*where, f"query {qid!r}: 'relevant' must be a list of paper ids (strings)")
     # A lone surrogate ("\ud800" in the JSON) is no Unicode text: the run files cannot hold it, and the metrics'
     # library crashed the process on it.
-    for field, values in (("qid", [qid]), ("query", [text]), ("relevant", relevant)):
-        for value in values:
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                shown = qid.encode("utf-8", "backslashreplace").decode("utf-8")
-                raise InputError.at(
-                    *where, f"query {shown!r}: '{field}' holds a lone surrogate (not valid Unicode text): fix the line"
-                ) from None
+    field = lone_surrogate_in({"qid": [qid], "query": [text], "relevant": relevant})
+    if field is not None:
+        shown = qid.encode("utf-8", "backslashreplace").decode("utf-8")
+        raise InputError.at(
+            *where, f"query {shown!r}: '{field}' holds a lone surrogate (not valid Unicode text): fix the line"
+        )
     return Query(qid=qid, text=text, relevant=tuple(relevant), line=where[1])
 
 

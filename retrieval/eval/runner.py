@@ -483,9 +483,8 @@ def run_eval(
         write_run(runs_path / run_file_name(m.name), ((r.qid, r.answers[m.name].ranking) for r in runs), m.name)
     # An earlier report's run of another mode (of other queries) is not left beside these qrels; a file named as no
     # mode is, the user's own, stays.
-    for stale in {runs_path / run_file_name(name) for name in MODES} - {
-        runs_path / run_file_name(m.name) for m in selected
-    }:
+    written = {runs_path / run_file_name(m.name) for m in selected}
+    for stale in {runs_path / run_file_name(name) for name in MODES} - written:
         stale.unlink(missing_ok=True)
     write_qrels(runs_path / QRELS_FILE, {r.qid: r.relevant for r in runs})
     plot_recall_at_k(

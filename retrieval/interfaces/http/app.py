@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ... import __version__
+from ...corpus.jsonl import RepeatedKey, unique_keys
 from ...errors import ConfigError, OverloadedError, RetrievalError
 from ...validate import quoted
 from ..params import (
@@ -266,19 +267,6 @@ _RETRY = {"retry-after": str(bounds.RETRY_AFTER)}
 _SLOW_BODY = object()
 
 
-class _RepeatedKey(ValueError):
-    pass
-
-
-def _no_repeats(pairs: list[tuple[str, object]]) -> dict:
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise _RepeatedKey(key)
-        seen.add(key)
-    return dict(pairs)
-
-
 def _json_problem(scope, body: bytes) -> str | None:
     """What is wrong with a JSON body that a JSON parser reads without a word (None: nothing, or something
     FastAPI's own reading names): a key given twice, of which the last was taken silently (a query parameter
@@ -288,8 +276,8 @@ def _json_problem(scope, body: bytes) -> str | None:
     if not body or b"json" not in kind.lower():
         return None
     try:
-        json.loads(body, object_pairs_hook=_no_repeats)
-    except _RepeatedKey as exc:
+        json.loads(body, object_pairs_hook=unique_keys)  # the corpus reader's refusal of a repeated key
+    except RepeatedKey as exc:
         return f"the body gives the key {quoted(exc.args[0])} twice in one object, and takes one value: give it once"
     except RecursionError:
         return "the body's JSON is nested too deeply to read: send the object of the documented fields"

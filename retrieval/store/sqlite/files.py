@@ -62,6 +62,7 @@ SELECT (SELECT group_concat(key || '=' || value, ';') FROM (SELECT key, value FR
 
 _KEPT: dict[tuple[int, int], tuple[int, threading.Lock]] = {}  # (device, inode) -> its descriptor, its threads' lock
 _KEPT_GUARD = threading.Lock()
+_SPARE: list[int] = []  # descriptors opened twice for one file (replaced and back): open too, never used
 
 
 def _kept(path: Path) -> tuple[int, threading.Lock]:
@@ -80,8 +81,8 @@ def _kept(path: Path) -> tuple[int, threading.Lock]:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         st = os.fstat(fd)  # the file opened, should the path have been replaced since the stat
         held = _KEPT.setdefault((st.st_dev, st.st_ino), (fd, threading.Lock()))
-        if held[0] != fd:  # opened twice (replaced and back): the extra one stays open, as every other does
-            _KEPT[(-1, fd)] = (fd, threading.Lock())
+        if held[0] != fd:
+            _SPARE.append(fd)  # closing it would drop the locks too
         return held
 
 
