@@ -271,7 +271,7 @@ SELECT (SELECT count(*) FROM papers) AS papers,
         WHERE NOT c.listed_by_citing
           AND NOT EXISTS (SELECT 1 FROM papers AS p WHERE p.id = c.citing_id)
           AND EXISTS (SELECT 1 FROM papers AS p WHERE p.id = c.cited_id)) AS citing_outside""")
-# A sharded index's coordinator: the same counts from ``citations`` itself (its rows and in-degrees are a single
+# A sharded index's coordinator: the same counts from the citations themselves (its rows and in-degrees are a single
 # server's, those of ids outside the corpus included), each end tested against the papers' ids hashed once, never
 # looked up per row (a foreign read per row would be a round trip to a shard).
 register_sharded(
@@ -280,7 +280,7 @@ register_sharded(
 SELECT (SELECT count(*) FROM papers) AS papers,
        (SELECT count(*) FROM doc_freq) AS terms,
        (SELECT coalesce(sum(t.df), 0) FROM doc_freq AS t) AS postings,
-       (SELECT count(*) FROM citations) AS citation_rows,
+       (SELECT count(*) FROM citation_links) AS citation_rows,
        (SELECT count(*) FROM citations AS c WHERE c.cited_id NOT IN (SELECT p.id FROM papers AS p)) AS cited_outside,
        (SELECT count(*)
         FROM citations AS c

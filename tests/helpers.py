@@ -105,12 +105,19 @@ def stop_before(monkeypatch, module, name: str) -> None:
     monkeypatch.setattr(module, name, stopped_then_run)
 
 
-def to_0008(url: str) -> None:
-    """Make the index on the PostgreSQL server at ``url`` what the previous version built (revision 0008): without
-    the papers' vectors, as migration 0009's downgrade leaves it (a sharded index's coordinator too)."""
+def to_0009(url: str) -> None:
+    """Make the index on the PostgreSQL server at ``url`` what the previous version built (revision 0009): its
+    citations a table of ids, without ``paper_keys`` and ``citation_links``, as migration 0010's downgrade leaves it
+    (a sharded index's coordinator too)."""
     import psycopg
 
     with psycopg.connect(url) as conn:
-        conn.execute("DROP TABLE paper_vectors CASCADE")
-        conn.execute("UPDATE index_info SET value = '0008' WHERE key = 'schema_revision'")
-        conn.execute("UPDATE alembic_version SET version_num = '0008'")
+        conn.execute("CREATE TABLE citations_0009 AS SELECT * FROM citations")
+        conn.execute("DROP VIEW citations")
+        conn.execute("DROP TABLE citation_links CASCADE")
+        conn.execute("DROP TABLE paper_keys CASCADE")
+        conn.execute("ALTER TABLE citations_0009 RENAME TO citations")
+        conn.execute("ALTER TABLE citations ADD CONSTRAINT pk_citations PRIMARY KEY (citing_id, cited_id)")
+        conn.execute("CREATE INDEX ix_citations_cited_citing ON citations (cited_id, citing_id)")
+        conn.execute("UPDATE index_info SET value = '0009' WHERE key = 'schema_revision'")
+        conn.execute("UPDATE alembic_version SET version_num = '0009'")

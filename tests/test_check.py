@@ -32,6 +32,16 @@ def _no_kept_postings(monkeypatch):
     monkeypatch.setattr(blobs, "CACHE", blobs._Cache(0))
 
 
+def cite(citing: str, cited: str, by_citing: int, by_cited: int) -> tuple[str, ...]:
+    """The statements that add the citation ``citing -> cited`` by hand, numbering its ids as needed."""
+    return (
+        f"INSERT OR IGNORE INTO paper_keys (paper_id) VALUES ('{citing}'), ('{cited}')",
+        "INSERT INTO citation_links (citing_key, cited_key, listed_by_citing, listed_by_cited) "
+        f"SELECT a.key, b.key, {by_citing}, {by_cited} FROM paper_keys AS a, paper_keys AS b "
+        f"WHERE a.paper_id = '{citing}' AND b.paper_id = '{cited}'",
+    )
+
+
 def copy_of(demo_db, tmp_path, *edits: str, name: str = "edited.db"):
     """A copy of the demo index (SQLite's backup: whatever its WAL holds) with the statements ``edits`` applied,
     foreign keys off, as the ``sqlite3`` shell applies a hand edit."""
@@ -433,19 +443,29 @@ def test_a_file_that_holds_no_index_is_said_to_be_none_not_a_damaged_one(tmp_pat
     [
         ("INSERT INTO doc_freq VALUES (9999, 'zzz', 0)", "doc_freq.df", "term 9999 'zzz' has df 0"),
         (
-            "INSERT INTO citations VALUES ('ghost', 'p001', 1, 0)",
+            cite("ghost", "p001", 1, 0),
             "citations.listed_by",
             "citation 'ghost' -> 'p001': declared by the record of a paper the index lacks",
         ),
         (
-            "INSERT INTO citations VALUES ('p001', 'elsewhere', 0, 0)",
+            cite("p001", "elsewhere", 0, 0),
             "citations.listed_by",
             "citation 'p001' -> 'elsewhere': declared by neither paper's record",
         ),
         (  # `show p001` listed the paper as its own reference and its own citing paper; check said consistent
-            "INSERT INTO citations VALUES ('p001', 'p001', 1, 0)",
+            cite("p001", "p001", 1, 0),
             "citations.listed_by",
             "citation 'p001' -> 'p001': a paper citing itself, which no writer keeps (a build drops self-citations)",
+        ),
+        (  # the view citations showed none of p001's citations; check said consistent
+            "DELETE FROM paper_keys WHERE paper_id = 'p001'",
+            "citation_links vs paper_keys",
+            "citation_links names the number",
+        ),
+        (
+            "INSERT INTO paper_keys (key, paper_id) VALUES (99999, 'lonely')",
+            "citation_links vs paper_keys",
+            "paper_keys numbers 'lonely' as 99999, which no citation uses",
         ),
         (
             "INSERT INTO paper_authors VALUES ('nope', 0, 'A B', 'b', 'a b')",
@@ -463,7 +483,7 @@ def test_a_file_that_holds_no_index_is_said_to_be_none_not_a_damaged_one(tmp_pat
 )
 def test_rows_no_writer_leaves_are_reported(demo_db, tmp_path, edit, invariant, words):
     """Hand edits that ``check`` called consistent though ``stats`` then differed from a rebuild's."""
-    db = copy_of(demo_db, tmp_path, edit)
+    db = copy_of(demo_db, tmp_path, *([edit] if isinstance(edit, str) else edit))
     problems = {p.invariant: p for p in check(db).problems}
     assert invariant in problems, problems
     assert any(words in example for example in problems[invariant].examples), problems[invariant].examples

@@ -46,7 +46,8 @@ QUERIES = ["graph walk", "sparse attention attention", "black hole entropy", "lo
 
 
 def snapshot(db) -> dict:
-    """Every table's content, with words instead of term ids (term ids are surrogate keys)."""
+    """Every table's content, with words instead of term ids and paper ids instead of their numbers (surrogate
+    keys)."""
     with sqlite3.connect(db) as conn:
 
         def rows(sql):
@@ -58,6 +59,7 @@ def snapshot(db) -> dict:
             "authors": rows("SELECT paper_id, position, name FROM paper_authors"),
             "sources": rows("SELECT paper_id, field, source FROM field_sources"),
             "citations": rows("SELECT citing_id, cited_id, listed_by_citing, listed_by_cited FROM citations"),
+            "paper_keys": rows("SELECT paper_id FROM paper_keys"),  # the ids numbered (the numbers are surrogate)
             "doc_freq": rows("SELECT term, df FROM doc_freq"),
             "term_counts": rows("SELECT term, paper_id, count FROM term_counts"),
             "doc_len": rows("SELECT paper_id, length FROM doc_len"),

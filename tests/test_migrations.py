@@ -13,7 +13,10 @@ from retrieval.store.database import HEAD_REVISION, KNOWN_REVISIONS
 from retrieval.store.schema.migrate import downgrade, head_revision, migrate, script_revisions
 from retrieval.store.schema.models import Base
 
-TABLES = {"papers", "paper_authors", "citations", "doc_freq", "term_freq", "doc_len", "index_info", "query_log"}
+TABLES = {
+    "papers", "paper_authors", "paper_keys", "citation_links", "doc_freq", "term_freq", "doc_len", "index_info",
+    "query_log",
+}  # fmt: skip
 
 
 def _diff(path):
@@ -56,8 +59,9 @@ def test_upgrade_from_empty_gives_the_models_schema(tmp_path):
     assert _diff(db) == []
     inspector = inspect(create_engine(f"sqlite:///{db}"))
     assert set(inspector.get_table_names()) >= TABLES
-    assert "term_counts" in inspector.get_view_names()
-    assert {ix["name"] for ix in inspector.get_indexes("citations")} == {"ix_citations_cited_citing"}
+    assert {"term_counts", "citations"} <= set(inspector.get_view_names())
+    assert {ix["name"] for ix in inspector.get_indexes("citation_links")} == {"ix_citation_links_cited_citing"}
+    assert {ix["name"] for ix in inspector.get_indexes("paper_keys")} == {"ix_paper_keys_paper_id"}
     pk = inspector.get_pk_constraint("term_freq")
     assert pk["name"] == "pk_term_freq" and pk["constrained_columns"] == ["term_id", "doc_id"]
 
@@ -69,7 +73,7 @@ def test_the_catalogue_is_the_models(tmp_path):
     from retrieval.store.schema import catalogue
 
     models = {name: table for name, table in Base.metadata.tables.items()}
-    assert set(catalogue.BY_NAME) - {"alembic_version"} == set(models)
+    assert set(catalogue.BY_NAME) - {"alembic_version"} - {t.name for t in catalogue.TABLES if t.until} == set(models)
     for name, table in models.items():
         entry = catalogue.BY_NAME[name]
         assert entry.columns == tuple(c.name for c in table.columns), name
@@ -81,9 +85,12 @@ def test_the_catalogue_is_the_models(tmp_path):
         migrate(db, revision)
         with sqlite3.connect(db) as conn:
             names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert set(catalogue.required(revision)) <= names, revision
         later = [t.name for t in catalogue.TABLES if t.since > revision]
         assert not set(later) & names, revision
+        gone = [t.name for t in catalogue.TABLES if t.until and t.until <= revision]
+        assert not set(gone) & tables, revision
 
 
 def test_the_read_locks_cover_every_table_a_search_reads(tmp_path):
@@ -106,7 +113,8 @@ def test_the_read_locks_cover_every_table_a_search_reads(tmp_path):
         name
         for statement in trace.statements
         if not statement.name.startswith("open:")  # the check an open makes, before any snapshot
-        for name in re.findall(r"\b(?:FROM|JOIN)\s+(\w+)", statement.sql)
+        for named in re.findall(r"\b(?:FROM|JOIN)\s+(\w+)", statement.sql)
+        for name in catalogue.VIEWS.get(named, (named,))
         if name in catalogue.BY_NAME
     }
     assert read and read <= set(catalogue.LOCKED), read - set(catalogue.LOCKED)
@@ -202,3 +210,49 @@ def test_an_index_whose_tables_are_not_its_recorded_revision_is_refused_with_a_m
     assert "already exists" in err and "retrieval build --from" in err and "Traceback" not in err
     assert db.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_the_upgrade_to_0010_numbers_the_citations_and_keeps_every_row(tmp_path):
+    """0010 stores each citation as two numbers (``citation_links``) and each id once (``paper_keys``); the view
+    ``citations`` shows the same rows as 0009's table held, flags included, dangling ends too, and the answers
+    that read them do not change."""
+    from retrieval.commands import check
+    from retrieval.corpus.paper import Paper
+    from retrieval.store.schema.migrate import upgrade_index
+    from retrieval.store.sqlite.build import build_index
+
+    papers = [
+        Paper("a", "graph walk", references=["b", "outside-1"]),
+        Paper("b", "walk on graphs", references=["c"], citations=["a", "outside-2"]),
+        Paper("c", "random walk graph", citations=["b", "d"]),
+        Paper("d", "graph", references=["c", "a", "outside-1"]),
+    ]
+    db = tmp_path / "c.db"
+    build_index(papers, db)
+
+    def citations():
+        with sqlite3.connect(db) as conn:
+            return sorted(conn.execute("SELECT citing_id, cited_id, listed_by_citing, listed_by_cited FROM citations"))
+
+    def answers():
+        with RetrievalClient(db) as client:
+            ranked = client.search("graph walk", limit=10).ranked
+            return [e.to_dict() for e in ranked], client.show("b").to_dict()
+
+    rows, before = citations(), answers()
+    assert ("b", "outside-1") not in {r[:2] for r in rows} and ("outside-2", "b", 0, 1) in rows
+    downgrade(db, "0009")
+    with sqlite3.connect(db) as conn:
+        kinds = dict(conn.execute("SELECT name, type FROM sqlite_master WHERE name LIKE '%citation%'"))
+    assert kinds == {"citations": "table", "ix_citations_cited_citing": "index"}, kinds
+    assert citations() == rows
+    with pytest.raises(SchemaVersionError, match="retrieval upgrade"):
+        RetrievalClient(db)
+    upgrade_index(db)
+    assert citations() == rows
+    with sqlite3.connect(db) as conn:
+        numbered = conn.execute("SELECT paper_id FROM paper_keys ORDER BY key").fetchall()
+        assert conn.execute("SELECT type FROM sqlite_master WHERE name = 'citations'").fetchone() == ("view",)
+    assert [pid for (pid,) in numbered] == sorted({pid for row in rows for pid in row[:2]})  # in id order
+    assert answers() == before
+    assert check(db).ok

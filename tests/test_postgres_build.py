@@ -12,7 +12,7 @@ from retrieval.commands import build
 from retrieval.errors import InputError
 from retrieval.store.postgres import build as pgbuild
 from retrieval.store.schema import catalogue
-from tests.helpers import paper, to_0008, write_jsonl
+from tests.helpers import paper, to_0009, write_jsonl
 
 psycopg = pytest.importorskip("psycopg")
 #: Each table a build copies, with its columns.
@@ -97,11 +97,11 @@ def test_a_postgresql_build_leaves_its_tables_vacuumed_and_analysed(pg_database)
             "JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = 'retrieval' AND c.relkind = 'r'"
         ).fetchall()
     tables = {name: (pages, visible, tuples) for name, pages, visible, tuples in rows}
-    assert {"papers", "citations", "term_freq", "doc_len", "postings"} <= tables.keys()
+    assert {"papers", "paper_keys", "citation_links", "term_freq", "doc_len", "postings"} <= tables.keys()
     for name, (pages, visible, tuples) in tables.items():
         assert visible == pages, (name, pages, visible)
         assert tuples >= 0, name  # -1: never analysed
-    assert tables["citations"][0] > 0
+    assert tables["citation_links"][0] > 0 and tables["paper_keys"][0] > 0
 
 
 def test_a_failed_build_leaves_the_previous_index_and_no_schema_behind(tmp_path, pg_database, monkeypatch):
@@ -150,25 +150,38 @@ def test_a_stop_during_the_copy_to_the_server_stops_the_build_and_keeps_the_inde
 def test_an_index_of_the_previous_revision_on_a_server_names_the_upgrade_and_is_rebuilt(tmp_path, pg_database,
                                                                                         capsys):  # fmt: skip
     """A search locks every table of the schema as its snapshot begins: on an index of the previous revision it
-    failed on the table added since ("relation paper_vectors does not exist"), and so did a rebuild's swap."""
+    failed on the table added since ("relation paper_vectors does not exist"), and so did a rebuild's swap. An
+    upgrade on the server numbers the citations' ids as a file's does."""
     from retrieval.interfaces.cli import main
 
     url = pg_database("previous")
-    corpus = write_jsonl(tmp_path / "c.jsonl", [paper("a", "black hole entropy"), paper("b", "string theory")])
+    records = [paper("a", "black hole entropy", references=["b", "elsewhere"]), paper("b", "string theory")]
+    corpus = write_jsonl(tmp_path / "c.jsonl", records)
     build(db=url, source=corpus)
-    to_0008(url)
+
+    def citations():
+        with psycopg.connect(url) as conn:
+            return sorted(conn.execute("SELECT * FROM retrieval.citations").fetchall())
+
+    rows = citations()
+    assert len(rows) == 2
+    assert main(["search", "black", "--db", url, "--json"]) == 0
+    found = [r["id"] for r in json.loads(capsys.readouterr().out)["results"]]
+    assert found[0] == "a"
+    to_0009(url)
     assert main(["search", "black", "--db", url]) == 1
     err = capsys.readouterr().err
-    assert "has schema revision '0008', older than this version's '0009': upgrade it once with `retrieval" in err
+    assert "has schema revision '0009', older than this version's '0010': upgrade it once with `retrieval" in err
     assert main(["build", "--from", str(corpus), "--db", url]) == 0  # the swap locks the tables it has
     capsys.readouterr()
     assert main(["search", "black", "--db", url, "--json"]) == 0
-    assert [r["id"] for r in json.loads(capsys.readouterr().out)["results"]] == ["a"]
-    to_0008(url)
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)["results"]] == found
+    to_0009(url)
     assert main(["upgrade", "--db", url]) == 0
+    assert citations() == rows
     capsys.readouterr()
     assert main(["search", "black", "--db", url, "--json"]) == 0
-    assert [r["id"] for r in json.loads(capsys.readouterr().out)["results"]] == ["a"]
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)["results"]] == found
 
 
 def test_a_role_that_may_not_use_the_index_schema_is_told_so(tmp_path, pg_database, capsys):

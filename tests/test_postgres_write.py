@@ -40,6 +40,7 @@ SNAPSHOT_SQL = {
     "authors": "SELECT paper_id, position, name FROM paper_authors",
     "sources": "SELECT paper_id, field, source FROM field_sources",
     "citations": "SELECT citing_id, cited_id, listed_by_citing, listed_by_cited FROM citations",
+    "paper_keys": "SELECT paper_id FROM paper_keys",
     "doc_freq": "SELECT term, df FROM doc_freq",
     "term_counts": "SELECT term, paper_id, count FROM term_counts",
     "doc_len": "SELECT paper_id, length FROM doc_len",

@@ -18,7 +18,7 @@ from retrieval.commands import add, build, check, remove, stats
 from retrieval.errors import ConfigError, IndexNotFoundError, InputError, StoreError
 from retrieval.interfaces.cli import main
 from retrieval.search.client import RetrievalClient
-from retrieval.store.postgres.shards import parse_shards
+from retrieval.store.postgres.shards import INTEGER_KEYS, parse_shards
 from retrieval.store.schema import catalogue
 from retrieval.store.schema.catalogue import COORDINATOR, DISTRIBUTED
 from retrieval.store.sql.executor import merge
@@ -75,7 +75,7 @@ def _expected_shard(coordinator: str, table: str, key) -> int:
         n = conn.execute(
             "SELECT count(*) FROM pg_inherits WHERE inhparent = %s::regclass", (f"retrieval.{table}",)
         ).fetchone()[0]
-        kind = "integer" if DISTRIBUTED[table] == "doc_id" else "text"
+        kind = "integer" if DISTRIBUTED[table] in INTEGER_KEYS else "text"
         for i in range(n):
             ok = conn.execute(
                 f"SELECT satisfies_hash_partition(%s::regclass::oid, %s, %s, %s::{kind})",
@@ -170,6 +170,12 @@ def test_the_layout_partitions_every_distributed_table_over_the_shards(sharded_d
         assert len(foreign) == 2 * len(DISTRIBUTED)
         plain = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'retrieval'")}
         assert set(COORDINATOR) <= plain  # the corpus-wide statistics live on the coordinator
+        # The views read the partitioned tables (the coordinator had lost term_counts with the tables it replaced).
+        for view, table in (("term_counts", "term_freq"), ("citations", "citation_links")):
+            shown, stored = (
+                conn.execute(f"SELECT count(*) FROM retrieval.{name}").fetchone()[0] for name in (view, table)
+            )
+            assert shown == stored > 0, view
     for url, entry in zip(shards, _layout(coordinator), strict=True):
         with psycopg.connect(url) as conn:
             there = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
@@ -257,7 +263,7 @@ def _dangling_corpus(tmp_path, n: int = 30):
 
 
 def _links(url, table: str) -> list[tuple]:
-    columns = dict(COPIED_COLUMNS)[table]
+    columns = dict(COPIED_COLUMNS).get(table) or ("citing_id", "cited_id", "listed_by_citing", "listed_by_cited")
     if not isinstance(url, str):
         with sqlite3.connect(url) as conn:
             return sorted(conn.execute(f'SELECT {", ".join(columns)} FROM "{table}"').fetchall())
@@ -389,17 +395,17 @@ def test_a_sharded_index_of_the_previous_revision_names_the_rebuild_that_brings_
     """A search failed on the table added since ("relation paper_vectors does not exist"), `upgrade` printed a
     traceback (its migration cannot partition a table over the shards) and a rebuild failed in its swap."""
     from retrieval.interfaces.cli import main
-    from tests.helpers import to_0008
+    from tests.helpers import to_0009
 
     corpus, _ = _corpus(tmp_path, 30)
     coordinator, shards = sharded_database("previous")
     build(db=coordinator, source=corpus, shards=shards)
     expected = _ranking(coordinator)
-    to_0008(coordinator)
+    to_0009(coordinator)
     for argv in (["search", "black holes"], ["upgrade"]):
         assert main([*argv, "--db", coordinator]) == 1
         err = capsys.readouterr().err
-        assert "revision '0008'" in err and "building it again: `retrieval build --db" in err, err
+        assert "revision '0009'" in err and "building it again: `retrieval build --db" in err, err
         assert "Traceback" not in err
     assert main(["build", "--from", str(corpus), "--db", coordinator]) == 0
     assert _ranking(coordinator) == expected

@@ -23,7 +23,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from ..errors import QueryTimeoutError
+from ..errors import NotAnIndexError, QueryTimeoutError
+from ..store.database import build_command, shown
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
 
@@ -42,26 +43,38 @@ CITATION_COUNT_SQL = statement(
     lambda d: (
         """\
 SELECT count(*)
-FROM citations AS c"""
+FROM citation_links AS l"""
     ),
     scatter="sum",  # sharded: each shard holds its papers' reference lists
 )
 CITATION_COUNT_STATEMENT = "similar: how many citations, before the process keeps them"
 
-#: The graph read in pages, in key order (the primary key's: an index range per page).
+#: The graph read in pages of numbers, in key order (the primary key's: an index range per page).
 CITATIONS_PAGE_SQL = statement(
     lambda d: (
         """\
-SELECT c.citing_id,
-       c.cited_id
-FROM citations AS c
-WHERE (c.citing_id, c.cited_id) > (:after_citing, :after_cited)
-ORDER BY c.citing_id,
-         c.cited_id
+SELECT l.citing_key,
+       l.cited_key
+FROM citation_links AS l
+WHERE (l.citing_key, l.cited_key) > (:after_citing, :after_cited)
+ORDER BY l.citing_key,
+         l.cited_key
 LIMIT :page"""
     )
 )
 CITATIONS_STATEMENT = "similar: every citation, kept by this process"
+
+#: The ids the numbers stand for, in the ids' byte order.
+PAPER_KEYS_SQL = statement(
+    lambda d: (
+        f"""\
+SELECT k.key,
+       k.paper_id
+FROM paper_keys AS k
+ORDER BY k.paper_id{d.bytes_order}"""
+    )
+)
+PAPER_KEYS_STATEMENT = "similar: the ids of the kept citations"
 
 PAPERS_IN_GRAPH_SQL = statement(
     lambda d: (
@@ -103,28 +116,55 @@ class Graph:
 
     @classmethod
     def read(cls, snap: Snapshot) -> Graph:
-        """Every citation of ``snap``'s index state, read in pages of ``PAGE_ROWS``."""
+        """Every citation of ``snap``'s index state, read in pages of ``PAGE_ROWS`` numbers, then their ids.
+
+        The nodes and lists come out as reading the citations by id would give them (each list in its ids' byte
+        order, the nodes numbered as first met, page by page), whatever order the ids were numbered in."""
         import numpy as np
 
-        node: dict[str, int] = {}
-        number = node.setdefault
         citing_parts, cited_parts = [], []
-        after = ("", "")
+        after = (-1, -1)
         while True:
             params = {"after_citing": after[0], "after_cited": after[1], "page": PAGE_ROWS}
             rows = snap.rows(CITATIONS_STATEMENT, CITATIONS_PAGE_SQL, params)
-            if not rows:
-                break
-            citing_parts.append(np.fromiter((number(a, len(node)) for a, _ in rows), dtype=np.int32, count=len(rows)))
-            cited_parts.append(np.fromiter((number(b, len(node)) for _, b in rows), dtype=np.int32, count=len(rows)))
+            if rows:
+                pairs = np.array(rows, dtype=np.int64)
+                citing_parts.append(pairs[:, 0])
+                cited_parts.append(pairs[:, 1])
             if len(rows) < PAGE_ROWS:
                 break
             after = rows[-1]
+        keyed = snap.rows(PAPER_KEYS_STATEMENT, PAPER_KEYS_SQL, {})
         papers = frozenset(pid for (pid,) in snap.rows(PAPERS_IN_GRAPH_STATEMENT, PAPERS_IN_GRAPH_SQL, {}))
-        empty = np.zeros(0, dtype=np.int32)
+        empty = np.zeros(0, dtype=np.int64)
         citing = np.concatenate(citing_parts) if citing_parts else empty
         cited = np.concatenate(cited_parts) if cited_parts else empty
-        return cls(citing, cited, list(node), papers)
+        # Each number as its id's place in byte order; the citations then in (citing id, cited id) order.
+        keys = np.fromiter((key for key, _ in keyed), dtype=np.int64, count=len(keyed))
+        largest = max((int(a.max()) for a in (keys, citing, cited) if len(a)), default=0)
+        place = np.full(largest + 1, -1, dtype=np.int64)
+        place[keys] = np.arange(len(keys))
+        citing, cited = place[citing], place[cited]
+        if len(citing) and (citing.min() < 0 or cited.min() < 0):  # a paper_keys row deleted by hand
+            where = shown(snap.executor.path)
+            raise NotAnIndexError(
+                f"{where} is damaged: a citation_links row names a number that paper_keys lacks; "
+                f"`retrieval check --db {where}` reports every problem, `{build_command(where, snap.stats.info)}` "
+                "rebuilds it"
+            )
+        by_id = np.lexsort((cited, citing))
+        citing, cited = citing[by_id], cited[by_id]
+        # Numbered as first met: each page's citing ids, then its cited ids.
+        met = np.concatenate(
+            [part for start in range(0, len(citing), PAGE_ROWS) for part in
+             (citing[start : start + PAGE_ROWS], cited[start : start + PAGE_ROWS])]
+        ) if len(citing) else empty  # fmt: skip
+        places, first = np.unique(met, return_index=True)
+        order = places[np.argsort(first, kind="stable")]
+        node = np.zeros(len(keys), dtype=np.int64)
+        node[order] = np.arange(len(order))
+        ids = [keyed[i][1] for i in order.tolist()]
+        return cls(node[citing].astype(np.int32), node[cited].astype(np.int32), ids, papers)
 
     def _gathered(self, nodes, at, lists):
         """The lists of ``nodes`` (an array of node numbers), one after another."""

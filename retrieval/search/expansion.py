@@ -34,7 +34,7 @@ from collections import Counter, defaultdict, namedtuple
 
 from ..bm25 import SCORE_DECIMALS
 from ..config import RELATIONS, RetrievalConfig
-from ..store.sql.dialect import DIALECTS, POSTGRESQL, Dialect, register_sharded, statement
+from ..store.sql.dialect import DIALECTS, POSTGRESQL, Dialect, citations_by, register_sharded, statement
 from ..store.sql.executor import Snapshot
 from .adjacency import GRAPHS
 from .query import WeightedQuery
@@ -151,7 +151,7 @@ FROM {d.rows("sources", "s")}"""
 
 
 DEGREE_SQL = statement(_degree)
-DEGREE_SQL_SHARDED = """\
+DEGREE_SQL_SHARDED = f"""\
 WITH s AS MATERIALIZED (
     SELECT value,
            position
@@ -160,13 +160,11 @@ WITH s AS MATERIALIZED (
 touching AS MATERIALIZED (
     SELECT c.citing_id AS paper_id,
            c.cited_id AS other
-    FROM citations AS c
-    WHERE c.citing_id = ANY (ARRAY(SELECT value FROM s))
+    FROM {citations_by("citing", "SELECT value FROM s")}
     UNION ALL
     SELECT c.cited_id AS paper_id,
            c.citing_id AS other
-    FROM citations AS c
-    WHERE c.cited_id = ANY (ARRAY(SELECT value FROM s))
+    FROM {citations_by("cited", "SELECT value FROM s")}
 ),
 live AS MATERIALIZED (
     SELECT p.id
@@ -206,29 +204,26 @@ def relation_sql(relation: str) -> str:
 # array sent to the shards, instead of one lookup per source and per edge (a round trip each there). Each relation
 # gives ``pairs(source, paper_id, weight)``, kept where the neighbour is a paper, then capped as above.
 _PAIRS_SHARDED = {
-    "references": """\
+    "references": f"""\
 pairs AS MATERIALIZED (
     SELECT c.citing_id AS source,
            c.cited_id AS paper_id,
            1 AS weight
-    FROM citations AS c
-    WHERE c.citing_id = ANY (ARRAY(SELECT source FROM sources))
+    FROM {citations_by("citing", "SELECT source FROM sources")}
 )""",
-    "citing": """\
+    "citing": f"""\
 pairs AS MATERIALIZED (
     SELECT c.cited_id AS source,
            c.citing_id AS paper_id,
            1 AS weight
-    FROM citations AS c
-    WHERE c.cited_id = ANY (ARRAY(SELECT source FROM sources))
+    FROM {citations_by("cited", "SELECT source FROM sources")}
 )""",
-    "cocitation": """\
+    "cocitation": f"""\
 citers AS MATERIALIZED (
     SELECT c.cited_id AS source,
            c.citing_id AS citer,
            row_number() OVER (PARTITION BY c.cited_id ORDER BY c.citing_id COLLATE "C") AS position
-    FROM citations AS c
-    WHERE c.cited_id = ANY (ARRAY(SELECT source FROM sources))
+    FROM {citations_by("cited", "SELECT source FROM sources")}
 ),
 kept AS MATERIALIZED (
     SELECT source,
@@ -239,8 +234,7 @@ kept AS MATERIALIZED (
 theirs AS MATERIALIZED (
     SELECT c.citing_id AS citer,
            c.cited_id
-    FROM citations AS c
-    WHERE c.citing_id = ANY (ARRAY(SELECT DISTINCT citer FROM kept))
+    FROM {citations_by("citing", "SELECT DISTINCT citer FROM kept")}
 ),
 pairs AS MATERIALIZED (
     SELECT k.source,
@@ -251,19 +245,17 @@ pairs AS MATERIALIZED (
     WHERE t.cited_id <> k.source
     GROUP BY k.source, t.cited_id
 )""",
-    "coupling": """\
+    "coupling": f"""\
 mine AS MATERIALIZED (
     SELECT c.citing_id AS source,
            c.cited_id AS ref
-    FROM citations AS c
-    WHERE c.citing_id = ANY (ARRAY(SELECT source FROM sources))
+    FROM {citations_by("citing", "SELECT source FROM sources")}
 ),
 ref_citers AS MATERIALIZED (
     SELECT c.cited_id AS ref,
            c.citing_id AS citer,
            row_number() OVER (PARTITION BY c.cited_id ORDER BY c.citing_id COLLATE "C") AS position
-    FROM citations AS c
-    WHERE c.cited_id = ANY (ARRAY(SELECT DISTINCT ref FROM mine))
+    FROM {citations_by("cited", "SELECT DISTINCT ref FROM mine")}
 ),
 pairs AS MATERIALIZED (
     SELECT m.source,

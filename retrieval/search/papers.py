@@ -10,7 +10,7 @@ from urllib.parse import unquote
 from ..corpus.paper import Paper
 from ..errors import NotAnIndexError, PaperNotFoundError
 from ..store.database import build_command, shown
-from ..store.sql.dialect import register_sharded, statement
+from ..store.sql.dialect import citations_by, register_sharded, statement
 from ..store.sql.executor import Snapshot
 from ..validate import LIMITS, check_choice, check_int, quoted
 
@@ -143,11 +143,10 @@ JOIN citations AS c ON c.citing_id = j.value
 ORDER BY c.citing_id{d.bytes_order}, c.cited_id{d.bytes_order}"""
     )
 )
-REFERENCES_SQL_SHARDED = """\
+REFERENCES_SQL_SHARDED = f"""\
 SELECT c.citing_id,
        c.cited_id
-FROM citations AS c
-WHERE c.citing_id = ANY (ARRAY(SELECT value FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb))))
+FROM {citations_by("citing", "SELECT value FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb))")}
 ORDER BY c.citing_id COLLATE "C", c.cited_id COLLATE "C\""""
 register_sharded(REFERENCES_SQL, REFERENCES_SQL_SHARDED)
 
@@ -162,12 +161,11 @@ JOIN papers AS p ON p.id = c.citing_id
 ORDER BY c.cited_id{d.bytes_order}, c.citing_id{d.bytes_order}"""
     )
 )
-CITED_BY_SQL_SHARDED = """\
+CITED_BY_SQL_SHARDED = f"""\
 WITH c AS MATERIALIZED (
     SELECT c.cited_id,
            c.citing_id
-    FROM citations AS c
-    WHERE c.cited_id = ANY (ARRAY(SELECT value FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb))))
+    FROM {citations_by("cited", "SELECT value FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb))")}
 ),
 live AS MATERIALIZED (
     SELECT p.id
@@ -248,10 +246,10 @@ LIMIT :limit OFFSET :offset"""
 def _links_sql_sharded(relation: str, sort: str) -> str:
     """A sharded coordinator's text: the list's ids read once, then their papers and counts by one key array each
     (a lookup per link would be a round trip to a shard per link: thousands for a much-cited paper)."""
-    source = "SELECT c.cited_id AS paper_id FROM citations AS c WHERE c.citing_id = :paper_id"
+    source = f"SELECT c.cited_id AS paper_id FROM {citations_by('citing', 'SELECT CAST(:paper_id AS text)')}"
     join = "LEFT JOIN"
     if relation == "citations":
-        source = "SELECT c.citing_id AS paper_id FROM citations AS c WHERE c.cited_id = :paper_id"
+        source = f"SELECT c.citing_id AS paper_id FROM {citations_by('cited', 'SELECT CAST(:paper_id AS text)')}"
         join = "JOIN"  # a citing id outside the corpus is not listed
     return f"""\
 WITH l AS MATERIALIZED (
@@ -302,12 +300,12 @@ SELECT (SELECT count(*) FROM citations AS c WHERE c.citing_id = :paper_id) AS re
         FROM citations AS c
         JOIN papers AS p ON p.id = c.citing_id
         WHERE c.cited_id = :paper_id) AS citations_total""")
-LINK_TOTALS_SQL_SHARDED = """\
+LINK_TOTALS_SQL_SHARDED = f"""\
 WITH refs AS MATERIALIZED (
-    SELECT c.cited_id AS paper_id FROM citations AS c WHERE c.citing_id = :paper_id
+    SELECT c.cited_id AS paper_id FROM {citations_by("citing", "SELECT CAST(:paper_id AS text)")}
 ),
 citing AS MATERIALIZED (
-    SELECT c.citing_id AS paper_id FROM citations AS c WHERE c.cited_id = :paper_id
+    SELECT c.citing_id AS paper_id FROM {citations_by("cited", "SELECT CAST(:paper_id AS text)")}
 )
 SELECT (SELECT count(*) FROM refs) AS references_total,
        (SELECT count(*) FROM papers AS p WHERE p.id = ANY (ARRAY(SELECT paper_id FROM refs))) AS references_in_corpus,

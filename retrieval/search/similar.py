@@ -47,7 +47,7 @@ from collections import Counter
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
 from ..corpus.paper import Paper
 from ..errors import PaperNotFoundError
-from ..store.sql.dialect import register_sharded, statement
+from ..store.sql.dialect import citations_by, register_sharded, statement
 from ..store.sql.executor import Snapshot
 from ..validate import quoted
 from . import lexical
@@ -104,7 +104,7 @@ FROM {d.entries("sampled", "s")}"""
 #: On a sharded index's coordinator a lookup per sampled citing paper is a round trip to each shard (a reading
 #: list's 2,000 of them took seconds): their references are fetched at once by a key array, then hash-joined (as
 #: a coordinator joins).
-COCITED_SQL_SHARDED = """\
+COCITED_SQL_SHARDED = f"""\
 WITH sampled AS MATERIALIZED (
     SELECT s.key AS seed,
            r.value AS citer
@@ -114,8 +114,7 @@ WITH sampled AS MATERIALIZED (
 refs AS MATERIALIZED (
     SELECT c2.citing_id,
            c2.cited_id
-    FROM citations AS c2
-    WHERE c2.citing_id = ANY (ARRAY(SELECT citer FROM sampled))
+    FROM {citations_by("citing", "SELECT citer FROM sampled", "c2")}
 )
 SELECT r.seed,
        CAST(json_agg(c2.cited_id) AS text) AS papers
@@ -170,18 +169,16 @@ FROM {d.rows("seeds", "s")}"""
 
 #: On a sharded index's coordinator, as ``COCITED_SQL_SHARDED``: the seeds' references, then the papers citing them,
 #: each fetched at once by a key array (a reading list's lookups per reference cost a round trip to each shard).
-COUPLED_SQL_SHARDED = """\
+COUPLED_SQL_SHARDED = f"""\
 WITH refs AS MATERIALIZED (
     SELECT c1.citing_id AS seed,
            c1.cited_id
-    FROM citations AS c1
-    WHERE c1.citing_id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:seeds AS jsonb))))
+    FROM {citations_by("citing", "SELECT jsonb_array_elements_text(CAST(:seeds AS jsonb))", "c1")}
 ),
 citing AS MATERIALIZED (
     SELECT c2.cited_id,
            c2.citing_id
-    FROM citations AS c2
-    WHERE c2.cited_id = ANY (ARRAY(SELECT DISTINCT cited_id FROM refs))
+    FROM {citations_by("cited", "SELECT DISTINCT cited_id FROM refs", "c2")}
 )
 SELECT r.seed,
        CAST(json_agg(c.citing_id) AS text) AS papers
@@ -203,7 +200,7 @@ FROM {d.rows("paper_ids", "j")}"""
 
 #: On a sharded index's coordinator: the in-degrees and the reference counts fetched at once by a key array (a
 #: subquery per paper is a round trip to each shard).
-DEGREES_SQL_SHARDED = """\
+DEGREES_SQL_SHARDED = f"""\
 WITH j AS MATERIALIZED (
     SELECT value
     FROM jsonb_array_elements_text(CAST(:paper_ids AS jsonb)) AS j (value)
@@ -217,8 +214,7 @@ n AS MATERIALIZED (
 o AS MATERIALIZED (
     SELECT c.citing_id,
            count(*) AS cites
-    FROM citations AS c
-    WHERE c.citing_id = ANY (ARRAY(SELECT value FROM j))
+    FROM {citations_by("citing", "SELECT value FROM j")}
     GROUP BY c.citing_id
 )
 SELECT j.value AS paper_id,

@@ -28,15 +28,17 @@ from .schema.catalogue import LOCKED_SINCE, required
 from .sql.dialect import POSTGRESQL, statement, text_for
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
-HEAD_REVISION = "0009"
+HEAD_REVISION = "0010"
 #: Every revision of the migration scripts, oldest first (a test checks them against the scripts).
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009")
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010")
 #: The revisions a search reads as they are. 0005 only adds the query log, which a search never reads; 0006 adds
 #: the authors' folded keys, which every search reads (filters, the surname hint), so an older index is upgraded
 #: once (``retrieval upgrade``); 0007 adds the postings BLOBs, which every search reads (their bounds); 0008 only
 #: drops columns no search reads (a writer upgrades a 0007 index before it writes); 0009 adds the papers' vectors,
-#: which only an index built with ``--semantic`` has (and says so in ``index_info``).
-READABLE_REVISIONS = ("0007", "0008", "0009")
+#: which only an index built with ``--semantic`` has (and says so in ``index_info``); 0010 numbers the citations'
+#: ids, which the reads of the whole graph and of its counts use (``paper_keys``, ``citation_links``): an older
+#: index is upgraded once.
+READABLE_REVISIONS = ("0010",)
 
 
 #: What a ``file:`` URI must escape for SQLite to read the rest as the path (``%`` first, so it is not doubled).
@@ -355,15 +357,19 @@ def _number(info: dict[str, str], key: str, kind: type, low: float, high: float,
     return value
 
 
-# The catalogues differ: on PostgreSQL, the tables and indexes of the index's schema (the first of the
+# The catalogues differ: on PostgreSQL, the tables, views and indexes of the index's schema (the first of the
 # search_path: ``retrieval``, set by ``retrieval.store.postgres.connection.connect``; none when the database has
 # no index yet).
 TABLES_SQL = statement(
-    "SELECT name FROM sqlite_master WHERE type IN ('table', 'index')",
+    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view', 'index')",
     postgresql="""\
 SELECT t.tablename AS name
 FROM pg_tables AS t
 WHERE t.schemaname = current_schema()
+UNION ALL
+SELECT v.viewname AS name
+FROM pg_views AS v
+WHERE v.schemaname = current_schema()
 UNION ALL
 SELECT i.indexname AS name
 FROM pg_indexes AS i
@@ -575,17 +581,17 @@ def check_index(path: Path | DatabaseURL, rows: Rows | None = None) -> IndexStat
     revision, info = _read_revision_and_info(path, rows)
     server = isinstance(path, DatabaseURL)
     path = shown(path)  # for the messages: a server URL without its password
-    if revision not in READABLE_REVISIONS:
-        if revision in KNOWN_REVISIONS:
-            raise SchemaVersionError(
-                f"{path} has schema revision {revision!r}, older than this version's {HEAD_REVISION!r}: "
-                f"upgrade it once with `retrieval upgrade --db {path}` (the old file stays intact if that fails)"
-            )
+    if revision not in KNOWN_REVISIONS:
         raise SchemaVersionError(
             f"{path} has schema revision {revision!r}, which this version of retrieval does not know "
             f"(it writes {HEAD_REVISION!r}): upgrade retrieval, or rebuild the index with `retrieval build`"
         )
-    if server and revision < LOCKED_SINCE:
+    if revision not in READABLE_REVISIONS and not server:
+        raise SchemaVersionError(
+            f"{path} has schema revision {revision!r}, older than this version's {HEAD_REVISION!r}: "
+            f"upgrade it once with `retrieval upgrade --db {path}` (the old file stays intact if that fails)"
+        )
+    if server and (revision < LOCKED_SINCE or revision not in READABLE_REVISIONS):
         # A snapshot on a server locks every table a search may read as it begins, those of later revisions too.
         if "shards" in info:
             raise SchemaVersionError(

@@ -183,7 +183,7 @@ WHERE NOT ({d.whole("d.df")})
     ),
     hash_joins=True,
 )
-# A citation row's flags say whose record declared it (``models.Citation``): a declaring paper is in the corpus
+# A citation row's flags say whose record declared it (``models.CitationLink``): a declaring paper is in the corpus
 # (removing it takes its rows away), and every row was declared by one of its ends.
 CITATION_FLAGS_SQL = statement(
     lambda d: _rows(
@@ -194,6 +194,29 @@ WHERE c.citing_id = c.cited_id
    OR (c.listed_by_citing AND NOT EXISTS (SELECT 1 FROM papers AS p WHERE p.id = c.citing_id))
    OR (c.listed_by_cited AND NOT EXISTS (SELECT 1 FROM papers AS p WHERE p.id = c.cited_id))""",
         f"citing_id{d.bytes_order}, cited_id{d.bytes_order}",
+    ),
+    hash_joins=True,
+)
+# Every number a citation stores stands for an id (the view ``citations`` would leave its row out), and every
+# number stands for an id some citation names (a writer drops those no citation uses; a build makes none).
+CITATION_KEYS_SQL = statement(
+    lambda d: _rows(
+        "SELECT x.unused, x.key, x.paper_id",
+        """FROM (
+    SELECT 0 AS unused, l.citing_key AS key, CAST(NULL AS text) AS paper_id
+    FROM citation_links AS l
+    WHERE NOT EXISTS (SELECT 1 FROM paper_keys AS k WHERE k.key = l.citing_key)
+    UNION
+    SELECT 0 AS unused, l.cited_key AS key, CAST(NULL AS text) AS paper_id
+    FROM citation_links AS l
+    WHERE NOT EXISTS (SELECT 1 FROM paper_keys AS k WHERE k.key = l.cited_key)
+    UNION ALL
+    SELECT 1 AS unused, k.key, k.paper_id
+    FROM paper_keys AS k
+    WHERE NOT EXISTS (SELECT 1 FROM citation_links AS l WHERE l.citing_key = k.key)
+      AND NOT EXISTS (SELECT 1 FROM citation_links AS l WHERE l.cited_key = k.key)
+) AS x""",
+        "unused, key",
     ),
     hash_joins=True,
 )
@@ -410,6 +433,18 @@ def check(executor, location, limit: int = 5) -> CheckReport:
                 for citing, cited, by_citing, by_cited, _ in flags
             ],
         )  # fmt: skip
+        keys = rows("check: citation_links against paper_keys", CITATION_KEYS_SQL, params)
+        found(
+            "citation_links vs paper_keys",
+            _total(keys),
+            [
+                f"paper_keys numbers {pid!r} as {key}, which no citation uses" if unused
+                else f"citation_links names the number {key}, which paper_keys lacks (the view citations leaves "
+                "its rows out)"
+                for unused, key, pid, _ in keys
+            ],
+        )  # fmt: skip
+        checked.append("citation_links vs paper_keys")
         orphans = rows("check: rows of papers the index lacks", ORPHAN_ROWS_SQL, params)
         found(
             "paper_authors and field_sources vs papers",

@@ -1,9 +1,9 @@
 """Changing an index in place: papers added to and removed from an existing file, one transaction each.
 
 ``IndexWriter`` keeps every statistic exact as it goes: after any sequence of adds and removes the tables and the
-BM25 scores equal those of a full rebuild from the same final corpus (only the surrogate ``term_id`` numbers may
-differ). A failure (a bad record, a full disk, Ctrl-C) rolls the transaction back and leaves the index as it was.
-The full build is ``retrieval.store.sqlite.build``.
+BM25 scores equal those of a full rebuild from the same final corpus (only the surrogate numbers may differ:
+``term_id`` and the citations' ``paper_keys``). A failure (a bad record, a full disk, Ctrl-C) rolls the
+transaction back and leaves the index as it was. The full build is ``retrieval.store.sqlite.build``.
 
 The same writer writes to an index on PostgreSQL (a ``DatabaseURL``): each statement below has its PostgreSQL
 text registered beside it (``register``), run by ``retrieval.store.postgres.write``, which also holds the writers' lock
@@ -67,28 +67,33 @@ class _Batch:
     new_terms: list[tuple] = field(default_factory=list)
 
 
+# Citations are stored as numbers (``paper_keys``, ``citation_links``); the writer numbers the ids it has not seen,
+# from the largest number plus one, under the writers' lock (sent as COPY on PostgreSQL).
+KEYS_SQL = statement(lambda d: f"SELECT paper_id, key FROM paper_keys WHERE paper_id IN ({d.values('ids')})")
+LAST_KEY_SQL = statement("SELECT max(key) FROM paper_keys")
+INSERT_KEY = statement("INSERT INTO paper_keys (key, paper_id) VALUES (?, ?)")
 # An edge may already be there, declared by the other paper's record: then only the flag is set. PostgreSQL:
 # an update, else an insert, in one statement (the writers' lock keeps it from racing another writer), because
 # ON CONFLICT needs a unique index there, which a table partitioned over shards cannot have
 # (retrieval.store.postgres.shards).
 _UPSERT = """\
-INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
+INSERT INTO citation_links (citing_key, cited_key, listed_by_citing, listed_by_cited)
 VALUES (?, ?, {values})
-ON CONFLICT (citing_id, cited_id) DO UPDATE SET {flag} = 1"""
+ON CONFLICT (citing_key, cited_key) DO UPDATE SET {flag} = 1"""
 _UPSERT_POSTGRESQL = """\
-WITH edge (citing_id, cited_id) AS (
-    VALUES (CAST(? AS text), CAST(? AS text))
+WITH edge (citing_key, cited_key) AS (
+    VALUES (CAST(? AS integer), CAST(? AS integer))
 ),
 updated AS (
-    UPDATE citations AS c
+    UPDATE citation_links AS c
     SET {flag} = true
     FROM edge AS e
-    WHERE c.citing_id = e.citing_id
-      AND c.cited_id = e.cited_id
-    RETURNING c.citing_id
+    WHERE c.citing_key = e.citing_key
+      AND c.cited_key = e.cited_key
+    RETURNING c.citing_key
 )
-INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
-SELECT e.citing_id, e.cited_id, {values}
+INSERT INTO citation_links (citing_key, cited_key, listed_by_citing, listed_by_cited)
+SELECT e.citing_key, e.cited_key, {values}
 FROM edge AS e
 WHERE NOT EXISTS (SELECT 1 FROM updated)"""
 UPSERT_REFERENCE = statement(
@@ -120,10 +125,25 @@ REMOVED_TEXT_SQL = statement(
 GONE_TERMS_SQL = statement(
     lambda d: f"SELECT term_id, term FROM doc_freq WHERE df = 0 AND term_id IN ({d.values('t', 'integer')})"
 )
+
+
+def _keys_of(d, param: str = "ids") -> str:
+    """The numbers (``paper_keys``) of the paper ids in the JSON list ``:param``."""
+    return f"SELECT k.key FROM paper_keys AS k WHERE k.paper_id IN ({d.values(param)})"
+
+
+# The citations the removed papers are at either end of, by id: the in-degrees to recount and the numbers that
+# may fall out of use.
 TOUCHED_SQL = statement(
     lambda d: (
-        f"SELECT DISTINCT cited_id FROM citations WHERE citing_id IN ({d.values('ids')}) "
-        f"OR cited_id IN ({d.values('ids')})"
+        f"""\
+SELECT citing.paper_id,
+       cited.paper_id
+FROM citation_links AS l
+JOIN paper_keys AS citing ON citing.key = l.citing_key
+JOIN paper_keys AS cited ON cited.key = l.cited_key
+WHERE l.citing_key IN ({_keys_of(d)})
+   OR l.cited_key IN ({_keys_of(d)})"""
     )
 )
 
@@ -133,10 +153,11 @@ RECOUNT_STATEMENTS = [
     statement(
         lambda d: (
             f"""INSERT INTO cited_counts (paper_id, cited_by)
-SELECT cited_id, count(*)
-FROM citations
-WHERE cited_id IN ({d.values("ids")})
-GROUP BY cited_id"""
+SELECT k.paper_id, count(*)
+FROM citation_links AS l
+JOIN paper_keys AS k ON k.key = l.cited_key
+WHERE l.cited_key IN ({_keys_of(d)})
+GROUP BY k.paper_id"""
         )
     ),
 ]
@@ -148,17 +169,26 @@ REMOVE_STATEMENTS = [
     DELETE_VECTORS,
     statement(lambda d: f"DELETE FROM papers WHERE id IN ({d.values('ids')})"),
     # What the removed papers' own records declared goes; what other records declared stays (dangling).
-    statement(lambda d: f"UPDATE citations SET listed_by_citing = {d.false} WHERE citing_id IN ({d.values('ids')})"),
-    statement(lambda d: f"UPDATE citations SET listed_by_cited = {d.false} WHERE cited_id IN ({d.values('ids')})"),
+    statement(lambda d: f"UPDATE citation_links SET listed_by_citing = {d.false} WHERE citing_key IN ({_keys_of(d)})"),
+    statement(lambda d: f"UPDATE citation_links SET listed_by_cited = {d.false} WHERE cited_key IN ({_keys_of(d)})"),
     statement(
         lambda d: (
-            f"""DELETE FROM citations
-WHERE (citing_id IN ({d.values("ids")}) OR cited_id IN ({d.values("ids")}))
+            f"""DELETE FROM citation_links
+WHERE (citing_key IN ({_keys_of(d)}) OR cited_key IN ({_keys_of(d)}))
   AND NOT listed_by_citing
   AND NOT listed_by_cited"""
         )
     ),
 ]
+# The numbers of the given ids that no citation uses any more.
+DROP_UNUSED_KEYS = statement(
+    lambda d: (
+        f"""DELETE FROM paper_keys
+WHERE paper_id IN ({d.values("ids")})
+  AND NOT EXISTS (SELECT 1 FROM citation_links AS l WHERE l.citing_key = paper_keys.key)
+  AND NOT EXISTS (SELECT 1 FROM citation_links AS l WHERE l.cited_key = paper_keys.key)"""
+    )
+)
 
 
 def _batches(items: Iterable[Paper], size: int) -> Iterator[list[Paper]]:
@@ -178,6 +208,7 @@ class IndexWriter:
         self.vocabulary: dict[str, int] = dict(conn.execute(VOCABULARY_SQL))
         self.next_term_id = max(self.vocabulary.values(), default=0) + 1
         self.next_doc_id = (conn.execute(LAST_DOC_ID_SQL).fetchone()[0] or 0) + 1
+        self.next_key = (conn.execute(LAST_KEY_SQL).fetchone()[0] or 0) + 1
         info = dict(conn.execute(INFO_SQL))
         self.n_papers = int(info.get("n_papers", 0))
         self.total_tokens = int(info.get("total_tokens", 0))
@@ -261,14 +292,28 @@ class IndexWriter:
         conn.executemany(INSERT_AUTHOR, batch.authors)
         conn.executemany(INSERT_SOURCE, batch.sources)
         conn.executemany(INSERT_VECTOR, vectors)
-        conn.executemany(UPSERT_REFERENCE, batch.references)
-        conn.executemany(UPSERT_CITED_BY, batch.cited_by)
+        keys = self._keys({pid for edge in batch.references + batch.cited_by for pid in edge})
+        conn.executemany(UPSERT_REFERENCE, ((keys[a], keys[b]) for a, b in batch.references))
+        conn.executemany(UPSERT_CITED_BY, ((keys[a], keys[b]) for a, b in batch.cited_by))
         self._recount({cited for _, cited in batch.references} | {cited for _, cited in batch.cited_by})
         conn.executemany(INSERT_TERM, batch.new_terms)
         conn.executemany(ADD_DF, ((delta, term_id) for term_id, delta in batch.df_delta.items()))
         conn.executemany(INSERT_DOC_LEN, batch.doc_len)  # before the postings that refer to it (a foreign key)
         conn.executemany(INSERT_TERM_FREQ, batch.term_freq)
         self.added_terms.update(batch.df_delta)
+
+    def _keys(self, ids: set[str]) -> dict[str, int]:
+        """The numbers of ``ids`` in ``paper_keys``, those it lacks numbered now."""
+        if not ids:
+            return {}
+        keys = dict(self.conn.execute(KEYS_SQL, {"ids": json.dumps(sorted(ids))}).fetchall())
+        new = []
+        for pid in sorted(ids - keys.keys()):
+            keys[pid] = self.next_key
+            new.append((self.next_key, pid))
+            self.next_key += 1
+        self.conn.executemany(INSERT_KEY, new)
+        return keys
 
     # -- removing -----------------------------------------------------------------------------------------
     def remove(self, ids: list[str]) -> None:
@@ -306,11 +351,15 @@ class IndexWriter:
         conn.executemany(DELETE_TERM, ((term_id,) for term_id, _ in gone))
         for _, term in gone:
             del self.vocabulary[term]
-        params = {"ids": json.dumps([row[0] for row in rows])}
-        touched = [cited for (cited,) in conn.execute(TOUCHED_SQL, params)]
+        removed = [row[0] for row in rows]
+        params = {"ids": json.dumps(removed)}
+        touched = conn.execute(TOUCHED_SQL, params).fetchall()
         for sql in REMOVE_STATEMENTS:
             conn.execute(sql, params)
-        self._recount(touched)
+        ends = {pid for edge in touched for pid in edge}
+        if ends:
+            conn.execute(DROP_UNUSED_KEYS, {"ids": json.dumps(sorted(ends))})
+        self._recount({cited for _, cited in touched})
         self.summary.removed += len(rows)
 
     def _recount(self, cited_ids) -> None:

@@ -17,13 +17,14 @@ table               where                          key
 ``papers``          distributed                    ``id``
 ``paper_authors``   distributed, with ``papers``   ``paper_id``
 ``field_sources``   distributed, with ``papers``   ``paper_id``
-``citations``       distributed, with ``papers``   ``citing_id`` (a paper's reference list is on its shard)
+``citation_links``  distributed                    ``citing_key`` (a paper's reference list is on one shard)
 ``cited_counts``    distributed, with ``papers``   ``paper_id``
 ``paper_vectors``   distributed, with ``papers``   ``paper_id``
 ``doc_len``         distributed                    ``doc_id``
 ``term_freq``       distributed, with ``doc_len``  ``doc_id`` (a paper's postings are on one shard)
 ``doc_freq``        reference (coordinator)        the corpus-wide df
 ``index_info``      reference (coordinator)        N, avgdl, the analyser: the corpus-wide statistics
+``paper_keys``      reference (coordinator)        the numbers of the ids the citations name
 ``alembic_version`` coordinator                    the schema revision
 ``query_log``,      coordinator (local)            what the coordinator's own sessions write
 ``evidence_*``
@@ -245,6 +246,8 @@ def _partition_coordinator(raw, schema: str, servers: list[str], shard_schema: s
     """Turn ``schema``'s distributed tables (as the migrations made them) into hash-partitioned tables whose
     partitions are the shards' tables."""
     n = len(servers)
+    # The views read the tables about to be replaced (dropping those drops them): made again over the new ones.
+    views = raw.execute("SELECT viewname, definition FROM pg_views WHERE schemaname = %s", (schema,)).fetchall()
     indexes = raw.execute(
         "SELECT i.tablename, i.indexdef FROM pg_indexes AS i JOIN pg_class AS c ON c.relname = i.indexname "
         "JOIN pg_index AS x ON x.indexrelid = c.oid JOIN pg_namespace AS s ON s.oid = c.relnamespace "
@@ -280,11 +283,17 @@ def _partition_coordinator(raw, schema: str, servers: list[str], shard_schema: s
         for on, definition in indexes:
             if on == table:
                 raw.execute(definition)
+    for name, definition in views:
+        raw.execute(f'CREATE VIEW "{schema}"."{name}" AS {definition}')
+
+
+#: The distribution keys that are numbers (the others are paper ids).
+INTEGER_KEYS = ("doc_id", "citing_key")
 
 
 def _assign(raw, schema: str, table: str, keys: list, n: int) -> list[set]:
     """Which partition of ``schema.table`` each key belongs to, asked of the coordinator (PostgreSQL's hash)."""
-    kind = "integer[]" if DISTRIBUTED[table] == "doc_id" else "text[]"
+    kind = "integer[]" if DISTRIBUTED[table] in INTEGER_KEYS else "text[]"
     rows = raw.execute(  # one statement, the keys sent once: each key with the remainder whose partition takes it
         f"SELECT k, r FROM unnest(%s::{kind}) AS k CROSS JOIN generate_series(0, %s - 1) AS r "
         f"WHERE satisfies_hash_partition(%s::regclass::oid, %s, r, k)",

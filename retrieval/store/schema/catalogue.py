@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-_FIELDS = "name columns shard_key locked copied since booleans checked_indexes"
+_FIELDS = "name columns shard_key locked copied since booleans checked_indexes until"
 
 
-class Table(namedtuple("Table", _FIELDS, defaults=(None, False, True, "0001", (), ()))):
+class Table(namedtuple("Table", _FIELDS, defaults=(None, False, True, "0001", (), (), None))):
     """One table: ``name`` and ``columns`` (in record order, as ``COPY`` sends them); ``shard_key``, the column a
     sharded index distributes it by (None: the coordinator's own); ``locked``, read by a search, so a
     PostgreSQL read snapshot locks it (ACCESS SHARE) as it begins; ``copied``, copied by a server build from the
     SQLite build (the others start empty); ``since``, the schema revision that added it; ``booleans``, columns
     stored as booleans on PostgreSQL (0/1 in SQLite); ``checked_indexes``, ``(index, revision)`` pairs an open
-    requires once the index is at that revision."""
+    requires once the index is at that revision; ``until``, the revision that replaced it (a table of older
+    indexes only, which nothing copies, locks or distributes)."""
 
     __slots__ = ()
 
@@ -37,13 +38,31 @@ TABLES = (
         checked_indexes=(("ix_paper_authors_surname", "0006"),),
     ),
     Table("field_sources", ("paper_id", "field", "source"), "paper_id"),
+    # Until 0010 the citations were this table; it is now a view of the same name and columns over the next two.
     Table(
         "citations",
         ("citing_id", "cited_id", "listed_by_citing", "listed_by_cited"),
-        "citing_id",
         locked=True,
+        copied=False,
         booleans=("listed_by_citing", "listed_by_cited"),
         checked_indexes=(("ix_citations_cited_citing", "0001"),),
+        until="0010",
+    ),
+    Table(
+        "paper_keys",
+        ("key", "paper_id"),
+        locked=True,
+        since="0010",
+        checked_indexes=(("ix_paper_keys_paper_id", "0010"),),
+    ),
+    Table(
+        "citation_links",
+        ("citing_key", "cited_key", "listed_by_citing", "listed_by_cited"),
+        "citing_key",
+        locked=True,
+        since="0010",
+        booleans=("listed_by_citing", "listed_by_cited"),
+        checked_indexes=(("ix_citation_links_cited_citing", "0010"),),
     ),
     Table("cited_counts", ("paper_id", "cited_by"), "paper_id", locked=True, since="0004"),
     Table("doc_freq", ("term_id", "term", "df"), locked=True),
@@ -101,14 +120,20 @@ TABLES = (
 # fmt: on
 
 BY_NAME = {table.name: table for table in TABLES}
+#: The views the migrations make, each with the tables it reads (a read of a view is a read of those).
+VIEWS = {"citations": ("citation_links", "paper_keys"), "term_counts": ("term_freq", "doc_freq", "doc_len")}
+#: The revision that made each view as it is (``citations`` was a table before).
+VIEWS_SINCE = {"citations": "0010", "term_counts": "0001"}
+#: The tables of an index at this version's revision.
+CURRENT = tuple(t for t in TABLES if t.until is None)
 #: What a server build copies from the SQLite build, in order.
-COPIED = tuple(t for t in TABLES if t.copied)
+COPIED = tuple(t for t in CURRENT if t.copied)
 #: What a PostgreSQL read snapshot locks, in this order (a rebuild's swap takes the same locks in the same order).
-LOCKED = tuple(t.name for t in TABLES if t.locked)
+LOCKED = tuple(t.name for t in CURRENT if t.locked)
 #: The revision that added the last of them: a snapshot on a server reads an index of this revision or later.
-LOCKED_SINCE = max(t.since for t in TABLES if t.locked)
+LOCKED_SINCE = max(t.since for t in CURRENT if t.locked)
 #: A sharded index's distributed tables, each with its partition key, in load order.
-DISTRIBUTED = {t.name: t.shard_key for t in TABLES if t.shard_key}
+DISTRIBUTED = {t.name: t.shard_key for t in CURRENT if t.shard_key}
 #: The coordinator's own tables a sharded build copies from the SQLite build.
 COORDINATOR = tuple(t.name for t in COPIED if not t.shard_key)
 #: ``(table, column)`` pairs stored as booleans on PostgreSQL.
@@ -116,7 +141,9 @@ BOOLEANS = frozenset((t.name, c) for t in TABLES for c in t.booleans)
 
 
 def required(revision: str) -> list[str]:
-    """The tables and indexes an index at ``revision`` must have, besides ``alembic_version`` and ``index_info``
+    """The tables, views and indexes an index at ``revision`` must have, besides ``alembic_version`` and ``index_info``
     (which an open reads first)."""
-    names = [t.name for t in TABLES if t.since <= revision and t.name not in ("alembic_version", "index_info")]
-    return names + [i for t in TABLES for i, since in t.checked_indexes if since <= revision]
+    held = [t for t in TABLES if t.since <= revision and (t.until is None or revision < t.until)]
+    names = [t.name for t in held if t.name not in ("alembic_version", "index_info")]
+    views = [name for name, since in VIEWS_SINCE.items() if since <= revision]
+    return names + views + [i for t in held for i, since in t.checked_indexes if since <= revision]

@@ -1,7 +1,8 @@
 """The index schema as SQLAlchemy 2 typed models. Tables are created only by the Alembic migrations.
 
 Words stay visible to a person with ``sqlite3``: ``doc_freq`` holds each term beside its id, and the view
-``term_counts`` (created by the migrations; views are not models) shows ``term_freq`` with words and paper ids.
+``term_counts`` (created by the migrations; views are not models) shows ``term_freq`` with words and paper ids;
+the view ``citations`` shows ``citation_links`` with paper ids.
 """
 
 from __future__ import annotations
@@ -67,19 +68,35 @@ class PaperAuthor(Base):
     name_key: Mapped[str] = mapped_column(Text, server_default="")
 
 
-class Citation(Base):
-    """``citing_id`` cites ``cited_id``. Either paper may not be in the corpus (yet): such a reference is kept,
-    and becomes a live edge as soon as that paper is added.
+class PaperKey(Base):
+    """Every paper id a citation names, numbered: ``citation_links`` stores these numbers instead of the ids, and
+    the view ``citations`` (created by the migrations) shows its rows with the ids. An id may name no paper of the
+    corpus (a reference to a paper not indexed). Kept by the writers: a number no citation uses goes."""
+
+    __tablename__ = "paper_keys"
+    __table_args__ = (Index("ix_paper_keys_paper_id", "paper_id", unique=True),)
+
+    key: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    paper_id: Mapped[str] = mapped_column(Text)
+
+
+class CitationLink(Base):
+    """The paper numbered ``citing_key`` cites the one numbered ``cited_key`` (``paper_keys``); read it as the view
+    ``citations`` (``citing_id``, ``cited_id``, the flags). Either paper may not be in the corpus (yet): such a
+    reference is kept, and becomes a live edge as soon as that paper is added.
 
     An edge can be declared by the citing paper's record (its references) or by the cited paper's record (a
     Semantic Scholar ``citations`` list), or both; the two flags say which, so that removing a paper takes away
     exactly what its own record declared, as a rebuild without it would."""
 
-    __tablename__ = "citations"
-    __table_args__ = (Index("ix_citations_cited_citing", "cited_id", "citing_id"), {"sqlite_with_rowid": False})
+    __tablename__ = "citation_links"
+    __table_args__ = (
+        Index("ix_citation_links_cited_citing", "cited_key", "citing_key"),
+        {"sqlite_with_rowid": False},
+    )
 
-    citing_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    cited_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    citing_key: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    cited_key: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     listed_by_citing: Mapped[bool] = mapped_column(Boolean, server_default=true())
     listed_by_cited: Mapped[bool] = mapped_column(Boolean, server_default=false())
 

@@ -48,6 +48,21 @@ SCATTERED: dict[str, str] = {}
 MERGE_RULES = ("top_k", "top_k_counted", "max", "sum", "concat")
 
 
+def citations_by(end: str, ids: str, alias: str = "c") -> str:
+    """A sharded coordinator's ``citations`` (the view's columns) whose ``end`` (``citing`` or ``cited``) is one of
+    the paper ids ``ids`` (a subquery) for a ``FROM``, as ``alias``: the ids numbered on the coordinator
+    (``paper_keys``), the shards' links read by one key array (which PostgreSQL sends them), and named again there.
+    Through the view the shards' links would be joined to the numbers one lookup at a time."""
+    return f"""(
+    SELECT citing.paper_id AS citing_id,
+           cited.paper_id AS cited_id
+    FROM citation_links AS link
+    JOIN paper_keys AS citing ON citing.key = link.citing_key
+    JOIN paper_keys AS cited ON cited.key = link.cited_key
+    WHERE link.{end}_key = ANY (ARRAY(SELECT k.key FROM paper_keys AS k WHERE k.paper_id = ANY (ARRAY({ids}))))
+) AS {alias}"""
+
+
 def register_sharded(sqlite: str, sharded: str) -> str:
     """Record ``sharded`` as the text a sharded index's coordinator runs for the statement whose SQLite text is
     ``sqlite`` (instead of its PostgreSQL text); returns ``sqlite``. On a coordinator every table access to a shard

@@ -7,7 +7,7 @@ and cost a Python call each. Here the postings are gathered as numpy arrays (abo
 key order, full, as SQLite itself writes an index it builds (``retrieval.store.sqlite.pages``; a file or values it does
 not handle are loaded a million rows at a time as one JSON array of packed integers that a single ``INSERT ...
 SELECT FROM json_each`` unpacks). The postings BLOBs (``retrieval.store.postings``) are packed from the same sorted
-arrays. The secondary indexes (``ix_citations_cited_citing``, ``ix_paper_authors_name``, ``ix_papers_year``) are
+arrays. The secondary indexes (``ix_citation_links_cited_citing``, ``ix_paper_authors_name``, ``ix_papers_year``) are
 dropped during the load and created at its end from the statements the migrations left in the schema (a sort each
 instead of millions of random inserts, and full pages), in a thread, while this one sorts the postings.
 
@@ -61,20 +61,29 @@ LOAD_ROWS = 1_000_000
 PARALLEL_MIN_PAPERS = 2 * CHUNK
 
 INSERT_TERM_WITH_DF = "INSERT INTO doc_freq (term_id, term, df) VALUES (?, ?, ?)"
-# One statement per chunk of papers (a JSON object: paper id -> the ids it lists); an edge another record declared
+# Statements per chunk of papers (a JSON object: paper id -> the ids it lists): the ids not yet numbered get their
+# numbers (``paper_keys``, in the order they are first met), then the links; an edge another record declared
 # already only gets its flag set.
-INSERT_REFERENCES = """\
-INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
-SELECT paper.key, listed.value, 1, 0
-FROM json_each(:lists) AS paper, json_each(paper.value) AS listed
+NUMBER_IDS = """\
+INSERT INTO paper_keys (paper_id)
+SELECT named.id
+FROM (SELECT paper.key AS id
+      FROM json_each(:lists) AS paper
+      UNION ALL
+      SELECT listed.value
+      FROM json_each(:lists) AS paper, json_each(paper.value) AS listed) AS named
 WHERE true
-ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_citing = 1"""
-INSERT_CITED_BY = """\
-INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
-SELECT listed.value, paper.key, 0, 1
+ON CONFLICT (paper_id) DO NOTHING"""
+_LINK = """\
+INSERT INTO citation_links (citing_key, cited_key, listed_by_citing, listed_by_cited)
+SELECT {citing}.key, {cited}.key, {flags}
 FROM json_each(:lists) AS paper, json_each(paper.value) AS listed
+JOIN paper_keys AS own ON own.paper_id = paper.key
+JOIN paper_keys AS other ON other.paper_id = listed.value
 WHERE true
-ON CONFLICT (citing_id, cited_id) DO UPDATE SET listed_by_cited = 1"""
+ON CONFLICT (citing_key, cited_key) DO UPDATE SET {flag} = 1"""
+INSERT_REFERENCES = _LINK.format(citing="own", cited="other", flags="1, 0", flag="listed_by_citing")
+INSERT_CITED_BY = _LINK.format(citing="other", cited="own", flags="0, 1", flag="listed_by_cited")
 # Each JSON number packs (term_id, doc_id, count) into bit fields whose widths fit this build.
 LOAD_POSTINGS = """\
 INSERT INTO term_freq (term_id, doc_id, count)
@@ -83,14 +92,20 @@ SELECT value >> :term_shift,
        value & :count_mask
 FROM json_each(:postings)"""
 LOAD_POSTINGS_ROWS = "INSERT INTO term_freq (term_id, doc_id, count) VALUES (?, ?, ?)"
-CITATIONS_INDEX = "ix_citations_cited_citing"
+CITATIONS_INDEX = "ix_citation_links_cited_citing"
 #: The indexes dropped for the load and created at its end (with the SQL the schema holds for them), by phase.
 DEFERRED_INDEXES = {
     INDEXING: ("ix_paper_authors_name", "ix_paper_authors_surname", "ix_papers_year"),
     CITATIONS: (CITATIONS_INDEX,),
 }
-# Every in-degree at once, reading the (cited_id, citing_id) index in order.
-COUNT_CITED = "INSERT INTO cited_counts (paper_id, cited_by) SELECT cited_id, count(*) FROM citations GROUP BY cited_id"
+# Every in-degree at once, counted on the (cited_key, citing_key) index in order, then named.
+COUNT_CITED = """\
+INSERT INTO cited_counts (paper_id, cited_by)
+SELECT k.paper_id, n.cited_by
+FROM (SELECT cited_key, count(*) AS cited_by
+      FROM citation_links
+      GROUP BY cited_key) AS n
+JOIN paper_keys AS k ON k.key = n.cited_key"""
 # A build's citation rows: every one was declared by a paper of the corpus, which is one of its ends, so a row is
 # dangling when its other end is outside: a cited id (counted per id in cited_counts) or a citing id named by a
 # cited paper's list (listed_by_citing = 0). Two small look-ups instead of a join of every row with papers twice.
@@ -429,8 +444,10 @@ class BulkLoader:
         conn.executemany(INSERT_AUTHOR, authors)
         conn.executemany(INSERT_SOURCE, sources)
         if references is not None:
+            conn.execute(NUMBER_IDS, {"lists": references})
             conn.execute(INSERT_REFERENCES, {"lists": references})
         if cited_by is not None:
+            conn.execute(NUMBER_IDS, {"lists": cited_by})
             conn.execute(INSERT_CITED_BY, {"lists": cited_by})
             self.cited_by_rows += 1
 
