@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", "| corpus | table | one server: bytes per row | shards: bytes per row | rows on shard 0 / 1 |",
               "|---|---|--:|--:|--:|"]  # fmt: skip
     for r in report:
-        for table in ("term_freq", "doc_len", "papers", "paper_authors", "citations", "doc_freq"):
+        for table in ("term_freq", "doc_len", "papers", "paper_authors", "citation_links", "paper_keys", "doc_freq"):
             size, rows = r["sizes_single"].get(table, (0, 0))
             parts = [sh.get(table) for sh in r["sizes_shards"]]
             shard_bytes = sum(p[0] for p in parts if p) / max(1, sum(p[1] for p in parts if p))
