@@ -488,3 +488,54 @@ def test_rows_no_writer_leaves_are_reported(demo_db, tmp_path, edit, invariant, 
     assert invariant in problems, problems
     assert any(words in example for example in problems[invariant].examples), problems[invariant].examples
     assert check(copy_of(demo_db, tmp_path, name="clean.db")).ok
+
+
+@pytest.mark.parametrize("field", ["references", "citations"])
+def test_a_paper_listing_only_itself_gets_no_number_and_the_build_is_consistent(tmp_path, field, capsys):
+    """A record whose list held its own id alone (dropped as a self-citation) still had its id numbered by the
+    build, which no citation used: `check` called a fresh build damaged, and the rebuild it advised did the same."""
+    from tests.helpers import paper, write_jsonl
+
+    records = [paper("A", "alpha strings"), paper("B", "beta branes", references=["C"]), paper("C", "gamma gauge")]
+    records[0][field] = ["A"]
+    db = tmp_path / "self.db"
+    build(db=db, source=write_jsonl(tmp_path / "self.jsonl", records))
+    assert check(db).ok
+    with sqlite3.connect(db) as conn:
+        assert {pid for (pid,) in conn.execute("SELECT paper_id FROM paper_keys")} == {"B", "C"}
+    remove(["B"], db=db)
+    assert check(db).ok
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM paper_keys").fetchone() == (0,)
+
+
+def test_a_new_id_never_takes_a_number_a_citation_still_names(demo_db, tmp_path):
+    """A paper_keys row deleted by hand left its number in citation_links; the next add numbered a new id from
+    the largest number paper_keys had, took that number over with its citations, and `check` then called the
+    index consistent."""
+    from retrieval.commands import add
+    from tests.helpers import paper, write_jsonl
+
+    edit = "DELETE FROM paper_keys WHERE key = (SELECT max(key) FROM paper_keys)"
+    db = copy_of(demo_db, tmp_path, edit)
+    assert "citation_links vs paper_keys" in {p.invariant for p in check(db).problems}
+    add(write_jsonl(tmp_path / "new.jsonl", [paper("zz-new", "new", references=["p001", "yy-new"])]), db=db)
+    assert "citation_links vs paper_keys" in {p.invariant for p in check(db).problems}
+    with sqlite3.connect(db) as conn:
+        assert sorted(conn.execute("SELECT cited_id FROM citations WHERE citing_id = 'zz-new'")) == [
+            ("p001",), ("yy-new",)]  # fmt: skip
+        assert conn.execute("SELECT count(*) FROM citations WHERE citing_id = 'yy-new'").fetchone() == (0,)
+
+
+def test_a_number_typed_as_text_is_a_damaged_index_for_a_writer(demo_db, tmp_path, capsys):
+    """SQLite keeps a text typed into a number's column: the writer's next number would have been that text
+    plus one (a traceback)."""
+    from tests.helpers import paper, write_jsonl
+
+    db = copy_of(demo_db, tmp_path, "INSERT INTO citation_links VALUES ('x', 'x', 1, 0)")
+    new = write_jsonl(tmp_path / "new.jsonl", [paper("zz-new", "new", references=["p001"])])
+    assert main(["add", str(new), "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert "is damaged: paper_keys or citation_links holds 'x' where a number belongs; nothing was changed" in err
+    assert "Traceback" not in err
+    assert "citation_links vs paper_keys" in {p.invariant for p in check(db).problems}

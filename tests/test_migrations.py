@@ -239,9 +239,18 @@ def test_the_upgrade_to_0010_numbers_the_citations_and_keeps_every_row(tmp_path)
             ranked = client.search("graph walk", limit=10).ranked
             return [e.to_dict() for e in ranked], client.show("b").to_dict()
 
+    def mine():  # a user's own view over citations, made with sqlite3
+        with sqlite3.connect(db) as conn:
+            return sorted(conn.execute("SELECT * FROM my_edges"))
+
     rows, before = citations(), answers()
     assert ("b", "outside-1") not in {r[:2] for r in rows} and ("outside-2", "b", 0, 1) in rows
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE VIEW my_edges AS SELECT citing_id, cited_id FROM citations WHERE listed_by_citing")
+    edges = mine()
+    assert edges and len(edges) < len(rows)
     downgrade(db, "0009")
+    assert mine() == edges
     with sqlite3.connect(db) as conn:
         kinds = dict(conn.execute("SELECT name, type FROM sqlite_master WHERE name LIKE '%citation%'"))
     assert kinds == {"citations": "table", "ix_citations_cited_citing": "index"}, kinds
@@ -250,6 +259,7 @@ def test_the_upgrade_to_0010_numbers_the_citations_and_keeps_every_row(tmp_path)
         RetrievalClient(db)
     upgrade_index(db)
     assert citations() == rows
+    assert mine() == edges  # the upgrade renamed the table away from under it ("no such table: citations_0009")
     with sqlite3.connect(db) as conn:
         numbered = conn.execute("SELECT paper_id FROM paper_keys ORDER BY key").fetchall()
         assert conn.execute("SELECT type FROM sqlite_master WHERE name = 'citations'").fetchone() == ("view",)

@@ -177,6 +177,16 @@ def test_an_index_of_the_previous_revision_on_a_server_names_the_upgrade_and_is_
     assert main(["search", "black", "--db", url, "--json"]) == 0
     assert [r["id"] for r in json.loads(capsys.readouterr().out)["results"]] == found
     to_0009(url)
+    with psycopg.connect(url, autocommit=True) as conn:  # a user's own view over the table the upgrade replaces
+        conn.execute("CREATE VIEW public.my_citers AS SELECT citing_id FROM retrieval.citations")
+    capsys.readouterr()
+    assert main(["upgrade", "--db", url]) == 1
+    err = capsys.readouterr().err
+    assert "objects of yours depend on a table the upgrade replaces (view public.my_citers depends on table" in err
+    assert "nothing was changed" in err and "Traceback" not in err
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT version_num FROM retrieval.alembic_version").fetchone() == ("0009",)
+        conn.execute("DROP VIEW public.my_citers")
     assert main(["upgrade", "--db", url]) == 0
     assert citations() == rows
     capsys.readouterr()

@@ -730,3 +730,27 @@ def test_similar_on_a_sharded_index_reads_each_foreign_table_by_a_key_array(shar
     assert adjacency.CITATIONS_STATEMENT in {s.name for s in trace.statements}
     _, names = same_as_a_file()
     assert not {"similar: co-cited papers", "similar: papers sharing references"} & names
+
+
+def test_an_explanation_on_a_sharded_index_is_a_single_servers(sharded_database, tmp_path):
+    """The evidence graph's nodes and edges are read on a coordinator by key arrays (``citations_by``): through
+    the view, the edges were one round trip to each shard per node. The same graph, scores and order as SQLite."""
+    from retrieval.evidence import graph
+    from retrieval.evidence.pipeline import explain
+    from retrieval.store.sql.dialect import _SHARDED
+
+    assert {graph.NODES_SQL, graph.EDGES_SQL, graph.EDGE_COUNT_SQL} <= set(_SHARDED)
+    corpus, _ = _corpus(tmp_path)
+    lite = tmp_path / "lite.db"
+    build(db=lite, source=corpus)
+    coordinator, shards = sharded_database("explain")
+    build(db=coordinator, source=corpus, shards=shards)
+
+    def graph_of(db):
+        with RetrievalClient(db) as client:
+            run = explain(client, "black holes entropy", subqueries=["string duality branes"])
+        return (sorted(run.nodes), sorted(run.edges), [(pid, round(score, 9)) for pid, score in run.top])
+
+    nodes, edges, top = graph_of(lite)
+    assert len(nodes) > 5 and edges and top
+    assert graph_of(coordinator) == (nodes, edges, top)

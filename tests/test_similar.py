@@ -514,3 +514,43 @@ def test_a_seed_with_citations_but_no_neighbour_is_not_said_to_have_none(tmp_pat
         "no paper is cited beside the seeds or shares a reference with them: ranked by text similarity only"
     ]
     assert {e.paper.id for e in result.ranked} == {"B", "C"}
+
+
+def test_the_kept_graph_reads_any_numbers_and_leaves_out_the_rows_the_view_leaves_out(tmp_path, monkeypatch):
+    """The kept graph reads the citations as numbers. Numbers renumbered by hand in both tables (negative, past
+    2**40: an index ``check`` calls consistent) made it ask for terabytes or mix two ids up; a citation_links row
+    whose number paper_keys lacks, or a text typed where a number belongs, failed every later call of the
+    process. The view leaves such rows out of every statement, and the graph now does the same."""
+    import sqlite3
+
+    from retrieval.store.sqlite.build import build_index
+
+    db = tmp_path / "numbers.db"
+    build_index(_hub_papers(), db)
+    with sqlite3.connect(db) as conn:
+        keys = [key for (key,) in conn.execute("SELECT key FROM paper_keys ORDER BY key")]
+        for old, new in ((keys[0], -5), (keys[1], -1), (keys[2], 2**40)):
+            conn.execute("UPDATE paper_keys SET key = ? WHERE key = ?", (new, old))
+            conn.execute("UPDATE citation_links SET citing_key = ? WHERE citing_key = ?", (new, old))
+            conn.execute("UPDATE citation_links SET cited_key = ? WHERE cited_key = ?", (new, old))
+        conn.execute("INSERT INTO citation_links VALUES (?, ?, 1, 0)", (keys[-1] + 1000, keys[5]))
+        conn.execute("INSERT INTO citation_links VALUES ('abc', ?, 1, 0)", (keys[6],))
+    asked = [[HUB], ["c03"], ["c05"], ["x007"], [HUB, "c03"]]
+
+    def answers():
+        trace = Trace()
+        with RetrievalClient(db, tracer=trace) as client:
+            got = [[(e.paper.id, round(e.score, 9)) for e in client.similar(s, limit=10).ranked] for s in asked]
+        return got, _graph_statements(trace)
+
+    adjacency.GRAPHS.clear()
+    try:
+        by_statements, names = answers()
+        assert "similar: co-cited papers" in names
+        monkeypatch.setattr(adjacency, "GRAPH_RENT", 0)  # the first call makes the graph due; it is read after
+        answers()
+        by_graph, names = answers()
+        assert names == [], names  # answered from the kept graph
+        assert by_graph == by_statements
+    finally:
+        adjacency.GRAPHS.clear()

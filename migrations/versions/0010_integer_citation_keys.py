@@ -36,24 +36,31 @@ JOIN paper_keys AS cited ON cited.key = l.cited_key
 NUMBER_IDS = """
 INSERT INTO paper_keys (key, paper_id)
 SELECT row_number() OVER (ORDER BY ids.paper_id), ids.paper_id
-FROM (SELECT citing_id AS paper_id FROM citations_0009
+FROM (SELECT citing_id AS paper_id FROM citations
       UNION
-      SELECT cited_id FROM citations_0009) AS ids
+      SELECT cited_id FROM citations) AS ids
 """
 
 LINK = """
 INSERT INTO citation_links (citing_key, cited_key, listed_by_citing, listed_by_cited)
 SELECT citing.key, cited.key, c.listed_by_citing, c.listed_by_cited
-FROM citations_0009 AS c
+FROM citations AS c
 JOIN paper_keys AS citing ON citing.paper_id = c.citing_id
 JOIN paper_keys AS cited ON cited.paper_id = c.cited_id
 ORDER BY citing.key, cited.key
 """
 
-UNLINK = """
-INSERT INTO citations_0009 (citing_id, cited_id, listed_by_citing, listed_by_cited)
+# The rows the view shows, kept aside while the tables behind it go.
+SET_ASIDE = """
+CREATE TABLE citations_0010 AS
 SELECT citing_id, cited_id, listed_by_citing, listed_by_cited
 FROM citations
+"""
+
+UNLINK = """
+INSERT INTO citations (citing_id, cited_id, listed_by_citing, listed_by_cited)
+SELECT citing_id, cited_id, listed_by_citing, listed_by_cited
+FROM citations_0010
 ORDER BY citing_id, cited_id
 """
 
@@ -65,9 +72,10 @@ def _flags() -> list[sa.Column]:
     ]
 
 
+# No table is renamed either way: SQLite's rename rewrites a user's own views that read ``citations`` to read the
+# renamed table, which then goes. The table (or view) is dropped and its successor made under the same name, so
+# such a view reads the successor.
 def upgrade() -> None:
-    op.drop_index("ix_citations_cited_citing", table_name="citations")
-    op.rename_table("citations", "citations_0009")
     op.create_table(
         "paper_keys",
         sa.Column("key", sa.Integer(), autoincrement=False, nullable=False),
@@ -86,26 +94,28 @@ def upgrade() -> None:
     op.execute(NUMBER_IDS)
     op.execute(LINK)
     op.create_index("ix_citation_links_cited_citing", "citation_links", ["cited_key", "citing_key"])
-    op.drop_table("citations_0009")
+    op.drop_index("ix_citations_cited_citing", table_name="citations")
+    op.drop_table("citations")
     op.execute(CITATIONS_VIEW)
     op.execute("UPDATE index_info SET value = '0010' WHERE key = 'schema_revision'")
 
 
 def downgrade() -> None:
     op.execute("UPDATE index_info SET value = '0009' WHERE key = 'schema_revision'")
-    op.create_table(
-        "citations_0009",
-        sa.Column("citing_id", sa.Text(), nullable=False),
-        sa.Column("cited_id", sa.Text(), nullable=False),
-        *_flags(),
-        sa.PrimaryKeyConstraint("citing_id", "cited_id", name="pk_citations"),
-        sqlite_with_rowid=False,
-    )
-    op.execute(UNLINK)
+    op.execute(SET_ASIDE)
     op.execute("DROP VIEW citations")
     op.drop_index("ix_citation_links_cited_citing", table_name="citation_links")
     op.drop_table("citation_links")
     op.drop_index("ix_paper_keys_paper_id", table_name="paper_keys")
     op.drop_table("paper_keys")
-    op.rename_table("citations_0009", "citations")
+    op.create_table(
+        "citations",
+        sa.Column("citing_id", sa.Text(), nullable=False),
+        sa.Column("cited_id", sa.Text(), nullable=False),
+        *_flags(),
+        sa.PrimaryKeyConstraint("citing_id", "cited_id", name=op.f("pk_citations")),
+        sqlite_with_rowid=False,
+    )
+    op.execute(UNLINK)
+    op.drop_table("citations_0010")
     op.create_index("ix_citations_cited_citing", "citations", ["cited_id", "citing_id"])

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..search.papers import checked_years
-from ..store.sql.dialect import DIALECTS, POSTGRESQL, SQLITE, Dialect, statement
+from ..store.sql.dialect import DIALECTS, POSTGRESQL, SQLITE, Dialect, citations_by, register_sharded, statement
 from ..store.sql.executor import Snapshot
 from .config import EvidenceConfig
 
@@ -106,6 +106,60 @@ ORDER BY is_seed DESC,
          paper_id COLLATE "C\""""
 NODES_SQL = statement(_NODES_SQL, postgresql=_NODES_SQL_POSTGRESQL)
 
+# A sharded coordinator's text: the seeds' references and citing papers read by one key array each
+# (``citations_by``), which of them are papers and their years by one more (a lookup per link or per node is a
+# round trip to each shard).
+_SEEDS_IDS = "SELECT value FROM jsonb_array_elements_text(CAST(:seed_ids AS jsonb))"
+_NEIGHBOURHOOD_SHARDED = f"""\
+WITH seeds AS MATERIALIZED (
+    SELECT p.id AS paper_id
+    FROM papers AS p
+    WHERE p.id = ANY (ARRAY({_SEEDS_IDS}))
+),
+refs AS MATERIALIZED (
+    SELECT c.citing_id AS seed_id,
+           c.cited_id AS paper_id
+    FROM {citations_by("citing", "SELECT paper_id FROM seeds")}
+),
+citers AS MATERIALIZED (
+    SELECT c.cited_id AS seed_id,
+           c.citing_id AS paper_id
+    FROM {citations_by("cited", "SELECT paper_id FROM seeds")}
+),
+live AS MATERIALIZED (
+    SELECT p.id,
+           p.year
+    FROM papers AS p
+    WHERE p.id = ANY (ARRAY(
+        SELECT paper_id FROM refs
+        UNION
+        SELECT paper_id FROM citers
+        UNION
+        SELECT paper_id FROM seeds
+    ))
+),
+links(paper_id, seed_id, relation) AS (
+    SELECT s.paper_id, s.paper_id, 'seed'
+    FROM seeds AS s
+    UNION ALL
+    SELECT r.paper_id, r.seed_id, 'reference'
+    FROM refs AS r
+    JOIN live AS l ON l.id = r.paper_id
+    UNION ALL
+    SELECT c.paper_id, c.seed_id, 'citing'
+    FROM citers AS c
+    JOIN live AS l ON l.id = c.paper_id
+)"""
+_NODES_TAIL = _NODES_SQL_POSTGRESQL[len(_neighbourhood(DIALECTS[POSTGRESQL])) :]
+_YEAR_PER_NODE = """           (SELECT p.year FROM papers AS p WHERE p.id = n.paper_id) AS year,
+           n.links
+    FROM nodes AS n"""
+_YEAR_OF_LIVE = """           y.year,
+           n.links
+    FROM nodes AS n
+    LEFT JOIN live AS y ON y.id = n.paper_id"""
+register_sharded(NODES_SQL, _NEIGHBOURHOOD_SHARDED + _NODES_TAIL.replace(_YEAR_PER_NODE, _YEAR_OF_LIVE))
+
 #: E: every citation between two papers of V (both ends are papers, since V holds only papers). The citing end is
 #: looked up (the index on ``citations``), the cited end tested against V. On PostgreSQL with hash joins allowed
 #: (``hash_joins=True``): a graph at its cap (2,000 papers) cites some 60,000 papers, and the read sessions'
@@ -133,6 +187,26 @@ WHERE c.citing_id {d.any_of("node_ids")}
   AND c.cited_id IN ({d.values("node_ids")})"""
     ),
     hash_joins=True,  # as EDGES_SQL's, of the graph before the cap trimmed it
+)
+
+# A sharded coordinator's texts: the nodes' references read by one key array (``citations_by``); through the
+# view, a round trip to each shard per node.
+_NODE_IDS = "SELECT value FROM jsonb_array_elements_text(CAST(:node_ids AS jsonb))"
+register_sharded(
+    EDGES_SQL,
+    f"""\
+SELECT c.citing_id,
+       c.cited_id
+FROM {citations_by("citing", _NODE_IDS)}
+WHERE c.cited_id IN ({_NODE_IDS})
+ORDER BY c.citing_id COLLATE "C", c.cited_id COLLATE "C\"""",
+)
+register_sharded(
+    EDGE_COUNT_SQL,
+    f"""\
+SELECT count(*)
+FROM {citations_by("citing", _NODE_IDS)}
+WHERE c.cited_id IN ({_NODE_IDS})""",
 )
 
 

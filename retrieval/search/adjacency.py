@@ -23,8 +23,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from ..errors import NotAnIndexError, QueryTimeoutError
-from ..store.database import build_command, shown
+from ..errors import QueryTimeoutError
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
 
@@ -49,19 +48,25 @@ FROM citation_links AS l"""
 )
 CITATION_COUNT_STATEMENT = "similar: how many citations, before the process keeps them"
 
-#: The graph read in pages of numbers, in key order (the primary key's: an index range per page).
-CITATIONS_PAGE_SQL = statement(
-    lambda d: (
-        """\
+
+def _citations_page(d, first: bool) -> str:
+    after = "" if first else "(l.citing_key, l.cited_key) > (:after_citing, :after_cited)\n  AND "
+    return f"""\
 SELECT l.citing_key,
        l.cited_key
 FROM citation_links AS l
-WHERE (l.citing_key, l.cited_key) > (:after_citing, :after_cited)
+WHERE {after}{d.whole("l.citing_key")}
+  AND {d.whole("l.cited_key")}
 ORDER BY l.citing_key,
          l.cited_key
 LIMIT :page"""
-    )
-)
+
+
+#: The graph read in pages of numbers, in key order (the primary key's: an index range per page), from the first
+#: (numbers are any integers a hand edit gave) on. A value typed into a number's column by hand (SQLite keeps it)
+#: is no number: its row is left out, as the view leaves it out.
+CITATIONS_FIRST_PAGE_SQL = statement(lambda d: _citations_page(d, first=True))
+CITATIONS_PAGE_SQL = statement(lambda d: _citations_page(d, first=False))
 CITATIONS_STATEMENT = "similar: every citation, kept by this process"
 
 #: The ids the numbers stand for, in the ids' byte order.
@@ -123,10 +128,13 @@ class Graph:
         import numpy as np
 
         citing_parts, cited_parts = [], []
-        after = (-1, -1)
+        after = None
         while True:
-            params = {"after_citing": after[0], "after_cited": after[1], "page": PAGE_ROWS}
-            rows = snap.rows(CITATIONS_STATEMENT, CITATIONS_PAGE_SQL, params)
+            if after is None:
+                rows = snap.rows(CITATIONS_STATEMENT, CITATIONS_FIRST_PAGE_SQL, {"page": PAGE_ROWS})
+            else:
+                params = {"after_citing": after[0], "after_cited": after[1], "page": PAGE_ROWS}
+                rows = snap.rows(CITATIONS_STATEMENT, CITATIONS_PAGE_SQL, params)
             if rows:
                 pairs = np.array(rows, dtype=np.int64)
                 citing_parts.append(pairs[:, 0])
@@ -139,19 +147,22 @@ class Graph:
         empty = np.zeros(0, dtype=np.int64)
         citing = np.concatenate(citing_parts) if citing_parts else empty
         cited = np.concatenate(cited_parts) if cited_parts else empty
-        # Each number as its id's place in byte order; the citations then in (citing id, cited id) order.
+        # Each number as its id's place in byte order (numbers as paper_keys has them: any integers), the citations
+        # then in (citing id, cited id) order. A number paper_keys lacks (a row deleted by hand, which `check`
+        # reports) leaves its citation out, as the view does.
         keys = np.fromiter((key for key, _ in keyed), dtype=np.int64, count=len(keyed))
-        largest = max((int(a.max()) for a in (keys, citing, cited) if len(a)), default=0)
-        place = np.full(largest + 1, -1, dtype=np.int64)
-        place[keys] = np.arange(len(keys))
-        citing, cited = place[citing], place[cited]
-        if len(citing) and (citing.min() < 0 or cited.min() < 0):  # a paper_keys row deleted by hand
-            where = shown(snap.executor.path)
-            raise NotAnIndexError(
-                f"{where} is damaged: a citation_links row names a number that paper_keys lacks; "
-                f"`retrieval check --db {where}` reports every problem, `{build_command(where, snap.stats.info)}` "
-                "rebuilds it"
-            )
+        by_key = np.argsort(keys, kind="stable")
+        sorted_keys = keys[by_key]
+
+        def places(numbers):
+            if not len(sorted_keys):
+                return np.full(len(numbers), -1, dtype=np.int64)
+            at = np.minimum(np.searchsorted(sorted_keys, numbers), len(sorted_keys) - 1)
+            return np.where(sorted_keys[at] == numbers, by_key[at], -1)
+
+        citing, cited = places(citing), places(cited)
+        named = (citing >= 0) & (cited >= 0)
+        citing, cited = citing[named], cited[named]
         by_id = np.lexsort((cited, citing))
         citing, cited = citing[by_id], cited[by_id]
         # Numbered as first met: each page's citing ids, then its cited ids.

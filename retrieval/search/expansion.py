@@ -95,18 +95,20 @@ edges AS (
       AND c.cited_id <> ct.source
     GROUP BY ct.source, c.cited_id
 )"""
+    # The sources, then their references, drive (SQLite's CROSS JOIN keeps that order): left to the planner, SQLite
+    # scanned every citation for the DISTINCT and the window.
     return f"""\
 refs AS (
     SELECT DISTINCT c.cited_id AS ref
     FROM sources AS s
-    JOIN citations AS c ON c.citing_id = s.source
+    {d.cross_join} citations AS c ON c.citing_id = s.source
 ),
 ref_citers AS (
     SELECT c.cited_id AS ref,
            c.citing_id AS citer,
            row_number() OVER (PARTITION BY c.cited_id ORDER BY c.citing_id{d.bytes_order}) AS position
     FROM refs AS r
-    JOIN citations AS c ON c.cited_id = r.ref
+    {d.cross_join} citations AS c ON c.cited_id = r.ref
 ),
 edges AS (
     SELECT s.source, rc.citer AS paper_id, count(*) AS weight

@@ -168,7 +168,9 @@ FROM {d.rows("seeds", "s")}"""
 )
 
 #: On a sharded index's coordinator, as ``COCITED_SQL_SHARDED``: the seeds' references, then the papers citing them,
-#: each fetched at once by a key array (a reading list's lookups per reference cost a round trip to each shard).
+#: each fetched at once by a key array (a reading list's lookups per reference cost a round trip to each shard),
+#: gathered per reference before they meet the seeds' (a join of the rows themselves was planned as a nested loop
+#: over thousands of them, its sizes unknown to the planner).
 COUPLED_SQL_SHARDED = f"""\
 WITH refs AS MATERIALIZED (
     SELECT c1.citing_id AS seed,
@@ -177,14 +179,16 @@ WITH refs AS MATERIALIZED (
 ),
 citing AS MATERIALIZED (
     SELECT c2.cited_id,
-           c2.citing_id
+           array_agg(c2.citing_id) AS citers
     FROM {citations_by("cited", "SELECT DISTINCT cited_id FROM refs", "c2")}
+    GROUP BY c2.cited_id
 )
 SELECT r.seed,
-       CAST(json_agg(c.citing_id) AS text) AS papers
+       CAST(json_agg(x.citer) AS text) AS papers
 FROM refs AS r
 JOIN citing AS c ON c.cited_id = r.cited_id
-WHERE c.citing_id <> r.seed
+CROSS JOIN LATERAL unnest(c.citers) AS x (citer)
+WHERE x.citer <> r.seed
 GROUP BY r.seed"""
 register_sharded(COUPLED_SQL, COUPLED_SQL_SHARDED)
 

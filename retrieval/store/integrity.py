@@ -197,26 +197,32 @@ WHERE c.citing_id = c.cited_id
     ),
     hash_joins=True,
 )
-# Every number a citation stores stands for an id (the view ``citations`` would leave its row out), and every
-# number stands for an id some citation names (a writer drops those no citation uses; a build makes none).
+# Every number a citation stores stands for an id (the view ``citations`` would leave its row out), every number
+# stands for an id some citation names (a writer drops those no citation uses; a build makes none), and no id has
+# two numbers (the unique index on ``paper_id`` is all that keeps that).
 CITATION_KEYS_SQL = statement(
     lambda d: _rows(
-        "SELECT x.unused, x.key, x.paper_id",
+        "SELECT x.kind, x.key, x.paper_id",
         """FROM (
-    SELECT 0 AS unused, l.citing_key AS key, CAST(NULL AS text) AS paper_id
+    SELECT 0 AS kind, l.citing_key AS key, CAST(NULL AS text) AS paper_id
     FROM citation_links AS l
     WHERE NOT EXISTS (SELECT 1 FROM paper_keys AS k WHERE k.key = l.citing_key)
     UNION
-    SELECT 0 AS unused, l.cited_key AS key, CAST(NULL AS text) AS paper_id
+    SELECT 0 AS kind, l.cited_key AS key, CAST(NULL AS text) AS paper_id
     FROM citation_links AS l
     WHERE NOT EXISTS (SELECT 1 FROM paper_keys AS k WHERE k.key = l.cited_key)
     UNION ALL
-    SELECT 1 AS unused, k.key, k.paper_id
+    SELECT 1 AS kind, k.key, k.paper_id
     FROM paper_keys AS k
     WHERE NOT EXISTS (SELECT 1 FROM citation_links AS l WHERE l.citing_key = k.key)
       AND NOT EXISTS (SELECT 1 FROM citation_links AS l WHERE l.cited_key = k.key)
+    UNION ALL
+    SELECT 2 AS kind, min(k.key) AS key, k.paper_id
+    FROM paper_keys AS k
+    GROUP BY k.paper_id
+    HAVING count(*) > 1
 ) AS x""",
-        "unused, key",
+        "kind, key",
     ),
     hash_joins=True,
 )
@@ -438,10 +444,11 @@ def check(executor, location, limit: int = 5) -> CheckReport:
             "citation_links vs paper_keys",
             _total(keys),
             [
-                f"paper_keys numbers {pid!r} as {key}, which no citation uses" if unused
-                else f"citation_links names the number {key}, which paper_keys lacks (the view citations leaves "
-                "its rows out)"
-                for unused, key, pid, _ in keys
+                f"citation_links names the number {key!r}, which paper_keys lacks (the view citations leaves its "
+                "rows out)" if kind == 0
+                else f"paper_keys numbers {pid!r} as {key}, which no citation uses" if kind == 1
+                else f"paper_keys numbers {pid!r} more than once (its unique index is gone)"
+                for kind, key, pid, _ in keys
             ],
         )  # fmt: skip
         checked.append("citation_links vs paper_keys")

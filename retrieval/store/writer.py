@@ -70,7 +70,15 @@ class _Batch:
 # Citations are stored as numbers (``paper_keys``, ``citation_links``); the writer numbers the ids it has not seen,
 # from the largest number plus one, under the writers' lock (sent as COPY on PostgreSQL).
 KEYS_SQL = statement(lambda d: f"SELECT paper_id, key FROM paper_keys WHERE paper_id IN ({d.values('ids')})")
-LAST_KEY_SQL = statement("SELECT max(key) FROM paper_keys")
+# The largest number in use, in either table: a number a hand edit took out of paper_keys but left in citation_links
+# is never given to a new id (which would take over its citations and hide the damage from `check`).
+LAST_KEY_SQL = statement("""\
+SELECT max(n)
+FROM (SELECT max(key) AS n FROM paper_keys
+      UNION ALL
+      SELECT max(citing_key) FROM citation_links
+      UNION ALL
+      SELECT max(cited_key) FROM citation_links) AS used""")
 INSERT_KEY = statement("INSERT INTO paper_keys (key, paper_id) VALUES (?, ?)")
 # An edge may already be there, declared by the other paper's record: then only the flag is set. PostgreSQL:
 # an update, else an insert, in one statement (the writers' lock keeps it from racing another writer), because
@@ -208,8 +216,16 @@ class IndexWriter:
         self.vocabulary: dict[str, int] = dict(conn.execute(VOCABULARY_SQL))
         self.next_term_id = max(self.vocabulary.values(), default=0) + 1
         self.next_doc_id = (conn.execute(LAST_DOC_ID_SQL).fetchone()[0] or 0) + 1
-        self.next_key = (conn.execute(LAST_KEY_SQL).fetchone()[0] or 0) + 1
         info = dict(conn.execute(INFO_SQL))
+        last_key = conn.execute(LAST_KEY_SQL).fetchone()[0] or 0
+        if not isinstance(last_key, int):  # a text typed into a number's column by hand (SQLite keeps it)
+            where = summary.path
+            raise NotAnIndexError(
+                f"{where} is damaged: paper_keys or citation_links holds {quoted(str(last_key))} where a number "
+                f"belongs; nothing was changed: `retrieval check --db {where}` reports every problem, "
+                f"`{build_command(where, info)}` rebuilds it"
+            )
+        self.next_key = last_key + 1
         self.n_papers = int(info.get("n_papers", 0))
         self.total_tokens = int(info.get("total_tokens", 0))
         self.analyser = Analyser.from_info(info)  # the index's own: what it was built with, never the default

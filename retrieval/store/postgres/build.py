@@ -524,10 +524,23 @@ def upgrade_server(url: DatabaseURL):
             cfg.attributes["connection"] = connection
             command.upgrade(cfg, "head")
     except _psycopg().Error as exc:
-        raise server_error(exc, url, "upgrade") from None
+        raise _upgrade_error(exc, url) from None
     except DBAPIError as exc:  # SQLAlchemy's wrapping of the server's error
-        raise server_error(exc.orig, url, "upgrade") from None
+        raise _upgrade_error(exc.orig, url) from None
     finally:
         engine.dispose()
     check_index(url)
     return Upgrade(before, HEAD_REVISION)
+
+
+def _upgrade_error(exc, url: DatabaseURL) -> Exception:
+    """The message of an upgrade the server refused. A table the migrations replace may have the user's own
+    views over it (made with psql): the server names them in its detail, which is what the user needs."""
+    if isinstance(exc, _psycopg().errors.DependentObjectsStillExist):
+        detail = " ".join((exc.diag.message_detail or "").split())
+        return StoreError(
+            f"cannot upgrade the index at {url.shown}: objects of yours depend on a table the upgrade replaces "
+            f"({detail or first_line(exc)}); nothing was changed. Save their definitions, drop them, run "
+            "`retrieval upgrade` again and make them again (the view citations keeps the columns the table had)"
+        )
+    return server_error(exc, url, "upgrade")

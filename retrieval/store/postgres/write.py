@@ -95,7 +95,7 @@ class WriteConnection:
 
 def _check(conn: WriteConnection, url: DatabaseURL) -> dict[str, str]:
     """The index at ``url`` is one this version writes to: its revision is the head and it is finished; returns
-    its ``index_info``. (An older revision on a server is rebuilt: ``retrieval upgrade`` works on files.)"""
+    its ``index_info``. An older revision names ``retrieval upgrade`` (a sharded index: the rebuild)."""
     from ..database import HEAD_REVISION, KNOWN_REVISIONS, IndexStats, build_command, check_analyser, located
 
     psycopg = _psycopg()
@@ -108,14 +108,22 @@ def _check(conn: WriteConnection, url: DatabaseURL) -> dict[str, str]:
         ) from None
     if revision is None:
         raise NotAnIndexError(f"{url.shown} has no schema revision: rebuild it with `{build_command(url)}`")
-    if revision[0] != HEAD_REVISION:
-        known = revision[0] in KNOWN_REVISIONS
-        raise SchemaVersionError(
-            f"{url.shown} has schema revision {revision[0]!r}, "
-            + (f"older than this version's {HEAD_REVISION!r}" if known else "which this version does not know")
-            + f": rebuild it with `{build_command(url)}`"
-        )
     info = dict(conn.execute(INFO_SQL).fetchall())
+    if revision[0] != HEAD_REVISION:
+        if revision[0] not in KNOWN_REVISIONS:
+            raise SchemaVersionError(
+                f"{url.shown} has schema revision {revision[0]!r}, which this version does not know: upgrade "
+                f"retrieval, or rebuild it with `{build_command(url, info)}`"
+            )
+        older = f"{url.shown} has schema revision {revision[0]!r}, older than this version's {HEAD_REVISION!r}"
+        if "shards" in info:  # its tables live on the shards, which the migrations do not reach
+            raise SchemaVersionError(
+                f"{older}: a sharded index is brought up to date by building it again: `{build_command(url, info)}`"
+                " (it keeps the recorded shards); nothing was changed"
+            )
+        raise SchemaVersionError(
+            f"{older}: upgrade it once with `retrieval upgrade --db {url.shown}`, then write again; nothing was changed"
+        )
     if "n_papers" not in info:
         raise NotAnIndexError(
             f"{url.shown} is an unfinished index (no statistics): rebuild it with `{build_command(url, info)}`"

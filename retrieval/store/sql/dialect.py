@@ -51,15 +51,27 @@ MERGE_RULES = ("top_k", "top_k_counted", "max", "sum", "concat")
 def citations_by(end: str, ids: str, alias: str = "c") -> str:
     """A sharded coordinator's ``citations`` (the view's columns) whose ``end`` (``citing`` or ``cited``) is one of
     the paper ids ``ids`` (a subquery) for a ``FROM``, as ``alias``: the ids numbered on the coordinator
-    (``paper_keys``), the shards' links read by one key array (which PostgreSQL sends them), and named again there.
-    Through the view the shards' links would be joined to the numbers one lookup at a time."""
+    (``paper_keys``), the shards' links read by one key array (which PostgreSQL sends them), and the numbers they
+    hold named by one more key array. Through the view the shards' links were joined to the numbers one lookup at
+    a time, and joined to them, the planner hashed the whole of ``paper_keys`` for a few links."""
     return f"""(
+    WITH link AS MATERIALIZED (
+        SELECT link.citing_key,
+               link.cited_key
+        FROM citation_links AS link
+        WHERE link.{end}_key = ANY (ARRAY(SELECT k.key FROM paper_keys AS k WHERE k.paper_id = ANY (ARRAY({ids}))))
+    ),
+    named AS MATERIALIZED (
+        SELECT k.key,
+               k.paper_id
+        FROM paper_keys AS k
+        WHERE k.key = ANY (ARRAY(SELECT citing_key FROM link UNION SELECT cited_key FROM link))
+    )
     SELECT citing.paper_id AS citing_id,
            cited.paper_id AS cited_id
-    FROM citation_links AS link
-    JOIN paper_keys AS citing ON citing.key = link.citing_key
-    JOIN paper_keys AS cited ON cited.key = link.cited_key
-    WHERE link.{end}_key = ANY (ARRAY(SELECT k.key FROM paper_keys AS k WHERE k.paper_id = ANY (ARRAY({ids}))))
+    FROM link
+    JOIN named AS citing ON citing.key = link.citing_key
+    JOIN named AS cited ON cited.key = link.cited_key
 ) AS {alias}"""
 
 

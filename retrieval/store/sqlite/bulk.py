@@ -209,10 +209,12 @@ def paper_rows(papers: list[Paper], cleaner: ReferenceCleaner) -> tuple[list, li
     cited_by: dict[str, list[str]] = {}
     for paper in papers:
         add_paper_rows(paper, rows, authors, sources)
-        if paper.references:
-            references[paper.id] = clean(paper.id, paper.references)
-        if paper.citations:
-            cited_by[paper.id] = clean(paper.id, paper.citations)
+        # A list that cleaning empties (the paper's own id alone) gives no entry: every id an entry names, the
+        # paper's own included, is numbered (``NUMBER_IDS``), and a number no citation uses is no writer's.
+        if paper.references and (listed := clean(paper.id, paper.references)):
+            references[paper.id] = listed
+        if paper.citations and (listed := clean(paper.id, paper.citations)):
+            cited_by[paper.id] = listed
     return (
         rows,
         authors,
