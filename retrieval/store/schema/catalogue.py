@@ -120,10 +120,16 @@ TABLES = (
 # fmt: on
 
 BY_NAME = {table.name: table for table in TABLES}
-#: The views the migrations make, each with the tables it reads (a read of a view is a read of those).
-VIEWS = {"citations": ("citation_links", "paper_keys"), "term_counts": ("term_freq", "doc_freq", "doc_len")}
-#: The revision that made each view as it is (``citations`` was a table before).
-VIEWS_SINCE = {"citations": "0010", "term_counts": "0001"}
+View = namedtuple("View", "name since tables")
+#: The views the migrations make: the revision that made each as it is (``citations`` was a table before) and the
+#: tables it reads (a read of a view is a read of those).
+VIEWS = {
+    v.name: v
+    for v in (
+        View("citations", "0010", ("citation_links", "paper_keys")),
+        View("term_counts", "0001", ("term_freq", "doc_freq", "doc_len")),
+    )
+}
 #: The tables of an index at this version's revision.
 CURRENT = tuple(t for t in TABLES if t.until is None)
 #: What a server build copies from the SQLite build, in order.
@@ -145,5 +151,5 @@ def required(revision: str) -> list[str]:
     (which an open reads first)."""
     held = [t for t in TABLES if t.since <= revision and (t.until is None or revision < t.until)]
     names = [t.name for t in held if t.name not in ("alembic_version", "index_info")]
-    views = [name for name, since in VIEWS_SINCE.items() if since <= revision]
+    views = [v.name for v in VIEWS.values() if v.since <= revision]
     return names + views + [i for t in held for i, since in t.checked_indexes if since <= revision]
