@@ -834,3 +834,35 @@ def test_statements_sent_together_are_prepared_once_and_read_as_one_at_a_time(de
         assert not timed.lost and timed.execute_together([("SELECT 1 AS one", {})]) == [[(1,)]]
     finally:
         timed.raw.close()
+
+
+def test_a_coordinator_reads_terms_in_degrees_and_co_citations_by_texts_of_its_own(demo_db, demo_sharded, monkeypatch):
+    """A coordinator plans its joins hashed: the query terms' rows (joined to the whole of ``postings``), the
+    candidates' in-degrees and the co-citation feedback's counts (every citation pulled through the foreign tables,
+    then the two sides joined by nested loop) have texts of its own, and each gives a file's rows: the counts with
+    and without citing papers excluded, sources among the candidates (a paper is not its own co-citation)."""
+    import sqlite3
+
+    from retrieval.search import adjacency, cocited, learned, lexical
+    from retrieval.store.sql.dialect import SHARDED
+
+    monkeypatch.setattr(cocited, "GRAPHS", adjacency.Graphs())  # no kept graph: the statements answer
+    with sqlite3.connect(demo_db) as conn:
+        ids = [pid for (pid,) in conn.execute("SELECT paper_id FROM cited_counts ORDER BY cited_by DESC, paper_id")]
+        citing = [pid for (pid,) in conn.execute("SELECT DISTINCT citing_id FROM citations ORDER BY citing_id")]
+        words = [t for (t,) in conn.execute("SELECT term FROM doc_freq ORDER BY df DESC, term LIMIT 3")]
+    sources, candidates, excluded = ids[:6], ids[3:], frozenset(citing[::3])
+    terms = json.dumps([*words, "zzzunknown"])
+    trace = Trace()
+    a, b = RetrievalClient(demo_db), RetrievalClient(demo_sharded, tracer=trace)
+    with a, b, a._executor.snapshot() as lite, b._executor.snapshot() as shard:
+        for left_out in (frozenset(), excluded):
+            counts = cocited.cocitations(lite, sources, candidates, left_out)
+            assert counts and cocited.cocitations(shard, sources, candidates, left_out) == counts
+        assert sum(counts.values()) < sum(cocited.cocitations(lite, sources, candidates).values())  # it counted
+        assert learned.in_degrees(shard, candidates) == learned.in_degrees(lite, candidates)
+        rows = lexical.terms_of(lite, terms)
+        assert len(rows) == 3 and lexical.terms_of(shard, terms) == rows
+    own = set(registered(SHARDED).values())
+    ran = {s.name for s in trace.statements if s.sql in own}
+    assert {cocited.COCITATIONS_STATEMENT, lexical.TERMS_NAME, "learned: the candidates' in-degrees"} <= ran, ran

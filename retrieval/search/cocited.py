@@ -31,7 +31,7 @@ import json
 import math
 
 from ..bm25 import SCORE_DECIMALS
-from ..store.sql.dialect import statement
+from ..store.sql.dialect import register_sharded, statement
 from .adjacency import GRAPHS
 
 #: The ranking's papers that vouch (its best), and the papers they re-rank (its top).
@@ -83,6 +83,67 @@ WITH excluded AS MATERIALIZED (
     hash_joins=True,
 )
 COCITATIONS_STATEMENT = "co-citation feedback: the top papers cited beside the best"
+
+
+def _cocitations_sharded(excluding: bool) -> str:
+    # A sharded coordinator: the pairs counted by the citations' numbers, each side's links read from the shards by
+    # one key array (the candidates' only where a vouching paper cites them too), and only the counted pairs named.
+    # Through the view, every citation came through the foreign tables; named first, the planner joined the two
+    # sides by nested loop on its estimates. A citing number ``paper_keys`` lacks is left out, as the view leaves
+    # its row out.
+    live = (
+        "\n      AND link.citing_key <> ALL (ARRAY(SELECT k.key FROM paper_keys AS k WHERE k.paper_id = ANY (ARRAY("
+        "SELECT value FROM jsonb_array_elements_text(CAST(:excluded AS jsonb))))))"
+        if excluding
+        else ""
+    )
+    return f"""\
+WITH source AS MATERIALIZED (
+    SELECT k.key,
+           k.paper_id
+    FROM paper_keys AS k
+    WHERE k.paper_id = ANY (ARRAY(SELECT value FROM jsonb_array_elements_text(CAST(:sources AS jsonb))))
+),
+candidate AS MATERIALIZED (
+    SELECT k.key,
+           k.paper_id
+    FROM paper_keys AS k
+    WHERE k.paper_id = ANY (ARRAY(SELECT value FROM jsonb_array_elements_text(CAST(:candidates AS jsonb))))
+),
+vouching AS MATERIALIZED (
+    SELECT link.cited_key AS source,
+           link.citing_key
+    FROM citation_links AS link
+    WHERE link.cited_key = ANY (ARRAY(SELECT key FROM source)){live}
+),
+cited AS MATERIALIZED (
+    SELECT link.cited_key,
+           link.citing_key
+    FROM citation_links AS link
+    WHERE link.cited_key = ANY (ARRAY(SELECT key FROM candidate))
+      AND link.citing_key = ANY (ARRAY(SELECT DISTINCT citing_key FROM vouching))
+),
+pairs AS MATERIALIZED (
+    SELECT v.source,
+           b.cited_key,
+           count(*) AS together
+    FROM cited AS b
+    JOIN vouching AS v ON v.citing_key = b.citing_key
+    JOIN paper_keys AS k ON k.key = b.citing_key
+    WHERE b.cited_key <> v.source
+    GROUP BY v.source,
+             b.cited_key
+)
+SELECT s.paper_id AS source,
+       c.paper_id,
+       p.together
+FROM pairs AS p
+JOIN source AS s ON s.key = p.source
+JOIN candidate AS c ON c.key = p.cited_key"""
+
+
+register_sharded(COCITATIONS_SQL, _cocitations_sharded(False))
+register_sharded(COCITATIONS_SQL_EXCLUDING, _cocitations_sharded(True))
 
 
 def cocitations(

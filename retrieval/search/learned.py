@@ -63,7 +63,7 @@ from ..config import EXPAND_MODES, MAX_HOPS, MAX_WEIGHT, RetrievalConfig
 from ..corpus.paper import Paper
 from ..errors import ConfigError, InputError
 from ..outfile import replace_text
-from ..store.sql.dialect import Dialect, statement
+from ..store.sql.dialect import Dialect, register_sharded, statement
 from ..text import tokenise
 from ..validate import LIMITS, check_choice, check_int, shown_value
 from . import vote
@@ -137,6 +137,16 @@ SELECT n.paper_id,
 FROM {d.rows("paper_ids", "j")}
 JOIN cited_counts AS n ON n.paper_id = j.value"""
     )
+)
+# A sharded coordinator: the ids sent to the shards as one key array (joined to the list, the whole of the
+# distributed ``cited_counts`` came back for a hash join).
+register_sharded(
+    IN_DEGREE_SQL,
+    """\
+SELECT n.paper_id,
+       n.cited_by
+FROM cited_counts AS n
+WHERE n.paper_id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:paper_ids AS jsonb))))""",
 )
 
 

@@ -62,7 +62,7 @@ from collections.abc import Iterable
 from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK, idf, tf_norm_sql
 from ..errors import NotAnIndexError
 from ..store.database import IndexStats, build_command, shown
-from ..store.sql.dialect import Dialect, statement
+from ..store.sql.dialect import DIALECTS, POSTGRESQL, Dialect, register_sharded, statement
 from ..store.sql.executor import Executor, Snapshot
 from ..text import Analyser
 from ..validate import check_int, paper_id_list, quoted
@@ -114,6 +114,26 @@ WHERE d.term {d.any_of("terms")}
 GROUP BY d.term_id, d.term, d.df
 ORDER BY d.term_id"""
     )
+)
+# A sharded coordinator plans its joins hashed (``Executor.begin_shards``), which read the whole of ``postings`` (a
+# table of its own) for a few terms: each term's chunks looked up by a lateral subquery, the same rows and values.
+register_sharded(
+    TERMS_SQL,
+    f"""\
+SELECT d.term,
+       d.term_id,
+       d.df,
+       p.max_tf,
+       p.chunked
+FROM doc_freq AS d
+LEFT JOIN LATERAL (
+    SELECT max({_tf_norm(DIALECTS[POSTGRESQL], "p.max_count", "p.min_length")}) AS max_tf,
+           sum(p.df) AS chunked
+    FROM postings AS p
+    WHERE p.term_id = d.term_id
+) AS p ON true
+WHERE d.term {DIALECTS[POSTGRESQL].any_of("terms")}
+ORDER BY d.term_id""",
 )
 
 
