@@ -373,7 +373,7 @@ def test_on_a_postgresql_server_the_cost_model_counts_sql_dearer(demo_db, demo_p
     wq = _weighted([300, 40_000, 60_000], 100_000)
     assert lexical.blob_path(wq) is None and not lexical.blobs_after_plan(wq, _plan(wq, {0}))
     assert lexical.blob_path(wq, costs.sql_factor("postgresql")) is True
-    assert costs.sql_factor("postgresql", sharded=True) == costs.sql_factor("sqlite") == 1.0
+    assert costs.sql_factor("sqlite") == 1.0
     # Each backend's searches take its own factor: with the server's made huge, a query SQLite plans and answers
     # in SQL is answered from the BLOBs there, unplanned, with the same top 5.
     query = "perplexity of the retrieval index"

@@ -45,14 +45,16 @@ NUMPY_IMPORT_COST = 60_000.0
 #: SQLite) say. On a PostgreSQL server each of SQL's statements is a round trip whose aggregation runs at several
 #: times SQLite's cost, where the BLOB path, whose lists cross the connection (in binary), pays less than twice
 #: SQLite's (both paths timed on every query, hep-th and 100K papers); replayed through this model, the measured
-#: times were least with a factor of 2.5 to 3, and still are since the lists travel in binary. A sharded index is
-#: not measured: as SQLite.
+#: times were least with a factor of 2.5 to 3, and still are since the lists travel in binary. A sharded index
+#: takes its server's: each SQL statement there is a round trip to every shard, and whole hep-th searches were
+#: fastest with 3 to 5 (long queries' p50 about 70 ms with 1, where their sentences' sub-queries went to SQL, and
+#: about 45 ms with 3).
 SQL_FACTOR = {"sqlite": 1.0, "postgresql": 3.0}
 
 
-def sql_factor(dialect: str, sharded: bool = False) -> float:
-    """The multiple of SQL's costs on ``dialect`` (``SQL_FACTOR``; 1 on a sharded index)."""
-    return 1.0 if sharded else SQL_FACTOR.get(dialect, 1.0)
+def sql_factor(dialect: str) -> float:
+    """The multiple of SQL's costs on ``dialect`` (``SQL_FACTOR``), a sharded index's its server's."""
+    return SQL_FACTOR.get(dialect, 1.0)
 
 
 class Import:

@@ -806,8 +806,7 @@ def _path_before_plan(snap: Snapshot, wq: WeightedQuery, path: str | None, exhau
 
 def sql_factor(snap: Snapshot) -> float:
     """The multiple of the SQL path's costs on ``snap``'s backend (``costs.SQL_FACTOR``)."""
-    executor = snap.executor
-    return costs.sql_factor(executor.dialect, bool(executor.shards))
+    return costs.sql_factor(snap.executor.dialect)
 
 
 def blob_path(wq: WeightedQuery, factor: float = 1.0) -> bool | None:
