@@ -888,3 +888,22 @@ def test_a_coordinator_counts_sql_as_dear_as_its_server_does(demo_db, demo_shard
         names = [s.name for s in trace.statements]
         assert ("lexical: threshold" in names) is planned, (db, names)
         assert any("top-k" in name for name in names) is planned, (db, names)
+
+
+def test_a_coordinator_reads_the_kept_graph_page_by_page_from_the_shards(demo_db, demo_sharded, monkeypatch):
+    """The citation graph a process keeps is read in pages from where the last ended: on a coordinator that start
+    is sent to the shards (a text of its own: postgres_fdw keeps a row comparison for itself, so each page read
+    every shard's citations whole), and the graph read in many pages is a file's, node for node."""
+    from retrieval.search import adjacency
+    from retrieval.store.sql.dialect import SHARDED
+
+    monkeypatch.setattr(adjacency, "PAGE_ROWS", 7)
+    trace = Trace()
+    a, b = RetrievalClient(demo_db), RetrievalClient(demo_sharded, tracer=trace)
+    with a, b, a._executor.snapshot() as lite, b._executor.snapshot() as shard:
+        file, sharded = adjacency.Graph.read(lite), adjacency.Graph.read(shard)
+    assert list(sharded.ids) == list(file.ids) and sharded.papers == file.papers
+    for part in ("references", "references_at", "citers", "citers_at"):
+        assert getattr(sharded, part).tolist() == getattr(file, part).tolist(), part
+    pages = [s for s in trace.statements if s.name == adjacency.CITATIONS_STATEMENT]
+    assert len(pages) > 3 and all(s.sql == registered(SHARDED).get(adjacency.CITATIONS_PAGE_SQL) for s in pages[1:])

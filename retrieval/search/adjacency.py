@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 
 from ..errors import QueryTimeoutError
-from ..store.sql.dialect import statement
+from ..store.sql.dialect import register_sharded, statement
 from ..store.sql.executor import Snapshot
 
 #: Citation rows read by statements, per paper of the index, at which a process reads the whole graph.
@@ -68,6 +68,21 @@ LIMIT :page"""
 CITATIONS_FIRST_PAGE_SQL = statement(lambda d: _citations_page(d, first=True))
 CITATIONS_PAGE_SQL = statement(lambda d: _citations_page(d, first=False))
 CITATIONS_STATEMENT = "similar: every citation, kept by this process"
+# A sharded coordinator: the page's start as comparisons the shards are sent (postgres_fdw keeps a row comparison
+# on the coordinator, so each page read every shard's citations whole).
+register_sharded(
+    CITATIONS_PAGE_SQL,
+    """\
+SELECT l.citing_key,
+       l.cited_key
+FROM citation_links AS l
+WHERE (l.citing_key > :after_citing OR (l.citing_key = :after_citing AND l.cited_key > :after_cited))
+  AND l.citing_key IS NOT NULL
+  AND l.cited_key IS NOT NULL
+ORDER BY l.citing_key,
+         l.cited_key
+LIMIT :page""",
+)
 
 #: The ids the numbers stand for, in the ids' byte order.
 PAPER_KEYS_SQL = statement(
