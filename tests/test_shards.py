@@ -351,6 +351,50 @@ def test_a_search_that_sees_a_write_half_committed_is_read_again_not_called_dama
     assert not any(r.paper.id.startswith("n") for r in found.ranked)
 
 
+@pytest.mark.parametrize("write", ["add", "remove"])
+def test_an_explanation_across_a_write_half_committed_is_a_new_clients(sharded_database, tmp_path, monkeypatch, write):
+    """``explain``'s snapshot on the coordinator begins before a write commits and its shards' after it (the case
+    a search is read again for, above): the run neither calls the index damaged nor differs from a new client's,
+    since its seeds are read from the coordinator's postings and named on the shards, and its graph from the
+    shards alone."""
+    from retrieval.evidence.pipeline import explain
+    from retrieval.store.sql.executor import Executor
+
+    corpus, records = _corpus(tmp_path, 30)
+    coordinator, shards = sharded_database(f"halfway-explain-{write}")
+    build(db=coordinator, source=corpus, shards=shards)
+    cited = [r["id"] for r in records[:10]]
+    new = [
+        paper(f"n{i}", "Black holes far ahead", "Entropy of black holes.", year=2050 + i, references=cited)
+        for i in range(6)
+    ]
+    new_file = write_jsonl(tmp_path / "new.jsonl", new)
+    if write == "remove":
+        add(new_file, db=coordinator)
+    real = Executor.begin_shards
+    writes = []
+
+    def begin_then_write(self, info):
+        if not writes:  # the coordinator's snapshot has begun: the write commits before the shards' snapshots
+            writes.append(write)
+            if write == "add":
+                add(new_file, db=coordinator)
+            else:
+                remove([r["id"] for r in new], db=coordinator)
+        return real(self, info)
+
+    with RetrievalClient(coordinator) as client:
+        client.stats  # noqa: B018 - the index is known to be sharded from its first snapshot on
+        monkeypatch.setattr(Executor, "begin_shards", begin_then_write)
+        run = explain(client, "black holes entropy")
+    assert writes == [write]
+    monkeypatch.undo()
+    with RetrievalClient(coordinator) as fresh:
+        expected = explain(fresh, "black holes entropy")
+    assert run.top and run.top == expected.top and sorted(run.nodes) == sorted(expected.nodes)
+    assert any(pid.startswith("n") for pid in run.nodes) is (write == "add")
+
+
 def test_a_failed_build_leaves_the_previous_sharded_index_as_it_was(sharded_database, tmp_path):
     corpus, _ = _corpus(tmp_path, 30)
     coordinator, shards = sharded_database("failed")
