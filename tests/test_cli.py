@@ -192,6 +192,37 @@ def test_missing_index_exits_one_and_suggests_build(tmp_path, capsys):
     assert "no index at" in err and "retrieval build" in err
 
 
+SERVER = "postgresql://postgres@127.0.0.1:1/absent"  # a closed local port: nothing is reached
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "--db", SERVER, "black holes"],
+        ["stats", "--db", SERVER],
+        ["explain", "--db", SERVER, "black holes"],
+        ["show", "--db", SERVER, "p1"],
+        ["similar", "--db", SERVER, "p1"],
+        ["check", "--db", SERVER],
+        ["upgrade", "--db", SERVER],
+        ["log", "--db", SERVER],
+        ["remove", "--db", SERVER, "p1"],
+        ["add", "--db", SERVER, "CORPUS"],
+        ["build", "--db", SERVER, "--from", "CORPUS"],
+        ["build", "--db", SERVER, "--shards", f"{SERVER}1,{SERVER}2", "--from", "CORPUS"],
+    ],
+    ids=lambda argv: " ".join(a for a in argv if not a.startswith(("postgresql", "CORPUS"))),
+)
+def test_a_server_index_without_the_driver_says_what_to_install(argv, tmp_path, capsys, monkeypatch):
+    """The PostgreSQL driver is an optional extra: without it, every command on a server's index says what to
+    install and exits 1 (search, stats, explain and the rest ended in an ImportError's traceback)."""
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [paper("p1", "Black holes")])
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed: importing it fails
+    assert main([str(corpus) if a == "CORPUS" else a for a in argv]) == 1
+    err = capsys.readouterr().err
+    assert "pip install 'retrieval[postgresql]'" in err and "Traceback" not in err, err
+
+
 def test_bad_corpus_exits_one_with_file_and_line(tmp_path, capsys):
     bad = write_jsonl(tmp_path / "bad.jsonl", [paper("a"), paper("a")])
     code, _, err = run(capsys, "build", "--from", str(bad), "--db", str(tmp_path / "x.db"))

@@ -188,6 +188,12 @@ class IndexServer(Backend):
 
     dialect = POSTGRESQL
 
+    def __init__(self, location: DatabaseURL) -> None:
+        from .postgres.connection import driver
+
+        driver()  # the optional driver, asked for once here: without it, every server command says what to install
+        super().__init__(location)
+
     @property
     def shown(self) -> str:
         return self.location.shown
@@ -274,10 +280,10 @@ def backend_of(where: str | os.PathLike[str] | Backend | None = None) -> Backend
 def file_only(where: str | os.PathLike[str] | Backend | None, what: str) -> Path:
     """The index file at ``where``, for ``what`` (an operation that works on SQLite files only): a server is
     refused with a ``StoreError`` that says so and what to do."""
-    backend = backend_of(where)
-    if backend.dialect != SQLITE:
+    location = where.location if isinstance(where, Backend) else resolve_db(where)
+    if isinstance(location, DatabaseURL):  # said as it is, whether or not the server driver is installed
         raise StoreError(
-            f"{what} works on an index file; on PostgreSQL ({backend.shown}) it is not supported yet: "
+            f"{what} works on an index file; on PostgreSQL ({location.shown}) it is not supported yet: "
             "give a file path with --db"
         )
-    return backend.location
+    return location

@@ -50,7 +50,7 @@ from ...corpus.paper import Paper
 from ...errors import NotAnIndexError, StoreError
 from ...text import DEFAULT_STEM, DEFAULT_STOPWORDS
 from ..schema.catalogue import BOOLEANS, BY_NAME, COPIED, LOCKED
-from .connection import SCHEMA, _psycopg, open_raw, server_error
+from .connection import SCHEMA, driver, open_raw, server_error
 
 #: Tables of whole numbers only, copied as text blocks (no per-row conversion): the postings.
 INTEGER_TABLES = ("term_freq",)
@@ -195,7 +195,7 @@ def build_postgres(
     """Build the index of ``papers`` at ``url`` (see the module docstring); returns the build's summary."""
     from ..sqlite.build import build_index
 
-    psycopg = _psycopg()
+    psycopg = driver()
     started = time.perf_counter()
     try:
         raw = open_raw(str(url))  # first: a server that is not there fails before the build
@@ -304,7 +304,7 @@ def remove_stale_schemas(raw) -> tuple[list[str], list[str]]:
     """Drop the schemas of builds whose session is gone (killed, or its machine went down): the schemas marked as
     a build's (``claim_schema``) whose advisory lock this session can take, as a running build holds its own.
     Returns (the schemas dropped, a warning for each that could not be: another role's, or its tables locked)."""
-    psycopg = _psycopg()
+    psycopg = driver()
     rows = raw.execute(
         "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s AND obj_description(oid, 'pg_namespace') = %s "
         "ORDER BY nspname",
@@ -523,7 +523,7 @@ def upgrade_server(url: DatabaseURL):
             cfg = alembic_config()
             cfg.attributes["connection"] = connection
             command.upgrade(cfg, "head")
-    except _psycopg().Error as exc:
+    except driver().Error as exc:
         raise _upgrade_error(exc, url) from None
     except DBAPIError as exc:  # SQLAlchemy's wrapping of the server's error
         raise _upgrade_error(exc.orig, url) from None
@@ -536,7 +536,7 @@ def upgrade_server(url: DatabaseURL):
 def _upgrade_error(exc, url: DatabaseURL) -> Exception:
     """The message of an upgrade the server refused. A table the migrations replace may have the user's own
     views over it (made with psql): the server names them in its detail, which is what the user needs."""
-    if isinstance(exc, _psycopg().errors.DependentObjectsStillExist):
+    if isinstance(exc, driver().errors.DependentObjectsStillExist):
         detail = " ".join((exc.diag.message_detail or "").split())
         return StoreError(
             f"cannot upgrade the index at {url.shown}: objects of yours depend on a table the upgrade replaces "

@@ -66,11 +66,14 @@ def several(sql: str) -> bool:
     return ";" in sql.strip().rstrip(";")
 
 
-def _psycopg():
+def driver():
+    """The psycopg module, or a ``StoreError`` saying what to install (the driver is an optional extra)."""
     try:
         import psycopg
     except ImportError:
-        raise StoreError("an index on PostgreSQL needs the psycopg driver: install retrieval[postgresql]") from None
+        raise StoreError(
+            "an index on PostgreSQL needs the psycopg driver: pip install 'retrieval[postgresql]'"
+        ) from None
     return psycopg
 
 
@@ -129,7 +132,7 @@ CONNECT_TIMEOUT = 10
 def open_raw(url: str, **options):
     """A psycopg connection to ``url`` (autocommit), giving up after ``CONNECT_TIMEOUT`` seconds unless the URL
     sets its own ``connect_timeout``."""
-    psycopg = _psycopg()
+    psycopg = driver()
     if "connect_timeout=" not in url:
         options.setdefault("connect_timeout", CONNECT_TIMEOUT)
     return psycopg.connect(url, autocommit=True, **options)
@@ -223,7 +226,7 @@ class PgConnection:
         its rows in binary (a BLOB as its bytes, not as hex text twice its size); values are adapted both ways by
         psycopg's own adapters, so the rows are those its cursors return."""
         self._settle()
-        psycopg = _psycopg()
+        psycopg = driver()
         from psycopg import pq
         from psycopg.adapt import PyFormat, Transformer
 
@@ -345,7 +348,7 @@ class PgConnection:
     @property
     def in_transaction(self) -> bool:
         self._settle()
-        psycopg = _psycopg()
+        psycopg = driver()
         return not self.lost and self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     def interrupt(self) -> None:
@@ -363,9 +366,9 @@ def connect(
     """A connection to the index at ``url`` (autocommit; read-only sessions when ``readonly``), its tables those
     of ``schema`` (a shard's schema is named by its coordinator: ``retrieval.store.postgres.shards``). ``timeout``:
     seconds a read statement may take (``statement_timeout``; a writer's have none)."""
+    psycopg = driver()
     from psycopg import sql
 
-    psycopg = _psycopg()
     try:
         raw = open_raw(str(url))
         raw.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))  # retrieval.store.postgres.build

@@ -94,7 +94,7 @@ from .connection import (
     MAPPING_OPTIONS,
     SCHEMA,
     SHARD_SCHEMA_PREFIX,
-    _psycopg,
+    driver,
     open_raw,
     server_error,
     server_params,
@@ -170,13 +170,14 @@ def _server_key(url: DatabaseURL) -> tuple:
 
 
 def _conninfo(url: DatabaseURL) -> dict[str, str]:
+    driver()
     from psycopg.conninfo import conninfo_to_dict
 
     return {k: str(v) for k, v in conninfo_to_dict(str(url)).items() if v is not None}
 
 
 def _connect(url: DatabaseURL):
-    psycopg = _psycopg()
+    psycopg = driver()
     try:
         return open_raw(str(url))
     except psycopg.Error as exc:
@@ -401,7 +402,7 @@ def build_sharded(
     from .build import _fingerprint, build_folder, claim_schema, migrate_schema, remove_stale_folders, swap_schema
     from .connection import PgConnection
 
-    psycopg = _psycopg()
+    psycopg = driver()
     if any(_server_key(s) == _server_key(url) for s in shards):
         raise ConfigError("a shard cannot be the coordinator's own database: give each shard its own database")
     started = time.perf_counter()
@@ -505,7 +506,7 @@ def _drop_new(coordinator, opened, schema, shard_schema, servers, created_on) ->
     """What a failed build made (it is still running, and holds the locks): the shards' schemas first, and a
     server only once its shard's schema is gone, so that what a shard kept is left reachable (and marked) for a
     later build to drop."""
-    psycopg = _psycopg()
+    psycopg = driver()
     kept = set()
     for i in created_on:
         try:
@@ -569,7 +570,7 @@ def _drop_servers(coordinator, tag: str, names: list[str], whose: str) -> tuple[
     is at this). Returns (the servers dropped, warnings)."""
     from .build import build_lock, first_line
 
-    psycopg = _psycopg()
+    psycopg = driver()
     schema, shard_schema = _schemas_of(tag)
     dropped, failed = [], []
     with build_lock(coordinator, schema) as taken:
@@ -654,7 +655,7 @@ def recorded_shards(url: DatabaseURL) -> list[DatabaseURL] | None:
             params = server_params(raw, entry["server"])
             out.append(DatabaseURL(url_of(params)))
         return out
-    except _psycopg().Error as exc:  # a role that may not read the index's schema, a server gone meanwhile
+    except driver().Error as exc:  # a role that may not read the index's schema, a server gone meanwhile
         raise server_error(exc, url, "open") from None
     finally:
         raw.close()

@@ -31,7 +31,7 @@ from ... import stop
 from ...config import DatabaseURL
 from ...errors import IndexNotFoundError, NotAnIndexError, SchemaVersionError, StoreError
 from ..sql.dialect import POSTGRESQL, statement, text_for
-from .connection import _psycopg, connect, convert, server_error
+from .connection import connect, convert, driver, server_error
 
 #: The advisory lock every writer of an index on PostgreSQL holds for its transaction (a fixed 64-bit key,
 #: ``retrieval``'s writers' lock; advisory locks are per database, so indexes in other databases never share it).
@@ -98,7 +98,7 @@ def _check(conn: WriteConnection, url: DatabaseURL) -> dict[str, str]:
     its ``index_info``. An older revision names ``retrieval upgrade`` (a sharded index: the rebuild)."""
     from ..database import HEAD_REVISION, KNOWN_REVISIONS, IndexStats, build_command, check_analyser, located
 
-    psycopg = _psycopg()
+    psycopg = driver()
     try:
         revision = conn.execute(REVISION_SQL).fetchone()
     except psycopg.errors.UndefinedTable:
@@ -141,7 +141,7 @@ def write_transaction(url: DatabaseURL, timeout: float | None = None, doing: str
     """``with write_transaction(url) as conn``: one write transaction on the index at ``url`` under the writers'
     advisory lock (see the module), its index checked; committed when the block ends, rolled back on any error.
     Server failures become messages that name the server (password hidden)."""
-    psycopg = _psycopg()
+    psycopg = driver()
     wait = LOCK_TIMEOUT if timeout is None else timeout
     pg = connect(url, readonly=False)  # autocommit: the transaction is begun and ended here
     raw = pg.raw
@@ -177,7 +177,7 @@ def write_transaction(url: DatabaseURL, timeout: float | None = None, doing: str
 def log_transaction(url: DatabaseURL, busy_ms: int) -> Iterator:
     """``with log_transaction(url, busy_ms) as conn``: one short write transaction on the index at ``url`` (a
     query log row) that waits at most ``busy_ms`` for a row lock and never for the writers' advisory lock."""
-    psycopg = _psycopg()
+    psycopg = driver()
     pg = connect(url, readonly=False)
     raw = pg.raw
     try:
