@@ -223,6 +223,26 @@ def test_a_server_index_without_the_driver_says_what_to_install(argv, tmp_path, 
     assert "pip install 'retrieval[postgresql]'" in err and "Traceback" not in err, err
 
 
+def test_the_version_to_a_full_device_exits_one_with_a_message():
+    # Before: its OSError (No space left on device) came as a traceback, raised while the options were parsed.
+    with open("/dev/full", "w") as full:
+        argv = [sys.executable, "-m", "retrieval", "--version"]
+        done = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 1 and "No space left on device" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("columns", ["99999999999999999999", "9999999999"])
+def test_a_columns_of_many_digits_is_read_as_the_widest_width(demo_db, columns, capsys, monkeypatch):
+    # Before: an OverflowError's traceback, or the whole width laid out (23 GB, killed by the kernel).
+    from retrieval.interfaces.output.display import MAX_WIDTH
+
+    monkeypatch.setenv("COLUMNS", columns)
+    assert main(["search", "attention", "--db", str(demo_db), "-v", "--limit", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out and max(len(line) for line in out.splitlines()) <= MAX_WIDTH
+
+
 def test_bad_corpus_exits_one_with_file_and_line(tmp_path, capsys):
     bad = write_jsonl(tmp_path / "bad.jsonl", [paper("a"), paper("a")])
     code, _, err = run(capsys, "build", "--from", str(bad), "--db", str(tmp_path / "x.db"))

@@ -178,6 +178,27 @@ def test_a_cursor_that_repeats_stops_the_fetch_and_keeps_what_it_fetched(tmp_pat
     assert not out.exists()
 
 
+def _nested(status: int = 200):
+    depth = 100_000
+    return lambda request: (status, {"Content-Type": "application/json"}, b"[" * depth + b"]" * depth)
+
+
+@pytest.mark.parametrize("status", [200, 400])
+def test_an_answer_nested_past_what_json_reads_is_an_answer_that_is_not_json(tmp_path, status):
+    # Before: a RecursionError's traceback, from the answer's JSON (200) or the refusal's message (400).
+    with Server(_nested(status)) as server, pytest.raises(FetchError) as info:
+        fetch_openalex(tmp_path / "p.jsonl", search="sparse attention", base_url=server.url, policy=FAST)
+    assert "RecursionError" not in str(info.value)
+    assert "not valid JSON (nested too deeply)" in str(info.value) or "400" in str(info.value), info.value
+
+
+def test_a_state_nested_past_what_json_reads_says_how_to_start_over(openalex, tmp_path):
+    out = tmp_path / "p.jsonl"
+    Path(f"{out}.fetch-state.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(FetchError, match=r"nested too deeply\): add --restart"):
+        fetch_openalex(out, search="sparse attention", base_url=openalex.url, policy=FAST)
+
+
 def test_a_fetch_stopped_inside_a_chunk_of_citing_works_resumes_there(openalex, tmp_path, monkeypatch):
     # The repeated-cursor guard's set of pages asked for was made only at a chunk's first page: a fetch resumed
     # at a later page of a chunk failed with a NameError.

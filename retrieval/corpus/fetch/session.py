@@ -131,7 +131,7 @@ def api_message(response: httpx.Response) -> str:
     text = response.text.strip()
     try:
         body = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what a message is
         body = None
     if isinstance(body, dict):
         for key in ("message", "error", "detail"):
@@ -147,6 +147,8 @@ def _json(response: httpx.Response) -> object:
         return json.loads(response.content)
     except ValueError as exc:
         raise Retry(f"the answer is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise Retry("the answer is not valid JSON (nested too deeply)") from None
 
 
 def _cause(exc: BaseException) -> str:

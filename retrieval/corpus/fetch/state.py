@@ -162,9 +162,10 @@ class FetchRun:
             return
         try:
             state = json.loads(self.state_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
             raise FetchError(
-                f"cannot read {self.state_path} ({exc}): add --restart to start the fetch over (it removes it)"
+                f"cannot read {self.state_path} ({reason}): add --restart to start the fetch over (it removes it)"
             ) from None
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise FetchError(

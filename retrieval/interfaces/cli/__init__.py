@@ -902,7 +902,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _Parser.given = tuple(argv)
     parser = make_parser(_command_of(argv))
-    args, unknown = parser.parse_known_args(argv)
+    try:
+        args, unknown = parser.parse_known_args(argv)
+    except OSError as exc:  # --help or --version printed to a full disk, a closed descriptor
+        _error(f"{exc} (an environment failure: check where the output goes)")
+        return 1
     if unknown:  # said by the command's parser, whose usage line names its options (not "retrieval COMMAND ...")
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")

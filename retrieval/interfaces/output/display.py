@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 #: The narrowest output: a terminal, ``COLUMNS`` or a pipe that says less still gets 80 columns.
 MIN_WIDTH = 80
+#: The widest: a ``COLUMNS`` past it (a typo of many digits) is read as this many, not laid out (or allocated) whole.
+MAX_WIDTH = 1000
 ELLIPSIS = "…"
 #: How much of a query messages quote.
 QUERY_SHOWN = 60
@@ -50,8 +52,8 @@ def count(n: int, word: str, plural: str | None = None) -> str:
 
 def terminal_width(minimum: int = MIN_WIDTH) -> int:
     """The width to print to: ``$COLUMNS`` if it is a number, else the terminal's if stdout is one, else 80; never
-    less than ``minimum`` (``MIN_WIDTH``). What ``shutil.get_terminal_size`` does, without importing ``shutil`` (a
-    few ms of every search's start)."""
+    less than ``minimum`` (``MIN_WIDTH``) nor more than ``MAX_WIDTH``. What ``shutil.get_terminal_size`` does,
+    without importing ``shutil`` (a few ms of every search's start)."""
     try:
         columns = int(os.environ["COLUMNS"])
     except (KeyError, ValueError):
@@ -59,7 +61,7 @@ def terminal_width(minimum: int = MIN_WIDTH) -> int:
             columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
         except (AttributeError, ValueError, OSError):
             columns = 80
-    return max(minimum, columns)
+    return min(max(minimum, columns), max(minimum, MAX_WIDTH))
 
 
 def _char_columns(char: str) -> int:
