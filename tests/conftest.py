@@ -243,6 +243,14 @@ def sharded_database(pg_database, pg_shard_servers):
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(scope="module")
+def demo_sharded(sharded_database) -> str:
+    """The demo corpus on a coordinator and two shard servers (the coordinator's URL)."""
+    url, shards = sharded_database("demo")
+    build(db=url, shards=shards)
+    return url
+
+
 # -- Tests that do not depend on the backend run on both: these fixtures take each backend as a parameter ----------
 @pytest.fixture(scope="session", params=BACKENDS)
 def demo_index(request, tmp_path_factory):

@@ -367,9 +367,10 @@ def test_a_planned_query_takes_the_path_its_plan_costs_least(demo_db, monkeypatc
         assert not any(name.startswith(absent) for name in names), (dearer, names)
 
 
-def test_on_a_postgresql_server_the_cost_model_counts_sql_dearer(demo_db, demo_pg, monkeypatch):
-    # Each of SQL's statements is a round trip there: a query SQLite plans first and keeps in SQL goes straight
-    # to the BLOBs on a server.
+def test_on_a_postgresql_server_the_cost_model_counts_sql_dearer(demo_db, demo_pg, demo_sharded, monkeypatch):
+    # Each of SQL's statements is a round trip there (on a sharded index, to every shard): a query SQLite plans
+    # first and keeps in SQL goes straight to the BLOBs on a server and on a coordinator (which counted SQL as
+    # SQLite does, and ran the file's statements on every shard).
     wq = _weighted([300, 40_000, 60_000], 100_000)
     assert lexical.blob_path(wq) is None and not lexical.blobs_after_plan(wq, _plan(wq, {0}))
     assert lexical.blob_path(wq, costs.sql_factor("postgresql")) is True
@@ -382,7 +383,7 @@ def test_on_a_postgresql_server_the_cost_model_counts_sql_dearer(demo_db, demo_p
     for name, value in {"BLOB_FIXED_COST": 20_000.0, "SQL_PLANNED_COST": 0.5, "SQL_POSTING_COST": 1.0}.items():
         monkeypatch.setattr(costs, name, value)
     monkeypatch.setitem(costs.SQL_FACTOR, "postgresql", 1e6)
-    for db, planned in ((demo_db, True), (demo_pg, False)):
+    for db, planned in ((demo_db, True), (demo_pg, False), (demo_sharded, False)):
         trace = Trace()
         with RetrievalClient(db, tracer=trace) as client:
             got = client.lexical.search(query, 5)

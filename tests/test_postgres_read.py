@@ -57,14 +57,6 @@ def cacm_pg(pg_database, cacm_db) -> str:
 
 
 @pytest.fixture(scope="module")
-def demo_sharded(sharded_database) -> str:
-    """The demo corpus on a coordinator and two shard servers (the coordinator's URL)."""
-    url, shards = sharded_database("demo")
-    build(db=url, shards=shards)
-    return url
-
-
-@pytest.fixture(scope="module")
 def cacm_sharded(sharded_database, cacm_db) -> str:
     """CACM on a coordinator and two shard servers (the coordinator's URL)."""
     url, shards = sharded_database("cacm")
@@ -866,28 +858,6 @@ def test_a_coordinator_reads_terms_in_degrees_and_co_citations_by_texts_of_its_o
     own = set(registered(SHARDED).values())
     ran = {s.name for s in trace.statements if s.sql in own}
     assert {cocited.COCITATIONS_STATEMENT, lexical.TERMS_NAME, "learned: the candidates' in-degrees"} <= ran, ran
-
-
-def test_a_coordinator_counts_sql_as_dear_as_its_server_does(demo_db, demo_sharded, monkeypatch):
-    """Each SQL statement on a sharded index is a round trip to every shard: the cost model weighs SQL there as on
-    one server, so a query a file plans and answers in SQL goes to the BLOBs on the coordinator, unplanned, with
-    the same top 5 (with a factor of 1 it ran the file's statements on every shard)."""
-    from retrieval.search import costs
-
-    query = "perplexity of the retrieval index"
-    with RetrievalClient(demo_db) as client:
-        expected = client.lexical.search(query, 5, exhaustive=True)
-    for name, value in {"BLOB_FIXED_COST": 20_000.0, "SQL_PLANNED_COST": 0.5, "SQL_POSTING_COST": 1.0}.items():
-        monkeypatch.setattr(costs, name, value)
-    monkeypatch.setitem(costs.SQL_FACTOR, "postgresql", 1e6)
-    for db, planned in ((demo_db, True), (demo_sharded, False)):
-        trace = Trace()
-        with RetrievalClient(db, tracer=trace) as client:
-            got = client.lexical.search(query, 5)
-        same_hits(got, expected)
-        names = [s.name for s in trace.statements]
-        assert ("lexical: threshold" in names) is planned, (db, names)
-        assert any("top-k" in name for name in names) is planned, (db, names)
 
 
 def test_a_coordinator_reads_the_kept_graph_page_by_page_from_the_shards(demo_db, demo_sharded, monkeypatch):
