@@ -27,6 +27,7 @@ LIMITS = {
     "max_candidates": 10_000,  # papers the graph may add
     "fanout": 1_000,  # intermediate papers of co-citation and coupling
     "workers": 32,  # tokenising processes of a build
+    "jobs": 32,  # worker processes of an evaluation
     "top_k": 1_000,  # papers an evidence run returns
     "seeds_per_subquery": 100,
     "seed_pool": 1_000,

@@ -253,7 +253,8 @@ def test_bad_corpus_exits_one_with_file_and_line(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv",
     [[], ["frobnicate"], ["search"], ["search", "x", "--limit", "0"], ["search", "x", "--hops", "-1"],
-     ["search", "x", "--hops", "two"], ["build", "--bogus"]],
+     ["search", "x", "--hops", "two"], ["build", "--bogus"],
+     ["eval", "--corpus", "c.jsonl", "--queries", "q.jsonl", "--out", "o", "--jobs", "33"]],  # was taken: 33 workers
 )  # fmt: skip
 def test_usage_errors_exit_two(argv, capsys):
     with pytest.raises(SystemExit) as info:

@@ -26,6 +26,7 @@ from ..search.lexical import weigh
 from ..search.memo import QueryMemo
 from ..search.query import Query
 from ..text import DEFAULT_STEM, DEFAULT_STOPWORDS, Analyser
+from ..validate import LIMITS
 from ..workers import context, default_workers, follow_parent
 from .cache import CachedIndex, analysis, cache_key, ensure_index, file_sha256, index_identity, resolve_cache_dir
 from .graphrag import by_hop, by_seed_quality
@@ -463,8 +464,8 @@ def run_eval(
     Analyser(stem, stopwords)  # an unknown name fails before the long part
     cached = open_index(prepared, resolve_cache_dir(cache_dir), progress, semantic, stem, stopwords)
     jobs = default_workers() if jobs is None else jobs
-    if jobs < 1:
-        raise ConfigError(f"jobs must be at least 1, got {jobs}")
+    if not 1 <= jobs <= LIMITS["jobs"]:
+        raise ConfigError(f"jobs must be from 1 to {LIMITS['jobs']}, got {jobs}")
     if len(prepared.evalset.queries) < PARALLEL_MIN_QUERIES:
         jobs = 1
     queries_started = time.perf_counter()

@@ -13,7 +13,7 @@ from typing import TextIO
 from ...eval.cache import DEFAULT_CACHE_DIR
 from ...eval.modes import MODES
 from ...eval.protocol import AUTO, PROTOCOLS, TIME_HONEST
-from .options import FORMAT_HELP, FORMATS, add_analysis_options, positive_int
+from .options import FORMAT_HELP, FORMATS, add_analysis_options, bounded, positive_int
 
 
 class ProgressBar:
@@ -181,7 +181,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--jobs",
-        type=positive_int,
+        type=bounded("jobs"),
         metavar="N",
         help="worker processes that share the queries (default: one per core, at most 2; 1 = this process only); "
         "the figures do not depend on it",
