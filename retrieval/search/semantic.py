@@ -45,11 +45,14 @@ def scores(snap, text: str, paper_ids: Sequence[str], report: dict) -> dict[str,
     if not rows:
         report["semantic"] = {"model": name, "used": True, "vectors": 0}
         return {}
+    rows = sorted(rows, key=lambda row: row[0])  # a shard's rows come in its own order
     try:
         vectors = embed.unpack([blob for _, blob in rows], encoder.dims)
     except ValueError as exc:
         raise lexical._damaged(snap, f"paper_vectors holds a row that is not a vector ({exc})") from None
-    cosines = vectors @ query
+    # In doubles: float32 products summed by BLAS round differently with a row's place in the matrix, so the same
+    # paper's cosine moved with the order the rows were read in (a sharded index's differed from the file's).
+    cosines = vectors.astype("float64") @ query.astype("float64")
     best = float(cosines.max())
     report["semantic"] = {"model": name, "used": True, "vectors": len(rows)}
     if best <= 0.0:
