@@ -83,7 +83,7 @@ def build(
     stem: str | None = DEFAULT_STEM,
     stopwords: str | None = DEFAULT_STOPWORDS,
     shards: str | list[str] | None = None,
-    semantic: str | None = None,
+    semantic: str | None = "auto",
 ) -> WriteSummary:
     """Build the index at ``db`` (a file or a PostgreSQL URL, resolved as everywhere) from ``source``: a corpus
     file (``format`` jsonl, openalex or s2; detected when None), papers (``Paper``s, streamed once), or the
@@ -92,7 +92,10 @@ def build(
     Snowball stemmer ``stem`` (e.g. ``"english"``) and dropping the stop words ``stopwords`` (``"english"``) when
     given (neither by default; None or ``"none"`` for none; recorded in the index, later adds and queries use
     them), and encoding every paper's text with the model ``semantic`` (``"wordllama"``: ``retrieval.embed``)
-    when given, for the semantic signal. Replaces an existing index only when the build succeeds.
+    for the semantic signal: by default (``"auto"``) only where the corpus's citations are sparse (fewer than
+    ``embed.AUTO_MAX_EDGES`` edges a paper) and the model is installed; None or ``"none"`` for no vectors. The
+    summary's ``semantic`` names the model used, its ``notes`` how to add vectors where they would help. Replaces
+    an existing index only when the build succeeds.
 
     ``shards`` (PostgreSQL URLs, a list or ``"URL,URL,..."``) makes ``db`` the coordinator of an index
     partitioned over those servers (``retrieval.store.postgres.shards``); a rebuild of a sharded index without it keeps

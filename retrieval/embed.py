@@ -32,6 +32,14 @@ MODELS = {
         "64b47a2dc493cb8e85944076601189739852d7b64e0e1eedcb1937a251cd9fd5",
     ),
 }
+#: ``--semantic auto``, the default of ``retrieval build`` and ``retrieval eval``: ``AUTO_MODEL``'s vectors when
+#: the corpus has fewer than ``AUTO_MAX_EDGES`` citation edges a paper and the model's package is installed, else
+#: none. Below it the default ranking ranks most queries by the policy, whose blend uses the vectors (CACM, 0.86
+#: edges a paper: nDCG@10 0.373 to 0.429); above it the learned model ranks them, which the vectors do not change
+#: (hep-th 11.9, ml-arxiv 3.0), so a build there is not made slower for nothing (docs/eval/semantic.md).
+AUTO = "auto"
+AUTO_MODEL = "wordllama"
+AUTO_MAX_EDGES = 1.5
 #: Texts encoded per call when a build or an add encodes papers.
 BATCH = 256
 #: How a vector is stored: little-endian float16 (half the bytes of float32; cosines agree to about 1e-3).
@@ -81,6 +89,33 @@ def encoder(name: str) -> Encoder:
     if isinstance(found, str):
         raise ConfigError(found)
     return found
+
+
+def requested(semantic: str | None) -> str | None:
+    """``semantic`` as a build takes it: a model of ``MODELS``, ``AUTO``, or None (None or ``"none"``);
+    ``ConfigError`` for another name."""
+    if semantic is None or semantic == "none":
+        return None
+    if semantic != AUTO and semantic not in MODELS:
+        raise ConfigError(
+            f"--semantic {semantic!r} is not a model retrieval knows: use one of {', '.join(MODELS)}, {AUTO} or none"
+        )
+    return semantic
+
+
+def auto_encoder(papers: int, edges: int) -> tuple[Encoder | None, str | None]:
+    """What ``AUTO`` encodes a corpus of ``papers`` papers and ``edges`` citation edges with: ``AUTO_MODEL`` where
+    its citations are sparse and the model loads, else None; and, where the corpus would gain from vectors that
+    could not be made, a note saying how to add them."""
+    if not papers or edges / papers >= AUTO_MAX_EDGES:
+        return None, None
+    try:
+        return encoder(AUTO_MODEL), None
+    except ConfigError as exc:
+        return None, (
+            f"no text vectors: the corpus has {edges / papers:.2f} citation edges a paper, too few for the graph "
+            f"to rank by, and {exc}, then build again to add the semantic signal"
+        )
 
 
 def _load(name: str) -> Encoder:

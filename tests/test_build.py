@@ -108,14 +108,14 @@ def test_a_build_without_a_corpus_does_not_replace_an_index_of_another(tmp_path,
     papers it replaced them with the demo's hundred, and the damage messages advised exactly that command."""
     db = tmp_path / "mine.db"
     corpus = write_jsonl(tmp_path / "my papers.jsonl", [paper(f"m{i}", f"title {i}") for i in range(3)])
-    build(db=db, source=corpus, stem="english")
+    build(db=db, source=corpus, stem="english", semantic="none")  # the hint names --semantic where vectors are kept
     before = db.read_bytes()
     assert main(["build", "--db", str(db)]) == 1
     err = capsys.readouterr().err
     assert f"{db} holds an index of my papers.jsonl (3 papers): a build without --from builds the demo" in err
     assert f"`retrieval build --db {db} --from 'my papers.jsonl' --stem english`" in err
     assert db.read_bytes() == before
-    build(db=db, source=corpus)  # with its corpus it is rebuilt as asked
+    build(db=db, source=corpus, semantic="none")  # with its corpus it is rebuilt as asked
     demo = tmp_path / "demo.db"
     build(db=demo)
     build(db=demo)  # the demo over the demo: nothing of the user's to keep
@@ -239,7 +239,7 @@ def _corpus(tmp_path, n=300):
 
 def test_a_build_reports_every_phase_in_order_with_its_progress(tmp_path):
     recorder = Recorder()
-    summary = build(db=tmp_path / "x.db", source=_corpus(tmp_path), progress=recorder)
+    summary = build(db=tmp_path / "x.db", source=_corpus(tmp_path), progress=recorder, semantic="none")
     assert [p["name"] for p in recorder.phases] == list(PHASES)
     assert not recorder.open
     phases = {p["name"]: p for p in recorder.phases}

@@ -132,7 +132,9 @@ def test_gate_fires_only_when_seeds_are_thin(demo_db):
 
 def test_seeds_without_edges_leave_the_lexical_ranking_unchanged(tmp_path):
     records = [paper(f"p{i}", title=f"graph walk {'deep ' * i}", year=2000) for i in range(6)]
-    build(db=tmp_path / "x.db", source=write_jsonl(tmp_path / "x.jsonl", records))
+    # No text vectors (a corpus without citations gets them by default where the model is installed): the
+    # policy's blend is then BM25's ranking alone.
+    build(db=tmp_path / "x.db", source=write_jsonl(tmp_path / "x.jsonl", records), semantic="none")
     with RetrievalClient(db=tmp_path / "x.db") as client:
         lexical = [pid for pid, _ in client.lexical.search("graph walk deep", 100)]
         for expand in ("always", "never", "auto"):

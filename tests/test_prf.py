@@ -35,7 +35,7 @@ def corpus(request, tmp_path_factory):
     records = _corpus()
     source = write_jsonl(tmp / "prf.jsonl", records)
     db = tmp / "prf.db" if request.param == "sqlite" else request.getfixturevalue("pg_database")("prf")
-    build(db=db, source=source)
+    build(db=db, source=source, semantic="none")  # the reference is BM25's: no text vectors in the blend
     return db, {r["id"]: f"{r['title']} {r['abstract']}" for r in records}
 
 

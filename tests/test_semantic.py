@@ -4,6 +4,7 @@ computation of its own from the encoder and the stored rows)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -232,7 +233,7 @@ def test_eval_with_vectors_ranks_cacm_by_the_policy_with_the_signal_and_says_so(
     corpus = shared_corpus("cacm")
     queries = corpus.with_name("queries-dev.jsonl")
     common = {"modes": ["bm25", "policy"], "cache_dir": tmp_path / "cache", "jobs": 1}
-    plain = run_eval(corpus, queries, tmp_path / "plain", **common)
+    plain = run_eval(corpus, queries, tmp_path / "plain", semantic="none", **common)
     with_vectors = run_eval(corpus, queries, tmp_path / "sem", semantic="wordllama", **common)
     assert "Semantic signal" not in (tmp_path / "plain" / "report.md").read_text()
     assert (
@@ -243,3 +244,50 @@ def test_eval_with_vectors_ranks_cacm_by_the_policy_with_the_signal_and_says_so(
     # BM25 reads no vectors; the policy's ranking changes with them.
     assert with_vectors.modes["bm25"]["ndcg@10"] == plain.modes["bm25"]["ndcg@10"]
     assert with_vectors.modes["policy"]["ndcg@10"] > plain.modes["policy"]["ndcg@10"]
+
+    # The default (auto) is retrieval build's: CACM's citations are sparse, so its index keeps the vectors.
+    default = run_eval(corpus, queries, tmp_path / "default", **common)
+    assert default.inputs["semantic"] == "wordllama"
+    assert default.modes["policy"]["ndcg@10"] == with_vectors.modes["policy"]["ndcg@10"]
+
+
+def test_auto_encodes_only_where_the_citations_are_sparse(tmp_path):
+    assert embed.auto_encoder(2, 3) == (None, None)  # 1.5 edges a paper: the graph ranks, no vectors
+    assert embed.auto_encoder(2, 2)[0] is embed.encoder("wordllama")
+    assert embed.auto_encoder(0, 0) == (None, None)
+    sparse = build(db=tmp_path / "sparse.db", source=_papers())  # 8 edges over 9 papers: the default encodes
+    assert sparse.semantic == "wordllama" and not sparse.notes
+    assert sorted(_stored(tmp_path / "sparse.db")) == sorted(TEXTS)
+    assert stats(tmp_path / "sparse.db")["semantic_model"] == "wordllama"
+    papers = _papers()
+    ids = [p.id for p in papers]
+    dense = [Paper(p.id, p.title, p.abstract, p.year, p.authors, ids[max(0, i - 2) : i], source="test")
+             for i, p in enumerate(papers)]  # fmt: skip
+    summary = build(db=tmp_path / "dense.db", source=dense)
+    assert summary.edges / summary.added > embed.AUTO_MAX_EDGES
+    assert summary.semantic is None and not summary.notes and _stored(tmp_path / "dense.db") == {}
+    off = build(db=tmp_path / "off.db", source=_papers(), semantic="none")
+    assert off.semantic is None and _stored(tmp_path / "off.db") == {}
+    with pytest.raises(ConfigError, match="use one of wordllama, auto or none"):
+        build(db=tmp_path / "bad.db", source=_papers(), semantic="bogus")
+    assert not (tmp_path / "bad.db").exists()
+
+
+def test_auto_without_the_package_builds_without_vectors_and_says_how_to_add_them(tmp_path):
+    corpus = tmp_path / "sparse.jsonl"
+    records = [{"id": p.id, "title": p.title, "abstract": p.abstract, "year": p.year, "references": p.references}
+               for p in _papers()]  # fmt: skip
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    cli = "import sys; sys.modules['wordllama'] = None; from retrieval.interfaces.cli import main; sys.exit(main())"
+    args = ["build", "--db", str(tmp_path / "s.db"), "--from", str(corpus)]
+    without = subprocess.run([sys.executable, "-c", cli, *args], capture_output=True, text=True)
+    assert without.returncode == 0, without.stderr
+    assert "retrieval: note: no text vectors: the corpus has 0.89 citation edges a paper" in without.stderr
+    assert "pip install 'retrieval[semantic]'" in without.stderr and "Traceback" not in without.stderr
+    assert "text vectors" not in without.stdout and _stored(tmp_path / "s.db") == {}
+    asked = subprocess.run([sys.executable, "-c", cli, *args, "--semantic", "wordllama"], capture_output=True,
+                           text=True)  # fmt: skip
+    assert asked.returncode == 1 and "pip install 'retrieval[semantic]'" in asked.stderr, asked.stderr
+    with_it = subprocess.run([sys.executable, "-m", "retrieval", *args], capture_output=True, text=True)
+    assert with_it.returncode == 0 and "note" not in with_it.stderr, with_it.stderr
+    assert ", text vectors by wordllama, " in with_it.stdout and len(_stored(tmp_path / "s.db")) == len(TEXTS)

@@ -25,6 +25,7 @@ from ..search.client import RetrievalClient
 from ..search.lexical import weigh
 from ..search.memo import QueryMemo
 from ..search.query import Query
+from ..store.database import check_index
 from ..text import DEFAULT_STEM, DEFAULT_STOPWORDS, Analyser
 from ..validate import LIMITS
 from ..workers import context, default_workers, follow_parent
@@ -426,7 +427,7 @@ def run_eval(
     config: RetrievalConfig | None = None,
     progress: Progress | None = None,
     jobs: int | None = None,
-    semantic: str | None = None,
+    semantic: str | None = "auto",
     format: str | None = None,
     stem: str | None = DEFAULT_STEM,
     stopwords: str | None = DEFAULT_STOPWORDS,
@@ -442,7 +443,8 @@ def run_eval(
     evaluation index is cached under ``cache_dir`` (see ``retrieval.eval.cache``). ``jobs`` worker processes
     share the queries (default: one per core, at most two; fewer than ``PARALLEL_MIN_QUERIES`` queries run in
     this process); the figures do not depend on it. ``semantic`` (``"wordllama"``) builds the evaluation index with
-    the papers' vectors, so that the modes that blend the semantic signal (the policy's) use it. ``stem`` and
+    the papers' vectors, so that the modes that blend the semantic signal (the policy's) use it; ``"auto"`` (the
+    default) as ``retrieval build`` decides it, None or ``"none"`` without them. ``stem`` and
     ``stopwords`` analyse the evaluation index as ``retrieval build`` takes them (its defaults too). Raises
     ``RetrievalError`` subclasses with what to do next.
     """
@@ -459,7 +461,13 @@ def run_eval(
     _make_dirs(out_dir, runs_path)
     inputs_seconds = time.perf_counter() - started
 
-    if semantic:
+    semantic = embed.requested(semantic)
+    if semantic == embed.AUTO:
+        try:
+            embed.encoder(embed.AUTO_MODEL)
+        except ConfigError:
+            semantic = None  # what auto builds without the model: the same index as none, the same cache entry
+    elif semantic:
         embed.encoder(semantic)  # a missing package fails before the long part
     Analyser(stem, stopwords)  # an unknown name fails before the long part
     cached = open_index(prepared, resolve_cache_dir(cache_dir), progress, semantic, stem, stopwords)
@@ -478,8 +486,9 @@ def run_eval(
 
     report, effect = assemble(prepared, runs, selected, config, protocol)
     report.inputs["analysis"] = analysis(stem, stopwords)
-    if semantic:
-        report.inputs["semantic"] = semantic
+    used = check_index(cached.path).info.get("semantic_model") if semantic else None
+    if used:
+        report.inputs["semantic"] = used
     for m in selected:
         write_run(runs_path / run_file_name(m.name), ((r.qid, r.answers[m.name].ranking) for r in runs), m.name)
     # An earlier report's run of another mode (of other queries) is not left beside these qrels; a file named as no

@@ -55,6 +55,8 @@ class WriteSummary:
     seconds: float = 0.0
     stages: dict[str, float] = field(default_factory=dict)  # seconds per stage of a bulk build
     shards: list[dict] | None = None  # a sharded build: each shard's URL (password hidden) and rows per table
+    semantic: str | None = None  # a build: the model whose text vectors it wrote (None: none)
+    notes: list[str] = field(default_factory=list)  # a build: what the user may want to do (not a problem)
     warnings: list[str] = field(default_factory=list)  # what went wrong after the index was safely written
     upgraded_from: str | None = None  # an add or remove that first upgraded the index: its revision before
 

