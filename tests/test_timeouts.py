@@ -200,3 +200,50 @@ def test_one_client_shared_by_threads_takes_turns_and_answers_as_alone(demo_db):
     out = json.loads(done.stdout)
     assert out["errors"] == [] and len([q for q, _ in out["got"] if q in queries]) == 80
     assert all(answer == alone[q] for q, answer in out["got"])
+
+
+def test_reads_without_a_budget_and_a_builds_swap_stop_waiting_for_a_lock_with_a_message(pg_database, capsys,
+                                                                                        monkeypatch):  # fmt: skip
+    """``stats`` and ``check`` (reads without a time budget) and a rebuild's swap waited for as long as another
+    session held the index's tables locked: now as long as a writer waits for another, then a message, the index
+    as it was."""
+    import psycopg
+
+    from retrieval.commands import build, stats
+    from retrieval.corpus.paper import Paper
+    from retrieval.errors import StoreError
+    from retrieval.interfaces.cli import main
+    from retrieval.store.postgres import connection, write
+
+    url = pg_database("locked")
+    build(db=url, semantic="none")
+    before = stats(url)
+    monkeypatch.setattr(connection, "LOCK_WAIT", 1.0, raising=False)
+    monkeypatch.setattr(write, "LOCK_TIMEOUT", 1.0)
+    held = _lock_every_table(url)
+    try:
+        for command in ("stats", "check"):
+            began = time.monotonic()
+            assert main([command, "--db", url]) == 1
+            assert time.monotonic() - began < 10
+            err = capsys.readouterr().err
+            assert "stayed locked by another session for 1 s" in err and "Traceback" not in err, err
+        began = time.monotonic()
+        with pytest.raises(StoreError, match=r"stayed locked by another session for 1 s .*nothing was replaced"):
+            build(db=url, source=[Paper("x1", "Another paper", "Its text.", 2020, source="test")], semantic="none")
+        assert time.monotonic() - began < 30
+    finally:
+        held.close()
+    # A writer that does not end (holding the writers' lock): the build runs, and its swap waits, then stops.
+    writer = psycopg.connect(url, autocommit=True)
+    writer.execute("SELECT pg_advisory_lock(%s)", (write.WRITER_LOCK_KEY,))
+    try:
+        with pytest.raises(StoreError, match=r"stayed locked by another session for 1 s .*nothing was replaced"):
+            build(db=url, source=[Paper("x1", "Another paper", "Its text.", 2020, source="test")], semantic="none")
+    finally:
+        writer.close()
+    after = stats(url)
+    assert (after["papers"], after["built_at"]) == (before["papers"], before["built_at"])
+    with psycopg.connect(url) as conn:  # the built schema was dropped, not left beside the index
+        left = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'retrieval%'").fetchall()
+    assert left == [("retrieval",)], left

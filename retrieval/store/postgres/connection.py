@@ -102,6 +102,12 @@ def server_error(exc: BaseException, url: DatabaseURL, doing: str) -> StoreError
             f"was dropped or its database replaced; rebuild the index (`retrieval build --db {url.shown}`, on "
             "the shards it records, or with --shards URL,URL,...)"
         )
+    if "lock timeout" in first:  # a read without a budget (READ_LOCK_WAIT), or a writer's wait for a table
+        return StoreError(
+            f"cannot {doing} the index at {url.shown}: another session held a lock on its tables for too long "
+            f"({first}); a rebuild or an upgrade holds them for moments, so a longer hold is another program's "
+            "(pg_stat_activity shows which session waits and which holds); try again once it is done"
+        )
     if "does not exist" in first and "database" in first:
         return IndexNotFoundError(
             f"no database at {url.shown} ({first}): create it (`createdb`), then `retrieval build --db {url.shown}`"
@@ -119,6 +125,11 @@ def server_error(exc: BaseException, url: DatabaseURL, doing: str) -> StoreError
 #: The share (percent) of a read's time budget it may wait for a table lock (``lock_timeout``): less than the whole,
 #: so that the wait ends as a lock's, whose message differs from a slow query's.
 LOCK_SHARE = 90
+#: Seconds a session waits for a lock before its statement stops with a message, unless it sets its own: a read
+#: without a time budget (``stats``, ``check``), a build's reads of the index it replaces. As long as a writer
+#: waits for another writer. Only a session that locks the index's tables whole (an upgrade's, a build's swap, for
+#: moments; or another program's ``LOCK TABLE``) makes a read wait at all.
+LOCK_WAIT = 120.0
 
 #: The most texts a ``PgConnection`` keeps prepared in a session (a search runs a few dozen); a text past them is
 #: parsed and planned at each run.
@@ -135,7 +146,13 @@ def open_raw(url: str, **options):
     psycopg = driver()
     if "connect_timeout=" not in url:
         options.setdefault("connect_timeout", CONNECT_TIMEOUT)
-    return psycopg.connect(url, autocommit=True, **options)
+    raw = psycopg.connect(url, autocommit=True, **options)
+    try:
+        raw.execute(f"SET lock_timeout = {max(1, int(LOCK_WAIT * 1000))}")  # never a wait without end (LOCK_WAIT)
+    except BaseException:
+        raw.close()
+        raise
+    return raw
 
 
 class _Rows:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 from ...errors import QueryTimeoutError, StoreError
 from ..database import INDEX_INFO_SQL, IndexStats, store_error
+from ..postgres import connection as server
 from ..postgres.connection import is_error as is_server_error
 from ..postgres.connection import server_error
 from ..schema.catalogue import LOCKED
@@ -188,8 +189,11 @@ class Executor:
 
     def _locked_error(self) -> QueryTimeoutError:
         where = getattr(self.path, "shown", self.path)
+        waited = (
+            f"most of the read's {self.timeout:g} s budget" if self.timeout is not None else f"{server.LOCK_WAIT:g} s"
+        )
         return QueryTimeoutError(
-            f"{where} stayed locked by another session for most of the read's {self.timeout:g} s budget and the read "
+            f"{where} stayed locked by another session for {waited} and the read "
             "was stopped: a rebuild or an upgrade holds the index's tables for moments, so a longer hold is another "
             "program's (pg_stat_activity shows which session waits and which holds); try again once it is done"
         )
