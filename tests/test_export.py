@@ -413,3 +413,28 @@ def test_explain_exports_its_returned_papers(output_db, capsys):  # noqa: F811
     assert [row[1] for row in rows] == ids and all(float(row[6]) > 0 for row in rows)
     _, out, _ = run(capsys, *argv, "--format", "jsonl")
     assert [json.loads(line)["rank"] for line in out.splitlines()] == list(range(1, len(ids) + 1))
+
+
+CONTROLS = ["\x1b", "\x07", "\x00", "\x7f", "\x85", "\x9b", "\u2028", "\u2029", "\x0b", "\x0c", "\t", "\n", "\r"]
+
+
+def _has_control(text: str) -> bool:
+    return any((ord(c) < 32 and c != "\n") or 127 <= ord(c) < 160 or c in "\u2028\u2029" for c in text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from([*"ab [m", *CONTROLS]), max_size=30),
+    st.text(alphabet=st.sampled_from([*"cd ", *CONTROLS]), max_size=30),
+)
+def test_no_control_character_of_a_title_or_abstract_reaches_an_export(title, abstract):
+    """A title's ESC reached the CSV, BibTeX and RIS exports (a terminal they are printed to takes it as an escape
+    sequence; a line-based reader may split on the separators): every export drops them as the table does."""
+    paper = Paper("hep-th/9711200", f"Red {title} title", abstract=f"An {abstract}", year=1997, authors=["A. Author"])
+    result = _result([paper])
+    for fmt in ("csv", "bibtex", "ris"):
+        out = export.export(result, fmt).replace("\r\n", "\n")
+        assert not _has_control(out), (fmt, out)
+    (record,) = parse_ris(export.export(result, "ris"))
+    assert record["TI"][0].startswith("Red") and record["TI"][0].endswith("title")
+    assert reading.text(paper.title) == record["TI"][0] and not _has_control(reading.text(paper.abstract))

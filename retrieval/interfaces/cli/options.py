@@ -24,6 +24,8 @@ def stemmer(text: str) -> str:
     from ...errors import ConfigError
     from ...text import Analyser
 
+    if not text.strip():  # ``--stem "$UNSET"``: not the same as leaving it out, nor as ``none``
+        raise argparse.ArgumentTypeError(f"is empty: give a Snowball stemmer's name (english, ...) or {NONE}")
     try:
         Analyser(stem=text)
     except ConfigError as exc:
@@ -173,6 +175,9 @@ def checked(param):
     def parse(text: str) -> str:
         from ...errors import ConfigError
 
+        if not text.strip():  # ``--year "$UNSET"`` filtered nothing, silently
+            example = f" (such as {param.example})" if getattr(param, "example", None) else ""
+            raise argparse.ArgumentTypeError(f"is empty: give {param.metavar or 'a value'}{example}, or leave it out")
         try:
             if param.check is not None:
                 param.check(text)

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from .reading import authors as joined_authors
-from .reading import family_name
+from .reading import family_name, one_line
 from .reading import text as readable
 
 TYPE_CHECKING = False
@@ -77,14 +77,6 @@ def columns(text: str) -> int:
     if text.isascii():
         return len(text)
     return sum(_char_columns(char) for char in text)
-
-
-def one_line(text: str) -> str:
-    """``text`` with every run of whitespace (newlines, tabs) as one space, and no control characters."""
-    text = " ".join(text.split())
-    if not text.isprintable():
-        text = " ".join("".join(char if char.isprintable() else " " for char in text).split())
-    return text
 
 
 def fit(text: str, width: int) -> str:

@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from .reading import authors as joined_authors
-from .reading import last_first, name_parts
+from .reading import last_first, name_parts, one_line
 from .reading import text as readable
 
 TYPE_CHECKING = False
@@ -265,7 +265,7 @@ def tex(text: str) -> str:
     ``\\textbackslash{}``; an odd number of ``$`` are all escaped; and when the braces are not balanced
     (counting each brace, as BibTeX does, and counting only unescaped ones, as bibtexparser does), every brace
     is written as ``\\textbraceleft{}`` / ``\\textbraceright{}``, so that no value can end its entry early."""
-    text = _one_line(text)
+    text = one_line(text)
     literal_braces = not (_balanced(text, False) and _balanced(text, True))
     dollars = sum(1 for i, c in enumerate(text) if c == "$" and not (i and text[i - 1] == "\\"))
     math_ok = dollars % 2 == 0
@@ -410,7 +410,7 @@ def to_ris(papers: Sequence[Paper]) -> str:
     TeX rendered (RIS has no escaping and its readers no TeX)."""
     lines = []
     for paper in papers:
-        lines += [f"TY  - {ris_type(paper.id)}", f"ID  - {_one_line(paper.id)}", f"TI  - {readable(paper.title)}"]
+        lines += [f"TY  - {ris_type(paper.id)}", f"ID  - {one_line(paper.id)}", f"TI  - {readable(paper.title)}"]
         lines += [f"AU  - {last_first(name)}" for name in joined_authors(paper.authors) if last_first(name)]
         if paper.year is not None:
             lines.append(f"PY  - {paper.year}")
@@ -424,7 +424,3 @@ def to_ris(papers: Sequence[Paper]) -> str:
             lines.append(f"UR  - {url}")
         lines += ["ER  - ", ""]
     return "\n".join(lines) + ("\n" if lines else "")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

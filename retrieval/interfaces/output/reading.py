@@ -70,19 +70,30 @@ def _tex() -> dict[str, re.Pattern]:
     return {name: re.compile(pattern) for name, pattern in _TEX.items()}
 
 
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines, tabs) as one space, and no control characters (a title's
+    ESC would restyle a terminal, or break a line-based format, wherever it is printed or exported)."""
+    text = " ".join(text.split())
+    if not text.isprintable():
+        text = " ".join("".join(char if char.isprintable() else " " for char in text).split())
+    return text
+
+
 def text(value: str | None) -> str:
     """``value`` as a reader should see it: TeX rendered to Unicode where it has any (a backslash or a ``$``),
-    whitespace folded to single spaces; the raw text, folded, where the rendering fails or loses most of it."""
+    whitespace folded to single spaces and control characters dropped (``one_line``); the raw text, so folded,
+    where the rendering fails or loses most of it."""
     if not value:
         return ""
     if "\\" not in value and "$" not in value:
-        return " ".join(value.split())
+        return one_line(value)
     return _render(value)
 
 
 @lru_cache(maxsize=8192)
 def _render(value: str) -> str:
-    raw = " ".join(value.split())
+    value = one_line(value)
+    raw = value
     patterns = _tex()
     try:
         rendered = " ".join(_convert(_prepare(value)).split())
