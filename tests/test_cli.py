@@ -232,6 +232,17 @@ def test_the_version_to_a_full_device_exits_one_with_a_message():
     assert "Traceback" not in done.stderr
 
 
+def test_a_build_whose_summary_cannot_be_printed_says_the_index_was_built(tmp_path):
+    """Before: "No space left on device" alone, exit 1, as if the build had failed, though the index was swapped in."""
+    db = tmp_path / "built.db"
+    with open("/dev/full", "w") as full:
+        argv = [sys.executable, "-m", "retrieval", "build", "--db", str(db), "--semantic", "none"]
+        done = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "the change was saved, but then: [Errno 28] No space left on device" in done.stderr, done.stderr
+    assert main(["stats", "--db", str(db)]) == 0  # the index is there, whole
+
+
 @pytest.mark.parametrize("columns", ["99999999999999999999", "9999999999"])
 def test_a_columns_of_many_digits_is_read_as_the_widest_width(demo_db, columns, capsys, monkeypatch):
     # Before: an OverflowError's traceback, or the whole width laid out (23 GB, killed by the kernel).

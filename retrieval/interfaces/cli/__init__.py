@@ -947,6 +947,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         if not isinstance(exc, OSError) and type(exc).__module__ != "sqlite3":
             raise
+        if stop.is_saved():  # e.g. the summary printed to a full disk: the index is written all the same
+            _error(f"the change was saved, but then: {exc} (an environment failure: check where the output goes)")
+            return 1
         _error(f"{exc} (an environment failure: check the files named, the disk and the permissions)")
         return 1
     finally:
