@@ -18,6 +18,7 @@ from retrieval.interfaces.output.export import export
 from retrieval.search import adjacency
 from retrieval.search import similar as similar_module
 from retrieval.store.sql.executor import Trace
+from retrieval.validate import LIMITS
 from tests.helpers import BACKENDS, index_on
 from tests.reference import ReferenceBM25
 
@@ -212,6 +213,10 @@ def test_similar_excludes_pages_filters_and_explains(corpus):
         page = client.similar("p003", limit=5, offset=5)
         recent = client.similar("p003", limit=10, year="2000-")
     assert [e.paper.id for e in without.ranked][:6] == [e.paper.id for e in first.ranked][4:10]
+    # a reading list read twice (the ids repeated past the cap): the same papers, counted once
+    with RetrievalClient(db) as client:
+        again = client.similar("p003", limit=10, exclude=mine * (LIMITS["exclude"] // len(mine) + 1))
+    assert [e.paper.id for e in again.ranked] == [e.paper.id for e in without.ranked]
     assert [e.paper.id for e in page.ranked] == [e.paper.id for e in first.ranked[5:10]]
     assert recent.ranked and all(e.paper.year >= 2000 for e in recent.ranked)
     top = first.ranked[0]

@@ -346,7 +346,7 @@ class RetrievalClient:
         on, filtered by ``year`` and ``authors`` as ``search`` is, in the order ``sort`` asks (relevance, citations
         or year, as ``search``); each entry says why (``entry.why()``) and how often it is cited."""
         seeds = paper_id_list(paper_ids, "paper_ids")
-        exclude = paper_id_list(exclude or (), "exclude")
+        exclude = list(dict.fromkeys(paper_id_list(exclude or (), "exclude")))  # a set: a repeat counts once
         if len(exclude) > LIMITS["exclude"]:  # each is looked up: a million took 5 s and 355 MB
             raise ConfigError(f"similar leaves out at most {LIMITS['exclude']:,} paper ids, got {len(exclude):,}")
         check_int("limit", limit, 1, LIMITS["limit"])
