@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import sys
 import warnings
@@ -881,7 +882,10 @@ class _Parser(argparse.ArgumentParser):
                     f"; a word to leave out goes inside the quoted query: retrieval search 'black hole {dashed[0]}'"
                 )
             else:
-                message += f"; a value that starts with '-' goes after --: retrieval {command} -- {dashed[0]}"
+                # The command as given, its options kept before the -- (after it, --db would be a paper id).
+                rest = [a for a in self.given if a not in dashed and a != command]
+                again = " ".join(shlex.quote(a) for a in ["retrieval", command, *rest, "--", *dashed])
+                message += f"; a value that starts with '-' goes after --: {again}"
         super().error(message)
 
 
