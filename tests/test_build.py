@@ -1,5 +1,6 @@
 import io
 import json
+import os
 import sqlite3
 import sys
 from collections import Counter
@@ -467,3 +468,13 @@ def test_a_check_of_the_written_pages_stopped_by_ctrl_c_is_an_interruption_not_d
             bulk.verify_written(conn, "term_freq")
     finally:
         conn.close()
+
+
+def test_an_index_path_that_is_not_utf8_builds_and_opens(tmp_path):
+    """Before: the build read its own file's name back from SQLite as UTF-8 and called the index damaged."""
+    db = tmp_path / os.fsdecode(b"caf\xe9.db")  # a Latin-1 name, as an older system's folder may hold
+    summary = build(db=db, semantic="none")
+    assert summary.added == 100 and db.exists()
+    assert stats(db)["papers"] == 100
+    with RetrievalClient(db) as client:
+        assert client.search("attention").ranked

@@ -632,7 +632,13 @@ class BulkLoader:
 
 def _database_file(conn: sqlite3.Connection) -> str | None:
     """The file of ``conn``'s main database (None in memory)."""
-    for _, name, file in conn.execute("PRAGMA database_list"):
+    factory = conn.text_factory
+    conn.text_factory = os.fsdecode  # the path's bytes as the file system gave them (they need not be UTF-8)
+    try:
+        listed = conn.execute("PRAGMA database_list").fetchall()
+    finally:
+        conn.text_factory = factory
+    for _, name, file in listed:
         if name == "main":
             return file or None
     return None
