@@ -757,6 +757,11 @@ def test_settings_are_checked():
         EvidenceConfig(tau=1.5)
     with pytest.raises(ConfigError, match="seeds_per_subquery"):
         EvidenceConfig(seeds_per_subquery=0)
+    # the query's year as `--query-year` takes it (the years a record may have); the library took 0 to 9999
+    for bad in (999, 2101, 0, 9999):
+        with pytest.raises(ConfigError, match="query_year"):
+            EvidenceConfig(query_year=bad)
+    assert EvidenceConfig(query_year=1000).query_year == 1000 and EvidenceConfig(query_year=2100).query_year == 2100
     assert age(None, 2003, 1990) == 14 and age(2005, 2003, 1990) == 1 and age(2003, None, None) == 1
 
 

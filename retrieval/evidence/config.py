@@ -46,7 +46,7 @@ import datetime
 from dataclasses import asdict, dataclass
 
 from ..errors import ConfigError
-from ..validate import LIMITS, check_choice, check_int, check_number
+from ..validate import LIMITS, YEAR_RANGE, check_choice, check_int, check_number
 
 RANKERS = ("vote", "ppr", "salsa")
 RECENCY = ("corpus", "query-year")
@@ -100,7 +100,7 @@ class EvidenceConfig:
         if self.max_nodes is not None:
             check_int("max_nodes", self.max_nodes, 1, LIMITS["max_nodes"])
         if self.query_year is not None:
-            check_int("query_year", self.query_year, 0, 9999)
+            check_int("query_year", self.query_year, *YEAR_RANGE)  # the years a record may have, as --query-year
         for name, lo, hi in (
             ("seed_recency_weight", 0.0, 1.0),
             ("theta", 0.0, 1.0),
