@@ -206,8 +206,6 @@ def build_postgres(
         _, leftovers = remove_stale_schemas(raw)
     except BaseException as exc:
         raw.close()
-        if isinstance(exc, psycopg.errors.LockNotAvailable):
-            raise locked(url) from None
         if isinstance(exc, psycopg.Error):
             raise server_error(exc, url, "open") from None
         raise
@@ -432,65 +430,37 @@ def swap_schema(raw, url: DatabaseURL, schema: str, before: tuple | None, also=N
     writer changed the index since the build read its fingerprint ``before``; the old schema is dropped.
     ``also(raw)`` runs in the same transaction once the check has passed, the old index still in place: what must
     change hands with the index exactly when it does (a sharded build's foreign servers)."""
-    import psycopg
-    from psycopg import sql
-
-    from . import write
+    from .write import WRITER_LOCK_KEY
 
     stop.check()  # a stop a garbage collector's callback dropped (``retrieval.stop``): nothing swapped in
-    try:
-        with raw.transaction():
-            # The writers' lock and the tables' wait as long as a writer waits for another, then stop with a
-            # message (a session holding a table lock, an add that does not end, would have kept it waiting).
-            raw.execute(
-                sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{int(write.LOCK_TIMEOUT * 1000)}ms"))
+    with raw.transaction():
+        # Under the writers' lock: an add that committed since the build began would be lost.
+        raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
+        if _fingerprint(raw) != before:
+            raise StoreError(
+                f"another writer changed the index at {url.shown} while this build ran: nothing was "
+                "replaced; run the build again (or add those papers to its corpus)"
             )
-            _swap(raw, url, schema, before, also, write.WRITER_LOCK_KEY)
-    except psycopg.errors.LockNotAvailable:
-        raise locked(url, write.LOCK_TIMEOUT) from None
+        if also is not None:
+            also(raw)
+        old = f"{SCHEMA}_old_{os.getpid()}_{int(time.time() * 1000)}"
+        exists = raw.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (SCHEMA,)).fetchone()
+        if exists and before is not None:
+            # The tables in the order every search locks them (retrieval.store.sql.executor), so a search
+            # that begins meanwhile waits for the swap instead of deadlocking with it.
+            # Those the replaced index has: an older revision's lacks the tables added since.
+            present = {row[0] for row in raw.execute(_RELATIONS_SQL, (SCHEMA,))}
+            tables = ", ".join(f'"{SCHEMA}"."{t}"' for t in LOCKED if t in present)
+            raw.execute(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
+        if exists:
+            raw.execute(f'ALTER SCHEMA "{SCHEMA}" RENAME TO "{old}"')
+        raw.execute(f'ALTER SCHEMA "{schema}" RENAME TO "{SCHEMA}"')
+        raw.execute(f'COMMENT ON SCHEMA "{SCHEMA}" IS NULL')  # a build's mark (claim_schema): the index's now
+        if exists:
+            raw.execute(f'DROP SCHEMA "{old}" CASCADE')
+        database = raw.execute("SELECT current_database()").fetchone()[0]
+        raw.execute(f'ALTER DATABASE "{database}" SET search_path = "{SCHEMA}", public')
     stop.saved()  # committed: a stop from here on lets the command finish
-
-
-def locked(url: DatabaseURL, waited: float | None = None) -> StoreError:
-    """A build's message for the index at ``url`` locked by another session past ``waited`` seconds (default the
-    sessions' ``LOCK_WAIT``)."""
-    from . import connection
-
-    return StoreError(
-        f"the index at {url.shown} stayed locked by another session for "
-        f"{connection.LOCK_WAIT if waited is None else waited:g} s (a writer, or another program holding its "
-        "tables: pg_stat_activity shows which): nothing was replaced; run the build again once it is done"
-    )
-
-
-def _swap(raw, url: DatabaseURL, schema: str, before: tuple | None, also, writer_lock: int) -> None:
-    """``swap_schema``'s transaction."""
-    # Under the writers' lock: an add that committed since the build began would be lost.
-    raw.execute("SELECT pg_advisory_xact_lock(%s)", (writer_lock,))
-    if _fingerprint(raw) != before:
-        raise StoreError(
-            f"another writer changed the index at {url.shown} while this build ran: nothing was "
-            "replaced; run the build again (or add those papers to its corpus)"
-        )
-    if also is not None:
-        also(raw)
-    old = f"{SCHEMA}_old_{os.getpid()}_{int(time.time() * 1000)}"
-    exists = raw.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (SCHEMA,)).fetchone()
-    if exists and before is not None:
-        # The tables in the order every search locks them (retrieval.store.sql.executor), so a search
-        # that begins meanwhile waits for the swap instead of deadlocking with it.
-        # Those the replaced index has: an older revision's lacks the tables added since.
-        present = {row[0] for row in raw.execute(_RELATIONS_SQL, (SCHEMA,))}
-        tables = ", ".join(f'"{SCHEMA}"."{t}"' for t in LOCKED if t in present)
-        raw.execute(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
-    if exists:
-        raw.execute(f'ALTER SCHEMA "{SCHEMA}" RENAME TO "{old}"')
-    raw.execute(f'ALTER SCHEMA "{schema}" RENAME TO "{SCHEMA}"')
-    raw.execute(f'COMMENT ON SCHEMA "{SCHEMA}" IS NULL')  # a build's mark (claim_schema): the index's now
-    if exists:
-        raw.execute(f'DROP SCHEMA "{old}" CASCADE')
-    database = raw.execute("SELECT current_database()").fetchone()[0]
-    raw.execute(f'ALTER DATABASE "{database}" SET search_path = "{SCHEMA}", public')
 
 
 __all__ = [

@@ -126,9 +126,9 @@ def server_error(exc: BaseException, url: DatabaseURL, doing: str) -> StoreError
 #: so that the wait ends as a lock's, whose message differs from a slow query's.
 LOCK_SHARE = 90
 #: Seconds a session waits for a lock before its statement stops with a message, unless it sets its own: a read
-#: without a time budget (``stats``, ``check``), a build's reads of the index it replaces. As long as a writer
-#: waits for another writer. Only a session that locks the index's tables whole (an upgrade's, a build's swap, for
-#: moments; or another program's ``LOCK TABLE``) makes a read wait at all.
+#: without a time budget (``stats``, ``check``), a build's reads of the index it replaces and its swap (the
+#: writers' lock, the tables). As long as a writer waits for another writer. Only a session that locks the index's
+#: tables whole (an upgrade's, a build's swap, for moments; or another program's ``LOCK TABLE``) makes a read wait.
 LOCK_WAIT = 120.0
 
 #: The most texts a ``PgConnection`` keeps prepared in a session (a search runs a few dozen); a text past them is

@@ -655,10 +655,6 @@ def recorded_shards(url: DatabaseURL) -> list[DatabaseURL] | None:
             params = server_params(raw, entry["server"])
             out.append(DatabaseURL(url_of(params)))
         return out
-    except driver().errors.LockNotAvailable:  # its tables locked past the sessions' LOCK_WAIT
-        from .build import locked
-
-        raise locked(url) from None
     except driver().Error as exc:  # a role that may not read the index's schema, a server gone meanwhile
         raise server_error(exc, url, "open") from None
     finally:
