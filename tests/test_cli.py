@@ -312,6 +312,7 @@ def test_an_unknown_option_is_said_by_the_command_s_own_usage(command, capsys):
         (["search", "black hole", "-entropy"], "unrecognized arguments: -entropy; a word to leave out goes inside"),
         (["show", "-x"], "a value that starts with '-' goes after --: retrieval show -- -x"),
         (["show", "-x", "--db", "my index.db"], "goes after --: retrieval show --db 'my index.db' -- -x"),
+        (["show", "--", "-x", "--db", "my.db"], "options go before the --: retrieval show --db my.db -- -x"),
     ],
 )
 def test_usage_errors_found_after_parsing_exit_two_too(argv, says, demo_db, capsys, monkeypatch):

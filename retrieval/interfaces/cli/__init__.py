@@ -886,7 +886,32 @@ class _Parser(argparse.ArgumentParser):
                 rest = [a for a in self.given if a not in dashed and a != command]
                 again = " ".join(shlex.quote(a) for a in ["retrieval", command, *rest, "--", *dashed])
                 message += f"; a value that starts with '-' goes after --: {again}"
+        elif "unrecognized arguments: " in message and "--" in self.given:
+            message += self._options_after_dashes()
         super().error(message)
+
+    def _options_after_dashes(self) -> str:
+        """The hint for this command's options given after ``--`` (``show -- -x --db my.db``), where they are
+        values: the command again with them before it; empty when none of them is an option of the command."""
+        cut = self.given.index("--")
+        after = list(self.given[cut + 1 :])
+        options: list[str] = []
+        values: list[str] = []
+        while after:
+            word = after.pop(0)
+            action = self._option_string_actions.get(word.split("=", 1)[0])
+            if action is None:
+                values.append(word)
+                continue
+            options.append(word)
+            if action.nargs != 0 and "=" not in word and after:  # its value follows it
+                options.append(after.pop(0))
+        if not options:
+            return ""
+        command = next((a for a in self.given[:cut] if a in COMMANDS), "COMMAND")
+        before = [a for a in self.given[:cut] if a != command]
+        again = " ".join(shlex.quote(a) for a in ["retrieval", command, *before, *options, "--", *values])
+        return f"; options go before the --: {again}"
 
 
 def make_parser(command: str | None = None) -> argparse.ArgumentParser:
