@@ -1242,3 +1242,28 @@ def test_a_pipe_a_dash_a_folder_or_a_dangling_link_is_named_for_what_it_is(demo_
         assert main(["search", "x", "--db", str(where)]) == 1
         err = capsys.readouterr().err
         assert f"{where} is a symbolic link to {target}, which leads to no file" in err, err
+
+
+def test_an_index_on_a_read_only_mount_is_said_to_be_there_not_to_need_chmod(tmp_path, capsys):
+    """An index on a file system mounted read-only was said to be "read-only for this user" with `chmod u+w` as the
+    cure, which cannot work there."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mount)],
+                                           capture_output=True).returncode:  # fmt: skip
+        pytest.skip("needs root and a kernel that lets it mount a file system")
+    try:
+        index = mount / "x.db"
+        build(db=index, semantic="none")
+        more = corpus(tmp_path / "more.jsonl", 3, "m", seed=2)
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        for argv in (["add", str(more), "--db", str(index)], ["remove", "p001", "--db", str(index)],
+                     ["build", "--db", str(index)], ["log", "on", "--db", str(index)]):  # fmt: skip
+            assert main(argv) == 1, argv
+            err = capsys.readouterr().err
+            assert f"{index}: the file system that holds it is mounted read-only" in err, (argv, err)
+            assert "chmod" not in err and "nothing was changed" in err, err
+        with RetrievalClient(index) as client:  # it still answers searches
+            assert client.search("attention").ranked
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)

@@ -429,10 +429,23 @@ def check_writable(path: Path, doing: str, named: Path | None = None) -> None:
                 f"the command as its owner, or have the owner grant access (`chmod u+rw {where}`, or a group's); "
                 "nothing was changed"
             )
+        if _read_only_mount(path):  # os.access says no for any file there: chmod would not help
+            raise StoreError(
+                f"cannot {doing} {where}: the file system that holds it is mounted read-only: copy the index to a "
+                "writable place and point --db at the copy (or remount it read-write); nothing was changed"
+            )
         raise StoreError(
             f"cannot {doing} {where}: the file is read-only for this user: make it writable (`chmod u+w {where}`, "
             "as its owner) and run the command again, or work on a copy; nothing was changed"
         )
+
+
+def _read_only_mount(path: Path) -> bool:
+    """Whether ``path`` lies on a file system mounted read-only (``ST_RDONLY``; False where that cannot be told)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (not POSIX), or the path gone meanwhile
+        return False
 
 
 @contextmanager
