@@ -884,8 +884,7 @@ class _Parser(argparse.ArgumentParser):
             else:
                 # The command as given, its options kept before the -- (after it, --db would be a paper id).
                 rest = [a for a in self.given if a not in dashed and a != command]
-                again = " ".join(shlex.quote(a) for a in ["retrieval", command, *rest, "--", *dashed])
-                message += f"; a value that starts with '-' goes after --: {again}"
+                message += f"; a value that starts with '-' goes after --: {_command_line(command, rest, dashed)}"
         elif "unrecognized arguments: " in message and "--" in self.given:
             message += self._options_after_dashes()
         super().error(message)
@@ -910,8 +909,12 @@ class _Parser(argparse.ArgumentParser):
             return ""
         command = next((a for a in self.given[:cut] if a in COMMANDS), "COMMAND")
         before = [a for a in self.given[:cut] if a != command]
-        again = " ".join(shlex.quote(a) for a in ["retrieval", command, *before, *options, "--", *values])
-        return f"; options go before the --: {again}"
+        return f"; options go before the --: {_command_line(command, [*before, *options], values)}"
+
+
+def _command_line(command: str, options: list[str], values: list[str]) -> str:
+    """``retrieval COMMAND OPTIONS -- VALUES``, quoted for a shell: a usage hint's command to run instead."""
+    return " ".join(shlex.quote(a) for a in ["retrieval", command, *options, "--", *values])
 
 
 def make_parser(command: str | None = None) -> argparse.ArgumentParser:

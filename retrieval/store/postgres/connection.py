@@ -102,11 +102,10 @@ def server_error(exc: BaseException, url: DatabaseURL, doing: str) -> StoreError
             f"was dropped or its database replaced; rebuild the index (`retrieval build --db {url.shown}`, on "
             "the shards it records, or with --shards URL,URL,...)"
         )
-    if "lock timeout" in first:  # a read without a budget (READ_LOCK_WAIT), or a writer's wait for a table
+    if "lock timeout" in first:  # a session's wait past LOCK_WAIT (a build's, a writer's) outside the executor
         return StoreError(
             f"cannot {doing} the index at {url.shown}: another session held a lock on its tables for too long "
-            f"({first}); a rebuild or an upgrade holds them for moments, so a longer hold is another program's "
-            "(pg_stat_activity shows which session waits and which holds); try again once it is done"
+            f"({first}): {LOCK_ADVICE}"
         )
     if "does not exist" in first and "database" in first:
         return IndexNotFoundError(
@@ -130,6 +129,11 @@ LOCK_SHARE = 90
 #: writers' lock, the tables). As long as a writer waits for another writer. Only a session that locks the index's
 #: tables whole (an upgrade's, a build's swap, for moments; or another program's ``LOCK TABLE``) makes a read wait.
 LOCK_WAIT = 120.0
+#: What a message of a lock held too long says to do.
+LOCK_ADVICE = (
+    "a rebuild or an upgrade holds the index's tables for moments, so a longer hold is another program's "
+    "(pg_stat_activity shows which session waits and which holds); try again once it is done"
+)
 
 #: The most texts a ``PgConnection`` keeps prepared in a session (a search runs a few dozen); a text past them is
 #: parsed and planned at each run.

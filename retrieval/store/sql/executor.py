@@ -193,9 +193,7 @@ class Executor:
             f"most of the read's {self.timeout:g} s budget" if self.timeout is not None else f"{server.LOCK_WAIT:g} s"
         )
         return QueryTimeoutError(
-            f"{where} stayed locked by another session for {waited} and the read "
-            "was stopped: a rebuild or an upgrade holds the index's tables for moments, so a longer hold is another "
-            "program's (pg_stat_activity shows which session waits and which holds); try again once it is done"
+            f"{where} stayed locked by another session for {waited} and the read was stopped: {server.LOCK_ADVICE}"
         )
 
     def _over_budget(self) -> int:
