@@ -84,8 +84,11 @@ class ReferenceBM25:
         return math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
 
     def score(self, pid: str, query: str) -> float:
+        return self._score(pid, self.terms(query))
+
+    def _score(self, pid: str, terms: list[str]) -> float:
         total = 0.0
-        for term in self.terms(query):  # a repeated query token counts each time
+        for term in terms:  # a repeated query token counts each time
             f = self.tf[pid].get(term, 0)
             if f:
                 norm = f * (K1 + 1) / (f + K1 * (1 - B + B * self.dl[pid] / self.avgdl))
@@ -94,8 +97,9 @@ class ReferenceBM25:
 
     def scores(self, query: str) -> dict[str, float]:
         """Every document sharing at least one token with the query, with its score."""
-        terms = set(self.terms(query))
-        return {pid: self.score(pid, query) for pid, counts in self.tf.items() if terms & counts.keys()}
+        terms = self.terms(query)
+        distinct = set(terms)
+        return {pid: self._score(pid, terms) for pid, counts in self.tf.items() if distinct & counts.keys()}
 
     def top(self, query: str, k: int) -> list[tuple[str, float]]:
         """The k best, ranked on scores rounded to 10 decimal places (as the index reports them), ties by id."""

@@ -547,21 +547,34 @@ def test_a_chunk_marked_kept_by_another_thread_while_gathered_leaves_the_batch_a
     assert got[1].tolist() == expected[1].tolist()
 
 
+# Doc ids of a chunk: spanning more than 65,535 with every gap below (2-byte gaps), with one gap above (4-byte
+# offsets), or spanning less (2-byte offsets).
+LAYOUTS = {
+    "gaps": lambda rng: np.sort(rng.choice(np.arange(3, 200_000), 3_000, replace=False)),
+    "wide": lambda rng: (
+        np.sort(rng.choice(np.arange(3, 60_000), 3_000, replace=False)) + np.repeat([0, 140_000], 1_500)
+    ),
+    "narrow": lambda rng: np.sort(rng.choice(np.arange(3, 60_000), 3_000, replace=False)),
+}
+
+
+@pytest.mark.parametrize("layout, width", [("gaps", 2), ("wide", 4), ("narrow", 2)])
 @pytest.mark.parametrize("keep", [False, True])
-def test_a_chunk_scored_whole_adds_the_sql_parts_whichever_way_it_is_decoded(keep):
+def test_a_chunk_scored_whole_adds_the_sql_parts_whichever_way_it_is_decoded(keep, layout, width):
     """A chunk scored whole adds to the dense array the doubles ``_Scoring.parts`` gives (the SQL's, operation for
-    operation): decoded into the thread's scratch arrays, or kept decoded; its doc ids spanning more than 65,535
-    (4-byte offsets), counts above 255 and lengths above 65,535 (wider columns). Short chunks unpacked together,
-    and postings found in chunks as stored or decoded, give the same doubles."""
+    operation): decoded into the thread's scratch arrays, or kept decoded; its doc ids in each layout (2-byte gaps,
+    4-byte or 2-byte offsets), counts above 255 and lengths above 65,535 (wider columns). Short chunks unpacked
+    together (of mixed layouts), and postings found in chunks as stored or decoded, give the same doubles."""
     from retrieval.search.blobs import _add_found, _Chunk, _Scoring, _Term, _unpacked
 
     rng = np.random.default_rng(5)
-    docs = np.sort(rng.choice(np.arange(3, 200_000), 3_000, replace=False))
+    docs = LAYOUTS[layout](rng)
     counts = rng.integers(1, 400, len(docs))
     lengths = rng.integers(400, 90_000, len(docs))
     scoring = _Scoring(1.5, 0.75, 5432.1)
     chunk = _Chunk(postings.encode(7, docs, counts, lengths))
-    assert [len(b) // len(docs) for b in chunk.packed] == [4, 2, 4]
+    assert [len(b) // len(docs) for b in chunk.packed] == [width, 2, 4]
+    assert postings.gapped(chunk.packed[0], chunk.df, chunk.last - chunk.first) == (layout == "gaps")
     chunk.keep = keep
     expected = scoring.raw_parts(1.7, counts, lengths)
     acc = np.zeros(200_001)
@@ -573,8 +586,8 @@ def test_a_chunk_scored_whole_adds_the_sql_parts_whichever_way_it_is_decoded(kee
     chunk.add_to(again, 1.7, scoring)  # from the kept arrays, or decoded again
     assert again.tolist() == acc.tolist()
     # Several short chunks at once: the same doc ids, counts as doubles and denominators as each decoded alone.
-    pieces = [_Chunk(postings.encode(7, docs[a : a + 700], counts[a : a + 700], lengths[a : a + 700]))
-              for a in range(0, len(docs), 700)]  # fmt: skip
+    cuts = [(0, 1500), (1500, 2200), (2200, 3000)]  # of mixed layouts: a long piece of "gaps" spans over 65,535
+    pieces = [_Chunk(postings.encode(7, docs[a:z], counts[a:z], lengths[a:z])) for a, z in cuts]
     together = _unpacked(pieces, scoring)
     alone = [piece.decoded(scoring) for piece in pieces]
     for got, parts in zip(together, zip(*alone, strict=True), strict=True):
@@ -585,8 +598,9 @@ def test_a_chunk_scored_whole_adds_the_sql_parts_whichever_way_it_is_decoded(kee
 
     weights = [1.7 * (1 + i % 3) for i in range(len(pieces))]
     pairs = list(zip(weights, pieces, strict=True))
-    sql = np.concatenate([scoring.raw_parts(w, counts[a : a + 700], lengths[a : a + 700])
-                          for w, a in zip(weights, range(0, len(docs), 700), strict=True)])  # fmt: skip
+    sql = np.concatenate(
+        [scoring.raw_parts(w, counts[a:z], lengths[a:z]) for w, (a, z) in zip(weights, cuts, strict=True)]
+    )
     for into in (None, _scratch(len(docs)), _Scratch(len(docs) + 5_000)):
         got_docs, got_parts = _gathered(pairs, scoring, into)
         assert got_docs.tolist() == docs.tolist() and got_parts.tolist() == sql.tolist()
@@ -829,3 +843,77 @@ def test_a_postings_column_that_is_no_blob_is_damage_not_a_traceback(demo_db, tm
         client.lexical.path = "blobs"
         with pytest.raises(NotAnIndexError, match="values where its columns are BLOBs"):
             client.lexical.search(query, 10, exhaustive=False)
+
+
+@given(
+    st.lists(st.integers(0, 2**31), min_size=1, max_size=300, unique=True),
+    st.sampled_from([1, 100, 40_000, 70_000]),
+)
+def test_a_chunks_doc_ids_round_trip_in_the_narrowest_layout(ids, scale):
+    """Any ascending doc ids come back from their ``doc_ids`` column as they went in, in 2 bytes each where the
+    span (offsets) or every gap (gaps) fits in 16 bits, else 4; the layout is told by the width and the span."""
+    docs = np.unique(np.array(ids, dtype=np.int64) // scale)
+    ones = np.ones(len(docs), dtype=np.int64)
+    row = postings.encode(3, docs, ones, ones)
+    span, gaps = int(docs[-1] - docs[0]), np.diff(docs)
+    fits = span < postings.GAPS_FROM or int(gaps.max()) < postings.GAPS_FROM
+    assert len(row[6]) == (2 if fits else 4) * len(docs)
+    assert postings.gapped(row[6], len(docs), span) == (fits and span >= postings.GAPS_FROM)
+    assert postings.decode(row[1], row[2], row[3], *row[6:9])[0].tolist() == docs.tolist()
+    assert (postings.offsets(row[6], len(docs), span) + docs[0]).tolist() == docs.tolist()
+
+
+def _layouts(db) -> dict[str, int]:
+    """How many rows of ``postings`` keep their doc ids in each layout."""
+    out = {"gaps": 0, "wide": 0, "narrow": 0}
+    with sqlite3.connect(db) as conn:
+        for first, last, df, doc_ids in conn.execute("SELECT first_doc, last_doc, df, doc_ids FROM postings"):
+            if postings.gapped(doc_ids, df, last - first):
+                out["gaps"] += 1
+            else:
+                out["wide" if len(doc_ids) == 4 * df else "narrow"] += 1
+    return out
+
+
+def _all_postings(db) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT * FROM postings ORDER BY term_id, first_doc").fetchall()
+    return [(r[0], postings.decode(r[1], r[2], r[3], *r[6:9])[0].tolist()) for r in rows]
+
+
+def test_a_corpus_of_more_than_65536_papers_keeps_gaps_exact_through_every_writer_and_the_upgrade(tmp_path):
+    """Past 65,536 papers a common term's chunk spans more doc ids than 2-byte offsets hold: it keeps 2-byte gaps
+    (schema 0011), and a term whose papers lie further apart than that keeps 4-byte offsets. The top k stays the
+    SQL's and the reference's through a build, an add (appending to gapped chunks), a remove (rewriting them), and
+    a downgrade to 0010 (4-byte offsets again) and back, which restores the same bytes."""
+    rng = random.Random(3)
+    n = 70_000
+    papers = {}
+    for i in range(n):
+        words = rng.choices(VOCAB, weights=WEIGHTS, k=3) + (["farapart"] if i in (0, n - 1) else [])
+        papers[f"p{i:05d}"] = Paper(f"p{i:05d}", " ".join(words), "", year=2000, source="t")
+    db = tmp_path / "wide.db"
+    build_index(papers.values(), db)
+    layouts = _layouts(db)
+    assert layouts["gaps"] >= 100 and layouts["wide"] >= 1, layouts  # farapart: a gap of 69,999
+    queries = ["v0 v3 v7", "v2 farapart", " ".join(VOCAB[::2]), "v119 v118 v1"]
+    assert_blobs_match(db)
+    assert_exact(db, papers, queries, ks=(10,))
+    added = {f"x{i:03d}": zipf_paper(rng, f"x{i:03d}", (3, 8)) for i in range(30)}
+    add_papers(added.values(), db)
+    papers.update(added)
+    gone = [f"p{i:05d}" for i in range(0, n, 997)]  # p00000 among them: farapart left with one paper
+    remove_papers(gone, db)
+    for pid in gone:
+        del papers[pid]
+    assert_blobs_match(db)
+    assert_exact(db, papers, queries, ks=(10,))
+    assert main(["check", "--db", str(db)]) == 0
+    with sqlite3.connect(db) as conn:
+        before = conn.execute("SELECT * FROM postings ORDER BY term_id, first_doc").fetchall()
+    decoded = _all_postings(db)
+    downgrade(db, "0010")
+    assert _layouts(db)["gaps"] == 0 and _all_postings(db) == decoded
+    upgrade_index(db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT * FROM postings ORDER BY term_id, first_doc").fetchall() == before

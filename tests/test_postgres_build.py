@@ -153,6 +153,7 @@ def test_an_index_of_the_previous_revision_on_a_server_names_the_upgrade_and_is_
     failed on the table added since ("relation paper_vectors does not exist"), and so did a rebuild's swap. An
     upgrade on the server numbers the citations' ids as a file's does."""
     from retrieval.interfaces.cli import main
+    from retrieval.store.database import HEAD_REVISION
 
     url = pg_database("previous")
     records = [paper("a", "black hole entropy", references=["b", "elsewhere"]), paper("b", "string theory")]
@@ -171,7 +172,7 @@ def test_an_index_of_the_previous_revision_on_a_server_names_the_upgrade_and_is_
     to_0009(url)
     assert main(["search", "black", "--db", url]) == 1
     err = capsys.readouterr().err
-    assert "has schema revision '0009', older than this version's '0010': upgrade it once with `retrieval" in err
+    assert f"has schema revision '0009', older than this version's '{HEAD_REVISION}': upgrade it once with `retr" in err
     assert main(["build", "--from", str(corpus), "--db", url]) == 0  # the swap locks the tables it has
     capsys.readouterr()
     assert main(["search", "black", "--db", url, "--json"]) == 0
@@ -282,6 +283,56 @@ def test_upgrade_brings_an_older_revision_on_the_server_to_the_head(tmp_path, pg
     with RetrievalClient(url) as client:
         assert [r.paper.id for r in client.search("entropy", authors=["Maldacena"]).ranked] == ["a"]
     assert main(["upgrade", "--db", url]) == 0 and "nothing to do" in capsys.readouterr().out
+
+
+def test_the_upgrade_to_0011_packs_a_wide_chunks_doc_ids_as_gaps_on_the_server(tmp_path, pg_database, capsys):
+    """Past 65,536 papers a term's chunk keeps its doc ids as 2-byte gaps (0011); the index as 0010 left it (4-byte
+    offsets) is still read as it is, and ``retrieval upgrade`` on the server gives the bytes a build writes."""
+    import random
+
+    from alembic import command
+    from sqlalchemy import create_engine, pool, text
+
+    from retrieval import RetrievalClient
+    from retrieval.interfaces.cli import main
+    from retrieval.store.schema.migrate import alembic_config
+
+    rng = random.Random(5)
+    n = 70_000
+    words = [f"{w}{i}" for w in ("quark", "gluon", "brane", "flux", "moduli") for i in range(10)]
+    records = [paper(f"p{i:05d}", " ".join(rng.choices(words, k=2))
+                     + (" farapart" if i in (0, n - 1) else "")) for i in range(n)]  # fmt: skip
+    url = pg_database("gaps")
+    build(db=url, source=write_jsonl(tmp_path / "wide.jsonl", records))
+    layout = "SELECT count(*) FROM retrieval.postings WHERE length(doc_ids) = {} * df AND last_doc - first_doc >= 65536"
+
+    def state():
+        with psycopg.connect(url) as conn:
+            rows = conn.execute("SELECT * FROM retrieval.postings ORDER BY term_id, first_doc").fetchall()
+            return rows, conn.execute(layout.format(2)).fetchone()[0], conn.execute(layout.format(4)).fetchone()[0]
+
+    def found():
+        with RetrievalClient(url) as client:
+            return [(p, round(s, 9)) for p, s in client.lexical.search("quark1 flux7 farapart", 20)]
+
+    built, gapped, wide = state()
+    assert gapped >= 40 and wide == 1  # farapart's two papers 69,999 apart
+    expected = found()
+    assert expected[0][0] in ("p00000", "p69999")
+    engine = create_engine("postgresql+psycopg://" + url.split("://", 1)[1], poolclass=pool.NullPool)
+    with engine.begin() as connection:
+        connection.execute(text('SET LOCAL search_path TO "retrieval"'))
+        cfg = alembic_config()
+        cfg.attributes["connection"] = connection
+        command.downgrade(cfg, "0010")
+    engine.dispose()
+    old, *layouts = state()
+    assert layouts == [0, gapped + wide] and old != built
+    assert found() == expected  # a 0010 index is read as it is
+    assert main(["upgrade", "--db", url]) == 0
+    assert "from schema revision 0010 to 0011" in capsys.readouterr().out
+    assert state() == (built, gapped, wide)
+    assert found() == expected
 
 
 def test_the_query_log_on_the_server(tmp_path, pg_database, capsys):

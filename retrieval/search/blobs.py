@@ -40,7 +40,7 @@ from ..bm25 import BOUND_SLACK, SCORE_DECIMALS, TIE_SLACK
 from ..errors import ConfigError, NotAnIndexError
 from ..store import postings
 from ..store.database import build_command, located, shown
-from ..store.postings import decode, unpack
+from ..store.postings import decode, docs_into, offsets, unpack
 from ..store.sql.dialect import statement
 from ..store.sql.executor import Snapshot
 from .costs import SPARSE_ACCUMULATION
@@ -164,7 +164,7 @@ class _Chunk:
         tuple, set at once: two threads that decode a chunk together compute the same arrays)."""
         whole = self.whole
         if whole is None:
-            docs, counts, lengths = decode(self.first, self.df, *self.packed)
+            docs, counts, lengths = decode(self.first, self.last, self.df, *self.packed)
             if not self.checked:
                 self._check(docs, counts, lengths)
             c = counts.astype(np.float64)
@@ -187,10 +187,10 @@ class _Chunk:
         if whole is not None:
             docs, counts, denominators = whole
         else:
-            offsets, packed_counts, lengths = (unpack(blob, df) for blob in self.packed)
+            packed_counts, lengths = unpack(self.packed[1], df), unpack(self.packed[2], df)
+            docs = docs_into(self.packed[0], df, self.first, self.last - self.first, scratch.docs[:df])
             if not self.checked:
-                self._check_packed(offsets, packed_counts, lengths)
-            docs = np.add(offsets, np.int64(self.first), out=scratch.docs[:df])
+                self._check(docs, packed_counts, lengths)
             counts = scratch.counts[:df]
             np.copyto(counts, packed_counts)
             denominators = scoring.norms_into(lengths, scratch.denominators[:df])
@@ -199,13 +199,6 @@ class _Chunk:
         parts *= scoring.k1 + 1.0
         parts /= denominators
         np.add.at(acc, docs, parts)  # a chunk's doc ids are distinct: as exact as acc[docs] += parts, and faster
-
-    def _check_packed(self, offsets: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> None:
-        if int(offsets[0]) != 0 or int(offsets[-1]) + self.first != self.last:
-            raise ChunkError(
-                self, f"says it ends at document {self.last!r}, its doc ids at {int(offsets[-1]) + self.first}"
-            )
-        self._check_bounds(counts, lengths)
 
     def _check(self, docs: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> None:
         """The row's range and bounds (what the pruning trusted) are those of its postings: two reductions over
@@ -754,22 +747,23 @@ def _unpacked(chunks: list[_Chunk], scoring: _Scoring) -> tuple[np.ndarray, np.n
     dfs = np.array([chunk.df for chunk in chunks], dtype=np.int64)
     ends = np.cumsum(dfs)
     starts = ends - dfs
-    offsets = np.concatenate([unpack(chunk.packed[0], chunk.df) for chunk in chunks])
+    docs = np.concatenate([offsets(chunk.packed[0], chunk.df, chunk.last - chunk.first) for chunk in chunks])
     counts = np.concatenate([unpack(chunk.packed[1], chunk.df) for chunk in chunks])
     lengths = np.concatenate([unpack(chunk.packed[2], chunk.df) for chunk in chunks])
     firsts = np.array([chunk.first for chunk in chunks], dtype=np.int64)
-    docs = offsets.astype(np.int64)
+    docs = docs.astype(np.int64)
+    wrong = docs[starts] != 0
     docs += np.repeat(firsts, dfs)
     ranges = np.array([(chunk.last, chunk.max_count, chunk.min_length) for chunk in chunks], dtype=np.int64)
     wrong = (
-        (offsets[starts] != 0)
+        wrong
         | (docs[ends - 1] != ranges[:, 0])
         | (np.maximum.reduceat(counts, starts) != ranges[:, 1])
         | (np.minimum.reduceat(lengths, starts) != ranges[:, 2])
     )
     if wrong.any():
         chunk = chunks[int(np.flatnonzero(wrong)[0])]
-        chunk._check(*decode(chunk.first, chunk.df, *chunk.packed))  # raises its ChunkError
+        chunk._check(*decode(chunk.first, chunk.last, chunk.df, *chunk.packed))  # raises its ChunkError
     c = counts.astype(np.float64)
     denominators = scoring.norms_for(lengths)
     denominators += c  # norm + count: addition commutes, the same double as count + norm
@@ -798,11 +792,11 @@ def _add_found(term: _Term, docs: np.ndarray, acc: np.ndarray, scoring: _Scoring
                 counts.append(whole[1][at])
                 denominators.append(whole[2][at])
             continue
-        # Searched as stored (offsets from first_doc, in their own width): no pass over the chunk.
-        offsets = unpack(chunk.packed[0], df)
-        wanted = (docs[lo:hi] - chunk.first).astype(offsets.dtype)
-        at = np.minimum(np.searchsorted(offsets, wanted), df - 1)
-        hit = np.flatnonzero(offsets[at] == wanted)
+        # Searched as stored (offsets from first_doc, in their own width; gaps summed first): no decode.
+        stored = offsets(chunk.packed[0], df, chunk.last - chunk.first)
+        wanted = (docs[lo:hi] - chunk.first).astype(stored.dtype)
+        at = np.minimum(np.searchsorted(stored, wanted), df - 1)
+        hit = np.flatnonzero(stored[at] == wanted)
         if len(hit):
             at = at[hit]
             packed_at.append((chunk, unpack(chunk.packed[1], df)[at], unpack(chunk.packed[2], df)[at], hit + lo))

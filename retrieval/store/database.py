@@ -28,17 +28,17 @@ from .schema.catalogue import LOCKED_SINCE, required
 from .sql.dialect import POSTGRESQL, statement, text_for
 
 #: The schema revision this version of the package writes and reads (the Alembic head).
-HEAD_REVISION = "0010"
+HEAD_REVISION = "0011"
 #: Every revision of the migration scripts, oldest first (a test checks them against the scripts).
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010")
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011")
 #: The revisions a search reads as they are. 0005 only adds the query log, which a search never reads; 0006 adds
 #: the authors' folded keys, which every search reads (filters, the surname hint), so an older index is upgraded
 #: once (``retrieval upgrade``); 0007 adds the postings BLOBs, which every search reads (their bounds); 0008 only
 #: drops columns no search reads (a writer upgrades a 0007 index before it writes); 0009 adds the papers' vectors,
 #: which only an index built with ``--semantic`` has (and says so in ``index_info``); 0010 numbers the citations'
 #: ids, which the reads of the whole graph and of its counts use (``paper_keys``, ``citation_links``): an older
-#: index is upgraded once.
-READABLE_REVISIONS = ("0010",)
+#: index is upgraded once; 0011 packs a wide chunk's doc ids as gaps, which this version reads in either layout.
+READABLE_REVISIONS = ("0010", "0011")
 
 
 #: What a ``file:`` URI must escape for SQLite to read the rest as the path (``%`` first, so it is not doubled).

@@ -617,6 +617,9 @@ def _decoded(chunks: list[tuple], label: str) -> tuple[list[tuple] | None, list[
         if kinds:  # bytes() of a number is that many zero bytes (a large one, memory), of text an error
             errors.append(("malformed", f"{at}: holds {', '.join(kinds)} values where its columns are BLOBs"))
             return None, errors
+        if not all(isinstance(v, int) for v in (first, last)):  # text put there by hand
+            errors.append(("malformed", f"{at}: gives documents {first!r}-{last!r}, not numbers"))
+            return None, errors
         blobs = (bytes(doc_ids), bytes(counts), bytes(lengths))
         widths = [len(b) // df if isinstance(df, int) and df > 0 else 0 for b in blobs]
         if not (
@@ -629,7 +632,7 @@ def _decoded(chunks: list[tuple], label: str) -> tuple[list[tuple] | None, list[
         ):
             errors.append(("malformed", f"{at}: columns of {[len(b) for b in blobs]} bytes for a df of {df!r}"))
             return None, errors
-        docs, cs, ls = decode(first, df, *blobs)
+        docs, cs, ls = decode(first, last, df, *blobs)
         truth = (int(docs[0]), int(docs[-1]), int(cs.max()), int(ls.min()))
         if (first, last, max_count, min_length) != truth or (len(docs) > 1 and not (docs[1:] > docs[:-1]).all()):
             errors.append(

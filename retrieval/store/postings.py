@@ -11,7 +11,12 @@ same postings packed for NumPy, one row per *chunk* of at most ``CHUNK`` posting
     min_length   the shortest paper in it: tf_norm(max_count, min_length) bounds every posting of the chunk
                  at any average length (tf_norm grows with the count and falls with the length), so the bound
                  stays exact after adds and removes
-    doc_ids      doc id - first_doc, little-endian uint16 when the chunk spans fewer than 65,536 ids, else uint32
+    doc_ids      little-endian, in one of three layouts, told apart by the width (the BLOB's length over ``df``)
+                 and the chunk's span, ``last_doc - first_doc``:
+                 - uint16 offsets (doc id - first_doc) when the span is below 65,536;
+                 - uint16 gaps (0, then each doc id - the one before) when the span is larger but no gap is
+                   (schema 0011: 2 bytes a posting rather than 4, for most lists of a large corpus);
+                 - uint32 offsets otherwise
     counts       uint8, or uint16 / uint32 where a count needs it
     lengths      the papers' lengths, uint16, or uint32 where one needs it
 
@@ -49,7 +54,7 @@ DELETE_SQL = statement("DELETE FROM postings WHERE term_id = ? AND first_doc = ?
 LAST_CHUNKS_SQL = statement(
     lambda d: (
         f"""\
-SELECT p.term_id, p.first_doc, p.df, p.doc_ids, p.counts, p.lengths
+SELECT p.term_id, p.first_doc, p.last_doc, p.df, p.doc_ids, p.counts, p.lengths
 FROM postings AS p
 WHERE p.term_id IN ({d.values("term_ids", "integer")})
   AND p.first_doc = (SELECT max(q.first_doc) FROM postings AS q WHERE q.term_id = p.term_id)"""
@@ -112,26 +117,66 @@ def unpack(blob: bytes | memoryview, df: int) -> np.ndarray:
     return _np().frombuffer(blob, dtype=_DTYPES[len(blob) // df], count=df)
 
 
+#: The span of doc ids (``last_doc - first_doc``) from which a chunk's 2-byte ``doc_ids`` are gaps, not offsets.
+GAPS_FROM = 1 << 16
+
+
+def gapped(blob: bytes | memoryview, df: int, span: int) -> bool:
+    """Whether a chunk's ``doc_ids`` hold gaps between doc ids (2 bytes each, the span too wide for offsets)."""
+    return len(blob) == 2 * df and span >= GAPS_FROM
+
+
+def pack_docs(docs: np.ndarray) -> bytes:
+    """The ``doc_ids`` column of a chunk's doc ids (ascending): offsets from the first in 2 bytes where the span
+    allows, else the gaps in 2 bytes where each does, else offsets in 4."""
+    np = _np()
+    offsets = docs - docs[0]
+    if len(docs) > 1 and int(offsets[-1]) >= GAPS_FROM and int(np.diff(docs).max()) < GAPS_FROM:
+        return np.diff(docs, prepend=docs[0]).astype("<u2").tobytes()
+    return _pack(offsets, ("<u2", "<u4"))
+
+
+def offsets(blob: bytes | memoryview, df: int, span: int) -> np.ndarray:
+    """A chunk's doc ids less its first, ascending: as stored (read-only, 2 or 4 bytes each), or summed from its
+    gaps (int64)."""
+    np = _np()
+    stored = unpack(blob, df)
+    return np.cumsum(stored, dtype=np.int64) if gapped(blob, df, span) else stored
+
+
+def docs_into(blob: bytes | memoryview, df: int, first: int, span: int, out: np.ndarray) -> np.ndarray:
+    """A chunk's doc ids written into ``out`` (int64, ``df`` long)."""
+    np = _np()
+    stored = unpack(blob, df)
+    if gapped(blob, df, span):
+        np.cumsum(stored, dtype=np.int64, out=out)
+        out += first
+        return out
+    return np.add(stored, np.int64(first), out=out)
+
+
 def encode(term_id: int, docs: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> tuple:
     """One row of ``postings`` for a chunk of ``term_id``'s postings (doc ids ascending, at most ``CHUNK``)."""
-    first = int(docs[0])
     return (
         int(term_id),
-        first,
+        int(docs[0]),
         int(docs[-1]),
         len(docs),
         int(counts.max()),
         int(lengths.min()),
-        _pack(docs - first, ("<u2", "<u4")),
+        pack_docs(docs),
         _pack(counts, ("<u1", "<u2", "<u4")),
         _pack(lengths, ("<u2", "<u4")),
     )
 
 
-def decode(first_doc: int, df: int, doc_ids, counts, lengths) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The doc ids (int64), counts and lengths of a chunk's row."""
+def decode(
+    first_doc: int, last_doc: int, df: int, doc_ids, counts, lengths
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The doc ids (int64), counts and lengths of a chunk's row (``last_doc`` says how its doc ids are packed)."""
     np = _np()
-    return unpack(doc_ids, df).astype(np.int64) + first_doc, unpack(counts, df), unpack(lengths, df)
+    docs = docs_into(doc_ids, df, first_doc, last_doc - first_doc, np.empty(df, dtype=np.int64))
+    return docs, unpack(counts, df), unpack(lengths, df)
 
 
 class DamagedChunk(ValueError):
@@ -151,12 +196,12 @@ def shape_problem(df: object, doc_ids: object, counts: object, lengths: object) 
     return None
 
 
-def _decoded(term_id: int, first: int, df, doc_ids, counts, lengths) -> tuple:
+def _decoded(term_id: int, first: int, last: int, df, doc_ids, counts, lengths) -> tuple:
     """``decode`` of a row a writer rewrites, checked first (``DamagedChunk`` naming it)."""
     problem = shape_problem(df, doc_ids, counts, lengths)
     if problem is not None:
         raise DamagedChunk(f"the postings row of term {term_id} at document {first} {problem}")
-    return decode(first, df, doc_ids, counts, lengths)
+    return decode(first, last, df, doc_ids, counts, lengths)
 
 
 def chunk_rows(terms: np.ndarray, docs: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> Iterator[tuple]:
@@ -214,7 +259,7 @@ def sync(conn, first_new_doc: int, removed: dict[int, set[int]], added_terms: It
             gone = [d for d in removed[term_id] if first <= d <= last]
             if not gone:
                 continue
-            docs, cs, ls = _decoded(term_id, first, df, doc_ids, counts, lengths)
+            docs, cs, ls = _decoded(term_id, first, last, df, doc_ids, counts, lengths)
             keep = ~np.isin(docs, np.array(gone, dtype=np.int64))
             conn.execute(DELETE_SQL, (term_id, first))
             if keep.any():
@@ -232,9 +277,9 @@ def sync(conn, first_new_doc: int, removed: dict[int, set[int]], added_terms: It
         term_id = int(terms[start])
         d, c, le = docs[start:end], cs[start:end], ls[start:end]
         tail = tails.get(term_id)
-        if tail is not None and tail[2] < CHUNK:  # the last chunk has room: rewritten with the new postings
-            _, first, df, doc_ids, counts, lengths = tail
-            old = _decoded(term_id, first, df, doc_ids, counts, lengths)
+        if tail is not None and tail[3] < CHUNK:  # the last chunk has room: rewritten with the new postings
+            _, first, last, df, doc_ids, counts, lengths = tail
+            old = _decoded(term_id, first, last, df, doc_ids, counts, lengths)
             conn.execute(DELETE_SQL, (term_id, first))
             d, c, le = (np.concatenate([o.astype(np.int64), n]) for o, n in zip(old, (d, c, le), strict=True))
         for a in range(0, len(d), CHUNK):
@@ -255,7 +300,7 @@ def check(conn) -> list[str]:
             expected[int(terms[start])] = [docs[start:end], cs[start:end], ls[start:end]]
     found: dict[int, list] = {}
     for term_id, first, last, df, max_count, min_length, doc_ids, counts, lengths in conn.execute(ALL_CHUNKS_SQL):
-        d, c, le = decode(first, df, doc_ids, counts, lengths)
+        d, c, le = decode(first, last, df, doc_ids, counts, lengths)
         if not (1 <= df <= CHUNK) or d[0] != first or d[-1] != last or (len(d) > 1 and (np.diff(d) <= 0).any()):
             problems.append(f"term {term_id}: chunk at {first} is malformed")
         if max_count != int(c.max()) or min_length != int(le.min()):
