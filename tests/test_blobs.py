@@ -648,6 +648,28 @@ def test_a_chunk_whose_bounds_are_not_its_postings_is_refused_however_it_is_scor
             client.lexical.search(query, 10, exhaustive=False)
 
 
+@pytest.mark.parametrize("column", ["first_doc", "last_doc"])
+def test_a_chunk_whose_range_is_not_numbers_is_a_damaged_index(demo_db, tmp_path, monkeypatch, column):
+    """A row's ``last_doc`` edited to text raised Python's TypeError (a traceback) once the range said how the
+    doc ids are packed; ``first_doc`` as text did from the first. Either is a damaged index, named."""
+    from retrieval.search import blobs
+
+    monkeypatch.setattr(blobs, "CACHE", blobs._Cache(0))
+    db = tmp_path / "edited.db"
+    source = sqlite3.connect(f"file:{demo_db}?mode=ro", uri=True)
+    target = sqlite3.connect(db)
+    source.backup(target)
+    target.execute(f"UPDATE postings SET {column} = 'x' || {column}")  # a column of this module's, not user input
+    target.commit()
+    source.close()
+    target.close()
+    with RetrievalClient(db) as client:
+        client.lexical.path = "blobs"
+        with pytest.raises(NotAnIndexError, match=r"the index is damaged: .* gives documents .*, not numbers"):
+            client.lexical.search("attention retrieval index", 10)
+    assert main(["check", "--db", str(db)]) == 1
+
+
 def test_a_querys_scores_are_the_same_doubles_whichever_of_its_terms_the_process_keeps(tmp_path, monkeypatch):
     """A paper's parts are added in the query's order of terms whether a chunk comes kept decoded or packed, so a
     query scores the same doubles (not only the same rounded ranking) on a fresh process and after other queries

@@ -465,6 +465,7 @@ def test_removing_a_paper_whose_stored_text_was_changed_by_hand_is_a_message_and
         "UPDATE postings SET counts = substr(counts, 1, length(counts) - 1) WHERE term_id = :t",  # a byte short
         "UPDATE postings SET counts = 'abc' WHERE term_id = :t",  # text
         "UPDATE postings SET doc_ids = 7 WHERE term_id = :t",  # a number
+        "UPDATE postings SET last_doc = 'x' || last_doc WHERE term_id = :t",  # a range of text
     ],
 )
 def test_a_write_over_a_postings_row_changed_by_hand_is_a_message_and_changes_nothing(

@@ -146,6 +146,8 @@ class _Chunk:
         if kinds:  # a value put there by hand: bytes() of a number is that many zero bytes, of text an error
             raise ChunkError(self, f"holds {', '.join(kinds)} values where its columns are BLOBs")
         self.packed = doc_ids, counts, lengths = bytes(row[6]), bytes(row[7]), bytes(row[8])  # (or memoryviews)
+        if not (isinstance(self.first, int) and isinstance(self.last, int)):  # they say how doc_ids is packed
+            raise ChunkError(self, f"gives documents {self.first!r}-{self.last!r}, not numbers")
         self.whole: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.keep = False
         self.checked = False

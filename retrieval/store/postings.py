@@ -183,9 +183,14 @@ class DamagedChunk(ValueError):
     """A row of ``postings`` whose columns cannot hold its ``df`` postings (the file was changed by hand)."""
 
 
-def shape_problem(df: object, doc_ids: object, counts: object, lengths: object) -> str | None:
-    """What is wrong with a row's ``df`` and columns as this module packs them (None: nothing): BLOBs of 2 or 4
-    bytes a doc id, 1, 2 or 4 a count, 2 or 4 a length, for a ``df`` of 1 to ``CHUNK``."""
+def shape_problem(
+    first: object, last: object, df: object, doc_ids: object, counts: object, lengths: object
+) -> str | None:
+    """What is wrong with a row's range, ``df`` and columns as this module packs them (None: nothing): numbers for
+    the range (it says how the doc ids are packed), BLOBs of 2 or 4 bytes a doc id, 1, 2 or 4 a count, 2 or 4 a
+    length, for a ``df`` of 1 to ``CHUNK``."""
+    if not (isinstance(first, int) and isinstance(last, int)):
+        return f"gives documents {first!r}-{last!r}, not numbers"
     blobs = (doc_ids, counts, lengths)
     if not isinstance(df, int) or not 1 <= df <= CHUNK or not all(isinstance(b, (bytes, memoryview)) for b in blobs):
         return f"holds {df!r} postings in columns of the types {[type(b).__name__ for b in blobs]}"
@@ -196,11 +201,16 @@ def shape_problem(df: object, doc_ids: object, counts: object, lengths: object) 
     return None
 
 
+def _check_shape(term_id: int, first, last, df, doc_ids, counts, lengths) -> None:
+    """``DamagedChunk`` naming a row a writer rewrites whose ``shape_problem`` is not None."""
+    problem = shape_problem(first, last, df, doc_ids, counts, lengths)
+    if problem is not None:
+        raise DamagedChunk(f"the postings row of term {term_id} at document {first!r} {problem}")
+
+
 def _decoded(term_id: int, first: int, last: int, df, doc_ids, counts, lengths) -> tuple:
     """``decode`` of a row a writer rewrites, checked first (``DamagedChunk`` naming it)."""
-    problem = shape_problem(df, doc_ids, counts, lengths)
-    if problem is not None:
-        raise DamagedChunk(f"the postings row of term {term_id} at document {first} {problem}")
+    _check_shape(term_id, first, last, df, doc_ids, counts, lengths)
     return decode(first, last, df, doc_ids, counts, lengths)
 
 
@@ -256,10 +266,11 @@ def sync(conn, first_new_doc: int, removed: dict[int, set[int]], added_terms: It
         for term_id, first, last, df, doc_ids, counts, lengths in conn.execute(
             CHUNKS_SQL, {"term_ids": json.dumps(sorted(removed))}
         ).fetchall():
+            _check_shape(term_id, first, last, df, doc_ids, counts, lengths)  # before its range is compared
             gone = [d for d in removed[term_id] if first <= d <= last]
             if not gone:
                 continue
-            docs, cs, ls = _decoded(term_id, first, last, df, doc_ids, counts, lengths)
+            docs, cs, ls = decode(first, last, df, doc_ids, counts, lengths)
             keep = ~np.isin(docs, np.array(gone, dtype=np.int64))
             conn.execute(DELETE_SQL, (term_id, first))
             if keep.any():
