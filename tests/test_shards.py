@@ -234,6 +234,35 @@ def test_adds_and_removes_through_the_coordinator_land_on_the_right_shard(sharde
     assert lite_df == [r for r in _rows(coordinator, "retrieval", "doc_freq", ["term", "df"]) if r[1] > 0]
 
 
+def test_a_remove_asks_the_shards_for_the_removed_papers_rows_only(sharded_database, tmp_path):
+    """Every statement a remove runs on a distributed table sends the shards its condition (a key array): an
+    ``IN`` over a subquery stayed on the coordinator as a filter, so a remove of one paper read every citation
+    and every author row of every shard (1.55 s to 0.7 s for one hep-th paper over two shards)."""
+    from retrieval.store import vectors, writer
+    from retrieval.store.postgres.connection import convert, numbered
+    from retrieval.store.sql.dialect import SHARDED, text_for
+
+    corpus, _ = _corpus(tmp_path)
+    coordinator, shards = sharded_database("remove_reads")
+    build(db=coordinator, source=corpus, shards=shards)
+    statements = [writer.EXISTING_SQL, writer.REMOVED_TEXT_SQL, writer.TOUCHED_SQL, *writer.REMOVE_STATEMENTS,
+                  *writer.RECOUNT_STATEMENTS, vectors.DELETE_VECTORS]  # fmt: skip
+    remote = []
+    with psycopg.connect(coordinator) as conn:
+        conn.execute("SET search_path TO retrieval")
+        for sql in statements:
+            text = text_for(sql, SHARDED)
+            values = dict.fromkeys(numbered(text)[1], json.dumps(["p007"]))
+            plan = [row[0] for row in conn.execute(f"EXPLAIN (VERBOSE, COSTS OFF) {convert(text)}", values)]
+            remote += [(sql, line.strip()) for line in plan if "Remote SQL:" in line]
+        conn.rollback()
+    tables = [t for t in DISTRIBUTED if t != "term_freq"]  # a posting is removed by its key, one at a time
+    asked = [(sql, line) for sql, line in remote if any(f".{t} " in f"{line} " for t in tables)]
+    assert {sql for sql, _ in asked} == set(statements)  # each reads or changes a distributed table
+    unbounded = [(sql.split()[0:4], line) for sql, line in asked if " WHERE " not in line]
+    assert not unbounded, unbounded
+
+
 def _s2(pid: str, title: str, year: int, references=(), citations=()) -> dict:
     """A Semantic Scholar record: the format whose papers list their citing papers too."""
     return {

@@ -10,7 +10,7 @@ from ..embed import BATCH, Encoder, pack, paper_text
 from .sql.dialect import statement
 
 INSERT_VECTOR = statement("INSERT INTO paper_vectors (paper_id, vector) VALUES (?, ?)")
-DELETE_VECTORS = statement(lambda d: f"DELETE FROM paper_vectors WHERE paper_id IN ({d.values('ids')})")
+DELETE_VECTORS = statement(lambda d: f"DELETE FROM paper_vectors WHERE paper_id {d.any_of('ids')}")
 ALL_TEXTS_SQL = statement("SELECT id, title, abstract FROM papers ORDER BY id")
 
 

@@ -122,12 +122,13 @@ VOCABULARY_SQL = statement("SELECT term, term_id FROM doc_freq")
 LAST_DOC_ID_SQL = statement("SELECT max(doc_id) FROM doc_len")
 INFO_SQL = statement("SELECT key, value FROM index_info")
 
-# A list parameter is JSON text on both dialects (``Dialect.values``). Ids are ordered by their bytes.
-EXISTING_SQL = statement(lambda d: f"SELECT id FROM papers WHERE id IN ({d.values('ids')}) ORDER BY id{d.bytes_order}")
+# A list parameter is JSON text on both dialects (``Dialect.values``); a distributed table is asked by ``any_of``, a
+# condition a sharded coordinator sends to the shards. Ids are ordered by their bytes.
+EXISTING_SQL = statement(lambda d: f"SELECT id FROM papers WHERE id {d.any_of('ids')} ORDER BY id{d.bytes_order}")
 REMOVED_TEXT_SQL = statement(
     lambda d: (
         "SELECT p.id, p.title, p.abstract, l.doc_id FROM papers AS p JOIN doc_len AS l ON l.paper_id = p.id "
-        f"WHERE p.id IN ({d.values('ids')})"
+        f"WHERE p.id {d.any_of('ids')} AND l.paper_id {d.any_of('ids')}"  # each table asked for the ids alone
     )
 )
 GONE_TERMS_SQL = statement(
@@ -135,9 +136,10 @@ GONE_TERMS_SQL = statement(
 )
 
 
-def _keys_of(d, param: str = "ids") -> str:
-    """The numbers (``paper_keys``) of the paper ids in the JSON list ``:param``."""
-    return f"SELECT k.key FROM paper_keys AS k WHERE k.paper_id IN ({d.values(param)})"
+def _key_in(d, column: str, param: str = "ids") -> str:
+    """``column`` is the number (``paper_keys``) of one of the paper ids in the JSON list ``:param`` (``in_set``:
+    on a sharded index the shards are sent the numbers, not asked for every citation)."""
+    return d.in_set(column, f"SELECT k.key FROM paper_keys AS k WHERE k.paper_id IN ({d.values(param)})")
 
 
 # The citations the removed papers are at either end of, by id: the in-degrees to recount and the numbers that
@@ -150,39 +152,39 @@ SELECT citing.paper_id,
 FROM citation_links AS l
 JOIN paper_keys AS citing ON citing.key = l.citing_key
 JOIN paper_keys AS cited ON cited.key = l.cited_key
-WHERE l.citing_key IN ({_keys_of(d)})
-   OR l.cited_key IN ({_keys_of(d)})"""
+WHERE {_key_in(d, "l.citing_key")}
+   OR {_key_in(d, "l.cited_key")}"""
     )
 )
 
 # In-degrees of the given cited ids, recounted after their citation rows changed.
 RECOUNT_STATEMENTS = [
-    statement(lambda d: f"DELETE FROM cited_counts WHERE paper_id IN ({d.values('ids')})"),
+    statement(lambda d: f"DELETE FROM cited_counts WHERE paper_id {d.any_of('ids')}"),
     statement(
         lambda d: (
             f"""INSERT INTO cited_counts (paper_id, cited_by)
 SELECT k.paper_id, count(*)
 FROM citation_links AS l
 JOIN paper_keys AS k ON k.key = l.cited_key
-WHERE l.cited_key IN ({_keys_of(d)})
+WHERE {_key_in(d, "l.cited_key")}
 GROUP BY k.paper_id"""
         )
     ),
 ]
 
 REMOVE_STATEMENTS = [
-    statement(lambda d: f"DELETE FROM doc_len WHERE paper_id IN ({d.values('ids')})"),
-    statement(lambda d: f"DELETE FROM paper_authors WHERE paper_id IN ({d.values('ids')})"),
-    statement(lambda d: f"DELETE FROM field_sources WHERE paper_id IN ({d.values('ids')})"),
+    statement(lambda d: f"DELETE FROM doc_len WHERE paper_id {d.any_of('ids')}"),
+    statement(lambda d: f"DELETE FROM paper_authors WHERE paper_id {d.any_of('ids')}"),
+    statement(lambda d: f"DELETE FROM field_sources WHERE paper_id {d.any_of('ids')}"),
     DELETE_VECTORS,
-    statement(lambda d: f"DELETE FROM papers WHERE id IN ({d.values('ids')})"),
+    statement(lambda d: f"DELETE FROM papers WHERE id {d.any_of('ids')}"),
     # What the removed papers' own records declared goes; what other records declared stays (dangling).
-    statement(lambda d: f"UPDATE citation_links SET listed_by_citing = {d.false} WHERE citing_key IN ({_keys_of(d)})"),
-    statement(lambda d: f"UPDATE citation_links SET listed_by_cited = {d.false} WHERE cited_key IN ({_keys_of(d)})"),
+    statement(lambda d: f"UPDATE citation_links SET listed_by_citing = {d.false} WHERE {_key_in(d, 'citing_key')}"),
+    statement(lambda d: f"UPDATE citation_links SET listed_by_cited = {d.false} WHERE {_key_in(d, 'cited_key')}"),
     statement(
         lambda d: (
             f"""DELETE FROM citation_links
-WHERE (citing_key IN ({_keys_of(d)}) OR cited_key IN ({_keys_of(d)}))
+WHERE ({_key_in(d, "citing_key")} OR {_key_in(d, "cited_key")})
   AND NOT listed_by_citing
   AND NOT listed_by_cited"""
         )

@@ -144,6 +144,12 @@ class Dialect:
         hashed)."""
         return f"IN (SELECT value FROM json_each(:{param}))"
 
+    def in_set(self, expr: str, subquery: str) -> str:
+        """``expr`` is one of the values ``subquery`` returns: on PostgreSQL ``= ANY (ARRAY(...))``, the subquery
+        run once and its array sent to a shard with the condition (an ``IN`` over a subquery stays on a sharded
+        coordinator as a filter, every row of the shards' table read to apply it)."""
+        return f"{expr} IN ({subquery})"
+
     def double(self, expr: str) -> str:
         """``expr`` as a double (PostgreSQL reads a bare ``1.0`` as numeric and a parameter by its context)."""
         return expr
@@ -232,6 +238,9 @@ class _PostgreSQL(Dialect):
 
     def elements(self, expr: str, alias: str) -> str:
         return f"jsonb_array_elements_text({expr}) AS {alias} (value)"
+
+    def in_set(self, expr: str, subquery: str) -> str:
+        return f"{expr} = ANY (ARRAY({subquery}))"
 
     def any_of(self, param: str, cast: str | None = None) -> str:
         values = f"jsonb_array_elements_text(CAST(:{param} AS jsonb))"
