@@ -145,21 +145,13 @@ class _Chunk:
         kinds = [type(column).__name__ for column in row[6:9] if not isinstance(column, (bytes, memoryview))]
         if kinds:  # a value put there by hand: bytes() of a number is that many zero bytes, of text an error
             raise ChunkError(self, f"holds {', '.join(kinds)} values where its columns are BLOBs")
-        self.packed = doc_ids, counts, lengths = bytes(row[6]), bytes(row[7]), bytes(row[8])  # (or memoryviews)
-        if not (isinstance(self.first, int) and isinstance(self.last, int)):  # they say how doc_ids is packed
-            raise ChunkError(self, f"gives documents {self.first!r}-{self.last!r}, not numbers")
+        self.packed = bytes(row[6]), bytes(row[7]), bytes(row[8])  # (or memoryviews)
         self.whole: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.keep = False
         self.checked = False
-        df = self.df
-        if not (
-            isinstance(df, int)
-            and 1 <= df <= postings.CHUNK
-            and len(doc_ids) in (2 * df, 4 * df)  # each column's width (its length over df): 2 or 4 bytes
-            and len(counts) in (df, 2 * df, 4 * df)  # 1, 2 or 4
-            and len(lengths) in (2 * df, 4 * df)
-        ):
-            raise ChunkError(self, f"holds columns of {[len(b) for b in self.packed]} bytes for a df of {df!r}")
+        problem = postings.shape_problem(self.first, self.last, self.df, *self.packed)  # the writers' check
+        if problem is not None:
+            raise ChunkError(self, problem)
 
     def decoded(self, scoring: _Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Doc ids (int64), counts (float64) and denominators: kept ones, else fresh arrays, kept if ``keep`` (one

@@ -192,7 +192,14 @@ def shape_problem(
     if not (isinstance(first, int) and isinstance(last, int)):
         return f"gives documents {first!r}-{last!r}, not numbers"
     blobs = (doc_ids, counts, lengths)
-    if not isinstance(df, int) or not 1 <= df <= CHUNK or not all(isinstance(b, (bytes, memoryview)) for b in blobs):
+    binary = (bytes, memoryview)  # (checked one by one: a search checks every row it reads)
+    if not (
+        isinstance(df, int)
+        and 1 <= df <= CHUNK
+        and isinstance(doc_ids, binary)
+        and isinstance(counts, binary)
+        and isinstance(lengths, binary)
+    ):
         return f"holds {df!r} postings in columns of the types {[type(b).__name__ for b in blobs]}"
     if not (
         len(doc_ids) in (2 * df, 4 * df) and len(counts) in (df, 2 * df, 4 * df) and len(lengths) in (2 * df, 4 * df)
