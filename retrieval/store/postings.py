@@ -130,10 +130,11 @@ def pack_docs(docs: np.ndarray) -> bytes:
     """The ``doc_ids`` column of a chunk's doc ids (ascending): offsets from the first in 2 bytes where the span
     allows, else the gaps in 2 bytes where each does, else offsets in 4."""
     np = _np()
-    offsets = docs - docs[0]
-    if len(docs) > 1 and int(offsets[-1]) >= GAPS_FROM and int(np.diff(docs).max()) < GAPS_FROM:
-        return np.diff(docs, prepend=docs[0]).astype("<u2").tobytes()
-    return _pack(offsets, ("<u2", "<u4"))
+    if len(docs) > 1 and int(docs[-1] - docs[0]) >= GAPS_FROM:
+        gaps = np.diff(docs, prepend=docs[0])  # 0 first
+        if int(gaps.max()) < GAPS_FROM:
+            return gaps.astype("<u2").tobytes()
+    return _pack(docs - docs[0], ("<u2", "<u4"))
 
 
 def offsets(blob: bytes | memoryview, df: int, span: int) -> np.ndarray:
