@@ -14,11 +14,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrieval import RetrievalClient, RetrievalConfig
 from retrieval.errors import ConfigError, InputError
 from retrieval.eval.learned_modes import held_out_model
-from retrieval.eval.train import QueryData, coordinate_ascent, cross_validate, fit, mean_ndcg, ndcg, with_derived
+from retrieval.eval.train import (
+    QueryData,
+    coordinate_ascent,
+    cross_validate,
+    fit,
+    mean_ndcg,
+    ndcg,
+    ndcg_rows,
+    with_derived,
+)
 from retrieval.interfaces.cli import main
 from retrieval.search.learned import (
     BASE_FEATURES,
@@ -387,6 +398,23 @@ def test_ndcg_matches_a_hand_computed_value():
     # a tie goes to the smaller id: a (not relevant) before b, then c
     assert ndcg(q, np.array([0.5, 0.5, 0.0])) == pytest.approx((1 / math.log2(3) + 1 / math.log2(4)) / ideal)
     assert ndcg(q, np.array([0.5, 0.5, 0.0]), cutoff=1) == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.booleans(), min_size=1, max_size=40),
+    st.integers(min_value=0, max_value=2**32 - 1),
+    st.integers(min_value=1, max_value=12),
+)
+def test_ndcg_rows_equals_ndcg_row_by_row(relevant, seed, rows):
+    """The batched nDCG coordinate ascent uses is ``ndcg`` on each row, to the bit, ties (by id) included."""
+    rng = np.random.default_rng(seed)
+    n = len(relevant)
+    q = QueryData("q", [f"p{i:03d}" for i in range(n)], np.zeros((n, 1)), np.array(relevant, dtype=float),
+                  max(1, sum(relevant)))  # fmt: skip
+    scores = np.round(rng.normal(size=(rows, n)), int(rng.integers(0, 3)))  # coarse rounding: many ties
+    got = ndcg_rows(q, scores)
+    assert got.tolist() == [ndcg(q, row) for row in scores]
 
 
 def test_coordinate_ascent_improves_the_objective_deterministically():

@@ -1,7 +1,10 @@
 """The learned ranking's evaluation modes: ``learned`` (the shipped model, ``retrieval/models/ranker-v3.json``)
 and ``learned-cv`` (each development set ranked by the model fitted on the other corpora's sets, as the shipped
 file records its hold-one-corpus-out folds; ``retrieval.eval.train``), and ``auto`` (the default ranking, with
-the ``learned-cv`` fold where it picks the learned model).
+the ``learned-cv`` fold where it picks the learned model); ``learned-own`` and ``auto-own``, the same under the
+model ``retrieval train --own`` fits on the evaluation index's own citations (``retrieval.eval.own``: the query
+papers are not in that index, so no query is trained on), fitted once per index before any query is timed and
+kept beside it.
 
 Both rank the shared BM25 list's candidates through ``RetrievalClient.rank`` under ``ranking="learned"``, as a
 search does. ``learned-cv`` finds its fold by the sha256 of the corpus file the evaluation index was built from
@@ -11,6 +14,7 @@ model itself, which is held out there already.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +22,15 @@ from pathlib import Path
 from ..config import RetrievalConfig
 from ..errors import ConfigError
 from ..search.client import RetrievalClient
-from ..search.learned import SHIPPED_MODEL, RankerModel, file_sha256, load_cached
+from ..search.learned import (
+    FEATURES,
+    MODEL_VERSION,
+    SHIPPED_MODEL,
+    RankerModel,
+    file_sha256,
+    load_cached,
+)
+from .own import FEWEST, MIN_REFERENCES, SAMPLE, own_queries, shipped_candidates, train_own
 from .records import LexicalPass, ModeOutput
 
 
@@ -67,12 +79,25 @@ class LearnedMode:
     cv: bool = False
     hops: int | None = 1
     ranking: str = "learned"
-    #: the expansion, the vote and the in-degrees leave a time-honest exclusion out (``retrieval.search.cutoff``)
-    honours_exclusion: bool = True
+    #: the model fitted on the index's own citations (``own_model``) rather than the shipped one
+    own: bool = False
+
+    @property
+    def honours_exclusion(self) -> bool:
+        """Whether a time-honest exclusion applies: the expansion, the vote and the in-degrees leave it out
+        (``retrieval.search.cutoff``); a model fitted on the index's own citations has seen papers of every year."""
+        return not self.own
 
     def model(self, client: RetrievalClient) -> RankerModel:
-        shipped = load_cached(SHIPPED_MODEL)
-        return held_out_model(shipped, _corpus_sha(client)) if self.cv else shipped
+        if self.own and own_model_path(Path(client.path)).is_file():
+            return load_cached(own_model_path(Path(client.path)))
+        shipped = load_cached(SHIPPED_MODEL)  # an own mode on an index too thin to fit on: as learned-cv
+        return held_out_model(shipped, _corpus_sha(client)) if self.cv or self.own else shipped
+
+    def prepare(self, index: Path, progress=None) -> None:
+        """Fit the model on the evaluation index's own citations, once (kept beside the index)."""
+        if self.own:
+            own_model(index, progress)
 
     def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
         cfg = RetrievalConfig(ranking=self.ranking, model=self.model(client))
@@ -82,6 +107,27 @@ class LearnedMode:
         distances = {r.paper.id: r.graph_distance for r in result.ranked if r.graph_distance is not None}
         fired = result.expansion.get("gate", {}).get("fired", True)  # the policy's gate, where auto chose it
         return ModeOutput(ranking, result.hit_count, distances, result.expansion.get("candidates_added"), fired)
+
+
+def own_model_path(index: Path) -> Path:
+    """Where the evaluation index ``index``'s own-citations model is kept: beside it, named by what makes it (the
+    features, the candidates, the sample) so that a change of any fits it again."""
+    doc = {"features": list(FEATURES), "candidates": shipped_candidates(), "sample": SAMPLE,
+           "min_references": MIN_REFERENCES, "version": MODEL_VERSION}  # fmt: skip
+    key = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+    return index.with_name(f"{index.stem}.own-{key}.ranker.json")
+
+
+def own_model(index: Path, progress=None) -> Path | None:
+    """The own-citations model of the evaluation index ``index``, fitted first where it is not kept yet; None
+    where the index has too few papers citing enough of it to fit on (``retrieval.eval.own.FEWEST``)."""
+    path = own_model_path(index)
+    if not path.is_file():
+        with RetrievalClient(index) as client:
+            if len(own_queries(client, FEWEST, MIN_REFERENCES)) < FEWEST:
+                return None
+        train_own(index, path, name="own", progress=progress)
+    return path
 
 
 def learned_modes() -> dict[str, LearnedMode]:
@@ -99,7 +145,20 @@ def learned_modes() -> dict[str, LearnedMode]:
             cv=True,
             ranking="auto",
         ),  # fmt: skip
+        "learned-own": LearnedMode(
+            "learned-own",
+            "learned blend fitted on the evaluation index's own citations (retrieval train --own; learned-cv's "
+            f"model where fewer than {FEWEST} of its papers cite {MIN_REFERENCES} of its papers)",
+            own=True,
+        ),  # fmt: skip
+        "auto-own": LearnedMode(
+            "auto-own",
+            "the default ranking under the model fitted on the index's own citations (learned-own's), the policy "
+            "where the BM25 list's papers are cited < 1.5 times on average, then the co-citation feedback",
+            own=True,
+            ranking="auto",
+        ),  # fmt: skip
     }
 
 
-__all__ = ["LearnedMode", "held_out_model", "learned_modes"]
+__all__ = ["LearnedMode", "held_out_model", "learned_modes", "own_model", "own_model_path"]

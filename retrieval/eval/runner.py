@@ -476,6 +476,10 @@ def run_eval(
         raise ConfigError(f"jobs must be from 1 to {LIMITS['jobs']}, got {jobs}")
     if len(prepared.evalset.queries) < PARALLEL_MIN_QUERIES:
         jobs = 1
+    for mode in selected:  # work a mode does once per index (a model to fit), before any query is timed
+        prepare_mode = getattr(mode, "prepare", None)
+        if prepare_mode is not None:
+            prepare_mode(cached.path, progress)
     queries_started = time.perf_counter()
     if jobs > 1:
         runs = evaluate_in_workers(cached.path, prepared.evalset, selected, config, jobs, progress)

@@ -31,7 +31,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +40,7 @@ import numpy as np
 from .. import __version__
 from ..config import RetrievalConfig
 from ..errors import ConfigError, InputError
+from ..search import cutoff
 from ..search.client import RetrievalClient
 from ..search.learned import (
     BASE_FEATURES,
@@ -114,6 +115,14 @@ def ndcg(q: QueryData, scores: np.ndarray, cutoff: int = CUTOFF) -> float:
     return float(np.sum(gains / np.log2(np.arange(2, len(order) + 2)))) / q.ideal
 
 
+def ndcg_rows(q: QueryData, scores: np.ndarray, cutoff: int = CUTOFF) -> np.ndarray:
+    """``ndcg`` of each row of ``scores`` (rankings of ``q``'s candidates), in one sort: the same values."""
+    if q.ideal == 0.0 or scores.shape[1] == 0:
+        return np.zeros(scores.shape[0])
+    order = np.argsort(-np.round(scores, 10), axis=1, kind="stable")[:, :cutoff]
+    return (q.relevant[order] / np.log2(np.arange(2, order.shape[1] + 2))).sum(axis=1) / q.ideal
+
+
 def mean_ndcg(queries: Sequence[QueryData], weights: np.ndarray) -> float:
     if not queries:
         return 0.0
@@ -145,14 +154,14 @@ def coordinate_ascent(
         gained = False
         for i in range(len(w)):
             column = [q.x[:, i] for q in queries]
-            tried = sorted({round(w[i] + s, 12) for s in steps} | {0.0})
+            tried = [v for v in sorted({round(w[i] + s, 12) for s in steps} | {0.0}) if v - w[i] != 0]
+            deltas = np.array([value - w[i] for value in tried])
+            totals = np.zeros(len(tried))
+            for q, b, c in zip(queries, base, column, strict=True):  # every tried value of a query at once
+                totals += ndcg_rows(q, b[None, :] + deltas[:, None] * c[None, :])
+            totals /= max(1, len(queries))
             choice, choice_value = w[i], best
-            for value in tried:
-                delta = value - w[i]
-                if delta == 0:
-                    continue
-                moved = zip(queries, base, column, strict=True)
-                total = sum(ndcg(q, b + delta * c) for q, b, c in moved) / max(1, len(queries))
+            for value, total in zip(tried, totals.tolist(), strict=True):
                 if total > choice_value + 1e-9:
                     choice, choice_value = value, total
             if choice != w[i]:
@@ -206,6 +215,34 @@ def _features_key(index_key: str, candidates: dict = DEFAULT_CANDIDATES, protoco
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
 
+def extraction_config(candidates: dict = DEFAULT_CANDIDATES) -> tuple[RetrievalConfig, int]:
+    """The setting a feature extraction searches with (a model of every feature, zero weights) and its BM25
+    list's depth."""
+    cfg = RetrievalConfig(ranking="learned", model=_extraction_model(candidates))
+    return cfg, max(LEXICAL_DEPTH, candidates["lexical_depth"])
+
+
+def query_features(
+    client: RetrievalClient,
+    cfg: RetrievalConfig,
+    parsed: Query,
+    depth: int,
+    exclusion: cutoff.Exclusion | None,
+    qid: str,
+    relevant: Collection[str],
+) -> QueryData:
+    """One judged query's candidates and features, by the path a learned search takes, leaving ``exclusion``
+    out (``None``: nothing)."""
+    hits = bm25_list(client, parsed, depth, exclusion)
+    result = client.rank(parsed, hits, cfg, limit=None, full=False, exclude=exclusion)
+    entries = sorted(result.ranked, key=lambda e: e.paper.id)
+    ids = [e.paper.id for e in entries]
+    x = np.array([[e.features[f] for f in BASE_FEATURES] for e in entries], dtype=float)
+    x = x.reshape(-1, len(BASE_FEATURES))
+    rel = np.array([pid in relevant for pid in ids], dtype=float)
+    return QueryData(qid, ids, x, rel, len(relevant))
+
+
 def extract(
     corpus: str | os.PathLike[str],
     queries: str | os.PathLike[str],
@@ -237,24 +274,14 @@ def extract(
             ids = [str(s) for s in data[f"ids{i}"]]
             out.append(QueryData(query.qid, ids, data[f"x{i}"], data[f"r{i}"], len(query.relevant)))
         return SetData(name, [with_derived(q) for q in out], inputs)
-    model = _extraction_model(candidates)
-    cfg = RetrievalConfig(ranking="learned", model=model)
+    cfg, depth = extraction_config(candidates)
     out = []
-    depth = max(LEXICAL_DEPTH, candidates["lexical_depth"])
     with RetrievalClient(config=cfg, db=cached.path) as client:
         exclusion_of = exclusions(client, evalset)  # as the evaluation does: no newer paper under time-honest
         analyser = client.stats.analyser
         for done, query in enumerate(evalset.queries, start=1):
             parsed = Query.parse(query.text, analyser)
-            exclusion = exclusion_of(query.qid)
-            hits = bm25_list(client, parsed, depth, exclusion)
-            result = client.rank(parsed, hits, cfg, limit=None, full=False, exclude=exclusion)
-            entries = sorted(result.ranked, key=lambda e: e.paper.id)
-            ids = [e.paper.id for e in entries]
-            x = np.array([[e.features[f] for f in BASE_FEATURES] for e in entries], dtype=float)
-            x = x.reshape(-1, len(BASE_FEATURES))
-            rel = np.array([pid in query.relevant for pid in ids], dtype=float)
-            out.append(QueryData(query.qid, ids, x, rel, len(query.relevant)))
+            out.append(query_features(client, cfg, parsed, depth, exclusion_of(query.qid), query.qid, query.relevant))
             if progress:
                 progress("features", done, len(evalset.queries))
     arrays = {}
@@ -299,10 +326,11 @@ def _model(
 
 def by_corpus(sets: Sequence[SetData]) -> list[list[SetData]]:
     """The sets grouped by the sha256 of their corpus, in order of first appearance: the query sets of one corpus
-    (its abstracts and its titles) ask for the same papers, so they are held out together."""
+    (its abstracts and its titles) ask for the same papers, so they are held out together. Sets from no corpus
+    file (an index's own citations, ``retrieval.eval.own``) are one group."""
     groups: dict[str, list[SetData]] = {}
     for s in sets:
-        groups.setdefault(s.inputs["corpus"]["sha256"], []).append(s)
+        groups.setdefault(s.inputs.get("corpus", {}).get("sha256"), []).append(s)
     return list(groups.values())
 
 
@@ -404,6 +432,26 @@ def train(
     for s in sets:
         if not s.queries:
             raise InputError(f"no judged query of {s.inputs['queries']['file']} can be evaluated: nothing to fit")
+    fitted = {"limit_queries": limit_queries, "analysis": analysis(stem, stopwords)}
+    training = [{"name": s.name, **s.inputs, "queries_used": len(s.queries)} for s in sets]
+    return fit_and_save(sets, out, name=name, rounds=rounds, candidates=candidates, fitted=fitted, training=training)
+
+
+def fit_and_save(
+    sets: Sequence[SetData],
+    out: str | os.PathLike[str],
+    *,
+    name: str,
+    rounds: int = ROUNDS,
+    candidates: dict = DEFAULT_CANDIDATES,
+    fitted: dict | None = None,
+    training: list[dict] | None = None,
+    origin: dict | None = None,
+) -> dict:
+    """Cross-validate on ``sets``, fit on every query of them, and write the model to ``out``; ``fitted`` adds to
+    the file's record of the fit, ``training`` describes the training sets (default: their names and sizes),
+    ``origin`` where judged queries came from when no file gave them (``retrieval.eval.own``). Returns the
+    summary ``retrieval train`` prints."""
     cv = cross_validate(sets, rounds)
     everything = [q for s in sets for q in s.queries]
     scales, w, history = fit(everything, rounds)
@@ -419,17 +467,18 @@ def train(
             "train_ndcg@10_policy_weights": round(at_start, 6),
             "train_ndcg@10_history": [round(h, 6) for h in history],
             "retrieval_version": __version__,
-            "limit_queries": limit_queries,
-            "analysis": analysis(stem, stopwords),
+            **(fitted or {}),
         },
-        "training_sets": [{"name": s.name, **s.inputs, "queries_used": len(s.queries)} for s in sets],
+        "training_sets": training or [{"name": s.name, "queries_used": len(s.queries)} for s in sets],
+        **({"own_citations": origin} if origin else {}),
         "cross_validation": cv,
     }
     model = _model(scales, w, name, meta, candidates)
     digest = model.save(out)
     weights = dict(zip(FEATURES, model.weights, strict=True))
     return {"model": str(out), "sha256": digest, "name": name, "cross_validation": cv, "fitted": meta["fitted"],
-            "training_sets": meta["training_sets"], "weights": weights}  # fmt: skip
+            "training_sets": meta["training_sets"], "weights": weights,
+            **({"own_citations": origin} if origin else {})}  # fmt: skip
 
 
 def check_model_name(name: object) -> None:
@@ -451,4 +500,7 @@ def model_for_index(db: str | os.PathLike[str]) -> Path:
     return beside(Path(db))
 
 
-__all__ = ["MODEL_FORMAT", "MODEL_VERSION", "coordinate_ascent", "cross_validate", "extract", "fit", "train"]
+__all__ = [
+    "MODEL_FORMAT", "MODEL_VERSION", "coordinate_ascent", "cross_validate", "extract", "extraction_config", "fit",
+    "fit_and_save", "query_features", "train",
+]  # fmt: skip

@@ -180,6 +180,24 @@ ORDER BY c.cited_id COLLATE "C", c.citing_id COLLATE "C\""""
 register_sharded(CITED_BY_SQL, CITED_BY_SQL_SHARDED)
 
 
+#: The papers that cite at least ``:min_references`` papers of the index (a reference to an id that is no paper of
+#: the index is left out), with how many: the queries of citation recommendation an index holds
+#: (``retrieval.eval.own``), each once.
+CITING_PAPERS_SQL = statement(
+    lambda d: (
+        f"""\
+SELECT c.citing_id,
+       COUNT(*) AS references_in_index
+FROM citations AS c
+JOIN papers AS citing ON citing.id = c.citing_id
+JOIN papers AS cited ON cited.id = c.cited_id
+GROUP BY c.citing_id
+HAVING COUNT(*) >= :min_references
+ORDER BY c.citing_id{d.bytes_order}"""
+    )
+)
+
+
 def add_abstracts(snap: Snapshot, papers: dict[str, Paper]) -> None:
     """Fill in the abstracts (and who supplied each record, ``source``) of ``papers`` (one statement): the page
     a search or ``similar`` returns, whose candidates were scored without them."""

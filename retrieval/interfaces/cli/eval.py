@@ -20,7 +20,8 @@ class ProgressBar:
     """A progress bar per stage on a terminal stream (tqdm: count, rate, time left); ``None`` from
     ``for_stream`` when the stream is not a terminal. Called with ``(stage, done, total)``."""
 
-    labels = {"index": "building the evaluation index", "queries": "queries"}
+    labels = {"index": "building the evaluation index", "queries": "queries", "features": "queries' features",
+              "own citations": "papers asked (own citations)"}  # fmt: skip
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream

@@ -12,25 +12,38 @@ import sys
 from pathlib import Path
 
 from ...eval.cache import DEFAULT_CACHE_DIR
+from ...eval.own import FEWEST as OWN_FEWEST
+from ...eval.own import MIN_REFERENCES as OWN_MIN_REFERENCES
+from ...eval.own import SAMPLE as OWN_SAMPLE
 from ...eval.protocol import AUTO, PROTOCOLS
 from ...text import DEFAULT_STEM, DEFAULT_STOPWORDS
+from .eval import ProgressBar
 from .options import FORMAT_HELP, FORMATS, add_analysis_options, index_location, positive_int, relations
 
 DESCRIPTION = (
     "Fit the learned ranking (a linear model over BM25, citation-evidence, in-degree and recency features, by "
-    "coordinate ascent on nDCG@10) on judged queries in the eval's format, print its cross-validated figures "
-    "(hold one set out with several --corpus/--queries pairs, 5-fold over queries with one), and write it beside "
-    "the index (INDEX.ranker.json), where `retrieval search --ranking learned` uses it."
+    "coordinate ascent on nDCG@10) on judged queries in the eval's format, or with --own on the index's own "
+    "citations (sampled papers' titles and abstracts asking for their references, each paper left out of its own "
+    "search); print its cross-validated figures (hold one set out with several --corpus/--queries pairs, 5-fold "
+    "over queries with one or with --own), and write it beside the index (INDEX.ranker.json), where the default "
+    "ranking and `retrieval search --ranking learned` use it."
 )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``retrieval train`` on its parser ``p``."""
     p.description = DESCRIPTION
-    p.add_argument("--corpus", required=True, action="append", metavar="FILE", help="corpus of papers (JSONL); "
+    p.add_argument("--corpus", action="append", metavar="FILE", help="corpus of papers (JSONL); "
                    "repeat with --queries for several sets")  # fmt: skip
-    p.add_argument("--queries", required=True, action="append", metavar="FILE",
+    p.add_argument("--queries", action="append", metavar="FILE",
                    help='judged queries (JSONL {"qid", "query", "relevant"}), one per --corpus')  # fmt: skip
+    p.add_argument("--own", action="store_true", help="fit on the --db index's own citations instead of judged "
+                   "queries: no --corpus or --queries")  # fmt: skip
+    p.add_argument("--sample", type=positive_int, default=None, metavar="N",
+                   help=f"with --own: papers asked as queries (default {OWN_SAMPLE})")  # fmt: skip
+    p.add_argument("--min-references", type=positive_int, default=None, metavar="K",
+                   help=f"with --own: the fewest references in the index a sampled paper has (default "
+                   f"{OWN_MIN_REFERENCES})")  # fmt: skip
     p.add_argument("--format", choices=FORMATS, help="the corpus files' " + FORMAT_HELP)
     add_analysis_options(p, "the evaluation indexes' ", default="the --db index's, else none")
     p.add_argument(
@@ -69,6 +82,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from ...errors import ConfigError, IndexNotFoundError
     from ...eval.train import ROUNDS, check_model_name, check_model_path, model_for_index, train
 
+    if args.own:
+        return _cmd_train_own(args)
+    if args.sample is not None or args.min_references is not None:
+        given = "--sample" if args.sample is not None else "--min-references"
+        args.train_parser.error(f"{given} goes with --own (fitting on the index's own citations)")
+    if not args.corpus or not args.queries:
+        args.train_parser.error(
+            "give judged queries (--corpus FILE --queries FILE, repeated for several sets), or --own to fit on the "
+            "--db index's own citations"
+        )
     if len(args.corpus) != len(args.queries):
         args.train_parser.error(
             f"give one --queries per --corpus ({len(args.corpus)} corpora, {len(args.queries)} query files)"
@@ -93,15 +116,77 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from_index = args.out is None or args.db is not None
         stem, stopwords = _analysis_of(args.db) if from_index else (DEFAULT_STEM, DEFAULT_STOPWORDS)
         stem, stopwords = args.stem or stem, args.stopwords or stopwords
-    summary = train(
-        list(zip(args.corpus, args.queries, strict=True)), out, name=args.name, cache_dir=args.cache_dir,
-        limit_queries=args.limit_queries, protocol=args.protocol, rounds=args.rounds or ROUNDS,
-        relations=args.relations.split(",") if args.relations else None, format=args.format,
-        stem=stem, stopwords=stopwords,
-    )  # fmt: skip
+    bar = ProgressBar.for_stream(sys.stderr)
+    try:
+        summary = train(
+            list(zip(args.corpus, args.queries, strict=True)), out, name=args.name, cache_dir=args.cache_dir,
+            limit_queries=args.limit_queries, protocol=args.protocol, rounds=args.rounds or ROUNDS,
+            relations=args.relations.split(",") if args.relations else None, format=args.format,
+            stem=stem, stopwords=stopwords, progress=bar,
+        )  # fmt: skip
+    finally:
+        if bar:
+            bar.close()
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
+    _print_summary(summary)
+    return 0
+
+
+def _cmd_train_own(args: argparse.Namespace) -> int:
+    """``retrieval train --own``: fit on the ``--db`` index's own citations (``retrieval.eval.own``)."""
+    from ...config import resolve_db, resolve_db_path
+    from ...errors import ConfigError, IndexNotFoundError
+    from ...eval.own import train_own
+    from ...eval.train import ROUNDS, check_model_name, check_model_path, model_for_index
+
+    judged = [name for name, given in (("--corpus", args.corpus), ("--queries", args.queries)) if given]
+    judged += [name for name, given in (("--format", args.format), ("--limit-queries", args.limit_queries),
+                                         ("--cache-dir", args.cache_dir), ("--relations", args.relations),
+                                         ("--stem", args.stem), ("--stopwords", args.stopwords)) if given]  # fmt: skip
+    if args.protocol != AUTO:
+        judged.append("--protocol")
+    if judged:
+        args.train_parser.error(
+            f"{', '.join(judged)}: --own fits on the --db index as it is (its own papers, text analysis and "
+            "citations); leave these out, or train on judged queries without --own"
+        )
+    # beside an index file; a server's index (a URL) needs --out, its searches take the model with --model
+    index = resolve_db_path(args.db) if args.out is None else resolve_db(args.db)
+    out = model_for_index(index) if args.out is None else Path(args.out)
+    try:
+        check_model_name(args.name)
+        check_model_path(out)
+    except ConfigError as exc:
+        args.train_parser.error(str(exc))
+    if isinstance(index, Path) and not index.is_file():
+        raise IndexNotFoundError(f"no index at {index}: build it first (retrieval build --db {index})")
+    sample, least = args.sample or OWN_SAMPLE, args.min_references or OWN_MIN_REFERENCES
+    if sample < OWN_FEWEST:
+        args.train_parser.error(f"--sample {sample}: sample at least {OWN_FEWEST} papers to fit and cross-validate on")
+    bar = ProgressBar.for_stream(sys.stderr)
+    try:
+        summary = train_own(index, out, name=args.name, sample=sample, min_references=least,
+                            rounds=args.rounds or ROUNDS, progress=bar)  # fmt: skip
+    finally:
+        if bar:
+            bar.close()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    own = summary["own_citations"]
+    print(
+        f"fitted on {own['papers_sampled']} papers of {own['index']} citing at least {own['min_references']} of its "
+        "papers, each asked as its title and abstract and as its title alone, left out of its own search"
+    )
+    _print_summary(summary)
+    return 0
+
+
+def _print_summary(summary: dict) -> None:
+    """The cross-validated figures, the fit, the weights and where the model went, as ``retrieval train`` prints
+    them."""
     cv = summary["cross_validation"]
     print(f"cross-validation ({cv['kind']}), nDCG@10 on the held-out queries:")
     print(f"  {'held out':<28} {'queries':>7} {'start':>8} {'learned':>8} {'train':>8}")
@@ -118,4 +203,3 @@ def _cmd_train(args: argparse.Namespace) -> int:
     shown = sorted(summary["weights"].items(), key=lambda kv: (-abs(kv[1]), kv[0]))
     print("weights (over features / their std): " + ", ".join(f"{k} {v:+.3f}" for k, v in shown if v))
     print(f"wrote {summary['model']} (sha256 {summary['sha256'][:12]})", file=sys.stdout)
-    return 0

@@ -1,0 +1,176 @@
+"""Fitting the learned ranking on an index's own citations, with no judged queries (``retrieval train --own``).
+
+Citation recommendation asks, of a paper's title and abstract, for the papers it cites. Every paper of an index
+that cites at least ``MIN_REFERENCES`` papers of the same index is such a query, with those references as its
+relevant papers: judgments the corpus already holds. The sample is ``SAMPLE`` of them, the first by the sha256 of
+their ids (deterministic, and spread over the corpus's years and topics as the hash spreads them), each asked in
+the two forms the development sets hold: its title and abstract, and its title alone.
+
+Leave-one-out. A query paper must not find itself, nor have its reference list read off the graph: each query
+runs with its own paper excluded (``retrieval.search.cutoff.Exclusion``, as the time-honest protocol excludes
+newer papers): gone from the BM25 list, the candidates, the seeds' vote and every count its citations enter (the
+in-degrees, the evidence). The BM25 statistics (N, avgdl, df) keep it: they are corpus statistics, and
+recomputing them per query would take an index per query.
+
+The fit is ``retrieval.eval.train``'s (coordinate ascent on mean nDCG@10 from its starts), over the shipped
+model's candidates (what a default search ranks), cross-validated 5-fold over the sampled papers (a paper's two
+forms in one fold), and the model file records the index it was fitted on, the sample and the folds' figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError, InputError
+from ..search import cutoff
+from ..search.client import RetrievalClient
+from ..search.papers import CITING_PAPERS_SQL, PAPERS_SQL, REFERENCES_SQL
+from ..search.query import Query
+from ..store.database import shown
+from .cache import analysis
+
+#: Papers sampled as queries, and the fewest references in the index a paper needs to be one (the ml-arxiv
+#: development set's rule; hep-th's asks 5).
+SAMPLE = 400
+MIN_REFERENCES = 3
+#: Fewer sampled papers than this cannot be cross-validated five ways and fitted with any confidence.
+FEWEST = 20
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class OwnQuery:
+    """A paper of the index as a judged query: its id, title, abstract and references in the index."""
+
+    paper_id: str
+    title: str
+    abstract: str
+    references: frozenset[str]
+
+    def forms(self) -> list[tuple[str, str]]:
+        """The query's texts: ``("abstract", title. abstract)`` where it has an abstract, and ``("title", title)``."""
+        out = []
+        if self.abstract.strip():
+            out.append(("abstract", f"{self.title}. {self.abstract}"))
+        if self.title.strip():
+            out.append(("title", self.title))
+        return out
+
+
+def sample_key(paper_id: str) -> str:
+    """The order the sample is drawn in: the sha256 of the paper's id."""
+    return hashlib.sha256(paper_id.encode("utf-8")).hexdigest()
+
+
+def own_queries(client: RetrievalClient, sample: int = SAMPLE, min_references: int = MIN_REFERENCES) -> list[OwnQuery]:
+    """``sample`` papers of ``client``'s index that cite at least ``min_references`` of its papers, the first by
+    ``sample_key``, in that order, with their texts and references (one snapshot)."""
+    with client.snapshot() as snap:
+        pool = [pid for pid, _ in snap.rows("own citations: papers citing enough of the index", CITING_PAPERS_SQL,
+                                            {"min_references": min_references})]  # fmt: skip
+        chosen = sorted(pool, key=sample_key)[:sample]
+        ids = {"paper_ids": json.dumps(chosen)}
+        texts = {pid: (title, abstract) for pid, title, abstract, _, _ in snap.rows("own citations: the papers",
+                                                                                    PAPERS_SQL, ids)}  # fmt: skip
+        papers = set(cutoff.doc_ids(snap))
+        refs: dict[str, set[str]] = {pid: set() for pid in chosen}
+        for citing, cited in snap.rows("own citations: their references", REFERENCES_SQL, ids):
+            if cited in papers:
+                refs[citing].add(cited)
+    return [OwnQuery(pid, texts[pid][0], texts[pid][1], frozenset(refs[pid])) for pid in chosen]
+
+
+def shipped_candidates() -> dict:
+    """The candidate settings of the shipped model: the candidates a default search ranks, and so those an own
+    model is fitted over (references and citing papers; co-citation and coupling would cost most of a search)."""
+    from ..search.learned import SHIPPED_MODEL, load_cached
+
+    return dict(load_cached(SHIPPED_MODEL).candidates)
+
+
+def extract_own(
+    client: RetrievalClient,
+    queries: list[OwnQuery],
+    progress: Progress | None = None,
+    candidates: dict | None = None,
+) -> tuple:
+    """The candidates (``candidates``' settings, default ``shipped_candidates()``) and features of every query in
+    ``queries`` (its paper excluded from its own search), as two sets: the title-and-abstract forms and the title
+    forms."""
+    from .train import QueryData, SetData, extraction_config, query_features, with_derived  # NumPy: training only
+
+    cfg, depth = extraction_config(candidates or shipped_candidates())
+    with client.snapshot() as snap:
+        doc_ids, n_papers = cutoff.doc_ids(snap), snap.stats.n_papers
+    analyser = client.stats.analyser
+    forms: dict[str, list[QueryData]] = {"abstract": [], "title": []}
+    for done, own in enumerate(queries, start=1):
+        exclusion = cutoff.Exclusion.make({own.paper_id}, doc_ids, n_papers)
+        for form, text in own.forms():
+            parsed = Query.parse(text, analyser)
+            data = query_features(client, cfg, parsed, depth, exclusion, own.paper_id, own.references)
+            forms[form].append(with_derived(data))
+        if progress:
+            progress("own citations", done, len(queries))
+    inputs = {"index": {"file": str(shown(client.path))}}
+    return (SetData("own-abstracts", forms["abstract"], inputs), SetData("own-titles", forms["title"], inputs))
+
+
+def train_own(
+    db: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    name: str = "ranker",
+    sample: int = SAMPLE,
+    min_references: int = MIN_REFERENCES,
+    rounds: int | None = None,
+    progress: Progress | None = None,
+) -> dict:
+    """Fit the learned ranking on the own citations of the index at ``db`` (see the module), cross-validate it
+    5-fold over the sampled papers, and write the model to ``out``; returns the summary, as
+    ``retrieval.eval.train.train`` does. ``rounds``: coordinate ascent's most (default ``train.ROUNDS``)."""
+    from .train import ROUNDS, check_model_name, check_model_path, fit_and_save
+
+    check_model_name(name)
+    check_model_path(Path(out))
+    if sample < FEWEST:
+        raise ConfigError(f"--sample {sample}: sample at least {FEWEST} papers to fit and cross-validate on")
+    if min_references < 1:
+        raise ConfigError(f"--min-references {min_references}: give 1 or more")
+    with RetrievalClient(db) as client:
+        queries = own_queries(client, sample, min_references)
+        if len(queries) < FEWEST:
+            raise InputError(
+                f"{shown(client.path)} has {len(queries)} papers citing at least {min_references} of its papers: "
+                f"fitting on its own citations needs {FEWEST} or more (try --min-references 1, or train on judged "
+                "queries with --corpus and --queries)"
+            )
+        candidates = shipped_candidates()
+        sets = extract_own(client, queries, progress, candidates)
+        origin = {
+            "kind": "own citations",
+            "index": client.path.name if isinstance(client.path, Path) else str(shown(client.path)),
+            "papers_in_index": client.stats.n_papers,
+            "sample": sample,
+            "min_references": min_references,
+            "papers_sampled": len(queries),
+            "sampled_by": "sha256 of the paper id, smallest first",
+        }
+        analyser = client.stats.analyser
+        fitted = {"analysis": analysis(analyser.stem, analyser.stopwords)}
+    sets = [s for s in sets if s.queries]
+    return fit_and_save(
+        sets, out, name=name, rounds=rounds or ROUNDS, candidates=candidates, fitted=fitted, origin=origin
+    )
+
+
+__all__ = [
+    "MIN_REFERENCES", "SAMPLE", "OwnQuery", "extract_own", "own_queries", "sample_key", "shipped_candidates",
+    "train_own",
+]  # fmt: skip
