@@ -116,17 +116,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from_index = args.out is None or args.db is not None
         stem, stopwords = _analysis_of(args.db) if from_index else (DEFAULT_STEM, DEFAULT_STOPWORDS)
         stem, stopwords = args.stem or stem, args.stopwords or stopwords
-    bar = ProgressBar.for_stream(sys.stderr)
-    try:
-        summary = train(
-            list(zip(args.corpus, args.queries, strict=True)), out, name=args.name, cache_dir=args.cache_dir,
-            limit_queries=args.limit_queries, protocol=args.protocol, rounds=args.rounds or ROUNDS,
-            relations=args.relations.split(",") if args.relations else None, format=args.format,
-            stem=stem, stopwords=stopwords, progress=bar,
-        )  # fmt: skip
-    finally:
-        if bar:
-            bar.close()
+    summary = _with_progress(
+        train, list(zip(args.corpus, args.queries, strict=True)), out, name=args.name, cache_dir=args.cache_dir,
+        limit_queries=args.limit_queries, protocol=args.protocol, rounds=args.rounds or ROUNDS,
+        relations=args.relations.split(",") if args.relations else None, format=args.format,
+        stem=stem, stopwords=stopwords,
+    )  # fmt: skip
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -165,13 +160,9 @@ def _cmd_train_own(args: argparse.Namespace) -> int:
     sample, least = args.sample or OWN_SAMPLE, args.min_references or OWN_MIN_REFERENCES
     if sample < OWN_FEWEST:
         args.train_parser.error(f"--sample {sample}: sample at least {OWN_FEWEST} papers to fit and cross-validate on")
-    bar = ProgressBar.for_stream(sys.stderr)
-    try:
-        summary = train_own(index, out, name=args.name, sample=sample, min_references=least,
-                            rounds=args.rounds or ROUNDS, progress=bar)  # fmt: skip
-    finally:
-        if bar:
-            bar.close()
+    summary = _with_progress(
+        train_own, index, out, name=args.name, sample=sample, min_references=least, rounds=args.rounds or ROUNDS
+    )
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -182,6 +173,16 @@ def _cmd_train_own(args: argparse.Namespace) -> int:
     )
     _print_summary(summary)
     return 0
+
+
+def _with_progress(work, *args, **kwargs) -> dict:
+    """``work(*args, **kwargs)`` with a progress bar on a terminal's stderr (``progress=``), closed after it."""
+    bar = ProgressBar.for_stream(sys.stderr)
+    try:
+        return work(*args, progress=bar, **kwargs)
+    finally:
+        if bar:
+            bar.close()
 
 
 def _print_summary(summary: dict) -> None:
