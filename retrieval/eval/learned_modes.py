@@ -14,6 +14,7 @@ model itself, which is held out there already.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -109,6 +110,7 @@ class LearnedMode:
         return ModeOutput(ranking, result.hit_count, distances, result.expansion.get("candidates_added"), fired)
 
 
+@functools.lru_cache(maxsize=64)  # asked on every query a mode ranks
 def own_model_path(index: Path) -> Path:
     """Where the evaluation index ``index``'s own-citations model is kept: beside it, named by what makes it (the
     features, the candidates, the sample) so that a change of any fits it again."""
