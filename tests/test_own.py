@@ -185,6 +185,15 @@ def test_train_own_refuses_what_it_cannot_use(files, capsys, tmp_path):
     assert main(["train", "--own", "--db", str(thin)]) == 1
     assert "has 0 papers citing at least 3" in capsys.readouterr().err
     assert not beside(thin).exists() and not (tmp_path / "m.json").exists()
+    lone = [dict(r, references=r["references"] if r["id"] == "t0p19" else []) for r in files["records"]]
+    lone_db = tmp_path / "lone.db"
+    build_index(iter(_papers(lone)), lone_db, source="generated")
+    with pytest.raises(
+        InputError, match=r"has 1 paper citing at least 3 of its papers: .*\(try --min-references 1, or"
+    ):
+        train_own(lone_db, tmp_path / "m.json")
+    with pytest.raises(InputError, match=r"has 1 paper citing at least 1 of its papers: .*\(try training on judged"):
+        train_own(lone_db, tmp_path / "m.json", min_references=1)
 
 
 def _papers(recs: list[dict]):

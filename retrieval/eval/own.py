@@ -146,10 +146,11 @@ def train_own(
     with RetrievalClient(db) as client:
         queries = own_queries(client, sample, min_references)
         if len(queries) < FEWEST:
+            fewer = "--min-references 1, or " if min_references > 1 else ""
             raise InputError(
-                f"{shown(client.path)} has {len(queries)} papers citing at least {min_references} of its papers: "
-                f"fitting on its own citations needs {FEWEST} or more (try --min-references 1, or train on judged "
-                "queries with --corpus and --queries)"
+                f"{shown(client.path)} has {len(queries)} paper{'' if len(queries) == 1 else 's'} citing at least "
+                f"{min_references} of its papers: fitting on its own citations needs {FEWEST} or more (try {fewer}"
+                "training on judged queries with --corpus and --queries)"
             )
         candidates = shipped_candidates()
         sets = extract_own(client, queries, progress, candidates)
