@@ -449,7 +449,8 @@ def _inputs(corpus: str) -> dict:
 
 
 def test_the_query_sets_of_one_corpus_are_held_out_together():
-    from retrieval.eval.train import SetData, by_corpus, set_name
+    from retrieval.eval.judged import set_name
+    from retrieval.eval.train import SetData, by_corpus
 
     # "a" asked by abstract and by title: the same query papers, so neither may train the fold that tests the other
     titles = [QueryData(q.qid, q.ids, q.x[::-1].copy(), q.relevant[::-1].copy(), q.n_relevant)

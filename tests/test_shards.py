@@ -180,13 +180,15 @@ def test_the_layout_partitions_every_distributed_table_over_the_shards(sharded_d
         with psycopg.connect(url) as conn:
             there = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
                                                 (entry["schema"],))}  # fmt: skip
+            # Vacuumed and analysed, as the server counts it: how many pages VACUUM could mark all-visible (for
+            # index-only scans) depends on what else the server runs at that moment, so that is not asserted.
             vacuumed = conn.execute(
-                "SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = %s AND c.relkind = 'r' AND c.relallvisible = c.relpages AND c.reltuples >= 0",
+                "SELECT relname FROM pg_stat_user_tables WHERE schemaname = %s AND vacuum_count > 0 "
+                "AND analyze_count > 0",
                 (entry["schema"],),
             ).fetchall()
         assert there == set(DISTRIBUTED)  # no statistics of its own on a shard
-        assert {r[0] for r in vacuumed} == there  # each table vacuumed and analysed (index-only scans stay so)
+        assert {r[0] for r in vacuumed} == there  # each table vacuumed and analysed
     _check_placement(coordinator, shards)
     lite = tmp_path / "single.db"
     build(db=lite, source=corpus)

@@ -210,7 +210,7 @@ def test_the_learned_ranking_counts_no_excluded_paper_or_citation(files, whole_i
 
 def test_training_under_the_time_honest_protocol_sees_no_newer_paper(files, tmp_path):
     # `retrieval train --protocol time-honest`: every query's candidates leave its newer papers out, as the eval's
-    from retrieval.eval.train import extract
+    from retrieval.eval.judged import extract
 
     _, corpus, queries, records, dates = files
     years = {r["id"]: r["year"] for r in records}

@@ -25,9 +25,6 @@ from .learned_modes import learned_modes
 from .prf_modes import prf_modes
 from .records import LexicalPass, ModeOutput
 
-#: The deepest cutoff of the metrics, and so the length of every ranking and of the shared BM25 list.
-LEXICAL_DEPTH = 100
-
 
 class Mode(Protocol):
     """What the runner needs of a mode. ``hops`` is ``None`` for a mode without a graph walk."""

@@ -134,7 +134,7 @@ def train_own(
 ) -> dict:
     """Fit the learned ranking on the own citations of the index at ``db`` (see the module), cross-validate it
     5-fold over the sampled papers, and write the model to ``out``; returns the summary, as
-    ``retrieval.eval.train.train`` does. ``rounds``: coordinate ascent's most (default ``train.ROUNDS``)."""
+    ``retrieval.eval.judged.train`` does. ``rounds``: coordinate ascent's most (default ``train.ROUNDS``)."""
     from .train import ROUNDS, check_model_name, check_model_path, fit_and_save
 
     check_model_name(name)

@@ -20,9 +20,8 @@ from .. import __version__, embed
 from ..config import RetrievalConfig
 from ..errors import ConfigError, InputError, StoreError
 from ..outfile import replace_text
-from ..search import cutoff, prf
+from ..search import cutoff
 from ..search.client import RetrievalClient
-from ..search.lexical import weigh
 from ..search.memo import QueryMemo
 from ..search.query import Query
 from ..store.database import check_index
@@ -31,8 +30,9 @@ from ..validate import LIMITS
 from ..workers import context, default_workers, follow_parent
 from .cache import CachedIndex, analysis, cache_key, ensure_index, file_sha256, index_identity, resolve_cache_dir
 from .graphrag import by_hop, by_seed_quality
+from .lexical import LEXICAL_DEPTH, bm25_list
 from .metrics import CUTOFFS, Effectiveness, effectiveness, latency_summary, require_library
-from .modes import LEXICAL_DEPTH, MODES, LexicalPass, Mode, select_modes
+from .modes import MODES, LexicalPass, Mode, select_modes
 from .plot import plot_recall_at_k, require_matplotlib
 from .protocol import (
     AUTO,
@@ -211,16 +211,6 @@ def exclusions(client: RetrievalClient, evalset: EvalSet) -> Callable[[str], cut
     with client.snapshot() as snap:
         doc_ids, n_papers = cutoff.doc_ids(snap), snap.stats.n_papers
     return lambda qid: cutoff.Exclusion.make(clock.newer(qid), doc_ids, n_papers)
-
-
-def bm25_list(
-    client: RetrievalClient, parsed: Query, depth: int, exclusion: cutoff.Exclusion | None
-) -> list[tuple[str, float]]:
-    """The query's exact BM25 top ``depth``, among the papers ``exclusion`` lets pass when there is one."""
-    if exclusion is None:
-        return client.lexical.search(parsed, depth)
-    with client.snapshot() as snap:
-        return prf.top(snap, weigh(snap, parsed), depth, exclusion.passing)
 
 
 def evaluate(

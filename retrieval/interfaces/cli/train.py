@@ -1,4 +1,5 @@
-"""The ``retrieval train`` subcommand: parsing and printing only; the work is ``retrieval.eval.train.train``.
+"""The ``retrieval train`` subcommand: parsing and printing only; the work is ``retrieval.eval.judged.train``
+(judged queries) and ``retrieval.eval.own.train_own`` (``--own``).
 
 Writes the fitted model beside the index (``<index>.ranker.json``, the index from ``--db`` as everywhere), where a
 search with ``--ranking learned`` finds it, or to ``--out``.
@@ -80,7 +81,8 @@ def _analysis_of(db: str | None) -> tuple[str | None, str | None]:
 def _cmd_train(args: argparse.Namespace) -> int:
     from ...config import resolve_db_path
     from ...errors import ConfigError, IndexNotFoundError
-    from ...eval.train import ROUNDS, check_model_name, check_model_path, model_for_index, train
+    from ...eval.judged import model_for_index, train
+    from ...eval.train import ROUNDS, check_model_name, check_model_path
 
     if args.own:
         return _cmd_train_own(args)
@@ -133,8 +135,9 @@ def _cmd_train_own(args: argparse.Namespace) -> int:
     """``retrieval train --own``: fit on the ``--db`` index's own citations (``retrieval.eval.own``)."""
     from ...config import resolve_db, resolve_db_path
     from ...errors import ConfigError, IndexNotFoundError
+    from ...eval.judged import model_for_index
     from ...eval.own import train_own
-    from ...eval.train import ROUNDS, check_model_name, check_model_path, model_for_index
+    from ...eval.train import ROUNDS, check_model_name, check_model_path
 
     judged = [name for name, given in (("--corpus", args.corpus), ("--queries", args.queries)) if given]
     judged += [name for name, given in (("--format", args.format), ("--limit-queries", args.limit_queries),
