@@ -765,6 +765,36 @@ def test_settings_are_checked():
     assert age(None, 2003, 1990) == 14 and age(2005, 2003, 1990) == 1 and age(2003, None, None) == 1
 
 
+def test_every_evidence_mode_keeps_its_whole_record_when_runs_share_a_memo(client):
+    # Runs of one query share the papers' claims, Delta and the weighed edges through the memo: each run's whole
+    # record (results, pruned edges with their reasons, dropped papers) is what it is alone, and a later run
+    # sharing the memo leaves an earlier run's record as it was.
+    from retrieval.search.memo import QueryMemo
+
+    bm25 = client.lexical.search(QUERY, 100)
+    memo = QueryMemo()
+    configs = [mode.config_for(LexicalPass(Query.parse(QUERY), bm25, len(bm25), 2004), 60)[0]
+               for mode in evidence_modes().values()]  # fmt: skip
+    # and smaller graphs, whose edges the larger ones hold (seeded by fewer papers)
+    configs += [EvidenceConfig(seeds_per_subquery=m, split="none", ranker=r) for m, r in ((1, "vote"), (2, "ppr"))]
+    shared = [explain(client, QUERY, config=cfg, lexical=bm25, memo=memo) for cfg in configs]
+    first = [run.to_dict() for run in shared]
+    for cfg, run, record in zip(configs, shared, first, strict=True):
+        fresh = explain(client, QUERY, config=cfg, lexical=bm25).to_dict()
+        for got in (record, run.to_dict()):  # as first returned, and after every later run
+            assert {k: v for k, v in got.items() if k != "timings_ms"} == {
+                k: v for k, v in fresh.items() if k != "timings_ms"
+            }
+    assert any(run.pruned_edges for run in shared) and any(not run.pruned_edges for run in shared)
+    # graphs of several shapes, and every edge of any of them scored once
+    assert len({tuple(run.edges) for run in shared}) > 1
+    claims = {cfg.max_claims for cfg in configs}
+    assert sum(memo.held(("best supports", m)) for m in claims) == len({(e, m) for run, m in
+                                                                        ((r, r.config.max_claims) for r in shared)
+                                                                        for e in run.edges})  # fmt: skip
+    assert memo.take_charge() > 0
+
+
 def test_evidence_modes_sharing_a_memo_answer_as_they_do_alone(client):
     # The eight evidence modes of one query share its edge support through a memo: each answers exactly as it
     # does alone, and a mode that reuses support is charged the seconds the first one spent on it.
@@ -785,8 +815,10 @@ def test_evidence_modes_sharing_a_memo_answer_as_they_do_alone(client):
         )
         charged = shared.memo.take_charge()
         assert (charged > 0) == (name != "evidence-ppr"), name  # only the first computed the support
-    assert len(shared.memo.support) == 1
     run = explain(client, QUERY, config=EvidenceConfig(theta=0.2, ranker="salsa"), lexical=bm25, memo=shared.memo)
     fresh = explain(client, QUERY, config=EvidenceConfig(theta=0.2, ranker="salsa"), lexical=bm25)
     assert run.ranking == fresh.ranking and run.scorer_calls == fresh.scorer_calls == run.size.scorer_bound
     assert {k: e.weight for k, e in run.edges.items()} == {k: e.weight for k, e in fresh.edges.items()}
+    assert (
+        shared.memo.held(("best supports", EvidenceConfig(theta=0.2).max_claims)) == run.size.edges > 0
+    )  # one graph, each edge scored once

@@ -97,14 +97,23 @@ def explain(
         if seeds is not None:
             seed_list = given_seeds(snap, queries, list(seeds))
         else:
-            seed_list = select_seeds(
-                snap, queries, cfg, reference_year, stats.min_year, first_hits=lexical, per_subquery=per_subquery
-            )
+            seed_list = select_seeds(snap, queries, cfg, reference_year, stats.min_year, lexical, per_subquery, memo)
         clock.lap("seeds")
 
         graph = build_graph(snap, [seed.paper_id for seed in seed_list], cfg)
-        papers = client.papers(graph.nodes, full=False)
-        claims = {pid: claims_of(p.title, p.abstract, cfg.max_claims) for pid, p in papers.items()}
+
+        edge_keys = tuple(graph.edges)
+
+        def papers_and_claims(ids: list[str]) -> dict[str, tuple]:
+            found = client.papers(ids, full=False)
+            return {pid: (p, claims_of(p.title, p.abstract, cfg.max_claims)) for pid, p in found.items()}
+
+        if memo is not None:  # runs whose graphs share papers read and split each once
+            read = memo.each(("claims", cfg.max_claims), list(graph.nodes), papers_and_claims)
+        else:
+            read = papers_and_claims(list(graph.nodes))
+        papers = {pid: paper for pid, (paper, _) in read.items()}
+        claims = {pid: split for pid, (_, split) in read.items()}
         size = GraphSize(
             found_nodes=graph.found_nodes,
             found_edges=graph.found_edges,
@@ -112,30 +121,38 @@ def explain(
             edges=len(graph.edges),
             trimmed=len(graph.trimmed),
             claims=sum(len(c) for c in claims.values()),
-            scorer_bound=scorer_bound(graph.edges, claims),
+            scorer_bound=scorer_bound(edge_keys, claims),
             cap=cfg.max_nodes,
             cap_policy=cfg.cap_policy,
         )
         clock.lap("graph")
 
         counting = CountingScorer(scorer or TfidfCosineScorer(snap))
-        # Edge support depends only on the edges, the papers' claims and theta: runs that differ in ranker,
-        # pruning or recency but share a graph (an evaluation's evidence modes) compute it once.
-        # The best supports do not depend on theta or the coverage rule: only Delta is recomputed per run.
-        key = (tuple(graph.edges), cfg.max_claims) if memo is not None and scorer is None else None
-        shared = memo.support.get(key) if key is not None else None
-        if shared is None:
-            began = time.perf_counter()
-            counting.prepare(sorted({claim for paper_claims in claims.values() for claim in paper_claims}))
-    if shared is None:
-        best = best_supports(graph.edges, claims, counting)
-        calls = counting.calls
+
+        scored: list[tuple[str, str]] = []  # the edges this run scores itself
+
+        def score(edges: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[tuple[float, ...], int]]:
+            scored.extend(edges)
+            counting.prepare(sorted({claim for edge in edges for pid in edge for claim in claims[pid]}))
+            return best_supports(edges, claims, counting)
+
+        # An edge's best supports depend only on its two papers' claims (and the index's statistics): runs that
+        # share edges (an evaluation's evidence modes, whose graphs overlap) score each once; only Delta depends on
+        # theta and the coverage rule. A custom scorer is never shared. ``key`` names the whole graph (papers
+        # with no edge too), for what is shared only between runs of the same graph.
+        key = (tuple(graph.nodes), edge_keys, cfg.max_claims) if memo is not None and scorer is None else None
         if key is not None:
-            memo.support[key] = (best, calls, time.perf_counter() - began)
+            best = memo.each(("best supports", cfg.max_claims), list(edge_keys), score)
+            # the scorer's calls for the edges scored here, and the announced count for those scored before
+            calls = counting.calls + size.scorer_bound - scorer_bound(scored, claims)
+        else:
+            best = score(list(edge_keys))
+            calls = counting.calls
+    if key is not None:  # and runs of the same graph under the same coverage rule share Delta too
+        rule = (cfg.theta, cfg.coverage, cfg.support_floor)
+        support = memo.shared(("delta", key, rule), lambda: edge_supports(best, *rule))
     else:
-        best, calls, seconds = shared
-        memo.charge(seconds)
-    support = edge_supports(best, cfg.theta, cfg.coverage, cfg.support_floor)
+        support = edge_supports(best, cfg.theta, cfg.coverage, cfg.support_floor)
     if calls != size.scorer_bound:
         raise RetrievalError(
             f"the scorer was called {calls:,} times, not the announced {size.scorer_bound:,}: "
@@ -144,7 +161,17 @@ def explain(
     clock.lap("support")
 
     seeds_by_id = {seed.paper_id: seed for seed in seed_list}
-    nodes, edges = _prune(graph, papers, support, seeds_by_id, cfg, reference_year, stats.min_year)
+
+    def weighed() -> tuple[dict[tuple[str, str], EdgeRecord], set[str], dict[str, float]]:
+        return _weigh(graph, support, cfg, reference_year, stats.min_year)
+
+    if key is not None:  # runs that differ only in the walk (PPR or SALSA) weigh and prune the same edges alike
+        weighing = (cfg.theta, cfg.coverage, cfg.support_floor, cfg.prune, cfg.tau, cfg.beta, cfg.support_power)
+        shared_edges, touched, ages = memo.shared(("weighed", key, weighing, reference_year, stats.min_year), weighed)
+        edges = dict(shared_edges)  # each run's own record; the EdgeRecords themselves are never changed
+    else:
+        edges, touched, ages = weighed()
+    nodes = _nodes(graph, papers, support, seeds_by_id, touched, ages)
     ranker = WALKS[cfg.ranker]
     kept_nodes = [pid for pid, node in nodes.items() if node.kept]
     weighted = [(e.citing, e.cited, e.weight) for e in edges.values() if e.kept]
@@ -219,16 +246,15 @@ def teleport_mass(seed: Seed, kind: str) -> float:
     return sum(hit.blend for hit in seed.hits)
 
 
-def _prune(
+def _weigh(
     graph: EvidenceGraph,
-    papers: dict,
     support: dict[tuple[str, str], EdgeSupport],
-    seeds: dict[str, Seed],
     cfg: EvidenceConfig,
     reference_year: int | None,
     earliest_year: int | None,
-) -> tuple[dict[str, NodeRecord], dict[tuple[str, str], EdgeRecord]]:
-    """Edge weights, pruned edges (Delta < tau) and dropped papers (no kept edge, not a seed), with reasons."""
+) -> tuple[dict[tuple[str, str], EdgeRecord], set[str], dict[str, float]]:
+    """Edge weights and pruned edges (Delta < tau) with reasons, the papers a kept edge touches, and every
+    paper's age."""
     ages = {pid: age(graph.years.get(pid), reference_year, earliest_year) for pid in graph.nodes}
     edges: dict[tuple[str, str], EdgeRecord] = {}
     touched: set[str] = set()
@@ -240,6 +266,18 @@ def _prune(
         edges[(u, v)] = EdgeRecord(u, v, edge_support, age_weight, weight, kept, reason)
         if kept:
             touched.update((u, v))
+    return edges, touched, ages
+
+
+def _nodes(
+    graph: EvidenceGraph,
+    papers: dict,
+    support: dict[tuple[str, str], EdgeSupport],
+    seeds: dict[str, Seed],
+    touched: set[str],
+    ages: dict[str, float],
+) -> dict[str, NodeRecord]:
+    """The graph's papers, a paper dropped (with the reason) when no kept edge touches it and it is no seed."""
     with_edges = {end for key in support for end in key}
     nodes: dict[str, NodeRecord] = {}
     for pid in graph.nodes:
@@ -250,7 +288,7 @@ def _prune(
         if not kept:
             reason = "no edge left after pruning" if pid in with_edges else "no edge in the graph"
         nodes[pid] = NodeRecord(pid, paper.title, paper.year, ages[pid], seed, graph.links.get(pid, []), kept, reason)
-    return nodes, edges
+    return nodes
 
 
 def _pruned_because(edge_support: EdgeSupport, cfg: EvidenceConfig) -> str:

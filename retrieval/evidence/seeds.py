@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ..bm25 import SCORE_DECIMALS
 from ..search import lexical
+from ..search.memo import QueryMemo
 from ..search.papers import checked_years
 from ..search.query import Query
 from ..store.sql.dialect import statement
@@ -136,17 +137,22 @@ def select_seeds(
     earliest_year: int | None,
     first_hits: list[tuple[str, float]] | None = None,
     per_subquery: list[int] | None = None,
+    memo: QueryMemo | None = None,
 ) -> list[Seed]:
     """The union of every sub-query's picks. ``first_hits`` may carry sub-query 0's BM25 list when the caller
     already has it at least ``seed_pool`` deep (an evaluation shares one list between modes); ``per_subquery``
-    gives each sub-query's m (default ``seeds_per_subquery`` for all)."""
+    gives each sub-query's m (default ``seeds_per_subquery`` for all); ``memo`` (one query against an unchanging
+    index) shares the sub-queries' BM25 lists between runs."""
     lists = []
     for index, query in enumerate(subqueries):
         if index == 0 and first_hits is not None:
             lists.append(list(first_hits[: config.seed_pool]))
-        else:
-            hits, _ = lexical.top_papers(snap, lexical.weigh(snap, query), config.seed_pool)
-            lists.append(hits)
+            continue
+
+        def search(query: Query = query) -> list[tuple[str, float]]:
+            return lexical.top_papers(snap, lexical.weigh(snap, query), config.seed_pool)[0]
+
+        lists.append(list(memo.shared(("seed pool", query.text, config.seed_pool), search) if memo else search()))
     years = read_years(snap, sorted({pid for hits in lists for pid, _ in hits}))
     picked: dict[str, list[SeedHit]] = {}
     for index, hits in enumerate(lists):
