@@ -18,7 +18,8 @@ import pytest
 from retrieval import RetrievalClient, RetrievalConfig
 from retrieval.errors import ConfigError, InputError
 from retrieval.eval.learned_modes import own_model_path
-from retrieval.eval.own import extract_own, own_queries, sample_key, train_own
+from retrieval.eval.own import PARALLEL_MIN_PAPERS, extract_own, own_queries, sample_key, train_own
+from retrieval.eval.train import NO_FOLDS
 from retrieval.interfaces.cli import main
 from retrieval.search.learned import BASE_FEATURES, SHIPPED_MODEL, beside, load_cached
 from retrieval.store.sqlite.build import build_index
@@ -127,6 +128,20 @@ def test_each_query_paper_is_left_out_of_its_own_search(files, either):
     assert checked > 50
 
 
+def test_the_searches_shared_by_worker_processes_give_the_same_sets(files, either):
+    """Two worker processes, each on its own connection, extract what one process does, in the same order."""
+    with RetrievalClient(either) as client:
+        queries = own_queries(client, 60, 3)
+        assert len(queries) >= PARALLEL_MIN_PAPERS
+        alone = extract_own(client, queries)
+        shared = extract_own(client, queries, jobs=2)
+    for one, two in zip(alone, shared, strict=True):
+        assert [q.qid for q in two.queries] == [q.qid for q in one.queries] == [q.paper_id for q in queries]
+        for a, b in zip(one.queries, two.queries, strict=True):
+            assert (a.ids, a.relevant.tolist(), a.n_relevant) == (b.ids, b.relevant.tolist(), b.n_relevant)
+            assert a.x.tobytes() == b.x.tobytes()
+
+
 def test_train_own_writes_a_model_the_next_search_uses_and_the_same_bytes_twice(files, capsys):
     db = files["db"]
     out = io.StringIO()
@@ -165,6 +180,8 @@ def test_train_own_refuses_what_it_cannot_use(files, capsys, tmp_path):
         (["--corpus", str(files["corpus"]), "--queries", "q.jsonl", "--sample", "40"], "--sample goes with --own"),
         (["--db", db], "give judged queries (--corpus FILE --queries FILE"),
         (["--own", "--db", db, "--sample", "5"], "--sample 5: sample at least 20 papers"),
+        (["--corpus", str(files["corpus"]), "--queries", "q.jsonl", "--jobs", "2"], "--jobs goes with --own"),
+        (["--own", "--db", db, "--jobs", "0"], "--jobs"),
     ):
         with pytest.raises(SystemExit) as exit_:
             main(["train", *argv])
@@ -224,9 +241,20 @@ def test_the_eval_modes_fit_on_the_evaluation_index_once(files, tmp_path):
     with RetrievalClient(index) as client:
         trained = {q.paper_id for q in own_queries(client)}
     assert trained and not trained & {r["id"] for r in asked}
+    # fitted without the folds (the evaluation is the held-out measurement), to the weights a full fit gives
+    fitted = json.loads(model_file.read_text())
+    assert fitted["cross_validation"] == {"not_run": NO_FOLDS}
+    full = train_own(index, tmp_path / "full.json", name="own")
+    assert len(full["cross_validation"]["folds"]) == 5
+    assert fitted["weights"] == json.loads((tmp_path / "full.json").read_text())["weights"]
+    # the fit is timed apart from the queries, and the report says so
+    assert 0 < report.timing["prepare_seconds"] < report.timing["total_seconds"] - report.timing["queries_seconds"]
+    assert "models fitted on the index in" in (out / "report.md").read_text(encoding="utf-8")
     stamp = model_file.stat().st_mtime_ns
-    run_eval(corpus, qfile, out, modes=["learned-own"], cache_dir=cache, jobs=1)
+    again = run_eval(corpus, qfile, out, modes=["learned-own"], cache_dir=cache, jobs=1)
     assert model_file.stat().st_mtime_ns == stamp  # kept, not fitted again
+    assert again.timing["prepare_seconds"] < 0.05
+    assert "models fitted on the index in" not in (out / "report.md").read_text(encoding="utf-8")
 
 
 def test_the_fit_is_the_same_on_either_backend(files, either, tmp_path):

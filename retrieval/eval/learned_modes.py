@@ -95,10 +95,11 @@ class LearnedMode:
         shipped = load_cached(SHIPPED_MODEL)  # an own mode on an index too thin to fit on: as learned-cv
         return held_out_model(shipped, _corpus_sha(client)) if self.cv or self.own else shipped
 
-    def prepare(self, index: Path, progress=None) -> None:
-        """Fit the model on the evaluation index's own citations, once (kept beside the index)."""
+    def prepare(self, index: Path, progress=None, jobs: int = 1) -> None:
+        """Fit the model on the evaluation index's own citations, once (kept beside the index), its searches in
+        ``jobs`` worker processes."""
         if self.own:
-            own_model(index, progress)
+            own_model(index, progress, jobs)
 
     def run(self, client: RetrievalClient, query: LexicalPass, config: RetrievalConfig, depth: int) -> ModeOutput:
         cfg = RetrievalConfig(ranking=self.ranking, model=self.model(client))
@@ -120,7 +121,7 @@ def own_model_path(index: Path) -> Path:
     return index.with_name(f"{index.stem}.own-{key}.ranker.json")
 
 
-def own_model(index: Path, progress=None) -> Path | None:
+def own_model(index: Path, progress=None, jobs: int = 1) -> Path | None:
     """The own-citations model of the evaluation index ``index``, fitted first where it is not kept yet; None
     where the index has too few papers citing enough of it to fit on (``retrieval.eval.own.FEWEST``)."""
     path = own_model_path(index)
@@ -128,7 +129,7 @@ def own_model(index: Path, progress=None) -> Path | None:
         with RetrievalClient(index) as client:
             if len(own_queries(client, FEWEST, MIN_REFERENCES)) < FEWEST:
                 return None
-        train_own(index, path, name="own", progress=progress)
+        train_own(index, path, name="own", progress=progress, folds=False, jobs=jobs)
     return path
 
 

@@ -32,6 +32,7 @@ from ..search.client import RetrievalClient
 from ..search.papers import CITING_PAPERS_SQL, PAPERS_SQL, REFERENCES_SQL
 from ..search.query import Query
 from ..store.database import shown
+from ..workers import context, follow_parent
 from .cache import analysis
 
 #: Papers sampled as queries, and the fewest references in the index a paper needs to be one (the ml-arxiv
@@ -94,32 +95,95 @@ def shipped_candidates() -> dict:
     return dict(load_cached(SHIPPED_MODEL).candidates)
 
 
+#: Papers a worker of a parallel extraction takes at a time, and the fewest papers worth starting workers for.
+CHUNK_PAPERS = 10
+PARALLEL_MIN_PAPERS = 40
+
+
 def extract_own(
     client: RetrievalClient,
     queries: list[OwnQuery],
     progress: Progress | None = None,
     candidates: dict | None = None,
+    jobs: int = 1,
 ) -> tuple:
     """The candidates (``candidates``' settings, default ``shipped_candidates()``) and features of every query in
     ``queries`` (its paper excluded from its own search), as two sets: the title-and-abstract forms and the title
-    forms."""
-    from .train import QueryData, SetData, extraction_config, query_features, with_derived  # NumPy: training only
+    forms. ``jobs`` worker processes share the papers (fewer than ``PARALLEL_MIN_PAPERS`` run in this process);
+    the sets are the same either way, in ``queries``' order."""
+    from .train import SetData  # NumPy: training only
 
-    cfg, depth = extraction_config(candidates or shipped_candidates())
-    with client.snapshot() as snap:
-        doc_ids, n_papers = cutoff.doc_ids(snap), snap.stats.n_papers
-    analyser = client.stats.analyser
-    forms: dict[str, list[QueryData]] = {"abstract": [], "title": []}
-    for done, own in enumerate(queries, start=1):
-        exclusion = cutoff.Exclusion.make({own.paper_id}, doc_ids, n_papers)
-        for form, text in own.forms():
-            parsed = Query.parse(text, analyser)
-            data = query_features(client, cfg, parsed, depth, exclusion, own.paper_id, own.references)
-            forms[form].append(with_derived(data))
-        if progress:
-            progress("own citations", done, len(queries))
+    candidates = candidates or shipped_candidates()
+    if jobs > 1 and len(queries) >= PARALLEL_MIN_PAPERS:
+        rows = _extract_in_workers(client.path, queries, candidates, jobs, progress)
+    else:
+        rows = _Extractor(client, candidates).rows(queries, progress)
+    forms: dict[str, list] = {"abstract": [], "title": []}
+    for form, data in rows:
+        forms[form].append(data)
     inputs = {"index": {"file": str(shown(client.path))}}
     return (SetData("own-abstracts", forms["abstract"], inputs), SetData("own-titles", forms["title"], inputs))
+
+
+class _Extractor:
+    """A query's candidates and features on one client: the extraction's settings and the index's doc ids, read
+    once."""
+
+    def __init__(self, client: RetrievalClient, candidates: dict) -> None:
+        from .train import extraction_config
+
+        self.client = client
+        self.cfg, self.depth = extraction_config(candidates)
+        with client.snapshot() as snap:
+            self.doc_ids, self.n_papers = cutoff.doc_ids(snap), snap.stats.n_papers
+        self.analyser = client.stats.analyser
+
+    def rows(self, queries: list[OwnQuery], progress: Progress | None = None) -> list[tuple[str, object]]:
+        """(form, ``QueryData``) of each form of each paper of ``queries``, in order."""
+        from .train import query_features, with_derived
+
+        out = []
+        for done, own in enumerate(queries, start=1):
+            exclusion = cutoff.Exclusion.make({own.paper_id}, self.doc_ids, self.n_papers)
+            for form, text in own.forms():
+                parsed = Query.parse(text, self.analyser)
+                data = query_features(
+                    self.client, self.cfg, parsed, self.depth, exclusion, own.paper_id, own.references
+                )
+                out.append((form, with_derived(data)))
+            if progress:
+                progress("own citations", done, len(queries))
+        return out
+
+
+#: In a worker process of ``_extract_in_workers``: its extractor and the papers its tasks name by position.
+_WORKER: tuple | None = None
+
+
+def _start_worker(db, queries: list[OwnQuery], candidates: dict, parent: int) -> None:
+    global _WORKER
+    follow_parent(parent)
+    _WORKER = (_Extractor(RetrievalClient(db), candidates), queries)
+
+
+def _extract_slice(bounds: tuple[int, int]) -> tuple[int, int, list]:
+    extractor, queries = _WORKER
+    start, end = bounds
+    return start, end - start, extractor.rows(queries[start:end])
+
+
+def _extract_in_workers(db, queries, candidates, jobs, progress) -> list:
+    """``_Extractor.rows`` of ``queries`` in ``jobs`` worker processes, ``CHUNK_PAPERS`` papers a task, in order."""
+    slices = [(start, min(start + CHUNK_PAPERS, len(queries))) for start in range(0, len(queries), CHUNK_PAPERS)]
+    parts: dict[int, list] = {}
+    done = 0
+    with context().Pool(jobs, initializer=_start_worker, initargs=(db, queries, candidates, os.getpid())) as pool:
+        for start, papers, rows in pool.imap_unordered(_extract_slice, slices):
+            parts[start] = rows
+            done += papers
+            if progress:
+                progress("own citations", done, len(queries))
+    return [row for start in sorted(parts) for row in parts[start]]
 
 
 def train_own(
@@ -131,10 +195,14 @@ def train_own(
     min_references: int = MIN_REFERENCES,
     rounds: int | None = None,
     progress: Progress | None = None,
+    folds: bool = True,
+    jobs: int = 1,
 ) -> dict:
     """Fit the learned ranking on the own citations of the index at ``db`` (see the module), cross-validate it
-    5-fold over the sampled papers, and write the model to ``out``; returns the summary, as
-    ``retrieval.eval.judged.train`` does. ``rounds``: coordinate ascent's most (default ``train.ROUNDS``)."""
+    5-fold over the sampled papers (unless ``folds`` is false: the evaluation, which measures the model on its
+    own held-out queries, skips the folds' five extra fits), and write the model to ``out``; returns the summary,
+    as ``retrieval.eval.judged.train`` does. ``rounds``: coordinate ascent's most (default ``train.ROUNDS``); ``jobs``:
+    worker processes for the searches (``extract_own``)."""
     from .train import ROUNDS, check_model_name, check_model_path, fit_and_save
 
     check_model_name(name)
@@ -153,7 +221,7 @@ def train_own(
                 "training on judged queries with --corpus and --queries)"
             )
         candidates = shipped_candidates()
-        sets = extract_own(client, queries, progress, candidates)
+        sets = extract_own(client, queries, progress, candidates, jobs)
         origin = {
             "kind": "own citations",
             "index": client.path.name if isinstance(client.path, Path) else str(shown(client.path)),
@@ -167,7 +235,7 @@ def train_own(
         fitted = {"analysis": analysis(analyser.stem, analyser.stopwords)}
     sets = [s for s in sets if s.queries]
     return fit_and_save(
-        sets, out, name=name, rounds=rounds or ROUNDS, candidates=candidates, fitted=fitted, origin=origin
+        sets, out, name=name, rounds=rounds or ROUNDS, candidates=candidates, fitted=fitted, origin=origin, folds=folds
     )
 
 

@@ -336,10 +336,16 @@ class EvalReport:
             f"A query's latency is the shared BM25 top-{self.settings['ranking_depth']} pass (median "
             f"{lex['median_ms']:.1f} ms) plus the mode's own work; counting candidates is not timed.",
             f"Index {how} in {idx['seconds']:.1f} s; corpus and query files read in {t['inputs_seconds']:.1f} s; "
-            f"queries run in {t['queries_seconds']:.1f} s{_jobs(t.get('jobs', 1))}; total {t['total_seconds']:.1f} s.",
+            f"{_prepared(t.get('prepare_seconds'))}queries run in {t['queries_seconds']:.1f} s"
+            f"{_jobs(t.get('jobs', 1))}; total {t['total_seconds']:.1f} s.",
             "",
         ]
         return lines
+
+
+def _prepared(seconds: float | None) -> str:
+    """The modes' work once per index (a model fitted on it), where there was any worth a line."""
+    return f"models fitted on the index in {seconds:.1f} s; " if seconds and seconds >= 0.05 else ""
 
 
 def _jobs(jobs: int) -> str:

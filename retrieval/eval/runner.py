@@ -466,10 +466,12 @@ def run_eval(
         raise ConfigError(f"jobs must be from 1 to {LIMITS['jobs']}, got {jobs}")
     if len(prepared.evalset.queries) < PARALLEL_MIN_QUERIES:
         jobs = 1
+    prepare_started = time.perf_counter()
     for mode in selected:  # work a mode does once per index (a model to fit), before any query is timed
         prepare_mode = getattr(mode, "prepare", None)
         if prepare_mode is not None:
-            prepare_mode(cached.path, progress)
+            prepare_mode(cached.path, progress, jobs)
+    prepare_seconds = time.perf_counter() - prepare_started
     queries_started = time.perf_counter()
     if jobs > 1:
         runs = evaluate_in_workers(cached.path, prepared.evalset, selected, config, jobs, progress)
@@ -501,6 +503,7 @@ def run_eval(
     report.timing = {
         "index": {"status": cached.status, "seconds": cached.seconds, "detail": cached.detail},
         "inputs_seconds": inputs_seconds,
+        "prepare_seconds": prepare_seconds,
         "queries_seconds": queries_seconds,
         "jobs": jobs,
         "lexical_pass": latency_summary([r.lexical_seconds for r in runs]),

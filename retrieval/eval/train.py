@@ -314,6 +314,10 @@ def cross_validate(sets: Sequence[SetData], rounds: int = ROUNDS) -> dict:
     }
 
 
+#: What a model file fitted without its folds says in their place.
+NO_FOLDS = "fitted for an evaluation, which measures it on its own held-out queries"
+
+
 def fit_and_save(
     sets: Sequence[SetData],
     out: str | os.PathLike[str],
@@ -324,12 +328,13 @@ def fit_and_save(
     fitted: dict | None = None,
     training: list[dict] | None = None,
     origin: dict | None = None,
+    folds: bool = True,
 ) -> dict:
-    """Cross-validate on ``sets``, fit on every query of them, and write the model to ``out``; ``fitted`` adds to
-    the file's record of the fit, ``training`` describes the training sets (default: their names and sizes),
-    ``origin`` where judged queries came from when no file gave them (``retrieval.eval.own``). Returns the
-    summary ``retrieval train`` prints."""
-    cv = cross_validate(sets, rounds)
+    """Cross-validate on ``sets`` (unless ``folds`` is false), fit on every query of them, and write the model to
+    ``out``; ``fitted`` adds to the file's record of the fit, ``training`` describes the training sets (default:
+    their names and sizes), ``origin`` where judged queries came from when no file gave them
+    (``retrieval.eval.own``). Returns the summary ``retrieval train`` prints."""
+    cv = cross_validate(sets, rounds) if folds else {"not_run": NO_FOLDS}
     everything = [q for s in sets for q in s.queries]
     scales, w, history = fit(everything, rounds)
     at_start = _at_start(everything, scales)

@@ -18,8 +18,9 @@ from ...eval.own import MIN_REFERENCES as OWN_MIN_REFERENCES
 from ...eval.own import SAMPLE as OWN_SAMPLE
 from ...eval.protocol import AUTO, PROTOCOLS
 from ...text import DEFAULT_STEM, DEFAULT_STOPWORDS
+from ...workers import default_workers
 from .eval import ProgressBar
-from .options import FORMAT_HELP, FORMATS, add_analysis_options, index_location, positive_int, relations
+from .options import FORMAT_HELP, FORMATS, add_analysis_options, bounded, index_location, positive_int, relations
 
 DESCRIPTION = (
     "Fit the learned ranking (a linear model over BM25, citation-evidence, in-degree and recency features, by "
@@ -65,6 +66,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="relations the candidates' expansion follows, comma-separated, of references, citing, "
         "cocitation, coupling (default: all four; co-citation and coupling cost the most per search)",
     )
+    p.add_argument(
+        "--jobs",
+        type=bounded("jobs"),
+        metavar="N",
+        help="with --own: worker processes that share the papers' searches (default: one per core, at most 2; "
+        "1 = this process only); the model does not depend on it",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_cmd_train, train_parser=p)
 
@@ -86,8 +94,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if args.own:
         return _cmd_train_own(args)
-    if args.sample is not None or args.min_references is not None:
-        given = "--sample" if args.sample is not None else "--min-references"
+    if args.sample is not None or args.min_references is not None or args.jobs is not None:
+        given = next(f for f, v in (("--sample", args.sample), ("--min-references", args.min_references),
+                                    ("--jobs", args.jobs)) if v is not None)  # fmt: skip
         args.train_parser.error(f"{given} goes with --own (fitting on the index's own citations)")
     if not args.corpus or not args.queries:
         args.train_parser.error(
@@ -164,7 +173,14 @@ def _cmd_train_own(args: argparse.Namespace) -> int:
     if sample < OWN_FEWEST:
         args.train_parser.error(f"--sample {sample}: sample at least {OWN_FEWEST} papers to fit and cross-validate on")
     summary = _with_progress(
-        train_own, index, out, name=args.name, sample=sample, min_references=least, rounds=args.rounds or ROUNDS
+        train_own,
+        index,
+        out,
+        name=args.name,
+        sample=sample,
+        min_references=least,
+        rounds=args.rounds or ROUNDS,
+        jobs=default_workers() if args.jobs is None else args.jobs,
     )
     if args.json:
         print(json.dumps(summary, indent=2))
