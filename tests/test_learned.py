@@ -442,6 +442,8 @@ def test_cross_validation_holds_out_whole_sets():
     ]  # fmt: skip
     scales, w, _ = fit([q for s in sets[1:] for q in s.queries], rounds=2)
     assert cv["folds"][0]["weights"] == [round(float(v), 12) for v in w]
+    # the folds fitted by two worker processes: the same record
+    assert cross_validate(sets, rounds=2, jobs=2) == cv
 
 
 def _inputs(corpus: str) -> dict:

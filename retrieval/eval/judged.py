@@ -121,9 +121,11 @@ def train(
     format: str | None = None,
     stem: str | None = DEFAULT_STEM,
     stopwords: str | None = DEFAULT_STOPWORDS,
+    jobs: int = 1,
 ) -> dict:
     """Fit the learned ranking on ``pairs`` of (corpus, judged queries), cross-validate it, and write the model
     to ``out``; returns the summary (the file's path and sha256, the cross-validation, the training figures).
+    ``jobs``: worker processes that share the fits (``train.fit_many``; the model does not depend on it).
     ``relations``: the relations the candidates' expansion follows (default all four; the model file records
     them, and a search under the model follows them). ``format``: the corpus files' (default: detected);
     ``stem``, ``stopwords``: the evaluation indexes' analysis, as ``retrieval build`` takes it (its defaults too)."""
@@ -151,7 +153,9 @@ def train(
             raise InputError(f"no judged query of {s.inputs['queries']['file']} can be evaluated: nothing to fit")
     fitted = {"limit_queries": limit_queries, "analysis": analysis(stem, stopwords)}
     training = [{"name": s.name, **s.inputs, "queries_used": len(s.queries)} for s in sets]
-    return fit_and_save(sets, out, name=name, rounds=rounds, candidates=candidates, fitted=fitted, training=training)
+    return fit_and_save(
+        sets, out, name=name, rounds=rounds, candidates=candidates, fitted=fitted, training=training, jobs=jobs
+    )
 
 
 def model_for_index(db: str | os.PathLike[str]) -> Path:

@@ -202,7 +202,7 @@ def train_own(
     5-fold over the sampled papers (unless ``folds`` is false: the evaluation, which measures the model on its
     own held-out queries, skips the folds' five extra fits), and write the model to ``out``; returns the summary,
     as ``retrieval.eval.judged.train`` does. ``rounds``: coordinate ascent's most (default ``train.ROUNDS``); ``jobs``:
-    worker processes for the searches (``extract_own``)."""
+    worker processes for the searches (``extract_own``) and the fits (``train.fit_many``)."""
     from .train import ROUNDS, check_model_name, check_model_path, fit_and_save
 
     check_model_name(name)
@@ -235,8 +235,9 @@ def train_own(
         fitted = {"analysis": analysis(analyser.stem, analyser.stopwords)}
     sets = [s for s in sets if s.queries]
     return fit_and_save(
-        sets, out, name=name, rounds=rounds or ROUNDS, candidates=candidates, fitted=fitted, origin=origin, folds=folds
-    )
+        sets, out, name=name, rounds=rounds or ROUNDS, candidates=candidates, fitted=fitted, origin=origin,
+        folds=folds, jobs=jobs,
+    )  # fmt: skip
 
 
 __all__ = [

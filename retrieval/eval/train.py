@@ -51,6 +51,7 @@ from ..search.learned import (
     linked_share,
 )
 from ..search.query import Query
+from ..workers import context, follow_parent
 from .lexical import LEXICAL_DEPTH, bm25_list
 
 #: Coordinate ascent: the steps tried around each weight, the most rounds, the folds of a single set.
@@ -258,12 +259,18 @@ def by_corpus(sets: Sequence[SetData]) -> list[list[SetData]]:
     return list(groups.values())
 
 
-def cross_validate(sets: Sequence[SetData], rounds: int = ROUNDS) -> dict:
+def cross_validate(sets: Sequence[SetData], rounds: int = ROUNDS, jobs: int = 1) -> dict:
     """Hold one corpus out (sets of several corpora; ``by_corpus``) or k-fold over the queries (one corpus; a
     query's every form in the same fold): per fold the weights, the queries trained and tested on, the training
     objective and the held-out nDCG@10 (with the policy's start for comparison), and per held-out set its own
-    figure."""
-    folds = []
+    figure. ``jobs`` worker processes share the folds' fits (``fit_many``)."""
+    kind, splits = _splits(sets)
+    return _summary(kind, splits, fit_many([train for _, train, *_ in splits], rounds, jobs))
+
+
+def _splits(sets: Sequence[SetData]) -> tuple[str, list[tuple]]:
+    """The cross-validation's kind and its folds: (name, training queries, held-out queries, the held-out
+    corpus's inputs, the held-out sets)."""
     groups = by_corpus(sets)
     if len(groups) > 1:
         splits = [
@@ -271,19 +278,24 @@ def cross_validate(sets: Sequence[SetData], rounds: int = ROUNDS) -> dict:
              [q for s in group for q in s.queries], group[0].inputs, group)
             for group in groups
         ]  # fmt: skip
-    else:
-        every = [q for s in sets for q in s.queries]
-        qids = sorted({q.qid for q in every})  # a query asked twice (title, abstract) stays in one fold
-        if len(qids) < K_FOLDS:
-            raise ConfigError(f"{len(qids)} judged queries are too few to cross-validate: give at least {K_FOLDS}")
-        fold_of = {qid: i % K_FOLDS for i, qid in enumerate(qids)}
-        splits = [
-            (f"fold {k + 1}/{K_FOLDS}", [q for q in every if fold_of[q.qid] != k],
-             [q for q in every if fold_of[q.qid] == k], None, [])
-            for k in range(K_FOLDS)
-        ]  # fmt: skip
-    for name, train, test, inputs, group in splits:
-        scales, w, history = fit(train, rounds)
+        return "hold-one-corpus-out", splits
+    every = [q for s in sets for q in s.queries]
+    qids = sorted({q.qid for q in every})  # a query asked twice (title, abstract) stays in one fold
+    if len(qids) < K_FOLDS:
+        raise ConfigError(f"{len(qids)} judged queries are too few to cross-validate: give at least {K_FOLDS}")
+    fold_of = {qid: i % K_FOLDS for i, qid in enumerate(qids)}
+    splits = [
+        (f"fold {k + 1}/{K_FOLDS}", [q for q in every if fold_of[q.qid] != k],
+         [q for q in every if fold_of[q.qid] == k], None, [])
+        for k in range(K_FOLDS)
+    ]  # fmt: skip
+    return f"{K_FOLDS}-fold over queries", splits
+
+
+def _summary(kind: str, splits: list[tuple], fitted: list[tuple]) -> dict:
+    """``cross_validate``'s record of the folds ``splits`` fitted as ``fitted`` (one fit per fold, in order)."""
+    folds = []
+    for (name, train, test, inputs, group), (scales, w, history) in zip(splits, fitted, strict=True):
         scaled_test = [QueryData(q.qid, q.ids, q.x / scales, q.relevant, q.n_relevant) for q in test]
         per_set = {}
         if len(group) > 1:
@@ -306,12 +318,38 @@ def cross_validate(sets: Sequence[SetData], rounds: int = ROUNDS) -> dict:
         })  # fmt: skip
     tested = sum(f["test_queries"] for f in folds)
     return {
-        "kind": "hold-one-corpus-out" if len(groups) > 1 else f"{K_FOLDS}-fold over queries",
+        "kind": kind,
         "folds": folds,
         # over every held-out query (each query once)
         "test_ndcg@10_mean": round(sum(f["test_ndcg@10"] * f["test_queries"] for f in folds) / tested, 6),
         "test_ndcg@10_start_mean": round(sum(f["test_ndcg@10_start"] * f["test_queries"] for f in folds) / tested, 6),
     }
+
+
+#: In a worker process of ``fit_many``: the training sets its tasks name by position, and the rounds (inherited
+#: from the parent by fork, not sent).
+_FITS: tuple | None = None
+
+
+def _fit_task(index: int) -> tuple[np.ndarray, np.ndarray, list[float]]:
+    trainsets, rounds = _FITS
+    return fit(trainsets[index], rounds)
+
+
+def fit_many(trainsets: Sequence[Sequence[QueryData]], rounds: int = ROUNDS, jobs: int = 1) -> list[tuple]:
+    """``fit`` of each of ``trainsets``, in order; ``jobs`` worker processes share them where processes start by
+    fork (the sets are inherited, not copied through pipes). Each fit is deterministic: the same results either
+    way."""
+    global _FITS
+    workers = min(jobs, len(trainsets))
+    if workers <= 1 or context().get_start_method() != "fork":
+        return [fit(train, rounds) for train in trainsets]
+    _FITS = (trainsets, rounds)
+    try:
+        with context().Pool(workers, initializer=follow_parent, initargs=(os.getpid(),)) as pool:
+            return pool.map(_fit_task, range(len(trainsets)), chunksize=1)
+    finally:
+        _FITS = None
 
 
 #: What a model file fitted without its folds says in their place.
@@ -329,14 +367,22 @@ def fit_and_save(
     training: list[dict] | None = None,
     origin: dict | None = None,
     folds: bool = True,
+    jobs: int = 1,
 ) -> dict:
     """Cross-validate on ``sets`` (unless ``folds`` is false), fit on every query of them, and write the model to
     ``out``; ``fitted`` adds to the file's record of the fit, ``training`` describes the training sets (default:
     their names and sizes), ``origin`` where judged queries came from when no file gave them
-    (``retrieval.eval.own``). Returns the summary ``retrieval train`` prints."""
-    cv = cross_validate(sets, rounds) if folds else {"not_run": NO_FOLDS}
+    (``retrieval.eval.own``), ``jobs`` worker processes share the fits (``fit_many``). Returns the summary
+    ``retrieval train`` prints."""
     everything = [q for s in sets for q in s.queries]
-    scales, w, history = fit(everything, rounds)
+    if folds:  # the folds' fits and the final one share the workers
+        kind, splits = _splits(sets)
+        fits = fit_many([train for _, train, *_ in splits] + [everything], rounds, jobs)
+        cv = _summary(kind, splits, fits[:-1])
+        scales, w, history = fits[-1]
+    else:
+        cv = {"not_run": NO_FOLDS}
+        scales, w, history = fit(everything, rounds)
     at_start = _at_start(everything, scales)
     meta = {
         "fitted": {

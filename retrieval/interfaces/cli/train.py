@@ -70,8 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--jobs",
         type=bounded("jobs"),
         metavar="N",
-        help="with --own: worker processes that share the papers' searches (default: one per core, at most 2; "
-        "1 = this process only); the model does not depend on it",
+        help="worker processes that share the fits (and with --own the papers' searches; default: one per core, "
+        "at most 2; 1 = this process only); the model does not depend on it",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_cmd_train, train_parser=p)
@@ -94,9 +94,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if args.own:
         return _cmd_train_own(args)
-    if args.sample is not None or args.min_references is not None or args.jobs is not None:
-        given = next(f for f, v in (("--sample", args.sample), ("--min-references", args.min_references),
-                                    ("--jobs", args.jobs)) if v is not None)  # fmt: skip
+    if args.sample is not None or args.min_references is not None:
+        given = "--sample" if args.sample is not None else "--min-references"
         args.train_parser.error(f"{given} goes with --own (fitting on the index's own citations)")
     if not args.corpus or not args.queries:
         args.train_parser.error(
@@ -131,7 +130,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         train, list(zip(args.corpus, args.queries, strict=True)), out, name=args.name, cache_dir=args.cache_dir,
         limit_queries=args.limit_queries, protocol=args.protocol, rounds=args.rounds or ROUNDS,
         relations=args.relations.split(",") if args.relations else None, format=args.format,
-        stem=stem, stopwords=stopwords,
+        stem=stem, stopwords=stopwords, jobs=default_workers() if args.jobs is None else args.jobs,
     )  # fmt: skip
     if args.json:
         print(json.dumps(summary, indent=2))
