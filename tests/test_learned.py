@@ -444,6 +444,13 @@ def test_cross_validation_holds_out_whole_sets():
     assert cv["folds"][0]["weights"] == [round(float(v), 12) for v in w]
     # the folds fitted by two worker processes: the same record
     assert cross_validate(sets, rounds=2, jobs=2) == cv
+    from retrieval.eval.train import fit_many
+
+    # one set or several, each start's ascent in a worker: the fits one process makes
+    for trainsets in ([sets[0].queries], [s.queries for s in sets]):
+        alone = [fit(t, rounds=2) for t in trainsets]
+        for (scales, w, history), (s2, w2, h2) in zip(alone, fit_many(trainsets, rounds=2, jobs=2), strict=True):
+            assert (scales.tobytes(), w.tobytes(), history) == (s2.tobytes(), w2.tobytes(), h2)
 
 
 def _inputs(corpus: str) -> dict:

@@ -175,13 +175,22 @@ def fit(queries: Sequence[QueryData], rounds: int = ROUNDS) -> tuple[np.ndarray,
     """Scales, raw-unit weights (``weight / scale`` multiplies the raw feature) and the objective's history."""
     scales = scales_of(queries)
     scaled = [QueryData(q.qid, q.ids, q.x / scales, q.relevant, q.n_relevant) for q in queries]
+    return scales, *_best([_ascent(scaled, scales, point, rounds) for point in STARTS])
+
+
+def _ascent(scaled: Sequence[QueryData], scales: np.ndarray, point: dict, rounds: int) -> tuple:
+    """Coordinate ascent over ``scaled`` from the start ``point``."""
+    return coordinate_ascent(scaled, np.array([point.get(f, 0.0) * scales[i] for i, f in enumerate(FEATURES)]), rounds)
+
+
+def _best(ascents: Sequence[tuple]) -> tuple:
+    """The (weights, history) of ``ascents`` (one per start, in ``STARTS``' order) with the best final objective;
+    a tie goes to the earlier start."""
     best = None
-    for point in STARTS:  # the best final objective wins; a tie goes to the earlier start
-        start = np.array([point.get(f, 0.0) * scales[i] for i, f in enumerate(FEATURES)])
-        w, history = coordinate_ascent(scaled, start, rounds)
+    for w, history in ascents:
         if best is None or history[-1] > best[1][-1] + 1e-12:
             best = (w, history)
-    return scales, best[0], best[1]
+    return best
 
 
 def _at_start(queries: Sequence[QueryData], scales: np.ndarray) -> float:
@@ -331,25 +340,30 @@ def _summary(kind: str, splits: list[tuple], fitted: list[tuple]) -> dict:
 _FITS: tuple | None = None
 
 
-def _fit_task(index: int) -> tuple[np.ndarray, np.ndarray, list[float]]:
+def _ascent_task(task: tuple[int, int]) -> tuple:
     trainsets, rounds = _FITS
-    return fit(trainsets[index], rounds)
+    queries = trainsets[task[0]]
+    scales = scales_of(queries)
+    scaled = [QueryData(q.qid, q.ids, q.x / scales, q.relevant, q.n_relevant) for q in queries]
+    return _ascent(scaled, scales, STARTS[task[1]], rounds)
 
 
 def fit_many(trainsets: Sequence[Sequence[QueryData]], rounds: int = ROUNDS, jobs: int = 1) -> list[tuple]:
-    """``fit`` of each of ``trainsets``, in order; ``jobs`` worker processes share them where processes start by
-    fork (the sets are inherited, not copied through pipes). Each fit is deterministic: the same results either
-    way."""
+    """``fit`` of each of ``trainsets``, in order; ``jobs`` worker processes share the ascents (one per set and
+    start) where processes start by fork (the sets are inherited, not copied through pipes). Each ascent is
+    deterministic: the same results either way."""
     global _FITS
-    workers = min(jobs, len(trainsets))
-    if workers <= 1 or context().get_start_method() != "fork":
+    if jobs <= 1 or context().get_start_method() != "fork":
         return [fit(train, rounds) for train in trainsets]
+    tasks = [(i, k) for i in range(len(trainsets)) for k in range(len(STARTS))]
     _FITS = (trainsets, rounds)
     try:
-        with context().Pool(workers, initializer=follow_parent, initargs=(os.getpid(),)) as pool:
-            return pool.map(_fit_task, range(len(trainsets)), chunksize=1)
+        with context().Pool(min(jobs, len(tasks)), initializer=follow_parent, initargs=(os.getpid(),)) as pool:
+            ascents = pool.map(_ascent_task, tasks, chunksize=1)
     finally:
         _FITS = None
+    per_set = len(STARTS)
+    return [(scales_of(train), *_best(ascents[i * per_set : (i + 1) * per_set])) for i, train in enumerate(trainsets)]
 
 
 #: What a model file fitted without its folds says in their place.
@@ -382,7 +396,7 @@ def fit_and_save(
         scales, w, history = fits[-1]
     else:
         cv = {"not_run": NO_FOLDS}
-        scales, w, history = fit(everything, rounds)
+        scales, w, history = fit_many([everything], rounds, jobs)[0]
     at_start = _at_start(everything, scales)
     meta = {
         "fitted": {
