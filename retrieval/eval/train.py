@@ -173,9 +173,14 @@ def coordinate_ascent(
 
 def fit(queries: Sequence[QueryData], rounds: int = ROUNDS) -> tuple[np.ndarray, np.ndarray, list[float]]:
     """Scales, raw-unit weights (``weight / scale`` multiplies the raw feature) and the objective's history."""
-    scales = scales_of(queries)
-    scaled = [QueryData(q.qid, q.ids, q.x / scales, q.relevant, q.n_relevant) for q in queries]
+    scales, scaled = _scaled(queries)
     return scales, *_best([_ascent(scaled, scales, point, rounds) for point in STARTS])
+
+
+def _scaled(queries: Sequence[QueryData]) -> tuple[np.ndarray, list[QueryData]]:
+    """The features' scales over ``queries`` (``scales_of``), and the queries with their features divided by them."""
+    scales = scales_of(queries)
+    return scales, [QueryData(q.qid, q.ids, q.x / scales, q.relevant, q.n_relevant) for q in queries]
 
 
 def _ascent(scaled: Sequence[QueryData], scales: np.ndarray, point: dict, rounds: int) -> tuple:
@@ -342,9 +347,7 @@ _FITS: tuple | None = None
 
 def _ascent_task(task: tuple[int, int]) -> tuple:
     trainsets, rounds = _FITS
-    queries = trainsets[task[0]]
-    scales = scales_of(queries)
-    scaled = [QueryData(q.qid, q.ids, q.x / scales, q.relevant, q.n_relevant) for q in queries]
+    scales, scaled = _scaled(trainsets[task[0]])
     return _ascent(scaled, scales, STARTS[task[1]], rounds)
 
 

@@ -4,7 +4,7 @@ computed once for the query and reused by every mode that asks for the same thin
 
 A memo is for one query against one unchanging index (the evaluation's cached index); the values it holds are
 exactly what a mode would compute itself, so sharing changes no ranking. It changes timings, so it keeps the
-seconds each reuse saved (``charge``): the evaluation adds them back to the reusing mode's latency, which stays
+seconds each reuse saved (``take_charge``): the evaluation adds them back to the reusing mode's latency, which stays
 the latency that mode would have had alone (for BM25 scores, at the query's average cost per paper scored).
 """
 
@@ -80,10 +80,6 @@ class QueryMemo:
         """How many values ``each`` has computed under ``kind`` for the query."""
         found = self._each.get(kind)
         return len(found[0]) if found else 0
-
-    def charge(self, seconds: float) -> None:
-        """A reuse saved ``seconds`` of work."""
-        self._charged += seconds
 
     def take_charge(self) -> float:
         """The seconds saved since the last call (and start again from 0)."""
