@@ -309,9 +309,11 @@ RAW_MESSAGES = [
 ]  # fmt: skip
 
 
-def raw_session(command: list[str], err: Path) -> tuple[dict, str, int, str]:
-    """A raw client: each of ``RAW_MESSAGES`` in and its reply read, then stdin closed. Returns the replies by
-    id, what stdout carried after them, the exit code and stderr (a watchdog kills the server after 60 s)."""
+def raw_session(command: list[str], err: Path, messages=RAW_MESSAGES) -> tuple[dict, str, int, str]:
+    """A raw client: each of ``messages`` in and its reply read, then stdin closed. A message is a dict (a reply
+    is read where it has an id) or a line sent as it is (a reply is always read). Returns the replies by id
+    (those with a null id in a list under ``None``), what stdout carried after them, the exit code and stderr (a
+    watchdog kills the server after 60 s)."""
     with open(err, "w", encoding="utf-8") as errlog:
         server = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, text=True, cwd=ROOT
@@ -320,12 +322,15 @@ def raw_session(command: list[str], err: Path) -> tuple[dict, str, int, str]:
         watchdog.start()
         try:
             replies = {}
-            for message in RAW_MESSAGES:
-                server.stdin.write(json.dumps(message) + "\n")
+            for message in messages:
+                server.stdin.write((message if isinstance(message, str) else json.dumps(message)) + "\n")
                 server.stdin.flush()
-                if "id" in message:
+                if isinstance(message, str) or "id" in message:
                     reply = json.loads(server.stdout.readline())
-                    replies[reply["id"]] = reply
+                    if reply["id"] is None:
+                        replies.setdefault(None, []).append(reply)
+                    else:
+                        replies[reply["id"]] = reply
             server.stdin.close()  # the client goes away
             rest = server.stdout.read()
             code = server.wait()
@@ -348,6 +353,38 @@ def test_stdout_carries_only_the_protocol_and_the_server_exits_cleanly_when_the_
     assert replies[3]["result"]["isError"] is True
     assert "Traceback" not in logged
     assert "retrieval mcp: serving" in logged and "retrieval mcp: search: 2 result(s)" in logged
+
+
+def test_a_line_that_is_no_message_is_answered_with_json_rpcs_error_and_the_session_goes_on(demo_db, tmp_path):
+    """JSON-RPC 2.0 answers a line that is not JSON with a parse error (-32700) and JSON that is no message with an
+    invalid request (-32600), under the request's id where it can be read (a client waits on that id), else
+    null; the requests after it are served as usual. The SDK alone answered none of them (a client hung)."""
+    search = {"name": "search", "arguments": {"query": "attention sparsity", "limit": 2}}
+    lines = [
+        *RAW_MESSAGES[:2],
+        "this is not json",
+        '{"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "search", "arguments": ',
+        '{"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": '
+        '{"name": "search", "arguments": {"query": "a\\ud800b"}}}',  # a lone surrogate: no Unicode text
+        '{"id": 13, "method": "tools/list"}',  # no "jsonrpc"
+        '{"jsonrpc": "2.0", "id": 14}',  # neither a request nor a response
+        "[]",
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search},
+    ]
+    command = [sys.executable, "-m", "retrieval", "mcp", "--db", str(demo_db)]
+    replies, rest, code, logged = raw_session(command, tmp_path / "server.err", lines)
+    assert code == 0, logged
+    assert rest == "" and "Traceback" not in logged
+    codes = {key: reply["error"]["code"] for key, reply in replies.items() if key not in (None, 1, 2)}
+    assert codes == {12: -32700, 13: -32600, 14: -32600}  # 11 cut short: its id cannot be read
+    assert [reply["error"]["code"] for reply in replies[None]] == [-32700, -32700, -32600]
+    assert all(reply["jsonrpc"] == "2.0" and set(reply) == {"jsonrpc", "id", "error"} for reply in replies[None])
+    assert "Parse error" in replies[None][0]["error"]["message"] and "\\ud800" in replies[12]["error"]["message"]
+    assert (
+        "Invalid Request" in replies[13]["error"]["message"] and '"jsonrpc": "2.0"' in replies[13]["error"]["message"]
+    )
+    assert replies[2]["result"]["structuredContent"]["results"], "the session goes on"
+    assert logged.count("retrieval mcp: answered a line that is no JSON-RPC message") == 6
 
 
 def test_a_stray_print_or_warning_during_a_call_goes_to_stderr(demo_db, tmp_path):

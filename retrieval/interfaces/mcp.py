@@ -9,7 +9,9 @@ evidence graph behind a ranking). Served with the official SDK's ``MCPServer`` (
 stdout is the protocol channel: the SDK points file descriptor 1 at stderr while it serves, and ``sys.stdout`` is
 ``sys.stderr`` for the same time, so a stray ``print`` or warning can never corrupt a message. A library error
 (``RetrievalError``: an empty query, a limit out of range, an unknown id) becomes a tool error whose text is the
-library's message, never a traceback. Read-only: nothing is written to the index (no query log, no saved runs).
+library's message, never a traceback. A line that is no JSON-RPC message is answered as JSON-RPC 2.0 says
+(``rejection``), where the SDK alone answers nothing and a client waits. Read-only: nothing is written to the
+index (no query log, no saved runs).
 
 The main CLI imports this module only when ``retrieval mcp`` runs; the SDK is imported when the server starts.
 """
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import functools
 import inspect
+import json
 import logging
 import operator
 import sys
@@ -361,6 +364,47 @@ def arguments_message(exc) -> str:
     return "; ".join(parts.values()) or "the arguments are not valid"
 
 
+PARSE_MESSAGE = (
+    "Parse error: the line is not JSON the server can read: send one JSON-RPC 2.0 message per line, in UTF-8, "
+    "with no lone surrogate escape such as \\ud800 in a string"
+)
+INVALID_MESSAGE = (
+    'Invalid Request: the line is JSON but no JSON-RPC 2.0 message: a request is an object with "jsonrpc": "2.0", '
+    'an "id" (a string or a number) and a "method"'
+)
+
+
+def rejection(exc: Exception):
+    """The JSON-RPC 2.0 error answering a line the SDK could not read as a message (``exc``, its pydantic
+    ``ValidationError``): a parse error (-32700) for text that is not JSON to it, else an invalid request (-32600);
+    under the line's ``id`` where one can be read, so that the client waiting on it is answered, else null."""
+    from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+
+    try:
+        errors = exc.errors()
+    except Exception:  # not pydantic's, or an input it cannot show
+        errors = []
+    unreadable = not errors or any(error.get("type") == "json_invalid" for error in errors)
+    request_id = None
+    for error in errors:
+        line = error.get("input")
+        if isinstance(line, str):  # the raw line: JSON to Python, not to the SDK (a lone surrogate)
+            try:
+                line = json.loads(line)
+            except ValueError:
+                continue
+        value = line.get("id") if isinstance(line, dict) else None
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            request_id = value
+            break
+    error = (
+        ErrorData(code=PARSE_ERROR, message=PARSE_MESSAGE)
+        if unreadable
+        else ErrorData(code=INVALID_REQUEST, message=INVALID_MESSAGE)
+    )
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+
+
 def make_server(service: Service, workers: ThreadPoolExecutor):
     """The MCP server (``mcp.server.mcpserver.MCPServer``) with the four tools over ``service``, each call run on
     one of ``workers``."""
@@ -389,7 +433,32 @@ def make_server(service: Service, workers: ThreadPoolExecutor):
     class Server(MCPServer):
         """The SDK's server, with its checks of a call's arguments said as the library says things: an unknown
         argument named (the SDK drops it silently), a wrong type as one line per argument (pydantic's report, with
-        its links, before)."""
+        its links, before); and every line on stdin answered (``rejection``)."""
+
+        async def run_stdio_async(self) -> None:
+            lowlevel = getattr(self, "_lowlevel_server", None)
+            if lowlevel is None:  # another layout of the SDK: its own loop, an unreadable line unanswered
+                return await super().run_stdio_async()
+            import anyio
+            from mcp.server.stdio import stdio_server
+            from mcp.shared.message import SessionMessage
+
+            async with stdio_server() as (read_stream, write_stream):
+                send, receive = anyio.create_memory_object_stream(0)
+
+                async def sieve():  # the SDK's read stream, its unreadable lines answered here
+                    async with send:
+                        async for item in read_stream:
+                            if isinstance(item, Exception):
+                                log.warning("retrieval mcp: answered a line that is no JSON-RPC message")
+                                await write_stream.send(SessionMessage(rejection(item)))
+                            else:
+                                await send.send(item)
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(sieve)
+                    await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
+                    tasks.cancel_scope.cancel()
 
         async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
             unknown = sorted(set(arguments) - taken.get(name, set(arguments)))
