@@ -939,3 +939,50 @@ def test_a_corpus_of_more_than_65536_papers_keeps_gaps_exact_through_every_write
     upgrade_index(db)
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT * FROM postings ORDER BY term_id, first_doc").fetchall() == before
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "df = 0",  # no postings
+        "df = 1000000",  # more than a row holds
+        "doc_ids = x'00'",  # a column too short for its df
+        "counts = 7",  # a number where a BLOB belongs
+        "first_doc = 'a'",  # text where a number belongs
+    ],
+)
+def test_a_damaged_postings_row_is_named_alike_by_check_a_search_and_an_add(demo_db, tmp_path, monkeypatch, edit):
+    """One check of a row's shape (``postings.shape_problem``) serves the writers, a search and ``retrieval check``:
+    each names the row's problem in the same words (a search that reads an edited df sees first that it no
+    longer sums to ``doc_freq``'s, and says so). ``check`` had a copy of its own that said a df of 0 as "columns
+    of [...] bytes"."""
+    from retrieval.search import blobs
+
+    monkeypatch.setattr(blobs, "CACHE", blobs._Cache(0))
+    db = tmp_path / "edited.db"
+    db.write_bytes(demo_db.read_bytes())
+    with sqlite3.connect(db) as conn:
+        term_id = conn.execute("SELECT term_id FROM doc_freq WHERE term = 'attention'").fetchone()[0]
+        conn.execute(f"UPDATE postings SET {edit} WHERE term_id = :t", {"t": term_id})  # edits of this test's own
+        row = conn.execute(
+            "SELECT first_doc, last_doc, df, doc_ids, counts, lengths FROM postings WHERE term_id = :t", {"t": term_id}
+        ).fetchone()
+    problem = postings.shape_problem(*row)
+    assert problem, row
+    checked = tmp_path / "check.txt"
+    with open(checked, "w", encoding="utf-8") as out:
+        monkeypatch.setattr(sys, "stdout", out)
+        assert main(["check", "--db", str(db)]) == 1
+    monkeypatch.undo()
+    assert problem in checked.read_text(encoding="utf-8")
+    with RetrievalClient(db) as client:
+        client.lexical.path = "blobs"
+        with pytest.raises(NotAnIndexError) as searched:
+            client.lexical.search("attention", 10)
+    assert problem in str(searched.value) or (edit.startswith("df") and "doc_freq" in str(searched.value))
+    if edit == "df = 1000000":  # a row that says it is full: an add starts the next row and rewrites none
+        return
+    paper = Paper(id="new-1", title="Attention again", abstract="attention attention", year=2024)
+    with pytest.raises(Exception) as added:  # the row the new paper's posting joins
+        add_papers([paper], db)
+    assert problem in str(added.value)

@@ -142,16 +142,13 @@ class _Chunk:
     def __init__(self, row: tuple) -> None:
         self.term_id = row[0]
         self.first, self.last, self.df, self.max_count, self.min_length = row[1:6]
-        kinds = [type(column).__name__ for column in row[6:9] if not isinstance(column, (bytes, memoryview))]
-        if kinds:  # a value put there by hand: bytes() of a number is that many zero bytes, of text an error
-            raise ChunkError(self, f"holds {', '.join(kinds)} values where its columns are BLOBs")
+        problem = postings.shape_problem(self.first, self.last, self.df, *row[6:9])  # the writers' check
+        if problem is not None:
+            raise ChunkError(self, problem)
         self.packed = bytes(row[6]), bytes(row[7]), bytes(row[8])  # (or memoryviews)
         self.whole: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.keep = False
         self.checked = False
-        problem = postings.shape_problem(self.first, self.last, self.df, *self.packed)  # the writers' check
-        if problem is not None:
-            raise ChunkError(self, problem)
 
     def decoded(self, scoring: _Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Doc ids (int64), counts (float64) and denominators: kept ones, else fresh arrays, kept if ``keep`` (one

@@ -44,7 +44,7 @@ from .database import (
     check_index,
     check_seal,
 )
-from .postings import CHUNK
+from .postings import decode, shape_problem
 from .rows import TABLE_TOTALS_SQL, statistics_disagreeing
 from .schema.catalogue import required
 from .sql.dialect import SQLITE, statement
@@ -607,32 +607,16 @@ def _postings(rows, found, limit: int) -> None:
 def _decoded(chunks: list[tuple], label: str) -> tuple[list[tuple] | None, list[tuple[str, str]]]:
     """The postings ``(doc id, count, length)`` of a term's chunk rows, and what is wrong with the rows
     themselves (``("malformed" | "bounds", message)``); None where a row cannot be decoded."""
-    from .postings import decode
 
     errors: list[tuple[str, str]] = []
     out: list[tuple] = []
     for _, first, last, df, max_count, min_length, doc_ids, counts, lengths in chunks:
         at = f"{label}, chunk at document {first}"
-        kinds = [type(c).__name__ for c in (doc_ids, counts, lengths) if not isinstance(c, (bytes, memoryview))]
-        if kinds:  # bytes() of a number is that many zero bytes (a large one, memory), of text an error
-            errors.append(("malformed", f"{at}: holds {', '.join(kinds)} values where its columns are BLOBs"))
+        problem = shape_problem(first, last, df, doc_ids, counts, lengths)  # what a search would refuse
+        if problem is not None:
+            errors.append(("malformed", f"{at}: {problem}"))
             return None, errors
-        if not all(isinstance(v, int) for v in (first, last)):  # text put there by hand
-            errors.append(("malformed", f"{at}: gives documents {first!r}-{last!r}, not numbers"))
-            return None, errors
-        blobs = (bytes(doc_ids), bytes(counts), bytes(lengths))
-        widths = [len(b) // df if isinstance(df, int) and df > 0 else 0 for b in blobs]
-        if not (
-            isinstance(df, int)
-            and 1 <= df <= CHUNK
-            and all(len(b) == w * df for b, w in zip(blobs, widths, strict=True))
-            and widths[0] in (2, 4)
-            and widths[1] in (1, 2, 4)
-            and widths[2] in (2, 4)
-        ):
-            errors.append(("malformed", f"{at}: columns of {[len(b) for b in blobs]} bytes for a df of {df!r}"))
-            return None, errors
-        docs, cs, ls = decode(first, last, df, *blobs)
+        docs, cs, ls = decode(first, last, df, bytes(doc_ids), bytes(counts), bytes(lengths))
         truth = (int(docs[0]), int(docs[-1]), int(cs.max()), int(ls.min()))
         if (first, last, max_count, min_length) != truth or (len(docs) > 1 and not (docs[1:] > docs[:-1]).all()):
             errors.append(

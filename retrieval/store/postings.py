@@ -187,21 +187,20 @@ class DamagedChunk(ValueError):
 def shape_problem(
     first: object, last: object, df: object, doc_ids: object, counts: object, lengths: object
 ) -> str | None:
-    """What is wrong with a row's range, ``df`` and columns as this module packs them (None: nothing): numbers for
-    the range (it says how the doc ids are packed), BLOBs of 2 or 4 bytes a doc id, 1, 2 or 4 a count, 2 or 4 a
-    length, for a ``df`` of 1 to ``CHUNK``."""
-    if not (isinstance(first, int) and isinstance(last, int)):
-        return f"gives documents {first!r}-{last!r}, not numbers"
+    """What is wrong with a row's range, ``df`` and columns as this module packs them (None: nothing): BLOBs for
+    the columns, numbers for the range (it says how the doc ids are packed), 2 or 4 bytes a doc id, 1, 2 or 4 a
+    count, 2 or 4 a length, for a ``df`` of 1 to ``CHUNK``. The one check of a row's shape: the writers', a
+    search's (``retrieval.search.blobs``) and ``retrieval check``'s."""
     blobs = (doc_ids, counts, lengths)
     binary = (bytes, memoryview)  # (checked one by one: a search checks every row it reads)
-    if not (
-        isinstance(df, int)
-        and 1 <= df <= CHUNK
-        and isinstance(doc_ids, binary)
-        and isinstance(counts, binary)
-        and isinstance(lengths, binary)
-    ):
-        return f"holds {df!r} postings in columns of the types {[type(b).__name__ for b in blobs]}"
+    if not (isinstance(doc_ids, binary) and isinstance(counts, binary) and isinstance(lengths, binary)):
+        # a value put there by hand: bytes() of a number is that many zero bytes, of text an error
+        kinds = [type(b).__name__ for b in blobs if not isinstance(b, binary)]
+        return f"holds {', '.join(kinds)} values where its columns are BLOBs"
+    if not (isinstance(first, int) and isinstance(last, int)):
+        return f"gives documents {first!r}-{last!r}, not numbers"
+    if not (isinstance(df, int) and 1 <= df <= CHUNK):
+        return f"holds {df!r} postings, where a row holds 1 to {CHUNK}"
     if not (
         len(doc_ids) in (2 * df, 4 * df) and len(counts) in (df, 2 * df, 4 * df) and len(lengths) in (2 * df, 4 * df)
     ):
