@@ -607,7 +607,6 @@ def _postings(rows, found, limit: int) -> None:
 def _decoded(chunks: list[tuple], label: str) -> tuple[list[tuple] | None, list[tuple[str, str]]]:
     """The postings ``(doc id, count, length)`` of a term's chunk rows, and what is wrong with the rows
     themselves (``("malformed" | "bounds", message)``); None where a row cannot be decoded."""
-
     errors: list[tuple[str, str]] = []
     out: list[tuple] = []
     for _, first, last, df, max_count, min_length, doc_ids, counts, lengths in chunks:
