@@ -268,7 +268,7 @@ def test_auto_encodes_only_where_the_citations_are_sparse(tmp_path):
     assert summary.semantic is None and not summary.notes and _stored(tmp_path / "dense.db") == {}
     off = build(db=tmp_path / "off.db", source=_papers(), semantic="none")
     assert off.semantic is None and _stored(tmp_path / "off.db") == {}
-    with pytest.raises(ConfigError, match="use one of wordllama, auto or none"):
+    with pytest.raises(ConfigError, match="use one of wordllama, auto, none, or the folder a model was saved to"):
         build(db=tmp_path / "bad.db", source=_papers(), semantic="bogus")
     assert not (tmp_path / "bad.db").exists()
 

@@ -29,6 +29,7 @@ from .options import (
     DB_HELP,
     FORMAT_HELP,
     FORMATS,
+    SEMANTIC_HELP,
     AtMost,
     add_analysis_options,
     add_output_args,
@@ -39,6 +40,7 @@ from .options import (
     non_negative,
     query,
     relations,
+    semantic_model,
     shard_urls,
     unit,
 )
@@ -426,11 +428,12 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     add_analysis_options(p)
     p.add_argument(
         "--semantic",
-        choices=["auto", "wordllama", "none"],
+        type=semantic_model,
         default="auto",
-        help="also encode every paper's text with this model for the semantic signal (pip install "
-        "'retrieval[semantic]'; recorded in the index, later adds encode with it); auto (default): wordllama "
-        "where the corpus has fewer than 1.5 citation edges a paper and it is installed, else none",
+        metavar="MODEL",
+        help=f"also encode every paper's text with this model for the semantic signal: {SEMANTIC_HELP}; recorded "
+        "in the index, later adds encode with it. auto (default): wordllama where the corpus has fewer than 1.5 "
+        "citation edges a paper and it is installed, else none",
     )
     p.add_argument("--db", type=index_location, help=DB_HELP)
     p.add_argument(

@@ -13,7 +13,7 @@ from typing import TextIO
 from ...eval.cache import DEFAULT_CACHE_DIR
 from ...eval.modes import MODES
 from ...eval.protocol import AUTO, PROTOCOLS, TIME_HONEST
-from .options import FORMAT_HELP, FORMATS, add_analysis_options, bounded, positive_int
+from .options import FORMAT_HELP, FORMATS, SEMANTIC_HELP, add_analysis_options, bounded, positive_int, semantic_model
 
 
 class ProgressBar:
@@ -170,10 +170,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_analysis_options(p, "the evaluation index's ")
     p.add_argument(
         "--semantic",
-        choices=["auto", "wordllama", "none"],
+        type=semantic_model,
         default="auto",
+        metavar="MODEL",
         help="build the evaluation index with the papers' vectors of this model, so the policy's blend has its "
-        "semantic signal (pip install 'retrieval[semantic]'); auto (default): as retrieval build decides it",
+        f"semantic signal: {SEMANTIC_HELP}. auto (default): as retrieval build decides it",
     )
     p.add_argument(
         "--dates",

@@ -127,6 +127,25 @@ def positive_int(text: str) -> int:
     return _whole_number(text, 1, "a number of at least 1")
 
 
+SEMANTIC_HELP = (
+    "auto, wordllama (pip install 'retrieval[semantic]'), none, or the folder of a sentence-transformers model "
+    "(pip install 'retrieval[transformer]'; read offline, on the CPU)"
+)
+
+
+def semantic_model(text: str) -> str:
+    """``--semantic``'s value: a model retrieval knows, ``auto``, ``none`` or a sentence-transformers model folder
+    (as ``retrieval.embed.requested`` takes it); anything else is a usage error."""
+    from ...embed import requested
+    from ...errors import ConfigError
+
+    try:
+        requested(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--semantic ")) from None
+    return text
+
+
 def bounded(name: str, least: int = 1):
     """A whole number from ``least`` to ``LIMITS[name]`` (the documented bound of that setting)."""
 
