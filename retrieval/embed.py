@@ -29,6 +29,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from .digest import file_sha256
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -167,7 +168,7 @@ def _load(name: str) -> Encoder:
     folder = Path(wordllama.__file__).parent
     path = folder / weights
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest = file_sha256(path)
     except OSError as exc:
         raise ConfigError(f"cannot read the weights of {name!r} ({path}): {exc.strerror or exc}") from None
     if digest != sha256:
@@ -239,7 +240,7 @@ def folder_sha256(folder: Path) -> str:
     paths, its path in the folder and its bytes' sha256 (a single file's own sha256 where the folder holds one)."""
     try:
         files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
-        digests = [(p.relative_to(folder).as_posix(), _file_sha256(p)) for p in files]
+        digests = [(p.relative_to(folder).as_posix(), file_sha256(p)) for p in files]
     except OSError as exc:
         raise ConfigError(f"cannot read the model folder {folder}: {exc.strerror or exc}") from None
     if not digests:
@@ -247,14 +248,6 @@ def folder_sha256(folder: Path) -> str:
     if len(digests) == 1:
         return digests[0][1]
     return hashlib.sha256("".join(f"{path}\t{digest}\n" for path, digest in digests).encode()).hexdigest()
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def of_index(info: dict[str, str]) -> Encoder | None:

@@ -32,15 +32,6 @@ EVAL_INDEX_FORMAT = "1"
 DEFAULT_CACHE_DIR = Path("~/.cache/retrieval/eval")
 
 
-def file_sha256(path: Path) -> str:
-    """The sha256 of the file's bytes, as hex."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def index_identity() -> dict:
     """What, besides the inputs, decides the content of an index file."""
     return {

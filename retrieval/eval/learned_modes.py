@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import RetrievalConfig
+from ..digest import file_sha256
 from ..errors import ConfigError
 from ..search.client import RetrievalClient
 from ..search.learned import (
@@ -28,7 +29,6 @@ from ..search.learned import (
     MODEL_VERSION,
     SHIPPED_MODEL,
     RankerModel,
-    file_sha256,
     load_cached,
 )
 from .own import FEWEST, MIN_REFERENCES, SAMPLE, own_queries, shipped_candidates, train_own

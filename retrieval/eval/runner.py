@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .. import __version__, embed
 from ..config import RetrievalConfig
+from ..digest import file_sha256
 from ..errors import ConfigError, InputError, StoreError
 from ..outfile import replace_text
 from ..search import cutoff
@@ -28,7 +29,7 @@ from ..store.database import check_index
 from ..text import DEFAULT_STEM, DEFAULT_STOPWORDS, Analyser
 from ..validate import LIMITS
 from ..workers import context, default_workers, follow_parent
-from .cache import CachedIndex, analysis, cache_key, ensure_index, file_sha256, index_identity, resolve_cache_dir
+from .cache import CachedIndex, analysis, cache_key, ensure_index, index_identity, resolve_cache_dir
 from .graphrag import by_hop, by_seed_quality
 from .lexical import LEXICAL_DEPTH, bm25_list
 from .metrics import CUTOFFS, Effectiveness, effectiveness, latency_summary, require_library

@@ -179,11 +179,6 @@ def in_degrees(snap, paper_ids: Sequence[str], excluded: frozenset[str] = frozen
     return checked_counts(snap, dict(snap.rows("learned: the candidates' in-degrees", IN_DEGREE_SQL, params)))
 
 
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """The sha256 of the file's bytes, as hex."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 class RankerModel:
     """A linear ranking model: feature names, weights and scales, the candidate settings, and what it was
     fitted on (``meta``: training sets, cross-validated figures). Compare by content (``key``)."""
