@@ -220,19 +220,16 @@ def _load_folder(folder: Path) -> Encoder:
     return Encoder(name, int(dims), sha256, encode)
 
 
-_FORK_HOOK: list[bool] = []
-
-
+@functools.cache  # once per process
 def _one_thread_in_forked_children() -> None:
-    """Once per process: a child forked after PyTorch ran (the evaluation's and the own fit's worker processes)
-    inherits its thread pool without the pool's threads, and its first parallel step waits on them forever; with
-    one thread it runs without the pool (as PyTorch's own data-loader workers do)."""
-    if _FORK_HOOK or not hasattr(os, "register_at_fork"):
+    """A child forked after PyTorch ran (the evaluation's and the own fit's worker processes) inherits its thread
+    pool without the pool's threads, and its first parallel step waits on them forever; with one thread it runs
+    without the pool (as PyTorch's own data-loader workers do)."""
+    if not hasattr(os, "register_at_fork"):
         return
     import torch
 
     os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
-    _FORK_HOOK.append(True)
 
 
 def folder_sha256(folder: Path) -> str:
